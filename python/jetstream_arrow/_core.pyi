@@ -1,0 +1,137 @@
+# Stubs of the native module jetstream_arrow._core (rust/python). Checked against the
+# built module by `mypy.stubtest` in the test command, so they cannot drift.
+#
+# Arrow values cross the boundary through the Arrow PyCapsule interface: inputs are
+# any object with __arrow_c_stream__ / __arrow_c_array__, outputs are small objects
+# that implement them (turn them into pyarrow with pa.record_batch / pa.schema).
+# Durations are seconds (float), timestamps nanoseconds since the epoch (int).
+
+from typing import Any, final
+
+__version__: str
+
+class ArrowBatch:
+    """A record batch exported through the PyCapsule interface."""
+
+    def __arrow_c_array__(self, requested_schema: object | None = None) -> tuple[object, object]: ...
+    def __arrow_c_schema__(self) -> object: ...
+
+class ArrowSchema:
+    def __arrow_c_schema__(self) -> object: ...
+
+@final
+class Client:
+    @staticmethod
+    def connect(options: dict[str, Any]) -> Client:
+        """Connect with ConnectOptions.to_dict(); waits at most connect_timeout."""
+    @property
+    def api_prefix(self) -> str: ...
+    def server_info(self) -> dict[str, Any]:
+        """The INFO of the connected server: server_id, version, max_payload, headers, jetstream, ..."""
+    def api_request(self, subject: str, body: bytes | None = None, timeout: float | None = None) -> bytes:
+        """Request `<api_prefix>.<subject>` and return the raw JSON reply. Raises ApiError
+        (or NotFoundError, JetStreamNotEnabledError) when the reply is an error."""
+    def publisher(
+        self,
+        *,
+        subject: str | None = None,
+        window: int = 8192,
+        on_full: str = "wait",
+        ack_timeout: float = 5.0,
+        max_retries: int = 5,
+        retry_backoff: float = 0.05,
+        expected_stream: str | None = None,
+        expected_last_seq: int | None = None,
+        expected_last_msg_id: str | None = None,
+        expected_last_subject_seq: int | None = None,
+    ) -> Publisher: ...
+    def read(
+        self,
+        stream: str,
+        *,
+        start_seq: int | None = None,
+        end_seq: int | None = None,
+        subjects: list[str] | None = None,
+        start_time_ns: int | None = None,
+        end_time_ns: int | None = None,
+        include_headers: bool = False,
+        batch_rows: int = 65536,
+        max_bytes: int = 16777216,
+        heartbeat: float = 5.0,
+    ) -> Reader: ...
+    def pull_consumer(self, stream: str, name: str, *, ack_policy: str | None = None) -> PullConsumer:
+        """Bind to an existing durable pull consumer without any info lookup."""
+    def flush(self, timeout: float | None = None) -> None: ...
+    def close(self) -> None: ...
+    def is_closed(self) -> bool: ...
+
+@final
+class PublishOutcome:
+    stored: int
+    duplicates: int
+    failed: int
+    rows: int
+    def acks(self) -> ArrowBatch:
+        """seq int64 (null unless stored/duplicate), duplicate bool, error utf8 (null when ok), one row per input row."""
+
+@final
+class Publisher:
+    def publish(self, data: object, subject: str | None = None) -> PublishOutcome:
+        """Publish every row of an Arrow batch, table or stream; returns when every row
+        is acknowledged, failed or (on_full="fail") refused."""
+    def close(self) -> None: ...
+
+@final
+class Reader:
+    def schema(self) -> ArrowSchema: ...
+    def __iter__(self) -> Reader: ...
+    def __next__(self) -> ArrowBatch: ...
+    def close(self) -> None:
+        """Stop early and delete the reader's consumer on the server."""
+
+@final
+class ConsumedBatch:
+    def batch(self) -> ArrowBatch: ...
+    def __len__(self) -> int: ...
+    def ack(self, rows: list[int] | None = None) -> None: ...
+    def ack_sync(self, rows: list[int] | None = None, timeout: float = 5.0) -> None:
+        """Double ack: each ack is confirmed by the server, retried until confirmed or timeout."""
+    def nak(self, rows: list[int] | None = None, delay: float | None = None) -> None: ...
+    def term(self, rows: list[int] | None = None, reason: str | None = None) -> None: ...
+    def in_progress(self, rows: list[int] | None = None) -> None: ...
+
+@final
+class PullConsumer:
+    @property
+    def stream(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    def fetch(
+        self,
+        max_messages: int = 100,
+        *,
+        max_bytes: int | None = None,
+        expires: float = 5.0,
+        no_wait: bool = False,
+        heartbeat: float | None = None,
+        include_headers: bool = False,
+    ) -> ConsumedBatch: ...
+    def messages(
+        self,
+        *,
+        max_messages: int = 4096,
+        max_bytes: int | None = None,
+        threshold_messages: int | None = None,
+        threshold_bytes: int | None = None,
+        expires: float = 30.0,
+        heartbeat: float = 5.0,
+        batch_rows: int = 4096,
+        batch_wait: float = 0.05,
+        include_headers: bool = False,
+    ) -> MessageStream: ...
+
+@final
+class MessageStream:
+    def __iter__(self) -> MessageStream: ...
+    def __next__(self) -> ConsumedBatch: ...
+    def close(self) -> None: ...

@@ -1,0 +1,97 @@
+"""Exceptions raised by jetstream_arrow.
+
+One base class, :class:`JetStreamArrowError`, and one subclass per cause. Built-in
+exceptions are extra bases where they fit, so ``except TimeoutError`` and
+``except ValueError`` catch what a Python user expects them to catch.
+
+The native core raises these same classes (it imports this module), so there is
+one hierarchy whether an error starts in Rust or in Python.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class JetStreamArrowError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class ConnectionFailedError(JetStreamArrowError, ConnectionError):
+    """The NATS server could not be reached, or the connection was lost."""
+
+
+class AuthorizationError(JetStreamArrowError, PermissionError):
+    """The server refused the credentials, or a subject is not permitted."""
+
+
+class OperationTimeoutError(JetStreamArrowError, TimeoutError):
+    """A wait ran out of time. The message says what was waited for."""
+
+
+class MissedHeartbeatsError(OperationTimeoutError):
+    """A pull request saw neither messages nor idle heartbeats for two heartbeat periods."""
+
+
+class ApiError(JetStreamArrowError):
+    """The JetStream API answered with an error.
+
+    ``code`` is the HTTP-like status (404, 400, 503, ...), ``err_code`` the
+    JetStream error code (e.g. 10059 stream not found), ``description`` the
+    server's text.
+    """
+
+    def __init__(
+        self, message: str, code: int = 0, err_code: int = 0, description: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.err_code = err_code
+        self.description = description
+
+
+class NotFoundError(ApiError, LookupError):
+    """A stream, consumer or message does not exist."""
+
+
+class JetStreamNotEnabledError(ApiError):
+    """Nobody answers the JetStream API at this prefix or domain."""
+
+
+class ConsumerDeletedError(ApiError):
+    """The consumer was deleted while it was being read."""
+
+
+class BadInputError(JetStreamArrowError, ValueError):
+    """Input that cannot be sent as asked: a missing or mistyped column, a bad subject,
+    a payload over the server's limit, an invalid option. The message names the
+    option, column and row. ``result`` holds what an interrupted publish had already
+    stored (or None when nothing was sent)."""
+
+    def __init__(self, message: str, result: Any = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class PublishError(JetStreamArrowError):
+    """Some rows of a publish were not stored. ``result`` says row by row which were
+    stored, which were duplicates and why the others failed."""
+
+    def __init__(self, message: str, result: Any = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+__all__ = [
+    "ApiError",
+    "AuthorizationError",
+    "BadInputError",
+    "ConnectionFailedError",
+    "ConsumerDeletedError",
+    "JetStreamArrowError",
+    "JetStreamNotEnabledError",
+    "MissedHeartbeatsError",
+    "NotFoundError",
+    "OperationTimeoutError",
+    "PublishError",
+]

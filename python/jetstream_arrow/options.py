@@ -1,0 +1,103 @@
+"""Connection options: a plain, picklable value.
+
+Spark ships these to executors, so they hold only configuration (strings, numbers,
+file paths), never a live connection. Secrets are kept out of ``repr``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from .exceptions import BadInputError
+
+_SECRET_FIELDS = frozenset({"password", "token", "nkey_seed"})
+
+
+@dataclass(frozen=True)
+class ConnectOptions:
+    """How to reach NATS and its JetStream API.
+
+    ``servers`` is one URL or a comma-separated list. ``domain`` and ``api_prefix``
+    are mutually exclusive: a domain ``hub`` means the API prefix ``$JS.hub.API``.
+    Durations are seconds (floats).
+    """
+
+    servers: str = "nats://127.0.0.1:4222"
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
+    creds: str | None = None
+    nkey_seed: str | None = field(default=None, repr=False)
+    tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_required: bool = False
+    tls_first: bool = False
+    name: str | None = "jetstream-arrow"
+    connect_timeout: float = 5.0
+    request_timeout: float = 10.0
+    max_reconnects: int | None = 60
+    reconnect_delay: float = 2.0
+    retry_on_initial_connect: bool = False
+    ping_interval: float = 60.0
+    domain: str | None = None
+    api_prefix: str | None = None
+    inbox_prefix: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.domain and self.api_prefix:
+            raise BadInputError(
+                "options 'domain' and 'api_prefix' exclude each other: a domain D "
+                "means api_prefix '$JS.D.API'; give one of them"
+            )
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise BadInputError("options 'tls_cert' and 'tls_key' go together: give both")
+        if self.user is not None and self.password is None:
+            raise BadInputError("option 'user' needs 'password'")
+        for name in ("connect_timeout", "request_timeout", "reconnect_delay", "ping_interval"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or value <= 0:
+                raise BadInputError(f"option {name!r} must be a positive number of seconds, got {value!r}")
+
+    @property
+    def js_api_prefix(self) -> str:
+        """The subject prefix of the JetStream API these options talk to."""
+        if self.api_prefix:
+            return self.api_prefix.rstrip(".")
+        if self.domain:
+            return f"$JS.{self.domain}.API"
+        return "$JS.API"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every option as a plain dict (what the native core takes)."""
+        return dataclasses.asdict(self)
+
+    def cache_key(self) -> tuple[Any, ...]:
+        """A hashable key: equal options share one connection in a worker process."""
+        return dataclasses.astuple(self)
+
+    @classmethod
+    def from_kwargs(cls, servers: str | list[str] | None = None, **options: Any) -> ConnectOptions:
+        """Build options from ``connect()``'s keyword arguments, naming unknown ones."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise BadInputError(
+                f"unknown connect option(s) {', '.join(map(repr, unknown))}; "
+                f"known options: {', '.join(sorted(known))}"
+            )
+        if isinstance(servers, (list, tuple)):
+            servers = ",".join(servers)
+        if servers is not None:
+            options["servers"] = servers
+        return cls(**options)
+
+    def redacted(self) -> dict[str, Any]:
+        """The options with secrets replaced, for logs and error messages."""
+        out = self.to_dict()
+        for name in _SECRET_FIELDS:
+            if out.get(name) is not None:
+                out[name] = "***"
+        return out
