@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Make the project's environment inside the clone and build the native module into it.
+#
+# Sourced by scripts/test.sh and scripts/demo.sh (`source scripts/setup.sh [extras]`).
+# Everything lives in the clone: the virtualenv in .venv/, Rust build output in target/.
+# Afterwards .venv/bin is first on PATH, so `python`, `pytest` and `nats-server` are the
+# project's own. The extras default to "test" (everything the test command needs).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+EXTRAS="${1:-test}"
+
+if [ ! -x .venv/bin/python ]; then
+    echo "==> creating .venv with $(command -v "${PYTHON:-python3}")"
+    "${PYTHON:-python3}" -m venv .venv
+fi
+export VIRTUAL_ENV="$ROOT/.venv"
+export PATH="$VIRTUAL_ENV/bin:$PATH"
+# One interpreter for every cargo invocation, so pyo3's build script is not re-run
+# (and pyo3 rebuilt) between maturin, clippy and cargo test.
+export PYO3_PYTHON="$VIRTUAL_ENV/bin/python"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+
+echo "==> installing maturin"
+python -m pip install --quiet --disable-pip-version-check "maturin>=1.9,<2"
+
+echo "==> building jetstream_arrow._core (release) and installing extras [$EXTRAS]"
+maturin develop --release --extras "$EXTRAS"

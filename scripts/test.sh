@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The project's whole test command; CI runs exactly this (.ci/run).
+#
+# From a clean clone it builds everything it needs (see scripts/setup.sh), then runs the
+# Rust checks and tests, the Python linters and type checks, and pytest. Any failure,
+# including pytest collecting no test at all, fails the run.
+set -euo pipefail
+
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh" test
+
+step() { echo; echo "==> $*"; }
+
+step "cargo fmt --check"
+cargo fmt --all --check
+
+step "cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "cargo test"
+cargo test --workspace --release
+
+step "ruff"
+ruff check python tests benches
+ruff format --check python tests benches
+
+step "stubtest: _core.pyi against the built module"
+stubtest_args=(jetstream_arrow._core)
+if [ -f scripts/stubtest-allowlist.txt ]; then
+    stubtest_args+=(--allowlist scripts/stubtest-allowlist.txt)
+fi
+python -m mypy.stubtest "${stubtest_args[@]}"
+
+step "mypy"
+mypy python/jetstream_arrow
+
+step "pytest"
+rc=0
+python -m pytest "$@" || rc=$?
+if [ "$rc" -eq 5 ]; then
+    echo "pytest collected no tests: that is a failure here" >&2
+    exit 1
+fi
+exit "$rc"
