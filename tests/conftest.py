@@ -1,0 +1,214 @@
+"""Fixtures that start real nats-server processes (see tests/natsserver.py).
+
+- ``nats_server``: a fresh single server with JetStream, for one test.
+- ``shared_nats_server``: one server for the whole session; tests must use their own
+  stream names (``unique_name``) and clean up nothing they did not create.
+- ``nats_server_factory``: start servers with extra config (authorization, accounts,
+  max_payload, ...) for one test.
+- ``small_payload_nats_server``: a server whose max_payload is 8 KiB.
+- ``hub_leaf``: a hub (JetStream domain ``hub``) and a leaf node (domain ``leaf``).
+- ``nats_cluster``: three routed servers with a JetStream meta leader elected.
+
+When a test fails, the tails of the logs of the servers it used are added to its
+report. Servers are stopped by their fixtures, and whatever is still running when the
+interpreter exits is killed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from natsserver import (
+    RUNNING,
+    HubLeaf,
+    NatsCluster,
+    NatsServer,
+    kill_all,
+    make_cluster,
+    make_hub_leaf,
+    start_server,
+)
+
+atexit.register(kill_all)
+
+_server_numbers = itertools.count(1)
+
+
+def _use(request: pytest.FixtureRequest, *servers: NatsServer) -> None:
+    """Remember which servers a test used, so a failure report can show their logs."""
+    used: list[NatsServer] = request.node.__dict__.setdefault("_nats_servers", [])
+    used.extend(s for s in servers if s not in used)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Any:
+    report = yield
+    if report.failed:
+        for server in item.__dict__.get("_nats_servers", []):
+            report.sections.append(
+                (f"nats-server {server.name} log ({server.workdir})", server.log_tail())
+            )
+    return report
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if RUNNING:
+        kill_all()
+
+
+# -- single servers -------------------------------------------------------------------
+
+
+@pytest.fixture
+def nats_server(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[NatsServer]:
+    """A fresh nats-server with JetStream for this test.
+
+    Yields a NatsServer: ``.url``, ``.port``, ``.store_dir``, ``.log``, ``.monitor()``,
+    ``stop()``, ``start()``, ``restart()`` (same ports and store), ``kill()``.
+    """
+    workdir = tmp_path_factory.mktemp("nats")
+    server = start_server(lambda: NatsServer(workdir, name=f"n{next(_server_numbers)}"))
+    _use(request, server)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def _shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    workdir = tmp_path_factory.mktemp("nats-shared")
+    server = start_server(lambda: NatsServer(workdir, name="shared"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def shared_nats_server(_shared_server: NatsServer, request: pytest.FixtureRequest) -> NatsServer:
+    """One server for the whole session (fast). Do not stop or restart it; use
+    ``unique_name`` for streams so tests do not see each other's data."""
+    if not _shared_server.running:
+        # A test broke the rule; give the next one a working server all the same.
+        _shared_server.start()
+    _use(request, _shared_server)
+    return _shared_server
+
+
+@pytest.fixture
+def nats_server_factory(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., NatsServer]]:
+    """``make(config_extra="", *, jetstream=True, domain=None, max_payload=None)``
+    starts a server with ``config_extra`` appended to its config, e.g.::
+
+        server = nats_server_factory('''
+            accounts {
+                A: { jetstream: enabled, users: [{user: a, password: a}] }
+            }
+        ''')
+
+    Note that with an ``accounts`` block, JetStream must be enabled per account.
+    Every server made is stopped after the test.
+    """
+    made: list[NatsServer] = []
+
+    def make(
+        config_extra: str = "",
+        *,
+        jetstream: bool = True,
+        domain: str | None = None,
+        max_payload: int | None = None,
+    ) -> NatsServer:
+        extra = config_extra
+        if max_payload is not None:
+            extra = f"max_payload: {int(max_payload)}\n{extra}"
+        workdir = tmp_path_factory.mktemp("nats")
+        server = start_server(
+            lambda: NatsServer(
+                workdir,
+                name=f"n{next(_server_numbers)}",
+                jetstream=jetstream,
+                domain=domain,
+                config_extra=extra,
+            )
+        )
+        made.append(server)
+        _use(request, server)
+        return server
+
+    try:
+        yield make
+    finally:
+        for server in made:
+            server.stop()
+
+
+SMALL_MAX_PAYLOAD = 8192
+
+
+@pytest.fixture
+def small_payload_nats_server(nats_server_factory: Callable[..., NatsServer]) -> NatsServer:
+    """A JetStream server whose max_payload is ``SMALL_MAX_PAYLOAD`` (8 KiB)."""
+    return nats_server_factory(max_payload=SMALL_MAX_PAYLOAD)
+
+
+# -- topologies ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def hub_leaf(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[HubLeaf]:
+    """A hub server with JetStream domain ``hub`` and a leaf node server with domain
+    ``leaf`` connected to it. Yields a HubLeaf: ``.hub_url``, ``.leaf_url``,
+    ``.hub_domain``, ``.leaf_domain``, and the servers ``.hub`` / ``.leaf``.
+
+    Both servers are in the global account, so the API of the other side is reached
+    by its domain: a client on the leaf uses domain ``hub`` (``$JS.hub.API``).
+    """
+    pair = make_hub_leaf(tmp_path_factory.mktemp("hubleaf"))
+    _use(request, pair.hub, pair.leaf)
+    try:
+        yield pair
+    finally:
+        pair.stop()
+
+
+@pytest.fixture
+def nats_cluster(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[NatsCluster]:
+    """Three routed servers (n1..n3) with JetStream; returns once all agree on a meta
+    leader. Yields a NatsCluster: ``.url`` (all URLs, comma-separated), ``.urls``,
+    ``.servers``, ``.meta_leader()``, ``.wait_ready()``, ``.stop()``.
+    Mark tests that use it ``@pytest.mark.cluster``."""
+    cluster = make_cluster(tmp_path_factory.mktemp("cluster"))
+    _use(request, *cluster.servers)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+# -- helpers --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def unique_name() -> Callable[[str], str]:
+    """``unique_name("ORDERS")`` -> ``"ORDERS_3f9a..."``: a stream or consumer name no
+    other test uses, for the shared server."""
+
+    def make(prefix: str = "S") -> str:
+        return f"{prefix}_{uuid.uuid4().hex[:12]}"
+
+    return make

