@@ -1,1 +1,334 @@
-fn main() {}
+//! The limit: a near-free async-nats client that publishes to and fetches from a JetStream
+//! stream, doing as little as it can per message, so the benches can say how close the
+//! package gets to what the server itself can take and give.
+//!
+//! ```text
+//! native-baseline publish --url U --stream S --subject X --count N --size B [--window W]
+//! native-baseline fetch   --url U --stream S --count N [--batch K] [--max-bytes M]
+//! ```
+//!
+//! Each prints one JSON line: `{"op":..,"msgs":..,"bytes":..,"seconds":..}`.
+
+use std::collections::HashMap;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use async_nats::{Client, ConnectOptions, Message, StatusCode, Subject};
+use bytes::Bytes;
+use futures::{FutureExt, StreamExt};
+use serde_json::{json, Value};
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// How long a run may go without a single reply before it gives up.
+const STALL: Duration = Duration::from_secs(30);
+
+const USAGE: &str = "usage:
+  native-baseline publish --url U --stream S --subject X --count N --size B [--window W]
+  native-baseline fetch   --url U --stream S --count N [--batch K] [--max-bytes M]";
+
+struct Args {
+    op: String,
+    flags: HashMap<String, String>,
+}
+
+impl Args {
+    fn parse() -> Result<Self, Error> {
+        let mut it = std::env::args().skip(1);
+        let op = it.next().ok_or(USAGE)?;
+        let mut flags = HashMap::new();
+        while let Some(key) = it.next() {
+            let name = key
+                .strip_prefix("--")
+                .ok_or_else(|| format!("unexpected argument {key:?}\n{USAGE}"))?;
+            let value = it
+                .next()
+                .ok_or_else(|| format!("--{name} needs a value\n{USAGE}"))?;
+            flags.insert(name.to_string(), value);
+        }
+        Ok(Self { op, flags })
+    }
+
+    fn str(&self, name: &str) -> Result<String, Error> {
+        self.flags
+            .get(name)
+            .cloned()
+            .ok_or_else(|| format!("--{name} is required\n{USAGE}").into())
+    }
+
+    fn num(&self, name: &str, default: Option<u64>) -> Result<u64, Error> {
+        match (self.flags.get(name), default) {
+            (Some(v), _) => v
+                .parse()
+                .map_err(|_| format!("--{name} must be a whole number, got {v:?}").into()),
+            (None, Some(d)) => Ok(d),
+            (None, None) => Err(format!("--{name} is required\n{USAGE}").into()),
+        }
+    }
+}
+
+async fn connect(url: &str) -> Result<Client, Error> {
+    let client = ConnectOptions::new()
+        .subscription_capacity(1 << 18)
+        .client_capacity(1 << 14)
+        .request_timeout(Some(Duration::from_secs(10)))
+        .connection_timeout(Duration::from_secs(10))
+        .connect(url)
+        .await?;
+    Ok(client)
+}
+
+/// What a publish reply says about the message it answers.
+enum Reply {
+    Stored,
+    /// Backpressure (429) or no responders (503): the message was not stored; send it again.
+    Retry,
+    Failed(String),
+}
+
+fn classify(msg: &Message) -> Reply {
+    if let Some(status) = msg.status {
+        return if status == StatusCode::NO_RESPONDERS {
+            Reply::Retry
+        } else {
+            Reply::Failed(format!(
+                "status {status} {}",
+                msg.description.as_deref().unwrap_or("")
+            ))
+        };
+    }
+    // A PubAck is `{"stream":..,"seq":..}`; only errors carry `"error"`, so the common case
+    // costs one scan of a few dozen bytes and no JSON parse.
+    let body = &msg.payload[..];
+    if !body.windows(7).any(|w| w == b"\"error\"") {
+        return Reply::Stored;
+    }
+    let parsed: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let err = &parsed["error"];
+    if err["code"] == 429 || err["code"] == 503 || err["err_code"] == 10167 {
+        Reply::Retry
+    } else {
+        Reply::Failed(String::from_utf8_lossy(body).into_owned())
+    }
+}
+
+/// Core publish with a reply subject per message (`<inbox>.<index>`) on one wildcard
+/// subscription, a bounded window of unacknowledged messages, and retries of 429/503 so
+/// the count stored is exact.
+async fn publish(args: &Args) -> Result<Value, Error> {
+    let url = args.str("url")?;
+    let subject = Subject::from(args.str("subject")?);
+    let _stream = args.str("stream")?;
+    let count = args.num("count", None)?;
+    let size = args.num("size", None)? as usize;
+    let window = args.num("window", Some(8192))?.max(1);
+
+    let client = connect(&url).await?;
+    let inbox = client.new_inbox();
+    let mut acks = client.subscribe(format!("{inbox}.*")).await?;
+    client.flush().await?;
+    let payload = Bytes::from(vec![b'x'; size]);
+
+    let mut next: u64 = 0;
+    let mut retry: Vec<u64> = Vec::new();
+    let mut in_flight: u64 = 0;
+    let mut stored: u64 = 0;
+    let mut retries: u64 = 0;
+    let started = Instant::now();
+    while stored < count {
+        while in_flight < window {
+            let index = match retry.pop() {
+                Some(i) => i,
+                None if next < count => {
+                    next += 1;
+                    next - 1
+                }
+                None => break,
+            };
+            client
+                .publish_with_reply(subject.clone(), format!("{inbox}.{index}"), payload.clone())
+                .await?;
+            in_flight += 1;
+        }
+        // Wait for one reply, then take every reply already buffered before publishing again.
+        let first = tokio::time::timeout(STALL, acks.next())
+            .await
+            .map_err(|_| format!("no publish ack for {STALL:?} ({stored} of {count} stored)"))?
+            .ok_or("ack subscription closed")?;
+        let mut msg = Some(first);
+        while let Some(m) = msg {
+            in_flight -= 1;
+            match classify(&m) {
+                Reply::Stored => stored += 1,
+                Reply::Retry => {
+                    retries += 1;
+                    let token = m.subject.rsplit('.').next().unwrap_or_default();
+                    retry.push(token.parse().map_err(|_| "bad ack reply subject")?);
+                }
+                Reply::Failed(why) => return Err(format!("publish failed: {why}").into()),
+            }
+            msg = acks.next().now_or_never().flatten();
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(json!({
+        "op": "publish",
+        "msgs": stored,
+        "bytes": stored * size as u64,
+        "seconds": seconds,
+        "retries": retries,
+        "window": window,
+    }))
+}
+
+async fn api(client: &Client, subject: String, body: Value) -> Result<Value, Error> {
+    let reply = client
+        .request(subject.clone(), Bytes::from(body.to_string()))
+        .await?;
+    let value: Value = serde_json::from_slice(&reply.payload)?;
+    if value.get("error").is_some() {
+        return Err(format!("{subject}: {}", value["error"]).into());
+    }
+    Ok(value)
+}
+
+/// A pull consumer with AckNone, fed by `CONSUMER.MSG.NEXT` requests of `batch` messages
+/// with a second request always outstanding so the server never waits for the client.
+async fn fetch(args: &Args) -> Result<Value, Error> {
+    let url = args.str("url")?;
+    let stream = args.str("stream")?;
+    let count = args.num("count", None)?;
+    let batch = args.num("batch", Some(10_000))?.max(1);
+    // Large enough that the message count, not the byte budget, ends each request.
+    let max_bytes = args.num("max-bytes", Some(1 << 30))?;
+
+    let client = connect(&url).await?;
+    let consumer = format!(
+        "nb_{}",
+        client.new_inbox().rsplit('.').next().unwrap_or("c")
+    );
+    api(
+        &client,
+        format!("$JS.API.CONSUMER.CREATE.{stream}.{consumer}"),
+        json!({
+            "stream_name": stream,
+            "config": {
+                "name": consumer,
+                "ack_policy": "none",
+                "deliver_policy": "all",
+                "inactive_threshold": 60_000_000_000u64,
+                "mem_storage": true,
+            },
+        }),
+    )
+    .await?;
+
+    let inbox = client.new_inbox();
+    let mut msgs = client.subscribe(inbox.clone()).await?;
+    client.flush().await?;
+    let next_subject = format!("$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}");
+    let request = Bytes::from(
+        json!({"batch": batch, "max_bytes": max_bytes, "expires": 5_000_000_000u64}).to_string(),
+    );
+
+    let mut received: u64 = 0;
+    let mut bytes: u64 = 0;
+    let mut requested: u64 = 0;
+    let mut ended_early: u64 = 0;
+    // Messages still owed by the oldest outstanding request.
+    let mut owed_by_oldest = batch;
+    let started = Instant::now();
+    for _ in 0..2 {
+        client
+            .publish_with_reply(next_subject.clone(), inbox.clone(), request.clone())
+            .await?;
+        requested += batch;
+    }
+    while received < count {
+        let msg = tokio::time::timeout(STALL, msgs.next())
+            .await
+            .map_err(|_| format!("no message for {STALL:?} ({received} of {count})"))?
+            .ok_or("subscription closed")?;
+        let request_done = match msg.status {
+            None => {
+                received += 1;
+                bytes += msg.payload.len() as u64;
+                owed_by_oldest -= 1;
+                owed_by_oldest == 0
+            }
+            Some(StatusCode::IDLE_HEARTBEAT) => false,
+            // Sent after the last message of a request that had `max_bytes`; that request was
+            // already retired when its last message arrived.
+            Some(StatusCode::REQUEST_TERMINATED)
+                if msg.description.as_deref() == Some("Batch Completed") =>
+            {
+                false
+            }
+            // 408 expired, 409 ended early: the oldest request is over either way.
+            Some(StatusCode::TIMEOUT) | Some(StatusCode::REQUEST_TERMINATED) => {
+                ended_early += 1;
+                true
+            }
+            Some(status) => {
+                return Err(format!(
+                    "pull request failed: {status} {}",
+                    msg.description.as_deref().unwrap_or("")
+                )
+                .into())
+            }
+        };
+        if request_done {
+            owed_by_oldest = batch;
+            if received < count {
+                client
+                    .publish_with_reply(next_subject.clone(), inbox.clone(), request.clone())
+                    .await?;
+                requested += batch;
+            }
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    // Best effort: the consumer is ephemeral and goes away on its own anyway.
+    let _ = api(
+        &client,
+        format!("$JS.API.CONSUMER.DELETE.{stream}.{consumer}"),
+        json!({}),
+    )
+    .await;
+    Ok(json!({
+        "op": "fetch",
+        "msgs": received,
+        "bytes": bytes,
+        "seconds": seconds,
+        "batch": batch,
+        "requested": requested,
+        "ended_early": ended_early,
+    }))
+}
+
+async fn run() -> Result<Value, Error> {
+    let args = Args::parse()?;
+    match args.op.as_str() {
+        "publish" => publish(&args).await,
+        "fetch" => fetch(&args).await,
+        "-h" | "--help" | "help" => {
+            println!("{USAGE}");
+            std::process::exit(0);
+        }
+        other => Err(format!("unknown subcommand {other:?}\n{USAGE}").into()),
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    match run().await {
+        Ok(line) => {
+            println!("{line}");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("native-baseline: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
