@@ -1,0 +1,8 @@
+"""``python -m jetstream_arrow``: the jetstream-arrow command line."""
+
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,218 @@
+"""``jetstream-arrow demo``: the main job, end to end, on this machine.
+
+Starts a nats-server with JetStream (unless ``--servers`` names one), generates a data
+set in Spark, writes it to a stream with ``df.write.format("jetstream")``, reads it
+back with ``spark.read.format("jetstream")``, checks count and content, prints rows/s
+for each step, and stops what it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import sys
+import time
+from contextlib import ExitStack
+from typing import Any
+
+from ..embedded_server import EmbeddedServer
+from ..exceptions import NotFoundError
+from .errors import CliError
+from .progress import human_count, human_duration, human_rate
+
+_SUBJECTS = 8
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _spark_session(master: str, partitions: int) -> Any:
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise CliError("the demo needs PySpark: pip install 'jetstream-arrow[spark]'") from None
+    # Spark's Python workers must run this interpreter, which has jetstream_arrow.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    try:
+        spark = (
+            SparkSession.builder.master(master)
+            .appName("jetstream-arrow demo")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", str(partitions))
+            .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+            .getOrCreate()
+        )
+    except Exception as e:  # Java missing, no free port, ...
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CliError(
+            f"cannot start Spark ({master}): {first}. Spark needs Java 17 or newer "
+            "(`java -version`)"
+        ) from None
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        from .. import spark as jetstream_spark
+
+        register = getattr(jetstream_spark, "register", None)
+        if register is not None:
+            register(spark)
+    except ImportError as e:
+        spark.stop()
+        raise CliError(
+            f"the Spark data source jetstream_arrow.spark is not available: {e}"
+        ) from None
+    return spark
+
+
+def _generated(spark: Any, rows: int, partitions: int) -> Any:
+    from pyspark.sql import functions as F
+
+    ids = spark.range(0, rows, numPartitions=partitions)
+    return ids.select(
+        F.concat(F.lit("demo."), (F.col("id") % _SUBJECTS).cast("string")).alias("subject"),
+        F.to_json(
+            F.struct(
+                F.col("id"),
+                F.concat(F.lit("customer-"), (F.col("id") % 9973).cast("string")).alias("customer"),
+                (F.col("id") % 10000 / F.lit(100.0)).alias("amount"),
+                F.when(F.col("id") % 3 == 0, F.lit("EUR"))
+                .otherwise(F.lit("USD"))
+                .alias("currency"),
+            )
+        ).alias("data"),
+    )
+
+
+def _fingerprint(df: Any) -> dict[str, Any]:
+    """Count, sum of ids, subjects that match their id, and a checksum of every payload."""
+    from pyspark.sql import functions as F
+
+    data = F.col("data").cast("string")
+    row_id = F.get_json_object(data, "$.id").cast("long")
+    expected_subject = F.concat(F.lit("demo."), (row_id % _SUBJECTS).cast("string"))
+    row = df.agg(
+        F.count(F.lit(1)).alias("count"),
+        F.sum(row_id).alias("id_sum"),
+        F.countDistinct(row_id).alias("distinct_ids"),
+        F.sum((F.col("subject") == expected_subject).cast("long")).alias("subjects_ok"),
+        F.sum(F.crc32(F.col("data").cast("binary"))).alias("checksum"),
+    ).collect()[0]
+    fingerprint: dict[str, Any] = row.asDict()
+    return fingerprint
+
+
+def run(args: argparse.Namespace, client_factory: Any) -> int:
+    from .. import connect
+
+    if args.rows < 1:
+        raise CliError("--rows must be at least 1")
+    partitions = args.partitions or max(2, os.cpu_count() or 2)
+    with ExitStack() as stack:
+        if args.servers is None and args.context is None and not os.environ.get("NATS_URL"):
+            _say("starting nats-server with JetStream ...")
+            server = stack.enter_context(EmbeddedServer())
+            url = server.url
+            _say(f"  {url} (temporary store, removed at the end)")
+            client = stack.enter_context(connect(url))
+            stream = args.stream or "DEMO"
+            options = {"servers": url}
+        else:
+            client = stack.enter_context(client_factory())
+            stream = args.stream or f"JETSTREAM_ARROW_DEMO_{secrets.token_hex(4).upper()}"
+            opts = client.options
+            options = {"servers": opts.servers}
+            for field, spark_name in (
+                ("creds", "creds"),
+                ("user", "user"),
+                ("password", "password"),
+                ("token", "token"),
+                ("domain", "domain"),
+                ("api_prefix", "apiPrefix"),
+                ("tls_ca", "tlsCa"),
+                ("tls_cert", "tlsCert"),
+                ("tls_key", "tlsKey"),
+            ):
+                value = getattr(opts, field)
+                if value is not None:
+                    options[spark_name] = value
+            _say(f"using {opts.servers}")
+        try:
+            client.stream_info(stream)
+            raise CliError(
+                f"stream {stream!r} already exists; the demo writes into a new stream: "
+                "give another --stream name"
+            )
+        except NotFoundError:
+            pass
+        client.create_stream(stream, subjects=["demo.>"])
+        if not args.keep_stream and args.servers is not None:
+            stack.callback(_delete_stream, client, stream)
+        _say(f"created stream {stream} (subjects demo.>)")
+
+        _say(f"starting Spark ({args.master}) ...")
+        started = time.monotonic()
+        spark = _spark_session(args.master, partitions)
+        stack.callback(spark.stop)
+        _say(f"  Spark {spark.version} ready in {human_duration(time.monotonic() - started)}")
+
+        df = _generated(spark, args.rows, partitions)
+        _say(f"writing {human_count(args.rows)} rows through Spark ...")
+        started = time.monotonic()
+        writer = df.write.format("jetstream").mode("append").option("stream", stream)
+        for key, value in options.items():
+            writer = writer.option(key, value)
+        writer.save()
+        write_s = time.monotonic() - started
+        stored = client.stream_info(stream).state.messages
+        _report("write", args.rows, write_s)
+
+        _say("reading the stream back through Spark ...")
+        reader = spark.read.format("jetstream").option("stream", stream)
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        started = time.monotonic()
+        got = _fingerprint(reader.load())
+        read_s = time.monotonic() - started
+        _report("read", got["count"], read_s)
+
+        want = _fingerprint(df)
+        problems = []
+        if stored != args.rows:
+            problems.append(f"the stream holds {stored} messages, expected {args.rows}")
+        for key, label in (
+            ("count", "rows read"),
+            ("distinct_ids", "distinct ids"),
+            ("id_sum", "sum of ids"),
+            ("subjects_ok", "rows on their expected subject"),
+            ("checksum", "payload checksum"),
+        ):
+            if got[key] != want[key]:
+                problems.append(f"{label}: read {got[key]}, wrote {want[key]}")
+        if problems:
+            raise CliError(
+                "the data read back differs from what was written: " + "; ".join(problems)
+            )
+        print(
+            f"check  ok: {human_count(args.rows)} rows, each id once, every payload and "
+            "subject equal",
+            flush=True,
+        )
+    return 0
+
+
+def _report(step: str, rows: int, seconds: float) -> None:
+    rate = rows / max(seconds, 1e-9)
+    print(
+        f"{step:<6} {human_count(rows)} rows through Spark in {seconds:.2f} s: "
+        f"{human_rate(rate)} rows/s",
+        flush=True,
+    )
+
+
+def _delete_stream(client: Any, stream: str) -> None:
+    try:
+        client.delete_stream(stream)
+    except Exception as e:
+        _say(f"could not delete the demo stream {stream}: {e}")

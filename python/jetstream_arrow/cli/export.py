@@ -1,0 +1,254 @@
+"""``jetstream-arrow export``: write a stream's messages to a file."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import re
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import IO, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+
+from ..exceptions import NotFoundError
+from .errors import CliError, UsageError
+from .json_rows import json_literals, json_rows, lines_buffer, parse_json_rows
+from .progress import Progress, human_count, human_duration, human_rate
+from .sources import guess_format
+
+DATA_AS = ("binary", "text", "base64", "json")
+_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$")
+
+
+def parse_time(value: str, flag: str) -> datetime:
+    """An ISO-8601 time, or a duration (``90s``, ``15m``, ``2h``, ``1d12h``) ago."""
+    match = _DURATION.match(value.strip())
+    if match and value.strip() and any(match.groups()):
+        d, h, m, s = match.groups()
+        ago = timedelta(
+            days=int(d or 0), hours=int(h or 0), minutes=int(m or 0), seconds=float(s or 0)
+        )
+        return datetime.now(timezone.utc) - ago
+    try:
+        when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(
+            f"{flag} {value!r}: give an ISO-8601 time (2026-01-31T12:00:00Z) or a "
+            "duration ago (90s, 15m, 2h, 1d)"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when
+
+
+class _JsonlWriter:
+    def __init__(self, sink: IO[bytes]) -> None:
+        self._sink = sink
+
+    def write(self, table: pa.Table) -> None:
+        if table.num_rows:
+            self._sink.write(memoryview(lines_buffer(json_rows(table))))
+
+    def close(self) -> None:
+        pass
+
+
+class _Writer:
+    """One writer per format; the schema is fixed by the first batch."""
+
+    def __init__(self, fmt: str, sink: IO[bytes], compression: str | None) -> None:
+        self.fmt = fmt
+        self.sink = sink
+        self.compression = compression
+        self._impl: Any = None
+        self.schema: pa.Schema | None = None
+
+    def write(self, table: pa.Table) -> None:
+        if self._impl is None:
+            self.schema = table.schema
+            if self.fmt == "parquet":
+                self._impl = pq.ParquetWriter(
+                    self.sink, table.schema, compression=self.compression or "zstd"
+                )
+            elif self.fmt == "arrow":
+                options = ipc.IpcWriteOptions(compression=self.compression)
+                self._impl = ipc.new_file(self.sink, table.schema, options=options)
+            elif self.fmt == "csv":
+                self._impl = pacsv.CSVWriter(self.sink, table.schema)
+            else:
+                self._impl = _JsonlWriter(self.sink)
+        elif table.schema != self.schema:
+            assert self.schema is not None
+            table = table.cast(self.schema)
+        if self.fmt in ("jsonl", "csv"):
+            self._impl.write(table)
+        else:
+            self._impl.write_table(table)
+
+    def close(self, empty_schema: pa.Schema) -> None:
+        if self._impl is None:
+            self.write(empty_schema.empty_table())
+        self._impl.close()
+
+
+def _text(data: pa.Array) -> pa.Array:
+    try:
+        text = pc.cast(pc.cast(data, pa.binary()), pa.string())
+        text.validate(full=True)
+    except pa.ArrowInvalid:
+        raise CliError(
+            "some message data is not UTF-8 text; export it with --data-as base64 "
+            "(or binary, for parquet and arrow)"
+        ) from None
+    return text
+
+
+def _shape(
+    batch: pa.RecordBatch, data_as: str, fmt: str, json_schema: list[pa.Schema | None]
+) -> pa.Table:
+    table = pa.Table.from_batches([batch])
+    i = table.schema.get_field_index("data")
+    data = table.column("data").combine_chunks()
+    if data_as == "text":
+        table = table.set_column(i, "data", _text(data))
+    elif data_as == "base64":
+        encoded = [
+            None if v is None else base64.b64encode(v).decode("ascii")
+            for v in pc.cast(data, pa.binary()).to_pylist()
+        ]
+        table = table.set_column(i, "data", pa.array(encoded, pa.string()))
+    elif data_as == "json":
+        try:
+            fields = parse_json_rows(data, json_schema[0])
+        except (pa.ArrowInvalid, ValueError) as e:
+            raise CliError(
+                f"--data-as json: messages from seq {table.column('seq')[0]} on are not JSON "
+                f"objects with the columns of the first batch: {str(e).splitlines()[0]}. "
+                "Export with --data-as text instead"
+            ) from None
+        if json_schema[0] is None:
+            json_schema[0] = fields.schema
+        table = table.remove_column(i)
+        for name in fields.column_names:
+            if name in table.column_names:
+                raise CliError(
+                    f"--data-as json: the data has a field {name!r}, which is also a message "
+                    "column; choose columns with --columns"
+                )
+        for j, name in enumerate(fields.column_names):
+            table = table.add_column(i + j, name, fields.column(name))
+    if fmt == "csv" and "headers" in table.column_names:
+        # CSV has no maps: one JSON object per row, e.g. {"Nats-Msg-Id":["x"]}
+        k = table.schema.get_field_index("headers")
+        table = table.set_column(k, "headers", json_literals(table.column("headers")))
+    return table
+
+
+def run(args: argparse.Namespace, client_factory: Any) -> int:
+    fmt = args.format or (None if args.output == "-" else guess_format(args.output, None))
+    if fmt is None:
+        raise UsageError("-o - (standard output) needs --format")
+    data_as = args.data_as or ("binary" if fmt in ("parquet", "arrow") else "text")
+    if data_as == "binary" and fmt in ("csv", "jsonl"):
+        raise UsageError(f"--data-as binary cannot be written as {fmt}; use text, base64 or json")
+    since = parse_time(args.since, "--since") if args.since else None
+    until = parse_time(args.until, "--until") if args.until else None
+    subjects = [s for item in (args.subjects or []) for s in item.split(",") if s] or None
+    columns = [c for item in (args.columns or []) for c in item.split(",") if c] or None
+
+    with client_factory() as client:
+        try:
+            info = client.stream_info(args.stream)
+        except NotFoundError:
+            try:
+                names = sorted(client.stream_names())
+            except Exception:
+                names = []
+            known = f"streams here: {', '.join(names)}" if names else "this server has no streams"
+            raise CliError(f"stream {args.stream!r} does not exist ({known})") from None
+        first = args.start_seq or info.state.first_seq or 1
+        last = args.end_seq or info.state.last_seq
+        reader = client.read(
+            args.stream,
+            start_seq=args.start_seq,
+            end_seq=args.end_seq,
+            subjects=subjects,
+            start_time=since,
+            end_time=until,
+            include_headers=args.include_headers,
+            batch_rows=args.batch_rows,
+        )
+        if args.output == "-":
+            return _export(reader, sys.stdout.buffer, fmt, data_as, columns, args, first, last)
+        final = Path(args.output)
+        partial = final.with_name(f".{final.name}.partial-{os.getpid()}")
+        try:
+            with open(partial, "wb") as sink:
+                code = _export(reader, sink, fmt, data_as, columns, args, first, last)
+            os.replace(partial, final)
+        except OSError as e:
+            raise CliError(f"cannot write {str(final)!r}: {e.strerror}") from None
+        finally:
+            partial.unlink(missing_ok=True)
+        return code
+
+
+def _export(
+    reader: pa.RecordBatchReader,
+    sink: IO[bytes],
+    fmt: str,
+    data_as: str,
+    columns: list[str] | None,
+    args: argparse.Namespace,
+    first: int,
+    last: int,
+) -> int:
+    writer = _Writer(fmt, sink, args.compression)
+    progress = Progress(f"export {args.stream}", enabled=args.progress)
+    json_schema: list[pa.Schema | None] = [None]
+    rows = nbytes = 0
+    span = max(last - first + 1, 1)
+    try:
+        for batch in reader:
+            if batch.num_rows == 0:
+                continue
+            table = _shape(batch, data_as, fmt, json_schema)
+            if columns:
+                missing = [c for c in columns if c not in table.column_names]
+                if missing:
+                    raise CliError(
+                        f"--columns: no column {', '.join(map(repr, missing))}; the columns "
+                        f"are: {', '.join(table.column_names)}"
+                    )
+                table = table.select(columns)
+            writer.write(table)
+            rows += batch.num_rows
+            nbytes += batch.column("data").nbytes
+            last_seq = batch.column("seq")[-1].as_py()
+            progress.update(
+                batch.num_rows, batch.column("data").nbytes, (last_seq - first + 1) / span
+            )
+        nothing = pa.RecordBatch.from_pylist([], schema=reader.schema)
+        empty = _shape(nothing, data_as, fmt, json_schema)
+        if columns:
+            empty = empty.select([c for c in columns if c in empty.column_names])
+        writer.close(empty.schema)
+    finally:
+        progress.clear()
+        reader.close()
+    elapsed = max(progress.elapsed, 1e-9)
+    if not args.quiet:
+        print(
+            f"exported {human_count(rows)} messages from stream {args.stream} to "
+            f"{args.output} in {human_duration(elapsed)} ({human_rate(rows / elapsed)} rows/s, "
+            f"{nbytes / elapsed / 1e6:.1f} MB/s)",
+            file=sys.stderr if args.output == "-" else sys.stdout,
+        )
+    return 0

@@ -1,0 +1,258 @@
+"""``jetstream-arrow load``: publish the rows of files into a stream."""
+
+from __future__ import annotations
+
+import argparse
+import queue
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from ..exceptions import BadInputError, NotFoundError
+from .errors import CliError, UsageError
+from .messages import MessageBuilder
+from .progress import Progress, human_count, human_duration, human_rate
+from .sources import InputFile, file_identity, guess_format
+from .streams import check_subject_in_stream, describe_duplicate_window
+
+_DONE = object()
+
+
+@dataclass
+class Totals:
+    rows: int = 0
+    stored: int = 0
+    duplicates: int = 0
+    failed: int = 0
+    nbytes: int = 0
+    files: int = 0
+    failures: list[str] = field(default_factory=list)
+
+
+class _Prefetch:
+    """Reads and converts batches in a thread while the main thread publishes.
+
+    At most ``depth`` converted batches wait in the queue, so memory stays bounded."""
+
+    def __init__(self, source: Iterator[Any], depth: int = 2) -> None:
+        self._source = source
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name="jetstream-arrow-reader", daemon=True
+        )
+        self._thread.start()
+
+    def _put(self, item: Any) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self) -> None:
+        try:
+            for item in self._source:
+                if not self._put(item):
+                    return
+            self._put(_DONE)
+        except BaseException as e:  # handed to the main thread
+            self._put(e)
+
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            item = self._queue.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5.0)
+
+
+def _converted(
+    file: InputFile, builder: MessageBuilder, batch_rows: int
+) -> Iterator[tuple[pa.RecordBatch, int, int, float | None]]:
+    for batch, fraction in file.batches(batch_rows):
+        messages, nbytes = builder(batch)
+        yield messages, batch.num_rows, nbytes, fraction
+
+
+def run(args: argparse.Namespace, client_factory: Any) -> int:
+    if args.batch_rows < 1:
+        raise UsageError("--batch-rows must be at least 1")
+    if args.window < 1:
+        raise UsageError("--window must be at least 1")
+    if args.max_rate is not None and args.max_rate <= 0:
+        raise UsageError("--max-rate must be a positive number of rows per second")
+    if args.data_column and args.data_column in (args.headers_column, args.msg_id_column):
+        raise UsageError("--data-column must differ from --headers-column and --msg-id-column")
+    files = [
+        InputFile(Path(p), guess_format(p, args.format), csv_delimiter=args.delimiter)
+        for p in args.files
+    ]
+    # Check every file and its columns before anything is published.
+    builders = []
+    for f in files:
+        f.check_readable()
+        builders.append(
+            MessageBuilder(
+                f.schema(),
+                source=str(f.path),
+                subject_column=args.subject_column,
+                data_column=args.data_column,
+                headers_column=args.headers_column,
+                msg_id_column=args.msg_id_column,
+            )
+        )
+
+    out = sys.stdout
+    batch_rows = args.batch_rows
+    if args.max_rate is not None:
+        # small batches keep a throttled load smooth
+        batch_rows = max(1, min(batch_rows, int(args.max_rate // 10) or 1))
+
+    with client_factory() as client:
+        info = _ensure_stream(client, args)
+        if args.subject is not None:
+            check_subject_in_stream(args.subject, info)
+        if args.msg_id_column is None and not args.quiet:
+            print(
+                f"re-running this load stores no row twice {describe_duplicate_window(info)}",
+                file=sys.stderr,
+            )
+        totals = Totals()
+        started = time.monotonic()
+        progress = Progress("load", enabled=args.progress)
+        try:
+            for f, builder in zip(files, builders, strict=True):
+                _load_file(client, args, f, builder, batch_rows, totals, progress, started)
+                if totals.failed:
+                    break
+        except KeyboardInterrupt:
+            progress.clear()
+            print(
+                f"interrupted: {human_count(totals.stored + totals.duplicates)} rows were "
+                "acknowledged. Run the same command again to finish: rows already stored "
+                f"are recognised as duplicates {describe_duplicate_window(info)}.",
+                file=sys.stderr,
+            )
+            raise
+        finally:
+            progress.clear()
+        elapsed = max(time.monotonic() - started, 1e-9)
+
+    if totals.failed:
+        for line in totals.failures[:5]:
+            print(f"  {line}", file=sys.stderr)
+        raise CliError(
+            f"{human_count(totals.failed)} rows were not stored (first errors above); "
+            f"{human_count(totals.stored)} stored, {human_count(totals.duplicates)} duplicates. "
+            "Fix the cause and run the same command again: rows already stored are "
+            f"recognised as duplicates {describe_duplicate_window(info)}."
+        )
+    if not args.quiet:
+        print(
+            f"loaded {human_count(totals.rows)} rows from {totals.files} "
+            f"file{'s' if totals.files != 1 else ''} into stream {args.stream} in "
+            f"{human_duration(elapsed)} ({human_rate(totals.rows / elapsed)} rows/s, "
+            f"{totals.nbytes / elapsed / 1e6:.1f} MB/s): {human_count(totals.stored)} stored, "
+            f"{human_count(totals.duplicates)} duplicates (already in the stream)",
+            file=out,
+        )
+    return 0
+
+
+def _ensure_stream(client: Any, args: argparse.Namespace) -> Any:
+    try:
+        return client.stream_info(args.stream)
+    except NotFoundError:
+        if not args.create_stream:
+            raise CliError(
+                f"stream {args.stream!r} does not exist; add --create-stream to create it "
+                "(with --stream-subjects when the subjects come from --subject-column), "
+                "or create it with `nats stream add`"
+            ) from None
+    subjects = args.stream_subjects or ([args.subject] if args.subject else None)
+    if not subjects:
+        raise UsageError(
+            "--create-stream with --subject-column needs --stream-subjects, the subjects "
+            "the new stream stores (e.g. --stream-subjects 'orders.>')"
+        )
+    config: dict[str, Any] = {"storage": args.storage}
+    if args.duplicate_window is not None:
+        config["duplicate_window"] = args.duplicate_window
+    client.create_stream(args.stream, subjects=subjects, **config)
+    if not args.quiet:
+        print(f"created stream {args.stream} for subjects {', '.join(subjects)}", file=sys.stderr)
+    return client.stream_info(args.stream)
+
+
+def _load_file(
+    client: Any,
+    args: argparse.Namespace,
+    f: InputFile,
+    builder: MessageBuilder,
+    batch_rows: int,
+    totals: Totals,
+    progress: Progress,
+    started: float,
+) -> None:
+    prefix = None
+    if args.msg_id_column is None:
+        if args.msg_id_prefix is not None:
+            prefix = args.msg_id_prefix
+        else:
+            progress.update(label=f"hashing {f.path.name}")
+            prefix = f"ja-{file_identity(f.path, args.file_id)}-"
+    label = f"load {f.path.name}"
+    progress.update(label=label, fraction=0.0)
+    row_offset = 0
+    prefetch = _Prefetch(_converted(f, builder, batch_rows))
+    try:
+        with client.publisher(
+            subject=args.subject,
+            window=args.window,
+            ack_timeout=args.ack_timeout,
+            msg_id_prefix=prefix,
+            msg_id_start=0,
+            raise_on_error=False,
+        ) as publisher:
+            for messages, rows, nbytes, fraction in prefetch:
+                try:
+                    result = publisher.publish(messages)
+                except BadInputError as e:
+                    raise CliError(
+                        f"{f.path}: rows {row_offset}..{row_offset + rows - 1}: {e}"
+                    ) from None
+                totals.rows += rows
+                totals.stored += result.stored
+                totals.duplicates += result.duplicates
+                totals.nbytes += nbytes
+                progress.update(rows, nbytes, fraction)
+                if result.failed:
+                    totals.failed += result.failed
+                    failed = result.failed_rows().slice(0, 5).to_pylist()
+                    totals.failures.extend(
+                        f"{f.path} row {row_offset + r['row']}: {r['error']}" for r in failed
+                    )
+                    return
+                row_offset += rows
+                if args.max_rate is not None:
+                    ahead = totals.rows / args.max_rate - (time.monotonic() - started)
+                    if ahead > 0:
+                        time.sleep(ahead)
+    finally:
+        prefetch.close()
+    totals.files += 1
