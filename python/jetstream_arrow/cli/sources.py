@@ -151,7 +151,9 @@ class InputFile:
                 reader = pacsv.open_csv(
                     source,
                     read_options=pacsv.ReadOptions(block_size=_BLOCK_SIZE),
-                    parse_options=pacsv.ParseOptions(delimiter=self.csv_delimiter),
+                    parse_options=pacsv.ParseOptions(
+                        delimiter=self.csv_delimiter, newlines_in_values=True
+                    ),
                 )
             else:
                 reader = pajson.open_json(
