@@ -18,6 +18,7 @@ from typing import Any
 
 from ..embedded_server import EmbeddedServer
 from ..exceptions import NotFoundError
+from ..options import ConnectOptions
 from .errors import CliError
 from .progress import human_count, human_duration, human_rate
 
@@ -122,21 +123,7 @@ def run(args: argparse.Namespace, client_factory: Any) -> int:
             client = stack.enter_context(client_factory())
             stream = args.stream or f"JETSTREAM_ARROW_DEMO_{secrets.token_hex(4).upper()}"
             opts = client.options
-            options = {"servers": opts.servers}
-            for field, spark_name in (
-                ("creds", "creds"),
-                ("user", "user"),
-                ("password", "password"),
-                ("token", "token"),
-                ("domain", "domain"),
-                ("api_prefix", "apiPrefix"),
-                ("tls_ca", "tlsCa"),
-                ("tls_cert", "tlsCert"),
-                ("tls_key", "tlsKey"),
-            ):
-                value = getattr(opts, field)
-                if value is not None:
-                    options[spark_name] = value
+            options = _spark_connect_options(opts)
             _say(f"using {opts.servers}")
         try:
             client.stream_info(stream)
@@ -200,6 +187,17 @@ def run(args: argparse.Namespace, client_factory: Any) -> int:
             flush=True,
         )
     return 0
+
+
+def _spark_connect_options(opts: ConnectOptions) -> dict[str, Any]:
+    """The connection as Spark options (the ConnectOptions fields in camelCase)."""
+    default = ConnectOptions()
+    out: dict[str, Any] = {}
+    for name, value in opts.to_dict().items():
+        if value is not None and (name == "servers" or value != getattr(default, name)):
+            head, *rest = name.split("_")
+            out[head + "".join(part.title() for part in rest)] = value
+    return out
 
 
 def _report(step: str, rows: int, seconds: float) -> None:
