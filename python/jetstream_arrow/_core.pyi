@@ -40,6 +40,8 @@ class Client:
         ack_timeout: float = 5.0,
         max_retries: int = 5,
         retry_backoff: float = 0.05,
+        msg_id_prefix: str | None = None,
+        msg_id_start: int = 0,
         expected_stream: str | None = None,
         expected_last_seq: int | None = None,
         expected_last_msg_id: str | None = None,

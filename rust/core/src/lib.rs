@@ -1,1 +1,23 @@
+//! jetstream-arrow core: NATS JetStream in and out of Apache Arrow.
+//!
+//! Pure Rust, no Python: the `jetstream-arrow-python` crate wraps it. Modules by
+//! concept: [`connection`] (connect options), [`api`] (JetStream API requests),
+//! [`schema`] (the one message schema), [`publish_input`] and [`publish`] (rows to
+//! messages through the ack window), [`pull`] (the pull loop), [`read`] (ordered
+//! replay of a range), [`consumer`] (durable pull consumers and acks),
+//! [`batch_builder`] and [`metadata`] (messages to Arrow columns).
 
+pub mod api;
+pub mod batch_builder;
+pub mod connection;
+pub mod consumer;
+pub mod error;
+pub mod metadata;
+pub mod publish;
+pub mod publish_input;
+pub mod pull;
+pub mod read;
+pub mod schema;
+
+pub use connection::{ConnectConfig, Connection};
+pub use error::{Error, ErrorKind, Result};

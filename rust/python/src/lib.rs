@@ -1,1 +1,23 @@
+//! `jetstream_arrow._core`: the Python face of jetstream-arrow-core. Thin by
+//! design: classes, the runtime, GIL release, and errors to exceptions.
 
+mod client;
+mod consumer;
+mod errors;
+mod reader;
+mod runtime;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<client::Client>()?;
+    m.add_class::<client::Publisher>()?;
+    m.add_class::<client::PublishOutcome>()?;
+    m.add_class::<reader::Reader>()?;
+    m.add_class::<consumer::PullConsumer>()?;
+    m.add_class::<consumer::ConsumedBatch>()?;
+    m.add_class::<consumer::MessageStream>()?;
+    Ok(())
+}

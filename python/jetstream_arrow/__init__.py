@@ -1,0 +1,27 @@
+"""NATS JetStream in and out of Apache Arrow, at the speed of the server."""
+
+from __future__ import annotations
+
+from . import exceptions
+from ._core import __version__
+from .client import (
+    Client,
+    ConsumedBatch,
+    PublishResult,
+    Publisher,
+    PullConsumer,
+    connect,
+)
+from .options import ConnectOptions
+
+__all__ = [
+    "Client",
+    "ConnectOptions",
+    "ConsumedBatch",
+    "PublishResult",
+    "Publisher",
+    "PullConsumer",
+    "__version__",
+    "connect",
+    "exceptions",
+]

@@ -1,0 +1,402 @@
+"""The Python facade over the native client: connect, publish, read, pull consumers.
+
+Everything here is thin: the native core (``jetstream_arrow._core``) does the work
+with the GIL released; this module turns its PyCapsule outputs into pyarrow objects
+and its options into keyword arguments with defaults a Python user can read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from . import _core
+from .exceptions import BadInputError, PublishError
+from .management import ManagementMixin
+from .options import ConnectOptions
+
+OnFull = Literal["wait", "fail"]
+
+
+def _rows_arg(rows: Sequence[int] | None) -> list[int] | None:
+    return None if rows is None else [int(r) for r in rows]
+
+
+def _time_ns(value: datetime | int | float | str | None, option: str) -> int | None:
+    """Accept an aware datetime, an ISO-8601 string, or epoch seconds."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise BadInputError(
+                f"option {option!r}: {value!r} is not an ISO-8601 time such as "
+                "'2026-01-31T12:00:00Z'"
+            ) from None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise BadInputError(
+                f"option {option!r}: the datetime {value!r} has no time zone; "
+                "give an aware datetime (e.g. tzinfo=timezone.utc)"
+            )
+        delta = value - datetime(1970, 1, 1, tzinfo=timezone.utc)
+        return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+    if isinstance(value, (int, float)):
+        return int(value * 1_000_000_000)
+    raise BadInputError(f"option {option!r}: expected a datetime, ISO string or epoch seconds")
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    """What a publish did, row by row.
+
+    ``acks`` has one row per input row, in input order: ``seq`` (the stream
+    sequence, null unless stored or duplicate), ``duplicate`` (the server already
+    had this msg id), ``error`` (null when the row is stored).
+    """
+
+    rows: int
+    stored: int
+    duplicates: int
+    failed: int
+    acks: pa.Table
+
+    @classmethod
+    def _from_core(cls, outcome: _core.PublishOutcome) -> PublishResult:
+        return cls(
+            rows=outcome.rows,
+            stored=outcome.stored,
+            duplicates=outcome.duplicates,
+            failed=outcome.failed,
+            acks=pa.table(pa.record_batch(outcome.acks())),
+        )
+
+    def failed_rows(self) -> pa.Table:
+        """The rows that were not stored, with their index and error."""
+        index = pa.array(range(self.rows), pa.int64())
+        acks = self.acks.append_column("row", index)
+        return acks.filter(acks["error"].is_valid())
+
+
+def _raise_if_failed(result: PublishResult) -> PublishResult:
+    if result.failed:
+        first = result.failed_rows().slice(0, 1).to_pylist()[0]
+        raise PublishError(
+            f"{result.failed} of {result.rows} rows were not stored "
+            f"(first: row {first['row']}: {first['error']}); "
+            f"{result.stored} stored, {result.duplicates} duplicates; "
+            "see .result.acks for every row",
+            result,
+        )
+    return result
+
+
+class Publisher:
+    """A long-lived publisher that keeps one ack window across many batches.
+
+    A bulk loader calls :meth:`publish` in a loop; each call returns when every row
+    of that call is acknowledged (stored or duplicate) or has failed.
+    """
+
+    def __init__(self, native: _core.Publisher, raise_on_error: bool) -> None:
+        self._native = native
+        self._raise_on_error = raise_on_error
+
+    def publish(self, data: Any, subject: str | None = None) -> PublishResult:
+        result = PublishResult._from_core(self._native.publish(data, subject))
+        return _raise_if_failed(result) if self._raise_on_error else result
+
+    def close(self) -> None:
+        self._native.close()
+
+    def __enter__(self) -> Publisher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ConsumedBatch:
+    """Messages delivered by a durable consumer, as one Arrow record batch.
+
+    ``data`` has the message schema plus ``delivered`` and ``consumer_seq``.
+    The ack methods act on all rows, or on the chosen row indices.
+    """
+
+    def __init__(self, native: _core.ConsumedBatch) -> None:
+        self._native = native
+        self.data: pa.RecordBatch = pa.record_batch(native.batch())
+
+    def __len__(self) -> int:
+        return len(self._native)
+
+    def ack(self, rows: Sequence[int] | None = None) -> None:
+        """Acknowledge (one AckAll for the whole batch where the policy allows)."""
+        self._native.ack(_rows_arg(rows))
+
+    def ack_sync(self, rows: Sequence[int] | None = None, timeout: float = 5.0) -> None:
+        """Double ack: returns once the server confirmed every ack (retried until then)."""
+        self._native.ack_sync(_rows_arg(rows), timeout)
+
+    def nak(self, rows: Sequence[int] | None = None, delay: float | None = None) -> None:
+        """Ask for redelivery, after ``delay`` seconds if given."""
+        self._native.nak(_rows_arg(rows), delay)
+
+    def term(self, rows: Sequence[int] | None = None, reason: str | None = None) -> None:
+        """Stop redelivery of these messages for good."""
+        self._native.term(_rows_arg(rows), reason)
+
+    def in_progress(self, rows: Sequence[int] | None = None) -> None:
+        """Reset the ack timer: still working on these."""
+        self._native.in_progress(_rows_arg(rows))
+
+
+class PullConsumer:
+    """A durable pull consumer, bound by name with no info lookup on the server."""
+
+    def __init__(self, native: _core.PullConsumer) -> None:
+        self._native = native
+
+    @property
+    def stream(self) -> str:
+        return self._native.stream
+
+    @property
+    def name(self) -> str:
+        return self._native.name
+
+    def fetch(
+        self,
+        max_messages: int = 100,
+        *,
+        max_bytes: int | None = None,
+        expires: float = 5.0,
+        no_wait: bool = False,
+        heartbeat: float | None = None,
+        include_headers: bool = False,
+    ) -> ConsumedBatch:
+        """One pull request: up to ``max_messages`` (or ``max_bytes``) within ``expires``."""
+        return ConsumedBatch(
+            self._native.fetch(
+                max_messages,
+                max_bytes=max_bytes,
+                expires=expires,
+                no_wait=no_wait,
+                heartbeat=heartbeat,
+                include_headers=include_headers,
+            )
+        )
+
+    def messages(
+        self,
+        *,
+        max_messages: int = 4096,
+        max_bytes: int | None = None,
+        threshold_messages: int | None = None,
+        threshold_bytes: int | None = None,
+        expires: float = 30.0,
+        heartbeat: float = 5.0,
+        batch_rows: int = 4096,
+        batch_wait: float = 0.05,
+        include_headers: bool = False,
+    ) -> Iterator[ConsumedBatch]:
+        """Continuous, pre-buffered consumption, like nats.go's ``Messages()``.
+
+        Up to ``max_messages`` (or ``max_bytes``) are kept buffered; a new pull is
+        sent when the buffer falls to the threshold (default half). Raises
+        ``MissedHeartbeatsError`` after two missed heartbeats and
+        ``ConsumerDeletedError`` when the consumer goes away.
+        """
+        stream = self._native.messages(
+            max_messages=max_messages,
+            max_bytes=max_bytes,
+            threshold_messages=threshold_messages,
+            threshold_bytes=threshold_bytes,
+            expires=expires,
+            heartbeat=heartbeat,
+            batch_rows=batch_rows,
+            batch_wait=batch_wait,
+            include_headers=include_headers,
+        )
+        try:
+            for native_batch in stream:
+                yield ConsumedBatch(native_batch)
+        finally:
+            stream.close()
+
+
+class Client(ManagementMixin):
+    """A connection to NATS with JetStream. Use :func:`connect` to make one."""
+
+    def __init__(self, native: _core.Client, options: ConnectOptions) -> None:
+        self._native = native
+        self.options = options
+
+    # -- lifecycle -----------------------------------------------------------------
+    def close(self) -> None:
+        """Flush and close the connection. Safe to call twice."""
+        self._native.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __reduce__(self) -> Any:
+        raise TypeError(
+            "a jetstream_arrow Client is a live connection and cannot be pickled; "
+            "pickle its .options (a ConnectOptions) and connect again where needed"
+        )
+
+    def __repr__(self) -> str:
+        return f"Client(servers={self.options.servers!r}, api_prefix={self.api_prefix!r})"
+
+    @property
+    def api_prefix(self) -> str:
+        return self._native.api_prefix
+
+    def server_info(self) -> dict[str, Any]:
+        return self._native.server_info()
+
+    def flush(self, timeout: float | None = None) -> None:
+        self._native.flush(timeout)
+
+    def _api_json(self, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        raw = self._native.api_request(
+            subject, None if body is None else json.dumps(body).encode()
+        )
+        reply: dict[str, Any] = json.loads(raw) if raw else {}
+        return reply
+
+    # -- publish -------------------------------------------------------------------
+    def publisher(
+        self,
+        subject: str | None = None,
+        *,
+        window: int = 8192,
+        on_full: OnFull = "wait",
+        ack_timeout: float = 5.0,
+        max_retries: int = 5,
+        retry_backoff: float = 0.05,
+        msg_id_prefix: str | None = None,
+        msg_id_start: int = 0,
+        expected_stream: str | None = None,
+        expected_last_seq: int | None = None,
+        expected_last_msg_id: str | None = None,
+        expected_last_subject_seq: int | None = None,
+        raise_on_error: bool = True,
+    ) -> Publisher:
+        """A publisher with a bounded window of unacknowledged messages.
+
+        ``window``: publishes in flight before waiting for acks (``on_full="wait"``)
+        or refusing further rows (``"fail"``). ``429``, ``503`` and ack timeouts are
+        retried ``max_retries`` times with doubling backoff from ``retry_backoff``;
+        a row without a msg id is retried after an ack timeout only when
+        ``msg_id_prefix`` gives it one (otherwise a retry could store it twice).
+        ``msg_id_prefix``: rows without a ``msg_id`` get ``<prefix><n>``, ``n``
+        counting input rows from ``msg_id_start`` across this publisher's calls,
+        so re-running the same input is deduplicated by the server.
+        ``expected_*``: optimistic-concurrency checks on the first row of each call
+        (``expected_stream`` on every row); the rest is sent only once it passed.
+        """
+        native = self._native.publisher(
+            subject=subject,
+            window=window,
+            on_full=on_full,
+            ack_timeout=ack_timeout,
+            max_retries=max_retries,
+            retry_backoff=retry_backoff,
+            msg_id_prefix=msg_id_prefix,
+            msg_id_start=msg_id_start,
+            expected_stream=expected_stream,
+            expected_last_seq=expected_last_seq,
+            expected_last_msg_id=expected_last_msg_id,
+            expected_last_subject_seq=expected_last_subject_seq,
+        )
+        return Publisher(native, raise_on_error)
+
+    def publish(self, data: Any, subject: str | None = None, **options: Any) -> PublishResult:
+        """Publish every row of an Arrow batch, table or stream (anything with the
+        Arrow PyCapsule interface) in the message schema; see :meth:`publisher`
+        for the options. Raises ``PublishError`` (with ``.result``) when rows fail,
+        unless ``raise_on_error=False``."""
+        with self.publisher(subject, **options) as publisher:
+            return publisher.publish(data)
+
+    # -- read ----------------------------------------------------------------------
+    def read(
+        self,
+        stream: str,
+        start_seq: int | None = None,
+        end_seq: int | None = None,
+        subjects: Sequence[str] | str | None = None,
+        start_time: datetime | str | float | None = None,
+        end_time: datetime | str | float | None = None,
+        include_headers: bool = False,
+        batch_rows: int = 65_536,
+        max_bytes: int = 16 * 1024 * 1024,
+        heartbeat: float = 5.0,
+    ) -> pa.RecordBatchReader:
+        """Replay a stream in sequence order as Arrow record batches.
+
+        Reads from ``start_seq`` (or ``start_time``; default: the first message) up
+        to ``end_seq`` inclusive (default: the last sequence when the read starts)
+        and ``end_time``, only ``subjects`` if given. Memory is bounded by
+        ``batch_rows`` and ``max_bytes`` per pull; the temporary consumer is
+        deleted when the reader ends or is closed.
+        """
+        if isinstance(subjects, str):
+            subjects = [subjects]
+        native = self._native.read(
+            stream,
+            start_seq=start_seq,
+            end_seq=end_seq,
+            subjects=None if subjects is None else list(subjects),
+            start_time_ns=_time_ns(start_time, "start_time"),
+            end_time_ns=_time_ns(end_time, "end_time"),
+            include_headers=include_headers,
+            batch_rows=batch_rows,
+            max_bytes=max_bytes,
+            heartbeat=heartbeat,
+        )
+        schema = pa.schema(native.schema())
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            try:
+                for batch in native:
+                    yield pa.record_batch(batch)
+            finally:
+                native.close()
+
+        return pa.RecordBatchReader.from_batches(schema, batches())
+
+    # -- consumers -----------------------------------------------------------------
+    def pull_consumer(
+        self, stream: str, name: str, ack_policy: Literal["none", "all", "explicit"] | None = None
+    ) -> PullConsumer:
+        """Bind to a durable pull consumer by name, with no info lookup (so a client
+        that may only use ``CONSUMER.MSG.NEXT`` and ``$JS.ACK`` works). Pass the
+        consumer's ``ack_policy`` to let batch acks use one AckAll when it is "all"."""
+        return PullConsumer(self._native.pull_consumer(stream, name, ack_policy=ack_policy))
+
+
+def connect(servers: str | Sequence[str] | None = None, **options: Any) -> Client:
+    """Connect to NATS. ``options`` are the fields of :class:`ConnectOptions`
+    (or pass ``options=ConnectOptions(...)``)."""
+    given = options.pop("options", None)
+    if given is not None:
+        if options or servers is not None:
+            raise BadInputError("give either options=ConnectOptions(...) or keyword options")
+        opts = given
+    else:
+        opts = ConnectOptions.from_kwargs(
+            list(servers) if isinstance(servers, (list, tuple)) else servers, **options
+        )
+    return Client(_core.Client.connect(opts.to_dict()), opts)

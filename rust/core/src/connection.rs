@@ -1,0 +1,205 @@
+//! Connecting to NATS: options in, a connected client with its JetStream API prefix out.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_nats::{Client, ConnectOptions, Event, ServerError};
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// Everything needed to reach NATS and its JetStream API. Mirrors the Python
+/// `ConnectOptions`; durations are already `Duration`s here.
+#[derive(Debug, Clone, Default)]
+pub struct ConnectConfig {
+    /// One URL or a comma-separated list.
+    pub servers: String,
+    pub user: Option<String>,
+    pub password: Option<String>,
+    pub token: Option<String>,
+    pub creds: Option<PathBuf>,
+    pub nkey_seed: Option<String>,
+    pub tls_ca: Option<PathBuf>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub tls_required: bool,
+    pub tls_first: bool,
+    pub name: Option<String>,
+    pub connect_timeout: Duration,
+    pub request_timeout: Duration,
+    /// None: reconnect forever.
+    pub max_reconnects: Option<usize>,
+    pub reconnect_delay: Duration,
+    pub retry_on_initial_connect: bool,
+    pub ping_interval: Duration,
+    pub domain: Option<String>,
+    pub api_prefix: Option<String>,
+    pub inbox_prefix: Option<String>,
+}
+
+impl ConnectConfig {
+    /// The JetStream API prefix: `api_prefix`, or `$JS.<domain>.API`, or `$JS.API`.
+    pub fn js_api_prefix(&self) -> String {
+        match (&self.api_prefix, &self.domain) {
+            (Some(prefix), _) if !prefix.is_empty() => prefix.trim_end_matches('.').to_string(),
+            (_, Some(domain)) if !domain.is_empty() => format!("$JS.{domain}.API"),
+            _ => "$JS.API".to_string(),
+        }
+    }
+}
+
+/// Server errors reported asynchronously (`-ERR` lines such as permission
+/// violations). A publish that sees no ack looks here to say why.
+#[derive(Debug, Default)]
+pub struct ServerErrors {
+    recent: Mutex<VecDeque<String>>,
+}
+
+impl ServerErrors {
+    const KEEP: usize = 32;
+
+    fn push(&self, message: String) {
+        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        if recent.len() == Self::KEEP {
+            recent.pop_front();
+        }
+        recent.push_back(message);
+    }
+
+    /// The newest permission violation that mentions `subject`, if any.
+    pub fn permission_violation_for(&self, subject: &str) -> Option<String> {
+        let recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        recent
+            .iter()
+            .rev()
+            .find(|m| {
+                m.to_ascii_lowercase().contains("permissions violation") && m.contains(subject)
+            })
+            .cloned()
+    }
+}
+
+/// A live connection with the JetStream API prefix it talks to.
+#[derive(Clone, Debug)]
+pub struct Connection {
+    pub client: Client,
+    pub api_prefix: String,
+    pub request_timeout: Duration,
+    pub server_errors: Arc<ServerErrors>,
+}
+
+impl Connection {
+    pub async fn connect(config: &ConnectConfig) -> Result<Self> {
+        let server_errors = Arc::new(ServerErrors::default());
+        let options = build_options(config, server_errors.clone()).await?;
+        let servers: Vec<async_nats::ServerAddr> = config
+            .servers
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                s.parse().map_err(|e| {
+                    Error::bad_input(format!("option 'servers': cannot parse {s:?}: {e}"))
+                })
+            })
+            .collect::<Result<_>>()?;
+        if servers.is_empty() {
+            return Err(Error::bad_input(
+                "option 'servers' is empty: give a URL such as nats://127.0.0.1:4222",
+            ));
+        }
+        // connect() has its own connection timeout, but with several servers and
+        // TLS it can take longer; the outer bound keeps the promise that nothing hangs.
+        let outer = config.connect_timeout * (servers.len() as u32 + 1);
+        let client = tokio::time::timeout(outer, options.connect(servers.as_slice()))
+            .await
+            .map_err(|_| {
+                Error::timeout(format!(
+                    "connecting to {} took longer than {:?} (option 'connect_timeout')",
+                    config.servers, outer
+                ))
+            })?
+            .map_err(|e| Error::from(e).context(format!("cannot connect to {}", config.servers)))?;
+        Ok(Self {
+            client,
+            api_prefix: config.js_api_prefix(),
+            request_timeout: config.request_timeout,
+            server_errors,
+        })
+    }
+
+    /// The largest payload (headers included) the server accepts.
+    pub fn max_payload(&self) -> usize {
+        self.client.server_info().max_payload
+    }
+}
+
+async fn build_options(
+    config: &ConnectConfig,
+    errors: Arc<ServerErrors>,
+) -> Result<ConnectOptions> {
+    let mut options = match &config.creds {
+        Some(path) => ConnectOptions::with_credentials_file(path.clone())
+            .await
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::BadInput,
+                    format!("option 'creds': cannot read {}: {e}", path.display()),
+                )
+            })?,
+        None => ConnectOptions::new(),
+    };
+    if let Some(user) = &config.user {
+        options =
+            options.user_and_password(user.clone(), config.password.clone().unwrap_or_default());
+    }
+    if let Some(token) = &config.token {
+        options = options.token(token.clone());
+    }
+    if let Some(seed) = &config.nkey_seed {
+        options = options.nkey(seed.clone());
+    }
+    if let Some(ca) = &config.tls_ca {
+        options = options.add_root_certificates(ca.clone());
+    }
+    if let (Some(cert), Some(key)) = (&config.tls_cert, &config.tls_key) {
+        options = options.add_client_certificate(cert.clone(), key.clone());
+    }
+    if config.tls_required {
+        options = options.require_tls(true);
+    }
+    if config.tls_first {
+        options = options.tls_first();
+    }
+    if let Some(name) = &config.name {
+        options = options.name(name);
+    }
+    if let Some(prefix) = &config.inbox_prefix {
+        options = options.custom_inbox_prefix(prefix);
+    }
+    if config.retry_on_initial_connect {
+        options = options.retry_on_initial_connect();
+    }
+    let delay = config.reconnect_delay;
+    options = options
+        .connection_timeout(config.connect_timeout)
+        .request_timeout(Some(config.request_timeout))
+        .ping_interval(config.ping_interval)
+        .max_reconnects(config.max_reconnects)
+        .reconnect_delay_callback(move |attempt| {
+            delay.min(Duration::from_millis(100) * attempt as u32)
+        })
+        // Rows are validated by the publisher with messages that name the row;
+        // checking again per message in the client is wasted work.
+        .skip_subject_validation(true)
+        .event_callback(move |event| {
+            let errors = errors.clone();
+            async move {
+                if let Event::ServerError(ServerError::Other(message)) = event {
+                    errors.push(message);
+                }
+            }
+        });
+    Ok(options)
+}

@@ -1,0 +1,316 @@
+//! Durable pull consumers: bound by name with no info lookup (a client that may
+//! only use `CONSUMER.MSG.NEXT` and `$JS.ACK` works), fetched or consumed as Arrow
+//! batches, acknowledged per batch or per row.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use arrow_array::RecordBatch;
+use async_nats::Subject;
+use bytes::Bytes;
+use futures::StreamExt;
+use tokio::time::Instant;
+
+use crate::batch_builder::BatchBuilder;
+use crate::connection::Connection;
+use crate::error::{Error, Result};
+use crate::pull::{fetch_once, Delivered, PullLoop, PullSettings};
+use crate::schema::SchemaOptions;
+
+/// The consumer's ack policy, when the caller knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckPolicy {
+    None,
+    All,
+    Explicit,
+}
+
+impl AckPolicy {
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "none" => Ok(Self::None),
+            "all" => Ok(Self::All),
+            "explicit" => Ok(Self::Explicit),
+            other => Err(Error::bad_input(format!(
+                "option 'ack_policy' must be 'none', 'all' or 'explicit', got {other:?}"
+            ))),
+        }
+    }
+}
+
+/// A durable pull consumer, by name.
+#[derive(Clone)]
+pub struct DurableConsumer {
+    conn: Connection,
+    pub stream: String,
+    pub name: String,
+    ack_policy: Option<AckPolicy>,
+}
+
+/// Options of continuous consumption (nats.go's `Messages()` options).
+#[derive(Debug, Clone)]
+pub struct ConsumeOptions {
+    pub pull: PullSettings,
+    pub batch_rows: usize,
+    /// After the first message of a batch, how long to wait for more.
+    pub batch_wait: Duration,
+    pub include_headers: bool,
+}
+
+impl DurableConsumer {
+    pub fn bind(
+        conn: Connection,
+        stream: &str,
+        name: &str,
+        ack_policy: Option<AckPolicy>,
+    ) -> Result<Self> {
+        for (option, value) in [("stream", stream), ("name", name)] {
+            if value.is_empty() || value.contains(['.', '*', '>', ' ']) {
+                return Err(Error::bad_input(format!(
+                    "option '{option}' {value:?} is not a valid name (no '.', '*', '>' or spaces)"
+                )));
+            }
+        }
+        Ok(Self {
+            conn,
+            stream: stream.into(),
+            name: name.into(),
+            ack_policy,
+        })
+    }
+
+    fn schema_options(include_headers: bool) -> SchemaOptions {
+        SchemaOptions {
+            include_headers,
+            consumer_columns: true,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub async fn fetch(
+        &self,
+        max_messages: usize,
+        max_bytes: Option<usize>,
+        expires: Duration,
+        no_wait: bool,
+        heartbeat: Option<Duration>,
+        include_headers: bool,
+    ) -> Result<ConsumedBatch> {
+        let delivered = fetch_once(
+            &self.conn,
+            &self.stream,
+            &self.name,
+            max_messages,
+            max_bytes,
+            expires,
+            no_wait,
+            heartbeat,
+        )
+        .await?;
+        let mut builder = BatchBuilder::new(&self.stream, Self::schema_options(include_headers));
+        Ok(self.batch_from(&mut builder, delivered))
+    }
+
+    fn batch_from(&self, builder: &mut BatchBuilder, delivered: Vec<Delivered>) -> ConsumedBatch {
+        let mut replies = Vec::with_capacity(delivered.len());
+        let mut consumer_seqs = Vec::with_capacity(delivered.len());
+        for d in &delivered {
+            builder.append(&d.message, &d.meta);
+            replies.push(
+                d.message
+                    .reply
+                    .clone()
+                    .expect("deliveries have a reply subject"),
+            );
+            consumer_seqs.push(d.meta.consumer_seq);
+        }
+        ConsumedBatch {
+            conn: self.conn.clone(),
+            batch: builder.finish(),
+            replies,
+            consumer_seqs,
+            ack_all: self.ack_policy == Some(AckPolicy::All),
+        }
+    }
+
+    pub async fn messages(&self, options: ConsumeOptions) -> Result<MessageStream> {
+        if options.batch_rows == 0 {
+            return Err(Error::bad_input("option 'batch_rows' must be at least 1"));
+        }
+        let pull = PullLoop::new(
+            self.conn.clone(),
+            &self.stream,
+            &self.name,
+            options.pull.clone(),
+        )
+        .await?;
+        Ok(MessageStream {
+            consumer: self.clone(),
+            builder: BatchBuilder::new(&self.stream, Self::schema_options(options.include_headers)),
+            pull,
+            batch_rows: options.batch_rows,
+            batch_wait: options.batch_wait,
+        })
+    }
+}
+
+/// Continuous, pre-buffered consumption: each call yields the next batch.
+pub struct MessageStream {
+    consumer: DurableConsumer,
+    builder: BatchBuilder,
+    pull: PullLoop,
+    batch_rows: usize,
+    batch_wait: Duration,
+}
+
+impl MessageStream {
+    /// Waits for at least one message, then takes what arrives within
+    /// `batch_wait`, up to `batch_rows`.
+    pub async fn next_batch(&mut self) -> Result<ConsumedBatch> {
+        let mut delivered = Vec::new();
+        let first = loop {
+            if let Some(d) = self.pull.next(None).await? {
+                break d;
+            }
+        };
+        delivered.push(first);
+        let until = Instant::now() + self.batch_wait;
+        while delivered.len() < self.batch_rows {
+            let left = until.saturating_duration_since(Instant::now());
+            match self.pull.next(Some(left)).await? {
+                Some(d) => delivered.push(d),
+                None => break,
+            }
+        }
+        Ok(self.consumer.batch_from(&mut self.builder, delivered))
+    }
+}
+
+/// What an ack message says.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AckKind {
+    Ack,
+    Nak { delay: Option<Duration> },
+    InProgress,
+    Term { reason: Option<String> },
+}
+
+impl AckKind {
+    fn body(&self) -> Bytes {
+        match self {
+            AckKind::Ack => Bytes::from_static(b"+ACK"),
+            AckKind::InProgress => Bytes::from_static(b"+WPI"),
+            AckKind::Nak { delay: None } => Bytes::from_static(b"-NAK"),
+            AckKind::Nak { delay: Some(d) } => {
+                Bytes::from(format!("-NAK {{\"delay\": {}}}", d.as_nanos()))
+            }
+            AckKind::Term { reason: None } => Bytes::from_static(b"+TERM"),
+            AckKind::Term { reason: Some(r) } => Bytes::from(format!("+TERM {r}")),
+        }
+    }
+}
+
+/// Messages delivered by a consumer, with what is needed to acknowledge them.
+pub struct ConsumedBatch {
+    conn: Connection,
+    pub batch: RecordBatch,
+    replies: Vec<Subject>,
+    consumer_seqs: Vec<u64>,
+    /// The consumer acks everything up to a message with one ack.
+    ack_all: bool,
+}
+
+impl ConsumedBatch {
+    pub fn len(&self) -> usize {
+        self.replies.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.replies.is_empty()
+    }
+
+    /// The reply subjects the chosen rows are acknowledged on.
+    fn targets(&self, rows: Option<&[usize]>, kind: &AckKind) -> Result<Vec<Subject>> {
+        match rows {
+            None if self.ack_all && *kind == AckKind::Ack && !self.is_empty() => {
+                // One AckAll for the highest consumer sequence covers the batch.
+                let last = (0..self.len())
+                    .max_by_key(|&i| self.consumer_seqs[i])
+                    .expect("not empty");
+                Ok(vec![self.replies[last].clone()])
+            }
+            None => Ok(self.replies.clone()),
+            Some(rows) => rows
+                .iter()
+                .map(|&r| {
+                    self.replies.get(r).cloned().ok_or_else(|| {
+                        Error::bad_input(format!(
+                            "row {r} is out of range: the batch has {} rows",
+                            self.len()
+                        ))
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    /// Send `kind` for the chosen rows (all when None), pipelined, then flush.
+    pub async fn acknowledge(&self, rows: Option<&[usize]>, kind: AckKind) -> Result<()> {
+        let body = kind.body();
+        for reply in self.targets(rows, &kind)? {
+            self.conn.client.publish(reply, body.clone()).await?;
+        }
+        tokio::time::timeout(self.conn.request_timeout, self.conn.client.flush())
+            .await
+            .map_err(|_| Error::timeout("flushing acks: the server did not answer the flush"))?
+            .map_err(|e| Error::connection(format!("flushing acks: {e}")))?;
+        Ok(())
+    }
+
+    /// Double ack: each ack is sent as a request; unconfirmed ones are sent again
+    /// until the server confirmed all of them or `timeout` passed. A repeated ack
+    /// is a no-op on the server, so retrying is safe.
+    pub async fn ack_sync(&self, rows: Option<&[usize]>, timeout: Duration) -> Result<()> {
+        let targets = self.targets(rows, &AckKind::Ack)?;
+        if targets.is_empty() {
+            return Ok(());
+        }
+        let inbox = self.conn.client.new_inbox();
+        let mut sub = self.conn.client.subscribe(format!("{inbox}.*")).await?;
+        let deadline = Instant::now() + timeout;
+        let attempt_wait = (timeout / 4).max(Duration::from_millis(250));
+        let mut pending: HashMap<usize, Subject> = targets.into_iter().enumerate().collect();
+        let body = AckKind::Ack.body();
+        while !pending.is_empty() {
+            if Instant::now() >= deadline {
+                return Err(Error::timeout(format!(
+                    "double ack: {} acks not confirmed by the server within {timeout:?}",
+                    pending.len()
+                )));
+            }
+            for (token, reply) in &pending {
+                self.conn
+                    .client
+                    .publish_with_reply(reply.clone(), format!("{inbox}.{token}"), body.clone())
+                    .await?;
+            }
+            let round_end = (Instant::now() + attempt_wait).min(deadline);
+            while !pending.is_empty() {
+                match tokio::time::timeout_at(round_end, sub.next()).await {
+                    Ok(Some(m)) => {
+                        if m.status.is_some_and(|s| s.as_u16() == 503) {
+                            continue; // nobody took it: resend next round
+                        }
+                        if let Some(t) = m.subject.rsplit('.').next().and_then(|t| t.parse().ok()) {
+                            pending.remove(&t);
+                        }
+                    }
+                    Ok(None) => return Err(Error::connection("double ack: the connection closed")),
+                    Err(_) => break,
+                }
+            }
+        }
+        let _ = sub.unsubscribe().await;
+        Ok(())
+    }
+}

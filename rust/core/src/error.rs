@@ -1,0 +1,162 @@
+//! One error type for the core, with a kind per cause so the Python layer can map
+//! each to its exception class without parsing messages.
+
+use std::fmt;
+
+/// What went wrong, by cause. The Python glue maps each kind to one exception class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The server could not be reached or the connection broke.
+    Connection,
+    /// Credentials refused or a subject not permitted.
+    Authorization,
+    /// A wait ran out of time.
+    Timeout,
+    /// Two idle heartbeats were missed on a pull request.
+    MissedHeartbeats,
+    /// The JetStream API answered with an error.
+    Api,
+    /// A stream, consumer or message does not exist.
+    NotFound,
+    /// Nobody answers the JetStream API at the configured prefix.
+    JetStreamNotEnabled,
+    /// The consumer was deleted while being read.
+    ConsumerDeleted,
+    /// Input that cannot be sent as asked (column, row, option).
+    BadInput,
+    /// The operation was cancelled (interrupt, close).
+    Cancelled,
+}
+
+/// An error of the core: a kind, a message that names what is at fault, and for
+/// API errors the server's codes.
+#[derive(Debug, Clone)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+    api: Option<ApiErrorCode>,
+}
+
+/// The error object of a JetStream API reply.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct ApiErrorCode {
+    pub code: u16,
+    #[serde(default)]
+    pub err_code: u32,
+    #[serde(default)]
+    pub description: String,
+}
+
+/// JetStream error codes the core reacts to.
+pub mod err_codes {
+    pub const STREAM_NOT_FOUND: u32 = 10059;
+    pub const CONSUMER_NOT_FOUND: u32 = 10014;
+    pub const NO_MESSAGE_FOUND: u32 = 10037;
+    pub const TOO_MANY_REQUESTS: u32 = 10167;
+}
+
+impl Error {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            api: None,
+        }
+    }
+
+    /// An error reply of the JetStream API to `what` (e.g. "stream info of ORDERS").
+    pub fn api(what: &str, code: ApiErrorCode) -> Self {
+        let kind = match (code.code, code.err_code) {
+            (404, _)
+            | (_, err_codes::STREAM_NOT_FOUND)
+            | (_, err_codes::CONSUMER_NOT_FOUND)
+            | (_, err_codes::NO_MESSAGE_FOUND) => ErrorKind::NotFound,
+            _ => ErrorKind::Api,
+        };
+        Self {
+            kind,
+            message: format!(
+                "{what}: {} (code {}, err_code {})",
+                code.description, code.code, code.err_code
+            ),
+            api: Some(code),
+        }
+    }
+
+    pub fn bad_input(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::BadInput, message)
+    }
+
+    pub fn timeout(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Timeout, message)
+    }
+
+    pub fn connection(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Connection, message)
+    }
+
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    pub fn api_code(&self) -> Option<&ApiErrorCode> {
+        self.api.as_ref()
+    }
+
+    /// The same error with more context in front of its message.
+    pub fn context(mut self, what: impl fmt::Display) -> Self {
+        self.message = format!("{what}: {}", self.message);
+        self
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl From<async_nats::ConnectError> for Error {
+    fn from(err: async_nats::ConnectError) -> Self {
+        use async_nats::ConnectErrorKind as K;
+        let kind = match err.kind() {
+            K::Authentication | K::AuthorizationViolation => ErrorKind::Authorization,
+            K::ServerParse => ErrorKind::BadInput,
+            K::TimedOut => ErrorKind::Timeout,
+            _ => ErrorKind::Connection,
+        };
+        Error::new(kind, err.to_string())
+    }
+}
+
+impl From<async_nats::PublishError> for Error {
+    fn from(err: async_nats::PublishError) -> Self {
+        match err.kind() {
+            async_nats::client::PublishErrorKind::MaxPayloadExceeded => {
+                Error::bad_input(err.to_string())
+            }
+            _ => Error::connection(format!("publish failed: {err}")),
+        }
+    }
+}
+
+impl From<async_nats::SubscribeError> for Error {
+    fn from(err: async_nats::SubscribeError) -> Self {
+        Error::connection(format!("subscribe failed: {err}"))
+    }
+}
+
+impl From<arrow_schema::ArrowError> for Error {
+    fn from(err: arrow_schema::ArrowError) -> Self {
+        Error::bad_input(format!("arrow: {err}"))
+    }
+}

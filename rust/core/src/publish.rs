@@ -1,0 +1,732 @@
+//! The publish engine: rows go out pipelined through a bounded window of
+//! unacknowledged messages; acks come back on one wildcard inbox subscription.
+//!
+//! Each message's reply subject is `<inbox>.<token>`, so an ack names its message
+//! without a per-request future or channel. Backpressure from the server
+//! (`429 Too Many Requests`, `503 No Responders`) is retried with the same message
+//! (same `Nats-Msg-Id`); an ack timeout is retried only when the message has a msg
+//! id, because without one the server cannot tell a retry from a new message.
+//! Every row ends stored, duplicate, or failed with its reason.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow_array::builder::{BooleanBuilder, Int64Builder, StringBuilder};
+use arrow_array::{ArrayRef, RecordBatch};
+use async_nats::{HeaderMap, StatusCode, Subject, Subscriber};
+use futures::{FutureExt, StreamExt};
+use serde::Deserialize;
+use tokio::time::Instant;
+
+use crate::connection::Connection;
+use crate::error::{err_codes, ApiErrorCode, Error, Result};
+use crate::publish_input::{MessageDefaults, OutgoingMessage, PublishBatch};
+use crate::schema::ack_schema;
+
+/// The largest window: acks must fit the client's subscription buffer (64 Ki).
+pub const MAX_WINDOW: usize = 65_536;
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+
+/// How a publisher sends.
+#[derive(Debug, Clone)]
+pub struct PublishOptions {
+    /// Unacknowledged messages in flight at most.
+    pub window: usize,
+    /// When the window is full: refuse the remaining rows instead of waiting.
+    pub fail_when_full: bool,
+    pub ack_timeout: Duration,
+    /// Retries of a message after backpressure or an ack timeout.
+    pub max_retries: u32,
+    /// The first retry waits this long; each further one twice as long (at most 2 s).
+    pub retry_backoff: Duration,
+    pub defaults: MessageDefaults,
+    /// The number generated msg ids start from.
+    pub msg_id_start: u64,
+    pub expected_last_seq: Option<u64>,
+    pub expected_last_msg_id: Option<String>,
+    pub expected_last_subject_seq: Option<u64>,
+}
+
+impl Default for PublishOptions {
+    fn default() -> Self {
+        Self {
+            window: 8192,
+            fail_when_full: false,
+            ack_timeout: Duration::from_secs(5),
+            max_retries: 5,
+            retry_backoff: Duration::from_millis(50),
+            defaults: MessageDefaults::default(),
+            msg_id_start: 0,
+            expected_last_seq: None,
+            expected_last_msg_id: None,
+            expected_last_subject_seq: None,
+        }
+    }
+}
+
+impl PublishOptions {
+    pub fn validate(&self) -> Result<()> {
+        if self.window == 0 || self.window > MAX_WINDOW {
+            return Err(Error::bad_input(format!(
+                "option 'window' must be between 1 and {MAX_WINDOW}, got {}",
+                self.window
+            )));
+        }
+        if self.ack_timeout.is_zero() {
+            return Err(Error::bad_input("option 'ack_timeout' must be positive"));
+        }
+        if let Some(prefix) = &self.defaults.msg_id_prefix {
+            if prefix.contains(['\r', '\n']) {
+                return Err(Error::bad_input(
+                    "option 'msg_id_prefix' may not contain line breaks",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn has_expectations(&self) -> bool {
+        self.expected_last_seq.is_some()
+            || self.expected_last_msg_id.is_some()
+            || self.expected_last_subject_seq.is_some()
+    }
+}
+
+/// What happened to each row of one publish call.
+#[derive(Debug, Default)]
+pub struct PublishOutcome {
+    /// Stream sequence per row; 0 while pending or when failed.
+    seqs: Vec<u64>,
+    duplicate: Vec<bool>,
+    errors: HashMap<usize, String>,
+    pub stored: usize,
+    pub duplicates: usize,
+}
+
+impl PublishOutcome {
+    pub fn rows(&self) -> usize {
+        self.seqs.len()
+    }
+
+    pub fn failed(&self) -> usize {
+        self.errors.len()
+    }
+
+    /// The error of `row`, if it failed.
+    pub fn error(&self, row: usize) -> Option<&str> {
+        self.errors.get(&row).map(String::as_str)
+    }
+
+    pub fn seq(&self, row: usize) -> Option<u64> {
+        Some(self.seqs[row]).filter(|&s| s > 0)
+    }
+
+    fn add_rows(&mut self, n: usize) {
+        self.seqs.resize(self.seqs.len() + n, 0);
+        self.duplicate.resize(self.duplicate.len() + n, false);
+    }
+
+    fn acked(&mut self, row: usize, seq: u64, duplicate: bool) {
+        self.seqs[row] = seq;
+        if duplicate {
+            self.duplicate[row] = true;
+            self.duplicates += 1;
+        } else {
+            self.stored += 1;
+        }
+    }
+
+    fn fail(&mut self, row: usize, why: String) {
+        self.errors.insert(row, why);
+    }
+
+    /// `seq` (int64, null unless acked), `duplicate` (bool), `error` (utf8, null when ok).
+    pub fn to_record_batch(&self) -> RecordBatch {
+        let n = self.rows();
+        let mut seq = Int64Builder::with_capacity(n);
+        let mut dup = BooleanBuilder::with_capacity(n);
+        let mut err = StringBuilder::with_capacity(n, 0);
+        for row in 0..n {
+            match self.seqs[row] {
+                0 => seq.append_null(),
+                s => seq.append_value(s as i64),
+            }
+            dup.append_value(self.duplicate[row]);
+            err.append_option(self.errors.get(&row));
+        }
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(seq.finish()),
+            Arc::new(dup.finish()),
+            Arc::new(err.finish()),
+        ];
+        RecordBatch::try_new(ack_schema(), columns).expect("ack columns match ack_schema")
+    }
+}
+
+/// The reply to a JetStream publish.
+#[derive(Deserialize)]
+struct PubAck {
+    #[serde(default)]
+    seq: u64,
+    #[serde(default)]
+    duplicate: bool,
+    error: Option<ApiErrorCode>,
+}
+
+enum AckResult {
+    Stored {
+        seq: u64,
+        duplicate: bool,
+    },
+    /// Not stored, safe to send again (backpressure, no stream leader yet).
+    Retry(String),
+    Failed(String),
+}
+
+fn classify(message: &async_nats::Message, subject: &str) -> AckResult {
+    if let Some(status) = message.status {
+        let why = message.description.clone().unwrap_or_default();
+        return match status {
+            StatusCode::NO_RESPONDERS => AckResult::Retry(format!(
+                "no stream answers on subject {subject:?} (503 no responders): no stream \
+                 captures this subject, or its leader is not elected yet"
+            )),
+            s if s.as_u16() == 429 => AckResult::Retry(format!("429 {why}")),
+            s => AckResult::Failed(format!("status {} {why}", s.as_u16())),
+        };
+    }
+    match serde_json::from_slice::<PubAck>(&message.payload) {
+        Ok(PubAck { error: Some(e), .. }) => {
+            let why = format!(
+                "{} (code {}, err_code {})",
+                e.description, e.code, e.err_code
+            );
+            if e.code == 429 || e.err_code == err_codes::TOO_MANY_REQUESTS || e.code == 503 {
+                AckResult::Retry(why)
+            } else {
+                AckResult::Failed(why)
+            }
+        }
+        Ok(PubAck { seq, duplicate, .. }) if seq > 0 => AckResult::Stored { seq, duplicate },
+        _ => AckResult::Failed(format!(
+            "unexpected publish reply: {}",
+            String::from_utf8_lossy(&message.payload)
+        )),
+    }
+}
+
+struct InFlight {
+    row: usize,
+    attempt: u32,
+    message: OutgoingMessage,
+}
+
+struct Retry {
+    row: usize,
+    attempt: u32,
+    message: OutgoingMessage,
+}
+
+/// Pulls rows out of the input batches one at a time.
+struct RowSource<I> {
+    batches: I,
+    current: Option<(PublishBatch, usize)>,
+    subject: Option<String>,
+    /// Rows taken so far in this call.
+    taken: usize,
+    exhausted: bool,
+}
+
+impl<I: Iterator<Item = Result<RecordBatch>>> RowSource<I> {
+    /// The next row as (row index within the call, its batch, row within the batch).
+    /// New rows are registered in `outcome` as they are reached.
+    fn next_row(
+        &mut self,
+        outcome: &mut PublishOutcome,
+    ) -> Result<Option<(usize, &PublishBatch, usize)>> {
+        loop {
+            if self.exhausted {
+                return Ok(None);
+            }
+            let needs_batch = match &self.current {
+                Some((batch, next)) => *next >= batch.num_rows(),
+                None => true,
+            };
+            if needs_batch {
+                match self.batches.next() {
+                    None => {
+                        self.exhausted = true;
+                        return Ok(None);
+                    }
+                    Some(batch) => {
+                        let batch = batch.map_err(|e| e.context("reading the input"))?;
+                        let checked = PublishBatch::new(&batch, self.subject.as_deref())?;
+                        outcome.add_rows(checked.num_rows());
+                        self.current = Some((checked, 0));
+                    }
+                }
+                continue;
+            }
+            let (batch, next) = self.current.as_mut().expect("a current batch");
+            let row = *next;
+            *next += 1;
+            let index = self.taken;
+            self.taken += 1;
+            return Ok(Some((index, batch, row)));
+        }
+    }
+}
+
+/// A publisher: one ack inbox and one window, reused across many publish calls.
+pub struct Publisher {
+    conn: Connection,
+    options: PublishOptions,
+    inbox_prefix: String,
+    acks: Subscriber,
+    next_token: u64,
+    /// Rows published by earlier calls: generated msg ids keep counting across calls.
+    rows_before: u64,
+    max_payload: usize,
+}
+
+impl Publisher {
+    pub async fn new(conn: Connection, options: PublishOptions) -> Result<Self> {
+        options.validate()?;
+        let inbox = conn.client.new_inbox();
+        let acks = conn.client.subscribe(format!("{inbox}.*")).await?;
+        let max_payload = conn.max_payload();
+        Ok(Self {
+            conn,
+            options,
+            inbox_prefix: format!("{inbox}."),
+            acks,
+            next_token: 0,
+            rows_before: 0,
+            max_payload,
+        })
+    }
+
+    /// Publish every row of `batches`. Returns the outcome of every row read, and
+    /// the error that stopped reading input early, if any (bad input, lost
+    /// connection). Messages already in flight are always seen to the end first,
+    /// so the outcome says exactly which rows were stored.
+    pub async fn publish<I>(
+        &mut self,
+        batches: I,
+        subject: Option<String>,
+    ) -> (PublishOutcome, Option<Error>)
+    where
+        I: Iterator<Item = Result<RecordBatch>>,
+    {
+        let mut outcome = PublishOutcome::default();
+        let mut source = RowSource {
+            batches,
+            current: None,
+            subject: subject.or_else(|| self.options.defaults.subject.clone()),
+            taken: 0,
+            exhausted: false,
+        };
+        let result = self.run(&mut source, &mut outcome).await;
+        self.rows_before += source.taken as u64;
+        (outcome, result.err())
+    }
+
+    async fn run<I>(
+        &mut self,
+        source: &mut RowSource<I>,
+        outcome: &mut PublishOutcome,
+    ) -> Result<()>
+    where
+        I: Iterator<Item = Result<RecordBatch>>,
+    {
+        let window = self.options.window;
+        let mut in_flight: HashMap<u64, InFlight> = HashMap::with_capacity(window);
+        // Tokens in send order with their deadlines (ack_timeout is constant, so
+        // deadlines are ordered too); acked tokens are skipped lazily.
+        let mut deadlines: VecDeque<(u64, Instant)> = VecDeque::with_capacity(window);
+        let mut retries: BTreeMap<(Instant, u64), Retry> = BTreeMap::new();
+        let mut retry_seq = 0u64;
+        // With expected-last-* checks, the first row goes alone; the rest follows
+        // only if it was stored, so a failed expectation stores nothing.
+        let mut gate: Option<usize> = self.options.has_expectations().then_some(0);
+        let mut stop: Option<Error> = None;
+
+        loop {
+            // 1. Fill the window: due retries first, then new rows.
+            let now = Instant::now();
+            while in_flight.len() < window {
+                if let Some(entry) = retries.first_entry() {
+                    if entry.key().0 <= now {
+                        let r = entry.remove();
+                        self.send(r.row, r.attempt, r.message, &mut in_flight, &mut deadlines)
+                            .await?;
+                        continue;
+                    }
+                }
+                if stop.is_some() || gate.is_some_and(|g| g < source.taken) {
+                    break;
+                }
+                let id_base = self.rows_before + self.options.msg_id_start;
+                let next = match source.next_row(outcome) {
+                    Ok(next) => next,
+                    Err(e) => {
+                        stop = Some(e);
+                        break;
+                    }
+                };
+                let Some((index, batch, row)) = next else {
+                    break;
+                };
+                let mut message = match batch.message(
+                    row,
+                    index as u64,
+                    id_base + index as u64,
+                    &self.options.defaults,
+                    self.max_payload,
+                ) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        stop = Some(e);
+                        break;
+                    }
+                };
+                if index == 0 {
+                    self.add_expectations(&mut message);
+                }
+                self.send(index, 0, message, &mut in_flight, &mut deadlines)
+                    .await?;
+            }
+            if self.options.fail_when_full && in_flight.len() >= window && stop.is_none() {
+                refuse_rest(source, outcome, window)?;
+            }
+            let input_done = source.exhausted || stop.is_some();
+            if in_flight.is_empty() && retries.is_empty() && input_done {
+                break;
+            }
+            if in_flight.is_empty() && retries.is_empty() && gate.is_some() {
+                // The gated first row failed: nothing else may be sent.
+                if let Some(g) = gate {
+                    let why = format!(
+                        "not sent: row {g} failed its expected-last check ({})",
+                        outcome.error(g).unwrap_or("?")
+                    );
+                    refuse_all(source, outcome, &why)?;
+                }
+                break;
+            }
+
+            // 2. Wait for acks, the oldest deadline, or the next retry.
+            let wake = [
+                deadlines.front().map(|&(_, d)| d),
+                retries.first_key_value().map(|(k, _)| k.0),
+            ]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or_else(|| Instant::now() + self.options.ack_timeout);
+            tokio::select! {
+                ack = self.acks.next() => match ack {
+                    Some(ack) => self.on_ack(ack, &mut in_flight, outcome, &mut retries, &mut retry_seq, &mut gate),
+                    None => return Err(Error::connection("the ack subscription closed: the connection was closed")),
+                },
+                _ = tokio::time::sleep_until(wake) => {}
+            }
+            // Take every ack already here before sending more.
+            while let Some(Some(ack)) = self.acks.next().now_or_never() {
+                self.on_ack(
+                    ack,
+                    &mut in_flight,
+                    outcome,
+                    &mut retries,
+                    &mut retry_seq,
+                    &mut gate,
+                );
+            }
+            self.expire(
+                &mut in_flight,
+                &mut deadlines,
+                outcome,
+                &mut retries,
+                &mut retry_seq,
+                &mut gate,
+            );
+        }
+        match stop {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn add_expectations(&self, message: &mut OutgoingMessage) {
+        let o = &self.options;
+        if !o.has_expectations() {
+            return;
+        }
+        let headers = message.headers.get_or_insert_with(HeaderMap::new);
+        if let Some(seq) = o.expected_last_seq {
+            headers.insert("Nats-Expected-Last-Sequence", seq.to_string().as_str());
+        }
+        if let Some(id) = &o.expected_last_msg_id {
+            headers.insert("Nats-Expected-Last-Msg-Id", id.as_str());
+        }
+        if let Some(seq) = o.expected_last_subject_seq {
+            headers.insert(
+                "Nats-Expected-Last-Subject-Sequence",
+                seq.to_string().as_str(),
+            );
+        }
+    }
+
+    async fn send(
+        &mut self,
+        row: usize,
+        attempt: u32,
+        message: OutgoingMessage,
+        in_flight: &mut HashMap<u64, InFlight>,
+        deadlines: &mut VecDeque<(u64, Instant)>,
+    ) -> Result<()> {
+        let token = self.next_token;
+        self.next_token += 1;
+        let reply = Subject::from(format!("{}{token}", self.inbox_prefix));
+        let client = &self.conn.client;
+        let sent = match &message.headers {
+            Some(h) => {
+                client
+                    .publish_with_reply_and_headers(
+                        message.subject.clone(),
+                        reply,
+                        h.clone(),
+                        message.payload.clone(),
+                    )
+                    .await
+            }
+            None => {
+                client
+                    .publish_with_reply(message.subject.clone(), reply, message.payload.clone())
+                    .await
+            }
+        };
+        sent.map_err(|e| Error::from(e).context(format!("row {row}")))?;
+        deadlines.push_back((token, Instant::now() + self.options.ack_timeout));
+        in_flight.insert(
+            token,
+            InFlight {
+                row,
+                attempt,
+                message,
+            },
+        );
+        Ok(())
+    }
+
+    fn on_ack(
+        &self,
+        ack: async_nats::Message,
+        in_flight: &mut HashMap<u64, InFlight>,
+        outcome: &mut PublishOutcome,
+        retries: &mut BTreeMap<(Instant, u64), Retry>,
+        retry_seq: &mut u64,
+        gate: &mut Option<usize>,
+    ) {
+        let token = ack
+            .subject
+            .rsplit('.')
+            .next()
+            .and_then(|t| t.parse::<u64>().ok());
+        // An ack for a message already timed out and resent (or from an earlier
+        // call) has no entry: the resend's own ack decides.
+        let Some(entry) = token.and_then(|t| in_flight.remove(&t)) else {
+            return;
+        };
+        match classify(&ack, entry.message.subject.as_str()) {
+            AckResult::Stored { seq, duplicate } => {
+                outcome.acked(entry.row, seq, duplicate);
+                if *gate == Some(entry.row) {
+                    *gate = None;
+                }
+            }
+            AckResult::Retry(why) => self.retry_or_fail(entry, why, outcome, retries, retry_seq),
+            AckResult::Failed(why) => outcome.fail(entry.row, why),
+        }
+    }
+
+    fn retry_or_fail(
+        &self,
+        entry: InFlight,
+        why: String,
+        outcome: &mut PublishOutcome,
+        retries: &mut BTreeMap<(Instant, u64), Retry>,
+        retry_seq: &mut u64,
+    ) {
+        if entry.attempt >= self.options.max_retries {
+            outcome.fail(
+                entry.row,
+                format!(
+                    "{why}; gave up after {} retries (option 'max_retries')",
+                    entry.attempt
+                ),
+            );
+            return;
+        }
+        let backoff = self
+            .options
+            .retry_backoff
+            .saturating_mul(1u32 << entry.attempt.min(16))
+            .min(MAX_BACKOFF);
+        *retry_seq += 1;
+        retries.insert(
+            (Instant::now() + backoff, *retry_seq),
+            Retry {
+                row: entry.row,
+                attempt: entry.attempt + 1,
+                message: entry.message,
+            },
+        );
+    }
+
+    fn expire(
+        &self,
+        in_flight: &mut HashMap<u64, InFlight>,
+        deadlines: &mut VecDeque<(u64, Instant)>,
+        outcome: &mut PublishOutcome,
+        retries: &mut BTreeMap<(Instant, u64), Retry>,
+        retry_seq: &mut u64,
+        gate: &mut Option<usize>,
+    ) {
+        let now = Instant::now();
+        while let Some(&(token, deadline)) = deadlines.front() {
+            if !in_flight.contains_key(&token) {
+                deadlines.pop_front();
+                continue;
+            }
+            if deadline > now {
+                break;
+            }
+            deadlines.pop_front();
+            let entry = in_flight.remove(&token).expect("checked above");
+            let subject = entry.message.subject.to_string();
+            if let Some(violation) = self.conn.server_errors.permission_violation_for(&subject) {
+                outcome.fail(entry.row, format!("permission denied: {violation}"));
+                continue;
+            }
+            let why = format!(
+                "no ack within {:?} (option 'ack_timeout')",
+                self.options.ack_timeout
+            );
+            if entry.message.has_msg_id && *gate != Some(entry.row) {
+                self.retry_or_fail(entry, why, outcome, retries, retry_seq);
+            } else {
+                // Without a msg id the server cannot recognise a resend, so a retry
+                // could store the row twice; report it instead.
+                outcome.fail(
+                    entry.row,
+                    format!(
+                        "{why}; not retried because the row has no msg id, so it may or may not \
+                         be stored (give rows a msg_id or use msg_id_prefix to make retries safe)"
+                    ),
+                );
+            }
+        }
+    }
+
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+}
+
+fn refuse_rest<I: Iterator<Item = Result<RecordBatch>>>(
+    source: &mut RowSource<I>,
+    outcome: &mut PublishOutcome,
+    window: usize,
+) -> Result<()> {
+    let why = format!("not sent: the ack window of {window} messages was full (on_full='fail')");
+    refuse_all(source, outcome, &why)
+}
+
+fn refuse_all<I: Iterator<Item = Result<RecordBatch>>>(
+    source: &mut RowSource<I>,
+    outcome: &mut PublishOutcome,
+    why: &str,
+) -> Result<()> {
+    while let Some((index, _, _)) = source.next_row(outcome)? {
+        outcome.fail(index, why.to_string());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(status: Option<u16>, payload: &str) -> async_nats::Message {
+        async_nats::Message {
+            subject: Subject::from("_INBOX.x.1"),
+            reply: None,
+            payload: bytes::Bytes::from(payload.to_string()),
+            headers: None,
+            status: status.map(|s| StatusCode::from_u16(s).unwrap()),
+            description: None,
+            length: 0,
+        }
+    }
+
+    #[test]
+    fn acks_are_classified() {
+        assert!(matches!(
+            classify(&message(None, r#"{"stream":"S","seq":7}"#), "a"),
+            AckResult::Stored {
+                seq: 7,
+                duplicate: false
+            }
+        ));
+        assert!(matches!(
+            classify(
+                &message(None, r#"{"stream":"S","seq":7,"duplicate":true}"#),
+                "a"
+            ),
+            AckResult::Stored {
+                seq: 7,
+                duplicate: true
+            }
+        ));
+        assert!(matches!(
+            classify(&message(Some(503), ""), "a"),
+            AckResult::Retry(_)
+        ));
+        assert!(matches!(
+            classify(
+                &message(
+                    None,
+                    r#"{"error":{"code":429,"err_code":10167,"description":"too many"}}"#
+                ),
+                "a"
+            ),
+            AckResult::Retry(_)
+        ));
+        match classify(
+            &message(
+                None,
+                r#"{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 3"}}"#,
+            ),
+            "a",
+        ) {
+            AckResult::Failed(why) => assert!(why.contains("wrong last sequence"), "{why}"),
+            _ => panic!("a 400 is final"),
+        }
+    }
+
+    #[test]
+    fn outcome_reports_each_row() {
+        let mut o = PublishOutcome::default();
+        o.add_rows(3);
+        o.acked(0, 5, false);
+        o.acked(2, 4, true);
+        o.fail(1, "bad".into());
+        let b = o.to_record_batch();
+        assert_eq!(b.num_rows(), 3);
+        assert_eq!((o.stored, o.duplicates, o.failed()), (1, 1, 1));
+        assert_eq!(o.seq(1), None);
+        assert_eq!(o.error(1), Some("bad"));
+    }
+}

@@ -1,0 +1,445 @@
+//! Reading publish input: an Arrow record batch in the message schema becomes NATS
+//! messages, validated row by row with errors that name the column and the row.
+
+use arrow_array::cast::AsArray;
+use arrow_array::{
+    Array, ArrayRef, BinaryArray, GenericBinaryArray, MapArray, OffsetSizeTrait, RecordBatch,
+    StringArray,
+};
+use arrow_schema::DataType;
+use async_nats::{HeaderMap, Subject};
+use bytes::Bytes;
+
+use crate::error::{Error, Result};
+use crate::schema::{DATA, HEADERS, MSG_ID, SUBJECT};
+
+/// One message ready to send.
+#[derive(Debug, Clone)]
+pub struct OutgoingMessage {
+    pub subject: Subject,
+    pub headers: Option<HeaderMap>,
+    pub payload: Bytes,
+    /// The `Nats-Msg-Id`, if any: a retry after an ack timeout is safe only with one.
+    pub has_msg_id: bool,
+}
+
+/// Settings that shape every message of a publish.
+#[derive(Debug, Clone, Default)]
+pub struct MessageDefaults {
+    /// A subject for rows when the batch has no `subject` column.
+    pub subject: Option<String>,
+    /// Rows without a msg id get `<prefix><row number>`.
+    pub msg_id_prefix: Option<String>,
+    pub expected_stream: Option<String>,
+}
+
+/// Checks a subject the way the server would, with a message a person can act on.
+pub fn validate_subject(subject: &str) -> std::result::Result<(), &'static str> {
+    if subject.is_empty() {
+        return Err("the subject is empty");
+    }
+    if subject.bytes().any(|b| b.is_ascii_whitespace()) {
+        return Err("the subject contains white space");
+    }
+    for token in subject.split('.') {
+        match token {
+            "" => return Err("the subject has an empty token (a leading, trailing or double '.')"),
+            "*" | ">" => return Err(
+                "the subject contains a wildcard ('*' or '>'); publish subjects must be literal",
+            ),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+enum SubjectColumn {
+    Constant(Subject),
+    Column(StringArray),
+}
+
+enum DataColumn {
+    Binary(BinaryArray),
+    LargeBinary(GenericBinaryArray<i64>),
+}
+
+impl DataColumn {
+    fn value(&self, row: usize) -> &[u8] {
+        match self {
+            DataColumn::Binary(a) => binary_value(a, row),
+            DataColumn::LargeBinary(a) => binary_value(a, row),
+        }
+    }
+}
+
+fn binary_value<O: OffsetSizeTrait>(a: &GenericBinaryArray<O>, row: usize) -> &[u8] {
+    if a.is_null(row) {
+        b""
+    } else {
+        a.value(row)
+    }
+}
+
+/// Headers as `map<utf8, list<utf8>>` or `map<utf8, utf8>`.
+struct HeadersColumn {
+    map: MapArray,
+    keys: StringArray,
+    values: HeaderValues,
+}
+
+enum HeaderValues {
+    Single(StringArray),
+    Lists {
+        offsets: Vec<i64>,
+        items: StringArray,
+    },
+}
+
+impl HeadersColumn {
+    fn new(array: &ArrayRef) -> Result<Self> {
+        let DataType::Map(..) = array.data_type() else {
+            return Err(Error::bad_input(format!(
+                "column 'headers' must be map<utf8, list<utf8>> or map<utf8, utf8>, got {}",
+                array.data_type()
+            )));
+        };
+        let map = array.as_map().clone();
+        let keys = to_utf8(map.keys(), "headers (keys)")?;
+        let values = map.values();
+        let values = match values.data_type() {
+            DataType::List(_) | DataType::LargeList(_) => {
+                let (offsets, items): (Vec<i64>, ArrayRef) = match values.data_type() {
+                    DataType::List(_) => {
+                        let l = values.as_list::<i32>();
+                        (
+                            l.offsets().iter().map(|&o| o as i64).collect(),
+                            l.values().clone(),
+                        )
+                    }
+                    _ => {
+                        let l = values.as_list::<i64>();
+                        (l.offsets().to_vec(), l.values().clone())
+                    }
+                };
+                HeaderValues::Lists {
+                    offsets,
+                    items: to_utf8(&items, "headers (values)")?,
+                }
+            }
+            _ => HeaderValues::Single(to_utf8(values, "headers (values)")?),
+        };
+        Ok(Self { map, keys, values })
+    }
+
+    fn append_row(&self, row: usize, headers: &mut HeaderMap) -> Result<()> {
+        if self.map.is_null(row) {
+            return Ok(());
+        }
+        let offsets = self.map.value_offsets();
+        for entry in offsets[row] as usize..offsets[row + 1] as usize {
+            let key = self.keys.value(entry);
+            if key.is_empty() || key.bytes().any(|b| b == b':' || b.is_ascii_whitespace()) {
+                return Err(Error::bad_input(format!(
+                    "column 'headers', row {row}: {key:?} is not a valid header name"
+                )));
+            }
+            match &self.values {
+                HeaderValues::Single(values) => {
+                    if values.is_valid(entry) {
+                        headers.append(key, check_header_value(values.value(entry), row)?);
+                    }
+                }
+                HeaderValues::Lists { offsets, items } => {
+                    for item in offsets[entry] as usize..offsets[entry + 1] as usize {
+                        if items.is_valid(item) {
+                            headers.append(key, check_header_value(items.value(item), row)?);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_header_value(value: &str, row: usize) -> Result<&str> {
+    if value.contains(['\r', '\n']) {
+        return Err(Error::bad_input(format!(
+            "column 'headers', row {row}: a header value may not contain a line break"
+        )));
+    }
+    Ok(value)
+}
+
+fn to_utf8(array: &ArrayRef, column: &str) -> Result<StringArray> {
+    match array.data_type() {
+        DataType::Utf8 => Ok(array.as_string::<i32>().clone()),
+        DataType::LargeUtf8 | DataType::Utf8View | DataType::Dictionary(..) => {
+            let cast = arrow_cast::cast(array, &DataType::Utf8).map_err(|e| {
+                Error::bad_input(format!("column '{column}': cannot read as utf8: {e}"))
+            })?;
+            Ok(cast.as_string::<i32>().clone())
+        }
+        other => Err(Error::bad_input(format!(
+            "column '{column}' must be utf8 (string), got {other}"
+        ))),
+    }
+}
+
+fn to_data(array: &ArrayRef) -> Result<DataColumn> {
+    match array.data_type() {
+        DataType::Binary => Ok(DataColumn::Binary(array.as_binary::<i32>().clone())),
+        DataType::LargeBinary => Ok(DataColumn::LargeBinary(array.as_binary::<i64>().clone())),
+        // utf8 shares its buffers with binary: no copy.
+        DataType::Utf8 => Ok(DataColumn::Binary(BinaryArray::from(
+            array.as_string::<i32>().clone(),
+        ))),
+        DataType::LargeUtf8 => Ok(DataColumn::LargeBinary(GenericBinaryArray::<i64>::from(
+            array.as_string::<i64>().clone(),
+        ))),
+        DataType::BinaryView | DataType::Utf8View | DataType::FixedSizeBinary(_) => {
+            let cast = arrow_cast::cast(array, &DataType::LargeBinary)?;
+            Ok(DataColumn::LargeBinary(cast.as_binary::<i64>().clone()))
+        }
+        other => Err(Error::bad_input(format!(
+            "column 'data' must be binary or utf8, got {other}"
+        ))),
+    }
+}
+
+/// A record batch checked against the message schema, ready to yield messages.
+pub struct PublishBatch {
+    subject: SubjectColumn,
+    data: DataColumn,
+    headers: Option<HeadersColumn>,
+    msg_id: Option<StringArray>,
+    rows: usize,
+}
+
+impl PublishBatch {
+    /// Check the columns of `batch`; `subject` (the call's constant) wins over the defaults'.
+    pub fn new(batch: &RecordBatch, subject: Option<&str>) -> Result<Self> {
+        let schema = batch.schema();
+        let column = |name: &str| schema.index_of(name).ok().map(|i| batch.column(i).clone());
+        let subject = match (column(SUBJECT), subject) {
+            (_, Some(constant)) => {
+                validate_subject(constant).map_err(|why| {
+                    Error::bad_input(format!("option 'subject' {constant:?}: {why}"))
+                })?;
+                SubjectColumn::Constant(Subject::from(constant))
+            }
+            (Some(array), None) => SubjectColumn::Column(to_utf8(&array, SUBJECT)?),
+            (None, None) => {
+                return Err(Error::bad_input(format!(
+                    "the input has no 'subject' column and no 'subject' option was given \
+                     (columns: {})",
+                    column_names(batch)
+                )))
+            }
+        };
+        let data = match column(DATA) {
+            Some(array) => to_data(&array)?,
+            None => {
+                return Err(Error::bad_input(format!(
+                    "the input has no 'data' column (columns: {})",
+                    column_names(batch)
+                )))
+            }
+        };
+        let headers = column(HEADERS)
+            .map(|a| HeadersColumn::new(&a))
+            .transpose()?;
+        let msg_id = column(MSG_ID).map(|a| to_utf8(&a, MSG_ID)).transpose()?;
+        Ok(Self {
+            subject,
+            data,
+            headers,
+            msg_id,
+            rows: batch.num_rows(),
+        })
+    }
+
+    pub fn num_rows(&self) -> usize {
+        self.rows
+    }
+
+    /// The message of row `row`. `global_row` is the row's number in the whole input
+    /// of the call (named in errors); `id_number` is what a generated msg id ends with.
+    pub fn message(
+        &self,
+        row: usize,
+        global_row: u64,
+        id_number: u64,
+        defaults: &MessageDefaults,
+        max_payload: usize,
+    ) -> Result<OutgoingMessage> {
+        let subject = match &self.subject {
+            SubjectColumn::Constant(s) => s.clone(),
+            SubjectColumn::Column(col) => {
+                if col.is_null(row) {
+                    return Err(Error::bad_input(format!(
+                        "column 'subject', row {global_row}: the subject is null"
+                    )));
+                }
+                let s = col.value(row);
+                validate_subject(s).map_err(|why| {
+                    Error::bad_input(format!("column 'subject', row {global_row} ({s:?}): {why}"))
+                })?;
+                Subject::from(s)
+            }
+        };
+        let value = self.data.value(row);
+
+        let mut headers: Option<HeaderMap> = None;
+        if let Some(h) = &self.headers {
+            let mut map = HeaderMap::new();
+            h.append_row(row, &mut map)
+                .map_err(|e| e.context(format!("row {global_row}")))?;
+            if !map.is_empty() {
+                headers = Some(map);
+            }
+        }
+        let msg_id = self
+            .msg_id
+            .as_ref()
+            .filter(|ids| ids.is_valid(row) && !ids.value(row).is_empty())
+            .map(|ids| ids.value(row).to_string())
+            .or_else(|| {
+                defaults
+                    .msg_id_prefix
+                    .as_ref()
+                    .map(|p| format!("{p}{id_number}"))
+            });
+        let has_msg_id = msg_id.is_some();
+        if let Some(id) = msg_id {
+            headers
+                .get_or_insert_with(HeaderMap::new)
+                .insert("Nats-Msg-Id", id.as_str());
+        }
+        if let Some(stream) = &defaults.expected_stream {
+            headers
+                .get_or_insert_with(HeaderMap::new)
+                .insert("Nats-Expected-Stream", stream.as_str());
+        }
+        let size = value.len() + subject.len() + headers.as_ref().map_or(0, header_size);
+        if size > max_payload {
+            return Err(Error::bad_input(format!(
+                "row {global_row}: the message is {size} bytes with subject and headers, over the \
+                 server's max_payload of {max_payload} bytes"
+            )));
+        }
+        Ok(OutgoingMessage {
+            subject,
+            headers,
+            payload: Bytes::copy_from_slice(value),
+            has_msg_id,
+        })
+    }
+}
+
+/// The encoded size of a header block (`NATS/1.0\r\n` + `k: v\r\n`... + `\r\n`).
+fn header_size(headers: &HeaderMap) -> usize {
+    let mut size = 12;
+    for (name, values) in headers.iter() {
+        for v in values {
+            size += AsRef::<[u8]>::as_ref(name).len() + 2 + v.as_str().len() + 2;
+        }
+    }
+    size
+}
+
+fn column_names(batch: &RecordBatch) -> String {
+    batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn subjects_are_validated_like_the_server() {
+        assert!(validate_subject("orders.new").is_ok());
+        assert!(validate_subject("a*b.c>").is_ok());
+        for bad in ["", "a b", "a..b", ".a", "a.", "a.*", "a.>", "tab\there"] {
+            assert!(validate_subject(bad).is_err(), "{bad:?} should be refused");
+        }
+    }
+
+    fn batch(columns: Vec<(&str, ArrayRef)>) -> RecordBatch {
+        RecordBatch::try_from_iter(columns).unwrap()
+    }
+
+    #[test]
+    fn rows_become_messages_with_ids_and_errors_name_the_row() {
+        let b = batch(vec![
+            (
+                "subject",
+                Arc::new(StringArray::from(vec![Some("a.b"), None])) as ArrayRef,
+            ),
+            (
+                "data",
+                Arc::new(StringArray::from(vec!["x", "y"])) as ArrayRef,
+            ),
+        ]);
+        let input = PublishBatch::new(&b, None).unwrap();
+        let defaults = MessageDefaults {
+            msg_id_prefix: Some("w-".into()),
+            ..Default::default()
+        };
+        let m = input.message(0, 10, 10, &defaults, 1 << 20).unwrap();
+        assert_eq!(m.subject.as_str(), "a.b");
+        assert_eq!(&m.payload[..], b"x");
+        assert_eq!(
+            m.headers.unwrap().get("Nats-Msg-Id").unwrap().as_str(),
+            "w-10"
+        );
+        let err = input.message(1, 11, 11, &defaults, 1 << 20).unwrap_err();
+        assert!(err.message().contains("column 'subject', row 11"), "{err}");
+    }
+
+    #[test]
+    fn missing_and_mistyped_columns_are_named() {
+        let b = batch(vec![(
+            "data",
+            Arc::new(StringArray::from(vec!["x"])) as ArrayRef,
+        )]);
+        let err = PublishBatch::new(&b, None).err().unwrap();
+        assert!(err.message().contains("no 'subject' column"), "{err}");
+        let b = batch(vec![
+            (
+                "subject",
+                Arc::new(StringArray::from(vec!["a"])) as ArrayRef,
+            ),
+            (
+                "data",
+                Arc::new(arrow_array::Int64Array::from(vec![1])) as ArrayRef,
+            ),
+        ]);
+        let err = PublishBatch::new(&b, None).err().unwrap();
+        assert!(
+            err.message()
+                .contains("column 'data' must be binary or utf8"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn oversized_rows_are_refused_before_sending() {
+        let b = batch(vec![(
+            "data",
+            Arc::new(BinaryArray::from(vec![&[0u8; 100][..]])) as ArrayRef,
+        )]);
+        let input = PublishBatch::new(&b, Some("s")).unwrap();
+        let err = input
+            .message(0, 0, 0, &MessageDefaults::default(), 50)
+            .unwrap_err();
+        assert!(err.message().contains("max_payload"), "{err}");
+    }
+}

@@ -1,0 +1,389 @@
+//! The pull loop shared by reads and durable consumers: keeps pull requests
+//! outstanding up to a bounded number of messages (and bytes), refills at a
+//! threshold, watches idle heartbeats, and turns the server's status replies into
+//! accounting or errors (see NATS-NOTES: 404/408/409 carry Nats-Pending-*).
+//!
+//! The client's subscription buffer is the prefetch buffer: the loop never asks for
+//! more than `max_messages` beyond what it has handed out, so memory stays bounded
+//! while the caller (Python) is busy with the previous batch.
+
+use std::time::Duration;
+
+use async_nats::{StatusCode, Subscriber};
+use futures::StreamExt;
+use serde_json::json;
+use tokio::time::Instant;
+
+use crate::connection::Connection;
+use crate::error::{Error, ErrorKind, Result};
+use crate::metadata::{parse_ack_subject, MessageMetadata};
+
+/// The most messages a loop keeps requested; must fit the subscription buffer.
+pub const MAX_BUFFERED_MESSAGES: usize = 131_072;
+
+/// How much to keep requested and when to ask for more (nats.go's `PullMaxMessages`,
+/// `PullThresholdMessages`, `PullExpiry`, `PullHeartbeat`).
+#[derive(Debug, Clone)]
+pub struct PullSettings {
+    pub max_messages: usize,
+    pub max_bytes: Option<usize>,
+    pub threshold_messages: usize,
+    pub threshold_bytes: Option<usize>,
+    pub expires: Duration,
+    pub heartbeat: Option<Duration>,
+}
+
+impl PullSettings {
+    /// Settings with nats.go's defaults for thresholds (half) and a heartbeat.
+    pub fn new(
+        max_messages: usize,
+        max_bytes: Option<usize>,
+        expires: Duration,
+        heartbeat: Option<Duration>,
+    ) -> Self {
+        Self {
+            max_messages,
+            max_bytes,
+            threshold_messages: max_messages / 2,
+            threshold_bytes: max_bytes.map(|b| b / 2),
+            expires,
+            heartbeat,
+        }
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if self.max_messages == 0 || self.max_messages > MAX_BUFFERED_MESSAGES {
+            return Err(Error::bad_input(format!(
+                "option 'max_messages' must be between 1 and {MAX_BUFFERED_MESSAGES}, got {}",
+                self.max_messages
+            )));
+        }
+        if self.threshold_messages >= self.max_messages {
+            return Err(Error::bad_input(
+                "option 'threshold_messages' must be below 'max_messages'",
+            ));
+        }
+        if self.expires < Duration::from_secs(1) {
+            return Err(Error::bad_input(
+                "option 'expires' must be at least 1 second",
+            ));
+        }
+        if let Some(hb) = self.heartbeat {
+            if hb * 2 > self.expires {
+                return Err(Error::bad_input(format!(
+                    "option 'heartbeat' ({hb:?}) must be at most half of 'expires' ({:?})",
+                    self.expires
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A message handed out by the loop, with the metadata of its reply subject.
+pub struct Delivered {
+    pub message: async_nats::Message,
+    pub meta: MessageMetadata,
+}
+
+/// An open pull subscription on one consumer.
+pub struct PullLoop {
+    conn: Connection,
+    stream: String,
+    consumer: String,
+    next_subject: String,
+    inbox: String,
+    sub: Subscriber,
+    settings: PullSettings,
+    outstanding_messages: usize,
+    outstanding_bytes: usize,
+}
+
+impl PullLoop {
+    pub async fn new(
+        conn: Connection,
+        stream: &str,
+        consumer: &str,
+        settings: PullSettings,
+    ) -> Result<Self> {
+        settings.validate()?;
+        let inbox = conn.client.new_inbox();
+        let sub = conn.client.subscribe(inbox.clone()).await?;
+        Ok(Self {
+            next_subject: format!("{}.CONSUMER.MSG.NEXT.{stream}.{consumer}", conn.api_prefix),
+            conn,
+            stream: stream.to_string(),
+            consumer: consumer.to_string(),
+            inbox,
+            sub,
+            settings,
+            outstanding_messages: 0,
+            outstanding_bytes: 0,
+        })
+    }
+
+    fn needs_refill(&self) -> bool {
+        let s = &self.settings;
+        self.outstanding_messages <= s.threshold_messages
+            || matches!((s.max_bytes, s.threshold_bytes), (Some(_), Some(t)) if self.outstanding_bytes <= t)
+    }
+
+    async fn refill(&mut self) -> Result<()> {
+        if !self.needs_refill() {
+            return Ok(());
+        }
+        let batch = self.settings.max_messages - self.outstanding_messages;
+        let mut request = json!({
+            "batch": batch,
+            "expires": self.settings.expires.as_nanos() as u64,
+        });
+        if let Some(max_bytes) = self.settings.max_bytes {
+            let bytes = max_bytes.saturating_sub(self.outstanding_bytes).max(1);
+            request["max_bytes"] = json!(bytes);
+            self.outstanding_bytes += bytes;
+        }
+        if let Some(hb) = self.settings.heartbeat {
+            request["idle_heartbeat"] = json!(hb.as_nanos() as u64);
+        }
+        self.conn
+            .client
+            .publish_with_reply(
+                self.next_subject.clone(),
+                self.inbox.clone(),
+                serde_json::to_vec(&request).expect("JSON").into(),
+            )
+            .await?;
+        self.outstanding_messages += batch;
+        Ok(())
+    }
+
+    /// A pull request ended early: what it did not deliver is no longer outstanding.
+    fn request_ended(&mut self, message: &async_nats::Message) {
+        let header = |name: &str| {
+            message
+                .headers
+                .as_ref()
+                .and_then(|h| h.get(name))
+                .and_then(|v| v.as_str().parse::<usize>().ok())
+        };
+        match header("Nats-Pending-Messages") {
+            Some(pending) => {
+                self.outstanding_messages = self.outstanding_messages.saturating_sub(pending);
+                let bytes = header("Nats-Pending-Bytes").unwrap_or(0);
+                self.outstanding_bytes = self.outstanding_bytes.saturating_sub(bytes);
+            }
+            // A request refused as a whole (e.g. max waiting exceeded) says nothing
+            // of what is outstanding; start the accounting over.
+            None => {
+                self.outstanding_messages = 0;
+                self.outstanding_bytes = 0;
+            }
+        }
+    }
+
+    fn consumer_label(&self) -> String {
+        format!("consumer {:?} of stream {:?}", self.consumer, self.stream)
+    }
+
+    /// The next message. With `wait`, gives None when nothing came in that time.
+    /// Fails after two idle-heartbeat periods with neither messages nor heartbeats.
+    pub async fn next(&mut self, wait: Option<Duration>) -> Result<Option<Delivered>> {
+        let start = Instant::now();
+        let wait_until = wait.map(|w| start + w);
+        let mut last_activity = start;
+        loop {
+            self.refill().await?;
+            let heartbeat_deadline = self.settings.heartbeat.map(|hb| last_activity + hb * 2);
+            let deadline = match (wait_until, heartbeat_deadline) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let next = match deadline {
+                Some(d) => match tokio::time::timeout_at(d, self.sub.next()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        if heartbeat_deadline.is_some_and(|hb| hb <= Instant::now()) {
+                            return Err(Error::new(
+                                ErrorKind::MissedHeartbeats,
+                                format!(
+                                    "{}: no messages and no idle heartbeats for {:?} (two heartbeat periods); \
+                                     the server or the consumer may be gone",
+                                    self.consumer_label(),
+                                    self.settings.heartbeat.unwrap_or_default() * 2
+                                ),
+                            ));
+                        }
+                        return Ok(None);
+                    }
+                },
+                None => self.sub.next().await,
+            };
+            let Some(message) = next else {
+                return Err(Error::connection(format!(
+                    "{}: the subscription closed (connection closed)",
+                    self.consumer_label()
+                )));
+            };
+            last_activity = Instant::now();
+            if let Some(status) = message.status {
+                self.on_status(status, &message)?;
+                continue;
+            }
+            let Some(meta) = message.reply.as_deref().and_then(parse_ack_subject) else {
+                continue; // not a JetStream delivery; nothing on this inbox should be
+            };
+            self.outstanding_messages = self.outstanding_messages.saturating_sub(1);
+            self.outstanding_bytes = self.outstanding_bytes.saturating_sub(message.length);
+            return Ok(Some(Delivered { message, meta }));
+        }
+    }
+
+    fn on_status(&mut self, status: StatusCode, message: &async_nats::Message) -> Result<()> {
+        let description = message.description.clone().unwrap_or_default();
+        match status.as_u16() {
+            100 => Ok(()), // idle heartbeat: alive
+            404 | 408 => {
+                self.request_ended(message);
+                Ok(())
+            }
+            409 => {
+                let lower = description.to_ascii_lowercase();
+                if lower.contains("consumer deleted") {
+                    Err(Error::new(
+                        ErrorKind::ConsumerDeleted,
+                        format!("{} was deleted", self.consumer_label()),
+                    ))
+                } else if lower.contains("exceeds maxbytes") {
+                    Err(Error::bad_input(format!(
+                        "{}: a message is larger than the pull's max_bytes ({:?}); raise 'max_bytes'",
+                        self.consumer_label(),
+                        self.settings.max_bytes
+                    )))
+                } else {
+                    // Leadership change, max waiting exceeded, ...: this request is
+                    // over; the next refill asks again.
+                    self.request_ended(message);
+                    Ok(())
+                }
+            }
+            503 => Err(Error::new(
+                ErrorKind::NotFound,
+                format!(
+                    "{}: nobody answers pull requests on {} (the consumer does not exist, or the \
+                     domain / api_prefix is wrong)",
+                    self.consumer_label(),
+                    self.next_subject
+                ),
+            )),
+            code => Err(Error::new(
+                ErrorKind::Api,
+                format!(
+                    "{}: unexpected status {code} {description}",
+                    self.consumer_label()
+                ),
+            )),
+        }
+    }
+
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+}
+
+/// One pull request (nats.go's `Fetch`): up to `max_messages` / `max_bytes`,
+/// ending at `expires`, at once with `no_wait` when nothing is there.
+pub async fn fetch_once(
+    conn: &Connection,
+    stream: &str,
+    consumer: &str,
+    max_messages: usize,
+    max_bytes: Option<usize>,
+    expires: Duration,
+    no_wait: bool,
+    heartbeat: Option<Duration>,
+) -> Result<Vec<Delivered>> {
+    if max_messages == 0 {
+        return Err(Error::bad_input("option 'max_messages' must be at least 1"));
+    }
+    let inbox = conn.client.new_inbox();
+    let mut sub = conn.client.subscribe(inbox.clone()).await?;
+    let mut request = json!({"batch": max_messages});
+    if no_wait {
+        request["no_wait"] = json!(true);
+    } else {
+        request["expires"] = json!(expires.as_nanos() as u64);
+    }
+    if let Some(b) = max_bytes {
+        request["max_bytes"] = json!(b);
+    }
+    if let Some(hb) = heartbeat {
+        request["idle_heartbeat"] = json!(hb.as_nanos() as u64);
+    }
+    let subject = format!("{}.CONSUMER.MSG.NEXT.{stream}.{consumer}", conn.api_prefix);
+    conn.client
+        .publish_with_reply(
+            subject.clone(),
+            inbox,
+            serde_json::to_vec(&request).expect("JSON").into(),
+        )
+        .await?;
+    // The server ends the request itself at `expires`; the margin covers a server
+    // that never answers, so this cannot hang.
+    let deadline = Instant::now()
+        + if no_wait {
+            conn.request_timeout
+        } else {
+            expires + Duration::from_secs(2)
+        };
+    let mut out = Vec::new();
+    let mut bytes = 0usize;
+    while out.len() < max_messages && max_bytes.is_none_or(|m| bytes < m) {
+        let message = match tokio::time::timeout_at(deadline, sub.next()).await {
+            Ok(Some(m)) => m,
+            Ok(None) => return Err(Error::connection("fetch: the connection closed")),
+            Err(_) if !out.is_empty() || !no_wait => break,
+            Err(_) => {
+                return Err(Error::timeout(format!(
+                    "fetch from consumer {consumer:?}: no reply from {subject}"
+                )))
+            }
+        };
+        if let Some(status) = message.status {
+            let description = message
+                .description
+                .clone()
+                .unwrap_or_default()
+                .to_ascii_lowercase();
+            match status.as_u16() {
+                100 => continue,
+                404 | 408 => break,
+                409 if description.contains("consumer deleted") => {
+                    return Err(Error::new(
+                        ErrorKind::ConsumerDeleted,
+                        format!("consumer {consumer:?} of stream {stream:?} was deleted"),
+                    ))
+                }
+                409 => break,
+                503 => return Err(Error::new(
+                    ErrorKind::NotFound,
+                    format!(
+                        "consumer {consumer:?} of stream {stream:?}: nobody answers on {subject} \
+                             (no such consumer, or wrong domain / api_prefix)"
+                    ),
+                )),
+                code => {
+                    return Err(Error::new(
+                        ErrorKind::Api,
+                        format!("fetch: unexpected status {code}"),
+                    ))
+                }
+            }
+        }
+        if let Some(meta) = message.reply.as_deref().and_then(parse_ack_subject) {
+            bytes += message.length;
+            out.push(Delivered { message, meta });
+        }
+    }
+    let _ = sub.unsubscribe().await;
+    Ok(out)
+}

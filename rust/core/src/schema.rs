@@ -1,0 +1,108 @@
+//! The message schema, one for both directions (see DESIGN.md): what a read yields
+//! and what a publish accepts.
+
+use std::sync::Arc;
+
+use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
+
+pub const STREAM: &str = "stream";
+pub const SUBJECT: &str = "subject";
+pub const SEQ: &str = "seq";
+pub const TIMESTAMP: &str = "timestamp";
+pub const HEADERS: &str = "headers";
+pub const DATA: &str = "data";
+pub const MSG_ID: &str = "msg_id";
+pub const DELIVERED: &str = "delivered";
+pub const CONSUMER_SEQ: &str = "consumer_seq";
+
+/// `timestamp[us, tz=UTC]`: what Spark's TimestampType maps to.
+pub fn timestamp_type() -> DataType {
+    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+}
+
+/// `map<utf8, list<utf8>>`: a NATS header may repeat, so each key maps to a list.
+pub fn headers_type() -> DataType {
+    let value = Field::new(
+        "value",
+        DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))),
+        true,
+    );
+    let entries = Field::new(
+        "entries",
+        DataType::Struct(Fields::from(vec![
+            Field::new("key", DataType::Utf8, false),
+            value,
+        ])),
+        false,
+    );
+    DataType::Map(Arc::new(entries), false)
+}
+
+/// Which optional columns a read or consume produces.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SchemaOptions {
+    pub include_headers: bool,
+    /// Add `delivered` and `consumer_seq` (messages from a durable consumer).
+    pub consumer_columns: bool,
+}
+
+/// The schema of batches produced by reads and consumers.
+pub fn message_schema(options: SchemaOptions) -> SchemaRef {
+    let mut fields = vec![
+        Field::new(STREAM, DataType::Utf8, false),
+        Field::new(SUBJECT, DataType::Utf8, false),
+        Field::new(SEQ, DataType::Int64, false),
+        Field::new(TIMESTAMP, timestamp_type(), false),
+    ];
+    if options.include_headers {
+        fields.push(Field::new(HEADERS, headers_type(), true));
+    }
+    fields.push(Field::new(DATA, DataType::Binary, false));
+    if options.consumer_columns {
+        fields.push(Field::new(DELIVERED, DataType::Int64, false));
+        fields.push(Field::new(CONSUMER_SEQ, DataType::Int64, false));
+    }
+    Arc::new(Schema::new(fields))
+}
+
+/// The per-row result of a publish: `seq`, `duplicate`, `error`.
+pub fn ack_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new(SEQ, DataType::Int64, true),
+        Field::new("duplicate", DataType::Boolean, false),
+        Field::new("error", DataType::Utf8, true),
+    ]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_has_the_documented_columns_in_order() {
+        let s = message_schema(SchemaOptions {
+            include_headers: true,
+            consumer_columns: true,
+        });
+        let names: Vec<_> = s.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "stream",
+                "subject",
+                "seq",
+                "timestamp",
+                "headers",
+                "data",
+                "delivered",
+                "consumer_seq"
+            ]
+        );
+        assert_eq!(
+            s.field_with_name("timestamp").unwrap().data_type(),
+            &timestamp_type()
+        );
+        let plain = message_schema(SchemaOptions::default());
+        assert!(plain.field_with_name("headers").is_err());
+    }
+}

@@ -1,0 +1,372 @@
+//! `Client`, `Publisher` and `PublishOutcome`: the connection and the publish path.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arrow_array::RecordBatch;
+use jetstream_arrow_core::connection::{ConnectConfig, Connection};
+use jetstream_arrow_core::publish::{
+    PublishOptions, PublishOutcome as CoreOutcome, Publisher as CorePublisher,
+};
+use jetstream_arrow_core::publish_input::MessageDefaults;
+use jetstream_arrow_core::{Error, ErrorKind};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use pyo3_arrow::input::AnyRecordBatch;
+use pyo3_arrow::PyRecordBatch;
+
+use crate::consumer::PullConsumer;
+use crate::errors::{to_py_err, IntoPyResult};
+use crate::reader::Reader;
+use crate::runtime::wait;
+
+fn seconds(value: f64, option: &str) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(value).map_err(|_| {
+        PyValueError::new_err(format!(
+            "option '{option}' must be a non-negative number of seconds, got {value}"
+        ))
+    })
+}
+
+fn get<'py, T>(dict: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<T>>
+where
+    T: FromPyObjectOwned<'py>,
+{
+    match dict.get_item(key)? {
+        None => Ok(None),
+        Some(v) if v.is_none() => Ok(None),
+        Some(v) => v.extract::<T>().map(Some).map_err(|e| {
+            let e: PyErr = e.into();
+            PyTypeError::new_err(format!("option '{key}': {e}"))
+        }),
+    }
+}
+
+fn connect_config(options: &Bound<'_, PyDict>) -> PyResult<ConnectConfig> {
+    let secs = |key: &str, default: f64| -> PyResult<Duration> {
+        seconds(get::<f64>(options, key)?.unwrap_or(default), key)
+    };
+    Ok(ConnectConfig {
+        servers: get(options, "servers")?.unwrap_or_else(|| "nats://127.0.0.1:4222".to_string()),
+        user: get(options, "user")?,
+        password: get(options, "password")?,
+        token: get(options, "token")?,
+        creds: get::<String>(options, "creds")?.map(PathBuf::from),
+        nkey_seed: get(options, "nkey_seed")?,
+        tls_ca: get::<String>(options, "tls_ca")?.map(PathBuf::from),
+        tls_cert: get::<String>(options, "tls_cert")?.map(PathBuf::from),
+        tls_key: get::<String>(options, "tls_key")?.map(PathBuf::from),
+        tls_required: get(options, "tls_required")?.unwrap_or(false),
+        tls_first: get(options, "tls_first")?.unwrap_or(false),
+        name: get(options, "name")?,
+        connect_timeout: secs("connect_timeout", 5.0)?,
+        request_timeout: secs("request_timeout", 10.0)?,
+        max_reconnects: get::<i64>(options, "max_reconnects")?.map(|n| n.max(0) as usize),
+        reconnect_delay: secs("reconnect_delay", 2.0)?,
+        retry_on_initial_connect: get(options, "retry_on_initial_connect")?.unwrap_or(false),
+        ping_interval: secs("ping_interval", 60.0)?,
+        domain: get(options, "domain")?,
+        api_prefix: get(options, "api_prefix")?,
+        inbox_prefix: get(options, "inbox_prefix")?,
+    })
+}
+
+/// A live connection. Not picklable, and usable only in the process that made it.
+#[pyclass(module = "jetstream_arrow._core", frozen)]
+pub struct Client {
+    conn: Mutex<Option<Connection>>,
+    pid: u32,
+}
+
+impl Client {
+    /// The connection, or a clear error when closed or inherited through fork.
+    pub fn connection(&self) -> PyResult<Connection> {
+        if std::process::id() != self.pid {
+            return Err(to_py_err(
+                Error::connection(format!(
+                    "this connection was opened in process {} and this is process {} (a fork): \
+                     connect again in this process",
+                    self.pid,
+                    std::process::id()
+                )),
+                None,
+            ));
+        }
+        self.conn
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(|| to_py_err(Error::connection("the client is closed"), None))
+    }
+}
+
+#[pymethods]
+impl Client {
+    #[staticmethod]
+    fn connect(py: Python<'_>, options: &Bound<'_, PyDict>) -> PyResult<Self> {
+        let config = connect_config(options)?;
+        let conn = wait(py, Connection::connect(&config))?.py()?;
+        Ok(Self {
+            conn: Mutex::new(Some(conn)),
+            pid: std::process::id(),
+        })
+    }
+
+    #[getter]
+    fn api_prefix(&self) -> PyResult<String> {
+        Ok(self.connection()?.api_prefix)
+    }
+
+    fn server_info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let info = self.connection()?.client.server_info();
+        let d = PyDict::new(py);
+        d.set_item("server_id", info.server_id)?;
+        d.set_item("server_name", info.server_name)?;
+        d.set_item("version", info.version)?;
+        d.set_item("max_payload", info.max_payload)?;
+        d.set_item("headers", info.headers)?;
+        d.set_item("jetstream", info.jetstream)?;
+        d.set_item("domain", info.domain)?;
+        d.set_item("cluster", info.cluster)?;
+        d.set_item("client_id", info.client_id)?;
+        Ok(d)
+    }
+
+    #[pyo3(signature = (subject, body=None, timeout=None))]
+    fn api_request<'py>(
+        &self,
+        py: Python<'py>,
+        subject: &str,
+        body: Option<Vec<u8>>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let conn = self.connection()?;
+        let timeout = timeout.map(|t| seconds(t, "timeout")).transpose()?;
+        let body = bytes::Bytes::from(body.unwrap_or_default());
+        let reply = wait(py, conn.api_request(subject, body, timeout))?.py()?;
+        Ok(PyBytes::new(py, &reply))
+    }
+
+    #[pyo3(signature = (
+        *, subject=None, window=8192, on_full="wait", ack_timeout=5.0, max_retries=5,
+        retry_backoff=0.05, msg_id_prefix=None, msg_id_start=0, expected_stream=None,
+        expected_last_seq=None, expected_last_msg_id=None, expected_last_subject_seq=None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn publisher(
+        &self,
+        py: Python<'_>,
+        subject: Option<String>,
+        window: usize,
+        on_full: &str,
+        ack_timeout: f64,
+        max_retries: u32,
+        retry_backoff: f64,
+        msg_id_prefix: Option<String>,
+        msg_id_start: u64,
+        expected_stream: Option<String>,
+        expected_last_seq: Option<u64>,
+        expected_last_msg_id: Option<String>,
+        expected_last_subject_seq: Option<u64>,
+    ) -> PyResult<Publisher> {
+        let fail_when_full = match on_full {
+            "wait" => false,
+            "fail" => true,
+            other => {
+                return Err(to_py_err(
+                    Error::bad_input(format!(
+                        "option 'on_full' must be 'wait' or 'fail', got {other:?}"
+                    )),
+                    None,
+                ))
+            }
+        };
+        let options = PublishOptions {
+            window,
+            fail_when_full,
+            ack_timeout: seconds(ack_timeout, "ack_timeout")?,
+            max_retries,
+            retry_backoff: seconds(retry_backoff, "retry_backoff")?,
+            defaults: MessageDefaults {
+                subject,
+                msg_id_prefix,
+                expected_stream,
+            },
+            msg_id_start,
+            expected_last_seq,
+            expected_last_msg_id,
+            expected_last_subject_seq,
+        };
+        let conn = self.connection()?;
+        let inner = wait(py, CorePublisher::new(conn, options))?.py()?;
+        Ok(Publisher {
+            inner: Arc::new(Mutex::new(Some(inner))),
+        })
+    }
+
+    #[pyo3(signature = (
+        stream, *, start_seq=None, end_seq=None, subjects=None, start_time_ns=None,
+        end_time_ns=None, include_headers=false, batch_rows=65536, max_bytes=16777216, heartbeat=5.0
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn read(
+        &self,
+        py: Python<'_>,
+        stream: &str,
+        start_seq: Option<u64>,
+        end_seq: Option<u64>,
+        subjects: Option<Vec<String>>,
+        start_time_ns: Option<i64>,
+        end_time_ns: Option<i64>,
+        include_headers: bool,
+        batch_rows: usize,
+        max_bytes: usize,
+        heartbeat: f64,
+    ) -> PyResult<Reader> {
+        let options = jetstream_arrow_core::read::ReadOptions {
+            start_seq,
+            end_seq,
+            subjects: subjects.unwrap_or_default(),
+            start_time_ns,
+            end_time_ns,
+            include_headers,
+            batch_rows,
+            max_bytes,
+            heartbeat: seconds(heartbeat, "heartbeat")?,
+        };
+        Reader::open(py, self.connection()?, stream, options)
+    }
+
+    #[pyo3(signature = (stream, name, *, ack_policy=None))]
+    fn pull_consumer(
+        &self,
+        stream: &str,
+        name: &str,
+        ack_policy: Option<&str>,
+    ) -> PyResult<PullConsumer> {
+        PullConsumer::bind(self.connection()?, stream, name, ack_policy)
+    }
+
+    #[pyo3(signature = (timeout=None))]
+    fn flush(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+        let conn = self.connection()?;
+        let timeout = timeout
+            .map(|t| seconds(t, "timeout"))
+            .transpose()?
+            .unwrap_or(conn.request_timeout);
+        let flushed = wait(py, async move {
+            tokio::time::timeout(timeout, conn.client.flush()).await
+        })?;
+        match flushed {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(to_py_err(
+                Error::connection(format!("flush failed: {e}")),
+                None,
+            )),
+            Err(_) => Err(to_py_err(
+                Error::timeout(format!("flush: no answer within {timeout:?}")),
+                None,
+            )),
+        }
+    }
+
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let taken = self.conn.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let (Some(conn), true) = (taken, std::process::id() == self.pid) {
+            let timeout = conn.request_timeout;
+            // Deliver what is buffered before closing; a dead server must not hang close().
+            let _ = wait(py, async move {
+                let _ = tokio::time::timeout(timeout, conn.client.flush()).await;
+                let _ = tokio::time::timeout(timeout, conn.client.drain()).await;
+            })?;
+        }
+        Ok(())
+    }
+
+    fn is_closed(&self) -> bool {
+        self.conn
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_none()
+    }
+
+    fn __reduce__(&self) -> PyResult<()> {
+        Err(PyTypeError::new_err(
+            "a jetstream_arrow connection cannot be pickled: pickle its ConnectOptions and connect again",
+        ))
+    }
+}
+
+/// A publisher keeping one ack window across calls.
+#[pyclass(module = "jetstream_arrow._core", frozen)]
+pub struct Publisher {
+    inner: Arc<Mutex<Option<CorePublisher>>>,
+}
+
+#[pymethods]
+impl Publisher {
+    #[pyo3(signature = (data, subject=None))]
+    fn publish(
+        &self,
+        py: Python<'_>,
+        data: AnyRecordBatch,
+        subject: Option<String>,
+    ) -> PyResult<PublishOutcome> {
+        let reader = data.into_reader()?;
+        let mut guard = self
+            .inner
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("publisher poisoned"))?;
+        let publisher = guard.as_mut().ok_or_else(|| {
+            to_py_err(
+                Error::new(ErrorKind::BadInput, "the publisher is closed"),
+                None,
+            )
+        })?;
+        let batches = reader.map(|b: Result<RecordBatch, _>| b.map_err(Error::from));
+        let (outcome, error) = wait(py, publisher.publish(batches, subject))?;
+        let outcome = PublishOutcome { inner: outcome };
+        match error {
+            None => Ok(outcome),
+            Some(e) => {
+                let result = Py::new(py, outcome)?.into_any();
+                Err(to_py_err(e, Some(result)))
+            }
+        }
+    }
+
+    fn close(&self) {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}
+
+/// The outcome of one publish call, row by row.
+#[pyclass(module = "jetstream_arrow._core", frozen)]
+pub struct PublishOutcome {
+    inner: CoreOutcome,
+}
+
+#[pymethods]
+impl PublishOutcome {
+    #[getter]
+    fn stored(&self) -> usize {
+        self.inner.stored
+    }
+    #[getter]
+    fn duplicates(&self) -> usize {
+        self.inner.duplicates
+    }
+    #[getter]
+    fn failed(&self) -> usize {
+        self.inner.failed()
+    }
+    #[getter]
+    fn rows(&self) -> usize {
+        self.inner.rows()
+    }
+    fn acks(&self) -> PyRecordBatch {
+        PyRecordBatch::new(self.inner.to_record_batch())
+    }
+}

@@ -1,0 +1,231 @@
+//! `PullConsumer`, `ConsumedBatch` and `MessageStream`: durable pull consumers.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jetstream_arrow_core::connection::Connection;
+use jetstream_arrow_core::consumer::{
+    AckKind, AckPolicy, ConsumeOptions, ConsumedBatch as CoreBatch, DurableConsumer,
+    MessageStream as CoreStream,
+};
+use jetstream_arrow_core::pull::PullSettings;
+use pyo3::exceptions::{PyStopIteration, PyValueError};
+use pyo3::prelude::*;
+use pyo3_arrow::PyRecordBatch;
+
+use crate::errors::{to_py_err, IntoPyResult};
+use crate::runtime::wait;
+
+fn seconds(value: f64, option: &str) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(value).map_err(|_| {
+        PyValueError::new_err(format!(
+            "option '{option}' must be a non-negative number of seconds"
+        ))
+    })
+}
+
+#[pyclass(module = "jetstream_arrow._core", frozen)]
+pub struct PullConsumer {
+    inner: DurableConsumer,
+}
+
+impl PullConsumer {
+    pub fn bind(
+        conn: Connection,
+        stream: &str,
+        name: &str,
+        ack_policy: Option<&str>,
+    ) -> PyResult<Self> {
+        let policy = ack_policy.map(AckPolicy::parse).transpose().py()?;
+        Ok(Self {
+            inner: DurableConsumer::bind(conn, stream, name, policy).py()?,
+        })
+    }
+}
+
+#[pymethods]
+impl PullConsumer {
+    #[getter]
+    fn stream(&self) -> String {
+        self.inner.stream.clone()
+    }
+
+    #[getter]
+    fn name(&self) -> String {
+        self.inner.name.clone()
+    }
+
+    #[pyo3(signature = (max_messages=100, *, max_bytes=None, expires=5.0, no_wait=false, heartbeat=None, include_headers=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn fetch(
+        &self,
+        py: Python<'_>,
+        max_messages: usize,
+        max_bytes: Option<usize>,
+        expires: f64,
+        no_wait: bool,
+        heartbeat: Option<f64>,
+        include_headers: bool,
+    ) -> PyResult<ConsumedBatch> {
+        let expires = seconds(expires, "expires")?;
+        let heartbeat = heartbeat.map(|h| seconds(h, "heartbeat")).transpose()?;
+        let consumer = self.inner.clone();
+        let batch = wait(py, async move {
+            consumer
+                .fetch(
+                    max_messages,
+                    max_bytes,
+                    expires,
+                    no_wait,
+                    heartbeat,
+                    include_headers,
+                )
+                .await
+        })?
+        .py()?;
+        Ok(ConsumedBatch {
+            inner: Arc::new(batch),
+        })
+    }
+
+    #[pyo3(signature = (
+        *, max_messages=4096, max_bytes=None, threshold_messages=None, threshold_bytes=None,
+        expires=30.0, heartbeat=5.0, batch_rows=4096, batch_wait=0.05, include_headers=false
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn messages(
+        &self,
+        py: Python<'_>,
+        max_messages: usize,
+        max_bytes: Option<usize>,
+        threshold_messages: Option<usize>,
+        threshold_bytes: Option<usize>,
+        expires: f64,
+        heartbeat: f64,
+        batch_rows: usize,
+        batch_wait: f64,
+        include_headers: bool,
+    ) -> PyResult<MessageStream> {
+        let mut pull = PullSettings::new(
+            max_messages,
+            max_bytes,
+            seconds(expires, "expires")?,
+            Some(seconds(heartbeat, "heartbeat")?),
+        );
+        if let Some(t) = threshold_messages {
+            pull.threshold_messages = t;
+        }
+        if threshold_bytes.is_some() {
+            pull.threshold_bytes = threshold_bytes;
+        }
+        let options = ConsumeOptions {
+            pull,
+            batch_rows,
+            batch_wait: seconds(batch_wait, "batch_wait")?,
+            include_headers,
+        };
+        let consumer = self.inner.clone();
+        let stream = wait(py, async move { consumer.messages(options).await })?.py()?;
+        Ok(MessageStream {
+            inner: Mutex::new(Some(stream)),
+        })
+    }
+}
+
+/// Delivered messages as one Arrow batch, with their acks.
+#[pyclass(module = "jetstream_arrow._core", frozen)]
+pub struct ConsumedBatch {
+    inner: Arc<CoreBatch>,
+}
+
+impl ConsumedBatch {
+    fn send(&self, py: Python<'_>, rows: Option<Vec<usize>>, kind: AckKind) -> PyResult<()> {
+        let batch = self.inner.clone();
+        wait(
+            py,
+            async move { batch.acknowledge(rows.as_deref(), kind).await },
+        )?
+        .py()
+    }
+}
+
+#[pymethods]
+impl ConsumedBatch {
+    fn batch(&self) -> PyRecordBatch {
+        PyRecordBatch::new(self.inner.batch.clone())
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    #[pyo3(signature = (rows=None))]
+    fn ack(&self, py: Python<'_>, rows: Option<Vec<usize>>) -> PyResult<()> {
+        self.send(py, rows, AckKind::Ack)
+    }
+
+    #[pyo3(signature = (rows=None, timeout=5.0))]
+    fn ack_sync(&self, py: Python<'_>, rows: Option<Vec<usize>>, timeout: f64) -> PyResult<()> {
+        let timeout = seconds(timeout, "timeout")?;
+        let batch = self.inner.clone();
+        wait(
+            py,
+            async move { batch.ack_sync(rows.as_deref(), timeout).await },
+        )?
+        .py()
+    }
+
+    #[pyo3(signature = (rows=None, delay=None))]
+    fn nak(&self, py: Python<'_>, rows: Option<Vec<usize>>, delay: Option<f64>) -> PyResult<()> {
+        let delay = delay.map(|d| seconds(d, "delay")).transpose()?;
+        self.send(py, rows, AckKind::Nak { delay })
+    }
+
+    #[pyo3(signature = (rows=None, reason=None))]
+    fn term(
+        &self,
+        py: Python<'_>,
+        rows: Option<Vec<usize>>,
+        reason: Option<String>,
+    ) -> PyResult<()> {
+        self.send(py, rows, AckKind::Term { reason })
+    }
+
+    #[pyo3(signature = (rows=None))]
+    fn in_progress(&self, py: Python<'_>, rows: Option<Vec<usize>>) -> PyResult<()> {
+        self.send(py, rows, AckKind::InProgress)
+    }
+}
+
+/// Continuous consumption; `__next__` yields the next `ConsumedBatch`.
+#[pyclass(module = "jetstream_arrow._core", frozen)]
+pub struct MessageStream {
+    inner: Mutex<Option<CoreStream>>,
+}
+
+#[pymethods]
+impl MessageStream {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<ConsumedBatch> {
+        let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(stream) = guard.as_mut() else {
+            return Err(PyStopIteration::new_err(()));
+        };
+        match wait(py, stream.next_batch())? {
+            Ok(batch) => Ok(ConsumedBatch {
+                inner: Arc::new(batch),
+            }),
+            Err(e) => {
+                guard.take();
+                Err(to_py_err(e, None))
+            }
+        }
+    }
+
+    fn close(&self) {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}

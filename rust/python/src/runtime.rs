@@ -1,0 +1,61 @@
+//! One tokio runtime per process, created on first use and rebuilt in a forked
+//! child (PySpark forks its workers; a runtime's threads do not survive a fork).
+//! Waits release the GIL and wake every 50 ms to let Ctrl-C interrupt them.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use tokio::runtime::Runtime;
+
+static RUNTIME: Mutex<Option<(u32, Arc<Runtime>)>> = Mutex::new(None);
+
+/// The runtime of this process.
+pub fn runtime() -> Arc<Runtime> {
+    let pid = std::process::id();
+    let mut slot = RUNTIME.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((owner, rt)) = slot.as_ref() {
+        if *owner == pid {
+            return rt.clone();
+        }
+        // Inherited from the parent through fork: its worker threads do not exist
+        // here, so dropping it could block forever. Leak it and start over.
+        if let Some((_, inherited)) = slot.take() {
+            std::mem::forget(inherited);
+        }
+    }
+    let rt = Arc::new(
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("jetstream-arrow")
+            .enable_all()
+            .build()
+            .expect("a tokio runtime starts"),
+    );
+    *slot = Some((pid, rt.clone()));
+    rt
+}
+
+/// Run `future` to completion with the GIL released. Ctrl-C (or any pending
+/// Python signal handler that raises) abandons the future and raises.
+pub fn wait<F>(py: Python<'_>, future: F) -> PyResult<F::Output>
+where
+    F: Future + Send,
+    F::Output: Send,
+{
+    let rt = runtime();
+    py.detach(|| {
+        rt.block_on(async {
+            tokio::pin!(future);
+            loop {
+                tokio::select! {
+                    out = &mut future => return Ok(out),
+                    _ = tokio::time::sleep(Duration::from_millis(50)) => {
+                        Python::attach(|py| py.check_signals())?;
+                    }
+                }
+            }
+        })
+    })
+}
