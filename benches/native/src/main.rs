@@ -319,10 +319,21 @@ async fn run() -> Result<Value, Error> {
     }
 }
 
+/// This process's peak resident memory in MB (10^6 bytes), from `VmHWM` in /proc.
+fn peak_rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024.0 / 1e6)
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     match run().await {
-        Ok(line) => {
+        Ok(mut line) => {
+            if let Some(mb) = peak_rss_mb() {
+                line["rss_peak_mb"] = json!((mb * 10.0).round() / 10.0);
+            }
             println!("{line}");
             ExitCode::SUCCESS
         }

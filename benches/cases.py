@@ -1,0 +1,318 @@
+"""The Python bench cases, each run in its own process by ``benches/run.py``.
+
+``python benches/cases.py CASE '{"url": ..., "stream": ..., "subject": ..., "n": ..., "size": ...}'``
+
+Everything a case needs (connection, input data, consumer) is set up before the clock
+starts; the timed region is only the data movement. The last line on stdout is one
+JSON object: ``msgs``, ``bytes``, ``seconds``, ``rss_base_mb`` (resident memory just
+before the timed region) and ``rss_peak_mb`` (this process's high-water mark).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+Params = dict[str, Any]
+Result = dict[str, Any]
+
+# One publish window for every publisher measured here, so the comparison is fair.
+PUBLISH_WINDOW = 8192
+
+
+def _status_mb(field: str) -> float:
+    """A ``VmRSS``/``VmHWM`` line of /proc/self/status, in MB (10^6 bytes)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024 / 1e6
+    return 0.0
+
+
+class Clock:
+    """Marks the timed region and the memory at its start."""
+
+    def __init__(self) -> None:
+        self.rss_base_mb = 0.0
+        self.started = 0.0
+        self.seconds = 0.0
+
+    def start(self) -> None:
+        self.rss_base_mb = _status_mb("VmRSS")
+        self.started = time.perf_counter()
+
+    def stop(self) -> None:
+        self.seconds = time.perf_counter() - self.started
+
+
+# -- nats-py: the peer ---------------------------------------------------------------
+
+
+async def _natspy_publish(p: Params, clock: Clock) -> Result:
+    import nats
+
+    nc = await nats.connect(p["url"], max_reconnect_attempts=0, connect_timeout=10)
+    js = nc.jetstream(publish_async_max_pending=PUBLISH_WINDOW)
+    payload = b"x" * p["size"]
+    n = p["n"]
+    counts = {"stored": 0, "failed": 0}
+
+    def done(fut: asyncio.Future[Any]) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            counts["failed"] += 1
+        else:
+            counts["stored"] += 1
+
+    subject = p["subject"]
+    clock.start()
+    remaining = n
+    # publish_async bounds what is in flight by a semaphore; a 429 or a timeout fails
+    # its future, and those messages are sent again so the count stored is exact.
+    for _attempt in range(10):
+        for _ in range(remaining):
+            # No wait_stall: with a timeout, nats-py wraps every call in a task (3x slower).
+            fut = await js.publish_async(subject, payload)
+            fut.add_done_callback(done)
+        await asyncio.wait_for(js.publish_async_completed(), timeout=120)
+        remaining = n - counts["stored"]
+        if remaining == 0:
+            break
+        counts["failed"] = 0
+    clock.stop()
+    await nc.close()
+    return {"msgs": counts["stored"], "bytes": counts["stored"] * p["size"]}
+
+
+async def _natspy_fetch(p: Params, clock: Clock) -> Result:
+    import nats
+    from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+    nc = await nats.connect(p["url"], max_reconnect_attempts=0, connect_timeout=10)
+    js = nc.jetstream()
+    # AckNone: the cheapest way nats-py can read a stream (no ack per message).
+    sub = await js.pull_subscribe(
+        p["subject"],
+        stream=p["stream"],
+        config=ConsumerConfig(
+            ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL, inactive_threshold=60
+        ),
+    )
+    batch = p.get("batch", 1000)
+    n = p["n"]
+    msgs = 0
+    nbytes = 0
+    clock.start()
+    deadline = time.monotonic() + p.get("timeout", 600)
+    while msgs < n and time.monotonic() < deadline:
+        try:
+            got = await sub.fetch(min(batch, n - msgs), timeout=5)
+        except nats.errors.TimeoutError:
+            continue
+        msgs += len(got)
+        nbytes += sum(len(m.data) for m in got)
+    clock.stop()
+    await sub.unsubscribe()
+    await nc.close()
+    return {"msgs": msgs, "bytes": nbytes}
+
+
+def natspy_publish(p: Params, clock: Clock) -> Result:
+    return asyncio.run(_natspy_publish(p, clock))
+
+
+def natspy_fetch(p: Params, clock: Clock) -> Result:
+    return asyncio.run(_natspy_fetch(p, clock))
+
+
+# -- this package ----------------------------------------------------------------------
+
+
+def _input_reader(n: int, size: int) -> Any:
+    """N rows of one binary column ``data``, as a stream of batches that all share one
+    buffer of about 8 MB: the input costs no memory and no time inside the timed region."""
+    import pyarrow as pa
+
+    rows = max(1, min(65_536, (8 << 20) // size, n))
+    one = pa.record_batch([pa.array([b"x" * size] * rows, pa.binary())], names=["data"])
+
+    def batches() -> Iterator[Any]:
+        left = n
+        while left > 0:
+            k = min(rows, left)
+            yield one if k == rows else one.slice(0, k)
+            left -= k
+
+    return pa.RecordBatchReader.from_batches(one.schema, batches())
+
+
+def ja_publish(p: Params, clock: Clock) -> Result:
+    import jetstream_arrow as ja
+
+    data = _input_reader(p["n"], p["size"])
+    with ja.connect(p["url"]) as client:
+        clock.start()
+        res = client.publish(data, subject=p["subject"], window=PUBLISH_WINDOW)
+        clock.stop()
+    return {"msgs": res.stored, "bytes": res.stored * p["size"], "duplicates": res.duplicates}
+
+
+def ja_read(p: Params, clock: Clock) -> Result:
+    import jetstream_arrow as ja
+
+    n = p["n"]
+    msgs = 0
+    nbytes = 0
+    with ja.connect(p["url"]) as client:
+        clock.start()
+        reader = client.read(p["stream"], start_seq=1)
+        for batch in reader:
+            msgs += batch.num_rows
+            data = batch.column("data")
+            nbytes += data.offsets[-1].as_py() - data.offsets[0].as_py()
+            if msgs >= n:
+                break
+        clock.stop()
+        reader.close()
+    return {"msgs": msgs, "bytes": nbytes}
+
+
+def ja_consume_batch_ack(p: Params, clock: Clock) -> Result:
+    import jetstream_arrow as ja
+
+    n = p["n"]
+    size = p["size"]
+    name = f"bench_{os.getpid()}"
+    buffered = 16_384
+    max_bytes = min(64 << 20, buffered * (size + 256))
+    msgs = 0
+    nbytes = 0
+    with ja.connect(p["url"]) as client:
+        # AckAll: one ack per batch acknowledges every message up to its last one.
+        client.create_consumer(
+            p["stream"],
+            durable_name=name,
+            ack_policy="all",
+            deliver_policy="all",
+            max_ack_pending=4 * buffered,
+        )
+        cons = client.pull_consumer(p["stream"], name, ack_policy="all")
+        try:
+            clock.start()
+            for batch in cons.messages(max_messages=buffered, max_bytes=max_bytes, batch_rows=4096):
+                msgs += len(batch)
+                data = batch.data.column("data")
+                nbytes += data.offsets[-1].as_py() - data.offsets[0].as_py()
+                batch.ack()
+                if msgs >= n:
+                    break
+            client.flush(timeout=30)
+            clock.stop()
+        finally:
+            client.delete_consumer(p["stream"], name)
+    return {"msgs": msgs, "bytes": nbytes}
+
+
+# -- Spark through the data source ---------------------------------------------------------
+
+
+def _spark() -> Any:
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("jetstream-arrow-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        # Registers format "jetstream" explicitly in case auto-registration is not set up.
+        from jetstream_arrow import spark as ja_spark
+
+        source = getattr(ja_spark, "JetStreamDataSource", None)
+        if source is not None:
+            spark.dataSource.register(source)
+    except ImportError:
+        pass
+    return spark
+
+
+def spark_write(p: Params, clock: Clock) -> Result:
+    from pyspark.sql import functions as F
+
+    spark = _spark()
+    try:
+        hex_payload = "78" * p["size"]
+        df = spark.range(p["n"], numPartitions=2).select(F.unhex(F.lit(hex_payload)).alias("data"))
+        df.cache().count()
+        clock.start()
+        (
+            df.write.format("jetstream")
+            .option("servers", p["url"])
+            .option("stream", p["stream"])
+            .option("subject", p["subject"])
+            .mode("append")
+            .save()
+        )
+        clock.stop()
+    finally:
+        spark.stop()
+    # The stream's message count is checked by run.py.
+    return {"msgs": p["n"], "bytes": p["n"] * p["size"], "verified_by_parent": True}
+
+
+def spark_read(p: Params, clock: Clock) -> Result:
+    from pyspark.sql import functions as F
+
+    spark = _spark()
+    try:
+        clock.start()
+        df = (
+            spark.read.format("jetstream")
+            .option("servers", p["url"])
+            .option("stream", p["stream"])
+            .load()
+        )
+        row = df.agg(F.count("*").alias("n"), F.sum(F.length("data")).alias("b")).collect()[0]
+        clock.stop()
+    finally:
+        spark.stop()
+    return {"msgs": int(row["n"]), "bytes": int(row["b"] or 0)}
+
+
+CASES: dict[str, Callable[[Params, Clock], Result]] = {
+    "natspy-publish": natspy_publish,
+    "natspy-fetch": natspy_fetch,
+    "ja-publish": ja_publish,
+    "ja-read": ja_read,
+    "ja-consume-batch-ack": ja_consume_batch_ack,
+    "spark-write": spark_write,
+    "spark-read": spark_read,
+}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3 or argv[1] not in CASES:
+        print(f"usage: cases.py {{{','.join(CASES)}}} JSON-PARAMS", file=sys.stderr)
+        return 2
+    params = json.loads(argv[2])
+    clock = Clock()
+    result = CASES[argv[1]](params, clock)
+    result.update(
+        seconds=clock.seconds,
+        rss_base_mb=round(clock.rss_base_mb, 1),
+        rss_peak_mb=round(_status_mb("VmHWM"), 1),
+    )
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

