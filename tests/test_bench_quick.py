@@ -1,0 +1,49 @@
+"""The benchmark harness runs end to end (``benches/run.py --quick``), so it never rots.
+
+Speed is not asserted here: only that every quick case ran, moved every message and
+produced a figure. The harness starts its own nats-server.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+QUICK_CASES = [
+    "native-publish",
+    "natspy-publish",
+    "ja-publish",
+    "native-fetch",
+    "natspy-fetch",
+    "ja-read",
+    "ja-consume-batch-ack",
+]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)  # may first build the native baseline with cargo
+def test_bench_quick(tmp_path: Path) -> None:
+    out = tmp_path / "quick"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benches" / "run.py"), "--quick", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1100,
+    )
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
+
+    results = json.loads(out.with_suffix(".json").read_text())
+    rows = {row["case"]: row for row in results["rows"]}
+    assert sorted(rows) == sorted(QUICK_CASES)
+    for case, row in rows.items():
+        assert row.get("error") is None, (case, row)
+        assert row["msg_per_s"] > 0, (case, row)
+        assert row["msgs"] == results["meta"]["counts"]["128"], (case, row)
+    assert results["meta"]["server_version"].startswith("v")
+    assert "| native-publish |" in out.with_suffix(".md").read_text()
