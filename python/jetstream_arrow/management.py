@@ -193,7 +193,8 @@ def _decode(cls: type[_T], data: Mapping[str, Any], **given: Any) -> _T:
         wire = _wire_name(f)
         known.add(wire)
         value = data.get(wire)
-        if value is None:
+        # Go's omitempty is not used everywhere: "" means unset too (e.g. external.deliver).
+        if value is None or value == "":
             continue
         kind = f.metadata.get("kind", "plain")
         if kind == "duration":
