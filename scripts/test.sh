@@ -17,7 +17,10 @@ step "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 
 step "cargo test"
-cargo test --workspace --release
+# The pyo3 crate's test binary links libpython, whose directory (pyenv's, say) the
+# dynamic loader may not search; the interpreter itself finds it through its rpath.
+py_libdir="$(python -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR") or "")')"
+LD_LIBRARY_PATH="$py_libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" cargo test --workspace --release
 
 step "ruff"
 ruff check python tests benches
