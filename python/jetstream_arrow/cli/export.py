@@ -35,7 +35,7 @@ def parse_time(value: str, flag: str) -> datetime:
         ago = timedelta(
             days=int(d or 0), hours=int(h or 0), minutes=int(m or 0), seconds=float(s or 0)
         )
-        return datetime.now(timezone.utc) - ago
+        return _in_range(datetime.now(timezone.utc) - ago, value, flag)
     try:
         when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     except ValueError:
@@ -45,6 +45,17 @@ def parse_time(value: str, flag: str) -> datetime:
         ) from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
+    return _in_range(when, value, flag)
+
+
+# Times travel as int64 nanoseconds since the epoch.
+_EARLIEST = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_LATEST = datetime(2262, 4, 11, tzinfo=timezone.utc)
+
+
+def _in_range(when: datetime, value: str, flag: str) -> datetime:
+    if not _EARLIEST <= when < _LATEST:
+        raise UsageError(f"{flag} {value!r}: give a time between 1970 and 2262")
     return when
 
 
