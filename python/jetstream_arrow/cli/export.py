@@ -107,6 +107,16 @@ class _Writer:
         if self._impl is None:
             self.write(empty_schema.empty_table())
         self._impl.close()
+        self._impl = None
+
+    def abort(self) -> None:
+        """Close after a failure (the partial output is deleted by the caller)."""
+        impl, self._impl = self._impl, None
+        if impl is not None:
+            try:
+                impl.close()
+            except Exception:
+                pass
 
 
 def _text(data: pa.Array) -> pa.Array:
@@ -252,6 +262,7 @@ def _export(
             empty = empty.select([c for c in columns if c in empty.column_names])
         writer.close(empty.schema)
     finally:
+        writer.abort()
         progress.clear()
         reader.close()
     elapsed = max(progress.elapsed, 1e-9)
