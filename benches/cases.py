@@ -150,6 +150,12 @@ def _input_reader(n: int, size: int) -> Any:
     return pa.RecordBatchReader.from_batches(one.schema, batches())
 
 
+def _payload_bytes(data: Any) -> int:
+    import pyarrow.compute as pc
+
+    return int(pc.sum(pc.binary_length(data)).as_py() or 0)
+
+
 def ja_publish(p: Params, clock: Clock) -> Result:
     import jetstream_arrow as ja
 
@@ -172,8 +178,7 @@ def ja_read(p: Params, clock: Clock) -> Result:
         reader = client.read(p["stream"], start_seq=1)
         for batch in reader:
             msgs += batch.num_rows
-            data = batch.column("data")
-            nbytes += data.offsets[-1].as_py() - data.offsets[0].as_py()
+            nbytes += _payload_bytes(batch.column("data"))
             if msgs >= n:
                 break
         clock.stop()
@@ -205,8 +210,7 @@ def ja_consume_batch_ack(p: Params, clock: Clock) -> Result:
             clock.start()
             for batch in cons.messages(max_messages=buffered, max_bytes=max_bytes, batch_rows=4096):
                 msgs += len(batch)
-                data = batch.data.column("data")
-                nbytes += data.offsets[-1].as_py() - data.offsets[0].as_py()
+                nbytes += _payload_bytes(batch.data.column("data"))
                 batch.ack()
                 if msgs >= n:
                     break
@@ -223,6 +227,8 @@ def ja_consume_batch_ack(p: Params, clock: Clock) -> Result:
 def _spark() -> Any:
     from pyspark.sql import SparkSession
 
+    # Spark's Python workers must run this interpreter (the one with the package).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("jetstream-arrow-bench")

@@ -250,6 +250,17 @@ class Run:
         return self.bytes / 1e6 / self.seconds if self.seconds > 0 else 0.0
 
 
+def error_line(stderr: str) -> str | None:
+    """The line of a failed case's stderr that names the error (the last ``...Error: ...``
+    or ``...Exception: ...``, e.g. from a Python traceback or a Spark job), else the last."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    for line in reversed(lines):
+        head = line.split(":", 1)[0]
+        if ":" in line and head.endswith(("Error", "Exception")) and " " not in head:
+            return line
+    return lines[-1] if lines else None
+
+
 def run_process(cmd: list[str], timeout: float) -> Run:
     """Runs ``cmd`` in its own session with a deadline and takes the JSON on its last
     stdout line; the whole session is killed afterwards so nothing leaks."""
@@ -282,8 +293,7 @@ def run_process(cmd: list[str], timeout: float) -> Run:
         return Run(peak_rss_mb=peak, error=f"timed out after {timeout:.0f} s")
     lines = [ln for ln in stdout.strip().splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
-        tail = [ln for ln in stderr.strip().splitlines() if ln.strip()]
-        why = tail[-1] if tail else f"exit code {proc.returncode}"
+        why = error_line(stderr) or f"exit code {proc.returncode}"
         return Run(peak_rss_mb=peak, error=why[:300])
     data = json.loads(lines[-1])
     run = Run(
