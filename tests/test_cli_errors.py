@@ -247,3 +247,18 @@ def test_context_file(capsys, rows_file, nats_server_factory, tmp_path, monkeypa
     )
     assert run.code == 1
     assert "'remote' not found" in run.err and "local" in run.err
+
+
+def test_failed_export_leaves_no_file(capsys, tmp_path, nats_server):
+    with ja.connect(nats_server.url) as client:
+        client.create_stream("BIN", subjects=["bin"])
+        client.publish(pa.table({"data": [b"ok", b"\xff\xfe not utf-8"]}), subject="bin")
+    out = tmp_path / "bin.jsonl"
+    run = cli(capsys, "export", "BIN", "-o", str(out), "-s", nats_server.url)
+    assert run.code == 1
+    assert "not UTF-8" in run.err and "--data-as base64" in run.err
+    assert list(tmp_path.iterdir()) == []
+
+    run = cli(capsys, "export", "BIN", "-o", str(out), "--data-as", "base64", "-s", nats_server.url)
+    assert run.code == 0, run.err
+    assert json.loads(out.read_text().splitlines()[1])["data"] == "//4gbm90IHV0Zi04"
