@@ -1,0 +1,408 @@
+"""Publishing Arrow data into JetStream: round trips, msg ids and deduplication, the
+ack table, reused publishers, optimistic-concurrency expectations, a cluster failover."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import jetstream_arrow as ja
+from engine_helpers import (
+    as_dicts,
+    expected_headers,
+    read_all,
+    rows,
+    stream_state,
+)
+from jetstream_arrow.exceptions import NotFoundError, PublishError
+from natsserver import NatsCluster, NatsServer
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def client(shared_nats_server: NatsServer) -> Iterator[ja.Client]:
+    with ja.connect(shared_nats_server.url) as c:
+        yield c
+
+
+@pytest.fixture
+def stream(client: ja.Client, unique_name: Callable[[str], str]) -> Iterator[str]:
+    """A fresh stream on ``<name>.>``, deleted afterwards."""
+    name = unique_name("P")
+    client.create_stream(name, [f"{name}.>"])
+    yield name
+    try:
+        client.delete_stream(name)
+    except NotFoundError:
+        pass
+
+
+def check_round_trip(back: pa.Table, sent: pa.Table, stream: str, t0: datetime) -> None:
+    """``back`` (read with headers) holds exactly ``sent`` in order, seqs 1..n."""
+    n = sent.num_rows
+    assert back.num_rows == n
+    assert back.schema.field("timestamp").type == pa.timestamp("us", tz="UTC")
+    assert back.schema.field("headers").type == pa.map_(pa.utf8(), pa.list_(pa.utf8()))
+    assert back.schema.field("data").type == pa.binary()
+    assert back.column("stream").to_pylist() == [stream] * n
+    assert back.column("seq").to_pylist() == list(range(1, n + 1))
+    assert back.column("subject").equals(sent.column("subject"))
+    assert back.column("data").cast(pa.binary()).equals(sent.column("data").cast(pa.binary()))
+    ids = sent.column("msg_id").to_pylist()
+    got = as_dicts(back.column("headers").to_pylist())
+    assert got == [expected_headers(int(i.removeprefix("id-")), i) for i in ids]
+    ts = back.column("timestamp")
+    t1 = datetime.now(timezone.utc)
+    assert pc.min(ts).as_py() >= t0.replace(microsecond=0)
+    assert pc.max(ts).as_py() <= t1
+    # Microseconds kept (not truncated to seconds) and non-decreasing with seq.
+    us = ts.cast(pa.int64()).to_pylist()
+    assert all(a <= b for a, b in itertools.pairwise(us))
+    assert any(u % 1_000_000 for u in us)
+
+
+# -- round trips ------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_round_trip_200k_rows_table_with_headers_and_msg_ids(
+    client: ja.Client, stream: str
+) -> None:
+    n = 200_000
+    table = rows(n, stream)
+    t0 = datetime.now(timezone.utc)
+    result = client.publish(table)
+    assert (result.rows, result.stored, result.duplicates, result.failed) == (n, n, 0, 0)
+    assert result.acks.column("seq").to_pylist() == list(range(1, n + 1))
+    assert stream_state(client, stream).messages == n
+
+    back = read_all(client, stream, include_headers=True)
+    check_round_trip(back, table, stream, t0)
+
+
+def test_round_trip_record_batch(client: ja.Client, stream: str) -> None:
+    table = rows(5_000, stream)
+    t0 = datetime.now(timezone.utc)
+    batch = table.combine_chunks().to_batches()[0]
+    assert isinstance(batch, pa.RecordBatch)
+    result = client.publish(batch)
+    assert result.stored == 5_000
+    check_round_trip(read_all(client, stream, include_headers=True), table, stream, t0)
+
+
+def test_round_trip_record_batch_reader_of_several_batches(client: ja.Client, stream: str) -> None:
+    table = rows(9_000, stream)
+    t0 = datetime.now(timezone.utc)
+    batches = table.to_batches(max_chunksize=1_000)
+    assert len(batches) == 9
+    reader = pa.RecordBatchReader.from_batches(table.schema, iter(batches))
+    result = client.publish(reader)
+    assert (result.rows, result.stored, result.failed) == (9_000, 9_000, 0)
+    check_round_trip(read_all(client, stream, include_headers=True), table, stream, t0)
+
+
+def test_round_trip_polars_dataframe(client: ja.Client, stream: str) -> None:
+    pl = pytest.importorskip("polars")  # optional: polars is not a dependency
+    table = rows(1_000, stream, headers=False)
+    result = client.publish(pl.from_arrow(table))
+    assert result.stored == 1_000
+    back = read_all(client, stream)
+    assert back.column("subject").equals(table.column("subject"))
+
+
+def test_headers_as_map_of_strings_are_accepted(client: ja.Client, stream: str) -> None:
+    headers = pa.array(
+        [[("A", "1"), ("B", "two")], None, [("A", "3")]],
+        pa.map_(pa.utf8(), pa.utf8()),
+    )
+    table = pa.table(
+        {
+            "subject": [f"{stream}.x"] * 3,
+            "data": [b"a", b"b", b"c"],
+            "headers": headers,
+        }
+    )
+    assert client.publish(table).stored == 3
+    back = read_all(client, stream, include_headers=True)
+    assert as_dicts(back.column("headers").to_pylist()) == [
+        {"A": ["1"], "B": ["two"]},
+        {},
+        {"A": ["3"]},
+    ]
+
+
+def test_utf8_data_and_constant_subject_option(client: ja.Client, stream: str) -> None:
+    table = pa.table({"data": pa.array(["é", "", "x" * 100], pa.utf8())})
+    result = client.publish(table, subject=f"{stream}.const")
+    assert result.stored == 3
+    back = read_all(client, stream)
+    assert back.column("subject").to_pylist() == [f"{stream}.const"] * 3
+    assert back.column("data").to_pylist() == ["é".encode(), b"", b"x" * 100]
+
+
+def test_read_publishes_straight_back(client: ja.Client, stream: str, unique_name) -> None:
+    """A read's batches are valid publish input (stream copy)."""
+    client.publish(rows(500, stream))
+    copy = unique_name("COPY")
+    client.create_stream(copy, [f"{copy}.>"])
+    try:
+        src = read_all(client, stream, include_headers=True)
+        moved = src.set_column(
+            src.schema.get_field_index("subject"),
+            "subject",
+            pc.replace_substring(src.column("subject"), stream, copy),
+        )
+        assert client.publish(moved).stored == 500
+        dst = read_all(client, copy, include_headers=True)
+        assert dst.column("data").equals(src.column("data"))
+        assert as_dicts(dst.column("headers").to_pylist()) == as_dicts(
+            src.column("headers").to_pylist()
+        )
+    finally:
+        client.delete_stream(copy)
+
+
+# -- msg ids and duplicates -------------------------------------------------------------
+
+
+def test_republishing_same_msg_ids_yields_only_duplicates(client: ja.Client, stream: str) -> None:
+    n = 2_000
+    table = rows(n, stream)
+    first = client.publish(table)
+    assert first.stored == n
+    again = client.publish(table)
+    assert (again.rows, again.stored, again.duplicates, again.failed) == (n, 0, n, 0)
+    assert again.acks.column("duplicate").to_pylist() == [True] * n
+    assert again.acks.column("seq").to_pylist() == first.acks.column("seq").to_pylist()
+    assert again.acks.column("error").null_count == n
+    assert stream_state(client, stream).messages == n
+
+
+def test_msg_id_prefix_second_publisher_stores_nothing_new(client: ja.Client, stream: str) -> None:
+    table = rows(1_000, stream, msg_ids=False, headers=False)
+    with client.publisher(msg_id_prefix="job7-") as pub:
+        first = pub.publish(table)
+    assert first.stored == 1_000
+    with client.publisher(msg_id_prefix="job7-") as pub:
+        second = pub.publish(table)
+    assert (second.stored, second.duplicates) == (0, 1_000)
+    assert second.acks.column("seq").to_pylist() == first.acks.column("seq").to_pylist()
+    assert stream_state(client, stream).messages == 1_000
+    back = read_all(client, stream, include_headers=True)
+    ids = [h["Nats-Msg-Id"] for h in as_dicts(back.column("headers").to_pylist())]
+    assert ids == [[f"job7-{i}"] for i in range(1_000)]
+
+
+def test_msg_id_start_offsets_generated_ids(client: ja.Client, stream: str) -> None:
+    table = rows(10, stream, msg_ids=False, headers=False)
+    client.publish(table, msg_id_prefix="r-", msg_id_start=100)
+    back = read_all(client, stream, include_headers=True)
+    ids = [h["Nats-Msg-Id"][0] for h in as_dicts(back.column("headers").to_pylist())]
+    assert ids == [f"r-{i}" for i in range(100, 110)]
+    # Rows 105.. again, numbered from 105: all duplicates; rows 110.. are new.
+    again = client.publish(
+        rows(10, stream, msg_ids=False, headers=False), msg_id_prefix="r-", msg_id_start=105
+    )
+    assert (again.duplicates, again.stored) == (5, 5)
+    assert again.acks.column("duplicate").to_pylist() == [True] * 5 + [False] * 5
+
+
+def test_msg_id_column_wins_over_prefix(client: ja.Client, stream: str) -> None:
+    table = pa.table(
+        {
+            "subject": [f"{stream}.a"] * 3,
+            "data": [b"1", b"2", b"3"],
+            "msg_id": ["own", None, "own"],
+        }
+    )
+    result = client.publish(table, msg_id_prefix="gen-")
+    assert result.acks.column("duplicate").to_pylist() == [False, False, True]
+    back = read_all(client, stream, include_headers=True)
+    ids = [h["Nats-Msg-Id"][0] for h in as_dicts(back.column("headers").to_pylist())]
+    assert ids == ["own", "gen-1"]
+
+
+# -- a publisher reused across calls ----------------------------------------------------
+
+
+def test_publisher_reused_keeps_numbering_and_acks_in_input_order(
+    client: ja.Client, stream: str
+) -> None:
+    seen: list[int] = []
+    with client.publisher(msg_id_prefix="p-", window=64) as pub:
+        for call in range(20):
+            part = rows(250, stream, start=call * 250, msg_ids=False)
+            result = pub.publish(part)
+            assert (result.rows, result.stored, result.failed) == (250, 250, 0)
+            assert result.acks.num_rows == 250
+            assert result.acks.schema.names == ["seq", "duplicate", "error"]
+            seqs = result.acks.column("seq").to_pylist()
+            assert seqs == list(range(call * 250 + 1, call * 250 + 251))
+            seen.extend(seqs)
+    assert seen == list(range(1, 5_001))
+    back = read_all(client, stream, include_headers=True)
+    got = as_dicts(back.column("headers").to_pylist())
+    assert [h["Nats-Msg-Id"][0] for h in got] == [f"p-{i}" for i in range(5_000)]
+    assert [h["X-Row"][0] for h in got] == [str(i) for i in range(5_000)]
+    # A second run of the same calls through a new publisher stores nothing.
+    with client.publisher(msg_id_prefix="p-") as pub:
+        dup = sum(
+            pub.publish(rows(250, stream, start=c * 250, msg_ids=False)).duplicates
+            for c in range(20)
+        )
+    assert dup == 5_000
+    assert stream_state(client, stream).messages == 5_000
+
+
+def test_ack_table_mixes_stored_duplicate_rows_in_order(client: ja.Client, stream: str) -> None:
+    client.publish(pa.table({"subject": [f"{stream}.a"], "data": [b"x"], "msg_id": ["b"]}))
+    table = pa.table(
+        {
+            "subject": [f"{stream}.a"] * 4,
+            "data": [b"1", b"2", b"3", b"4"],
+            "msg_id": ["a", "b", "c", "a"],
+        }
+    )
+    result = client.publish(table)
+    assert result.acks.to_pylist() == [
+        {"seq": 2, "duplicate": False, "error": None},
+        {"seq": 1, "duplicate": True, "error": None},
+        {"seq": 3, "duplicate": False, "error": None},
+        {"seq": 2, "duplicate": True, "error": None},
+    ]
+    assert (result.stored, result.duplicates) == (2, 2)
+
+
+# -- expectations -----------------------------------------------------------------------
+
+
+def test_expected_stream_matches(client: ja.Client, stream: str) -> None:
+    result = client.publish(rows(100, stream), expected_stream=stream)
+    assert result.stored == 100
+
+
+def test_expected_stream_mismatch_fails_every_row_and_stores_nothing(
+    client: ja.Client, stream: str
+) -> None:
+    result = client.publish(rows(50, stream), expected_stream="OTHER", raise_on_error=False)
+    assert (result.stored, result.failed) == (0, 50)
+    errors = result.acks.column("error").to_pylist()
+    assert all(e and "stream" in e.lower() for e in errors), errors[:3]
+    assert result.acks.column("seq").null_count == 50
+    assert stream_state(client, stream).messages == 0
+    with pytest.raises(PublishError, match="50 of 50 rows were not stored") as info:
+        client.publish(rows(50, stream), expected_stream="OTHER")
+    assert info.value.result.failed == 50
+    assert stream_state(client, stream).messages == 0
+
+
+def test_expected_last_seq_mismatch_stores_no_row_of_the_call(
+    client: ja.Client, stream: str
+) -> None:
+    client.publish(rows(10, stream))
+    result = client.publish(rows(500, stream, start=10), expected_last_seq=3, raise_on_error=False)
+    assert (result.stored, result.duplicates, result.failed) == (0, 0, 500)
+    first = result.acks.column("error")[0].as_py()
+    assert first and "sequence" in first.lower(), first
+    state = stream_state(client, stream)
+    assert (state.messages, state.last_seq) == (10, 10)
+
+
+def test_expected_last_seq_match_stores_all(client: ja.Client, stream: str) -> None:
+    client.publish(rows(10, stream))
+    result = client.publish(rows(500, stream, start=10), expected_last_seq=10)
+    assert (result.stored, result.failed) == (500, 0)
+    assert result.acks.column("seq").to_pylist() == list(range(11, 511))
+    assert stream_state(client, stream).last_seq == 510
+
+
+def test_expected_last_seq_is_checked_per_call_on_a_reused_publisher(
+    client: ja.Client, stream: str
+) -> None:
+    """The check applies to the first row of each call: the second call's expectation
+    (last seq 0) no longer holds, so it stores nothing."""
+    with client.publisher(expected_last_seq=0, raise_on_error=False) as pub:
+        assert pub.publish(rows(5, stream)).stored == 5
+        again = pub.publish(rows(5, stream, start=5))
+    assert (again.stored, again.failed) == (0, 5)
+    assert stream_state(client, stream).messages == 5
+
+
+# -- a cluster failover -----------------------------------------------------------------
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_cluster_publish_while_a_server_restarts_loses_and_duplicates_nothing(
+    nats_cluster: NatsCluster,
+) -> None:
+    n = 20_000
+    with ja.connect(nats_cluster.url) as client:
+        info = client.create_stream("R3", ["r3.>"], replicas=3)
+        leader = info.cluster.leader if info.cluster else None
+        assert leader
+        # Restart the stream leader while the publish runs.
+        victim = next(s for s in nats_cluster.servers if s.name == leader)
+        table = rows(n, "r3", headers=False)
+        restarted = threading.Event()
+
+        marks: dict[str, float] = {}
+
+        def restart() -> None:
+            time.sleep(0.2)
+            marks["restart"] = time.monotonic()
+            victim.restart(wait=False)
+            restarted.set()
+
+        thread = threading.Thread(target=restart)
+        thread.start()
+        try:
+            result = client.publish(
+                table,
+                window=512,
+                ack_timeout=2.0,
+                max_retries=20,
+                retry_backoff=0.1,
+                raise_on_error=False,
+            )
+            marks["done"] = time.monotonic()
+        finally:
+            thread.join(30)
+        assert restarted.is_set()
+        assert marks["restart"] < marks["done"], "the restart came after the publish"
+        nats_cluster.wait_ready()
+        acks = result.acks
+        assert acks.num_rows == n
+        seq = acks.column("seq")
+        err = acks.column("error")
+        # Every row: stored/duplicate (a seq) or failed (an error), never neither.
+        for i in range(n):
+            assert (seq[i].is_valid) != (err[i].is_valid), i
+        assert result.stored + result.duplicates + result.failed == n
+
+        back = read_all(client, "R3", include_headers=True)
+        ids = [h["Nats-Msg-Id"][0] for h in as_dicts(back.column("headers").to_pylist())]
+        assert len(ids) == len(set(ids)), "a msg id was stored twice"
+        assert set(ids) <= {f"id-{i}" for i in range(n)}
+        # Each acknowledged row is in the stream at the sequence its ack named.
+        by_seq = dict(zip(back.column("seq").to_pylist(), ids, strict=True))
+        for i, s in enumerate(seq.to_pylist()):
+            if s is not None:
+                assert by_seq.get(s) == f"id-{i}", (i, s)
+        assert len(ids) >= result.stored + result.duplicates - _dups_of_retries(acks)
+
+
+def _dups_of_retries(acks: pa.Table) -> int:
+    """Duplicate acks name a seq another row of the same call may also name; count
+    the seqs that more than one row claims (0 unless a retry raced its first send)."""
+    seqs = [s for s in acks.column("seq").to_pylist() if s is not None]
+    return len(seqs) - len(set(seqs))
