@@ -3,6 +3,9 @@ publish stored, streams that do not exist, payload limits, permission violations
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -260,3 +263,55 @@ def test_publish_to_a_denied_subject_fails_the_rows_with_permission_error(
         assert client.stream_info("SEC").state.messages == 2
         with pytest.raises(PublishError, match="permission"):
             client.publish(table.slice(1, 1), ack_timeout=1.0)
+
+
+# -- ack timeouts -----------------------------------------------------------------------
+
+
+def _paused(server: NatsServer, seconds: float) -> threading.Thread:
+    """SIGSTOP the server now and SIGCONT it after ``seconds`` (in a thread)."""
+    assert server.process is not None
+    pid = server.process.pid
+    os.kill(pid, signal.SIGSTOP)
+
+    def resume() -> None:
+        time.sleep(seconds)
+        os.kill(pid, signal.SIGCONT)
+
+    thread = threading.Thread(target=resume)
+    thread.start()
+    return thread
+
+
+def test_ack_timeouts_are_retried_with_msg_ids(nats_server: NatsServer) -> None:
+    """A stalled server: rows with msg ids are sent again after the ack timeout and end
+    stored exactly once (or duplicate), none lost."""
+    with ja.connect(nats_server.url) as client:
+        client.create_stream("T", ["t.>"])
+        table = rows(2_000, "t", headers=False)
+        thread = _paused(nats_server, 1.5)
+        try:
+            result = client.publish(
+                table, ack_timeout=0.5, max_retries=10, retry_backoff=0.1, raise_on_error=False
+            )
+        finally:
+            thread.join()
+        assert result.failed == 0, result.failed_rows().slice(0, 3).to_pylist()
+        assert result.stored + result.duplicates == 2_000
+        back = read_all(client, "T", include_headers=True)
+        ids = [dict(h)["Nats-Msg-Id"][0] for h in back.column("headers").to_pylist()]
+        assert sorted(ids) == sorted(f"id-{i}" for i in range(2_000))
+
+
+def test_ack_timeout_without_msg_id_is_reported_not_retried(nats_server: NatsServer) -> None:
+    with ja.connect(nats_server.url) as client:
+        client.create_stream("T", ["t.>"])
+        table = rows(5, "t", headers=False, msg_ids=False)
+        thread = _paused(nats_server, 1.5)
+        try:
+            result = client.publish(table, ack_timeout=0.5, raise_on_error=False)
+        finally:
+            thread.join()
+        assert result.failed == 5
+        for error in result.acks.column("error").to_pylist():
+            assert "ack_timeout" in error and "msg id" in error, error
