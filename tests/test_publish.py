@@ -406,3 +406,34 @@ def _dups_of_retries(acks: pa.Table) -> int:
     the seqs that more than one row claims (0 unless a retry raced its first send)."""
     seqs = [s for s in acks.column("seq").to_pylist() if s is not None]
     return len(seqs) - len(set(seqs))
+
+
+# -- publisher options ------------------------------------------------------------------
+
+
+def test_on_full_fail_refuses_rows_beyond_the_window(client: ja.Client, stream: str) -> None:
+    result = client.publish(
+        rows(1_000, stream, headers=False), window=10, on_full="fail", raise_on_error=False
+    )
+    assert result.rows == 1_000
+    assert result.stored + result.failed == 1_000
+    assert 10 <= result.stored < 1_000
+    refused = result.failed_rows()
+    assert all("window" in e and "on_full" in e for e in refused.column("error").to_pylist())
+    # Refused rows are the tail of the input; the stored ones are in the stream.
+    assert refused.column("row").to_pylist() == list(range(result.stored, 1_000))
+    assert stream_state(client, stream).messages == result.stored
+
+
+@pytest.mark.parametrize("window", [0, 10**9])
+def test_window_out_of_range(client: ja.Client, stream: str, window: int) -> None:
+    with pytest.raises(ValueError, match="window"):
+        client.publish(rows(1, stream), window=window)
+
+
+def test_closed_publisher(client: ja.Client, stream: str) -> None:
+    pub = client.publisher()
+    pub.close()
+    with pytest.raises(ValueError, match="closed"):
+        pub.publish(rows(1, stream))
+    assert stream_state(client, stream).messages == 0
