@@ -291,6 +291,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="Spark partitions of the data set (default: cores, at least 2)",
     )
     p.add_argument(
+        "--step-timeout",
+        type=float,
+        default=900.0,
+        metavar="SECONDS",
+        help="give up on a Spark step (write, read, check) after this long (default 900)",
+    )
+    p.add_argument(
         "--keep-stream",
         action="store_true",
         help="with --servers, keep the demo stream (default: delete it)",

@@ -12,9 +12,14 @@ import argparse
 import os
 import secrets
 import sys
+import tempfile
+import threading
 import time
+import warnings
+from collections.abc import Callable
 from contextlib import ExitStack
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 from ..embedded_server import EmbeddedServer
 from ..exceptions import NotFoundError
@@ -22,7 +27,18 @@ from ..options import ConnectOptions
 from .errors import CliError
 from .progress import human_count, human_duration, human_rate
 
+_T = TypeVar("_T")
 _SUBJECTS = 8
+# Spark logs only errors during the demo; its own output is the report.
+_LOG4J = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
 
 
 def _say(message: str) -> None:
@@ -37,11 +53,18 @@ def _spark_session(master: str, partitions: int) -> Any:
     # Spark's Python workers must run this interpreter, which has jetstream_arrow.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # Everything here is on loopback; this also silences Spark's hostname warning.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\..*")
+    log_config = Path(tempfile.mkdtemp(prefix="jetstream-arrow-demo-")) / "log4j2.properties"
+    log_config.write_text(_LOG4J)
     try:
         spark = (
             SparkSession.builder.master(master)
             .appName("jetstream-arrow demo")
+            .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log_config}")
             .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", str(partitions))
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
             .getOrCreate()
@@ -150,7 +173,7 @@ def run(args: argparse.Namespace, client_factory: Any) -> int:
         writer = df.write.format("jetstream").mode("append").option("stream", stream)
         for key, value in options.items():
             writer = writer.option(key, value)
-        writer.save()
+        _timed(spark, args.step_timeout, "writing the data set through Spark", writer.save)
         write_s = time.monotonic() - started
         stored = client.stream_info(stream).state.messages
         _report("write", args.rows, write_s)
@@ -160,11 +183,21 @@ def run(args: argparse.Namespace, client_factory: Any) -> int:
         for key, value in options.items():
             reader = reader.option(key, value)
         started = time.monotonic()
-        got = _fingerprint(reader.load())
+        got = _timed(
+            spark,
+            args.step_timeout,
+            "reading the stream through Spark",
+            lambda: _fingerprint(reader.load()),
+        )
         read_s = time.monotonic() - started
         _report("read", got["count"], read_s)
 
-        want = _fingerprint(df)
+        want = _timed(
+            spark,
+            args.step_timeout,
+            "fingerprinting the generated data set",
+            lambda: _fingerprint(df),
+        )
         problems = []
         if stored != args.rows:
             problems.append(f"the stream holds {stored} messages, expected {args.rows}")
@@ -198,6 +231,31 @@ def _spark_connect_options(opts: ConnectOptions) -> dict[str, Any]:
             head, *rest = name.split("_")
             out[head + "".join(part.title() for part in rest)] = value
     return out
+
+
+def _timed(spark: Any, timeout: float, what: str, step: Callable[[], _T]) -> _T:
+    """Run a Spark step; cancel its jobs and fail if it takes longer than ``timeout``."""
+    expired = threading.Event()
+
+    def cancel() -> None:
+        expired.set()
+        spark.sparkContext.cancelAllJobs()
+
+    timer = threading.Timer(timeout, cancel)
+    timer.daemon = True
+    timer.start()
+    try:
+        return step()
+    except Exception as e:
+        if expired.is_set():
+            raise CliError(
+                f"{what} did not finish within {timeout:g} s (--step-timeout); its Spark "
+                "jobs were cancelled"
+            ) from None
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CliError(f"{what} failed: {first}") from e
+    finally:
+        timer.cancel()
 
 
 def _report(step: str, rows: int, seconds: float) -> None:
