@@ -268,16 +268,22 @@ def run_process(cmd: list[str], timeout: float) -> Run:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=ROOT, start_new_session=True)
         deadline = time.monotonic() + timeout
         timed_out = False
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() > deadline:
-                timed_out = True
-                os.killpg(proc.pid, signal.SIGKILL)
-                pid, status, usage = os.wait4(proc.pid, 0)
-                break
-            time.sleep(0.02)
+        try:
+            while True:
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    break
+                if time.monotonic() > deadline:
+                    timed_out = True
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    pid, status, usage = os.wait4(proc.pid, 0)
+                    break
+                time.sleep(0.02)
+        except BaseException:
+            # Interrupted (Ctrl-C, SIGTERM): the case must not outlive the harness.
+            os.killpg(proc.pid, signal.SIGKILL)
+            os.wait4(proc.pid, 0)
+            raise
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
@@ -354,7 +360,7 @@ def case_command(
 
 def case_timeout(case: str, n: int) -> float:
     # Generous: a tenth of nats-py's speed on this machine, plus start-up.
-    return (240.0 if case.startswith("spark") else 60.0) + n / 3000
+    return (180.0 if case.startswith("spark") else 60.0) + n / 3000
 
 
 # -- the run -----------------------------------------------------------------------------
@@ -482,13 +488,25 @@ def markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     lines = [
         f"nats-server {meta['server_version']}, {meta['cores']} cores, {meta['machine']}, "
         f"Python {meta['python']}, {meta['date']}; median of {meta['repeat']} "
-        f"(messages per case: {meta['counts']}).",
+        f"(messages per case: {meta['counts']})"
+        + ("." if meta["complete"] else "; incomplete run."),
         "",
         "| " + " | ".join(HEADER) + " |",
         "|" + "|".join("---" if i in (0, 1, 8) else "---:" for i in range(len(HEADER))) + "|",
     ]
     lines += ["| " + " | ".join(fmt_row(r)) + " |" for r in rows]
     return "\n".join(lines) + "\n"
+
+
+def write_results(out: Path, meta: dict[str, Any], rows: list[dict[str, Any]], latest: bool) -> str:
+    table = markdown(meta, rows)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".md").write_text(table)
+    out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    if latest:
+        shutil.copyfile(out.with_suffix(".md"), out.parent / "latest.md")
+        shutil.copyfile(out.with_suffix(".json"), out.parent / "latest.json")
+    return table
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -539,9 +557,22 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"{binary} is missing; build it with cargo or drop --no-build")
 
     now = dt.datetime.now(dt.timezone.utc).astimezone()
+    out = Path(args.out) if args.out else ROOT / "bench-results" / now.strftime("%Y%m%d-%H%M%S")
     server = Server()
     rows: list[dict[str, Any]] = []
-    counts: dict[str, int] = {}
+    meta = {
+        "date": now.isoformat(timespec="seconds"),
+        "server_version": server.version,
+        "cores": os.cpu_count(),
+        "machine": f"{platform.system()} {platform.machine()}",
+        "python": platform.python_version(),
+        "repeat": args.repeat,
+        "counts": {},
+        "quick": args.quick,
+        "publish_window": PUBLISH_WINDOW,
+        "command": " ".join(["python", "benches/run.py", *(argv or sys.argv[1:])]),
+        "complete": False,
+    }
     admin: Admin | None = None
     try:
         server.start()
@@ -549,9 +580,11 @@ def main(argv: list[str] | None = None) -> int:
         log(f"nats-server {server.version} at {server.url}; cases: {', '.join(args.cases)}")
         for size in args.sizes:
             n = max(1, min(args.count, int(args.max_mb * 1e6) // size))
-            counts[str(size)] = n
+            meta["counts"][str(size)] = n
             log(f"{size} B x {n} messages")
             rows += bench_size(size, n, args.cases, args.repeat, server, admin, binary)
+            # Written after every size, so a long run that is stopped keeps what it measured.
+            write_results(out, meta, rows, latest=not args.out)
     finally:
         if admin is not None:
             try:
@@ -560,27 +593,9 @@ def main(argv: list[str] | None = None) -> int:
                 pass
         server.stop()
 
-    meta = {
-        "date": now.isoformat(timespec="seconds"),
-        "server_version": server.version,
-        "cores": os.cpu_count(),
-        "machine": f"{platform.system()} {platform.machine()}",
-        "python": platform.python_version(),
-        "repeat": args.repeat,
-        "counts": counts,
-        "quick": args.quick,
-        "publish_window": PUBLISH_WINDOW,
-        "command": " ".join(["python", "benches/run.py", *(argv or sys.argv[1:])]),
-    }
-    table = markdown(meta, rows)
+    meta["complete"] = True
+    table = write_results(out, meta, rows, latest=not args.out)
     print(table)
-    out = Path(args.out) if args.out else ROOT / "bench-results" / now.strftime("%Y%m%d-%H%M%S")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".md").write_text(table)
-    out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
-    if not args.out:
-        shutil.copyfile(out.with_suffix(".md"), out.parent / "latest.md")
-        shutil.copyfile(out.with_suffix(".json"), out.parent / "latest.json")
     log(f"wrote {out.with_suffix('.md')} and {out.with_suffix('.json')}")
 
     failed = [r["case"] for r in rows if r.get("error")]
