@@ -1,0 +1,52 @@
+"""Spark integration: the ``"jetstream"`` data source and mapInArrow helpers.
+
+Installing the package registers the format automatically (Spark finds the top-level
+module ``pyspark_jetstream`` and its ``DefaultSource``); :func:`register` does it
+explicitly::
+
+    import jetstream_arrow.spark as js
+    js.register(spark)
+    df = spark.read.format("jetstream").option("servers", url).option("stream", "ORDERS").load()
+    df.write.format("jetstream").mode("append").option("servers", url).save()
+
+Needs ``pyspark>=4.2`` on the driver and the executors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._columns import ACK_SCHEMA, message_schema
+from .datasource import (
+    DataLossError,
+    JetStreamDataSource,
+    JetStreamReader,
+    JetStreamWriter,
+    SequenceRange,
+)
+from .functions import publish_fn, read_fn
+from .options import ReadOptions, WriteOptions, parse_read_options, parse_write_options
+
+
+def register(spark: Any) -> None:
+    """Register format ``"jetstream"`` with this SparkSession (needed only where the
+    automatic registration through ``pyspark_jetstream`` is not available)."""
+    spark.dataSource.register(JetStreamDataSource)
+
+
+__all__ = [
+    "ACK_SCHEMA",
+    "DataLossError",
+    "JetStreamDataSource",
+    "JetStreamReader",
+    "JetStreamWriter",
+    "ReadOptions",
+    "SequenceRange",
+    "WriteOptions",
+    "message_schema",
+    "parse_read_options",
+    "parse_write_options",
+    "publish_fn",
+    "read_fn",
+    "register",
+]

@@ -1,0 +1,192 @@
+"""Spark schemas of the message and ack tables, and the input columns of a publish.
+
+Reads yield the message schema exactly as Spark declares it (names, types and
+nullability must match, or Spark refuses the batch). Publishes accept a DataFrame with
+``subject`` (or a constant subject), ``data`` (binary or string), optional ``headers``
+and an optional id column; other columns are ignored, so a DataFrame read from a
+stream can be written straight back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from ..exceptions import BadInputError
+
+
+def message_schema(include_headers: bool = False) -> StructType:
+    """The Spark schema of messages read from a stream (``includeHeaders`` adds ``headers``)."""
+    fields = [
+        StructField("stream", StringType(), False),
+        StructField("subject", StringType(), False),
+        StructField("seq", LongType(), False),
+        StructField("timestamp", TimestampType(), False),
+    ]
+    if include_headers:
+        fields.append(
+            StructField("headers", MapType(StringType(), ArrayType(StringType(), True), True), True)
+        )
+    fields.append(StructField("data", BinaryType(), False))
+    return StructType(fields)
+
+
+#: The Spark schema of the per-row acks that :func:`publish_fn` yields.
+ACK_SCHEMA = StructType(
+    [
+        StructField("seq", LongType(), True),
+        StructField("duplicate", BooleanType(), False),
+        StructField("error", StringType(), True),
+    ]
+)
+
+
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema Spark expects for ``schema`` (timestamps in UTC)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+def conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """``batch`` in exactly the ``target`` schema (a no-op when it already is)."""
+    if batch.schema.equals(target):
+        return batch
+    try:
+        return batch.select(target.names).cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, KeyError) as err:
+        raise BadInputError(
+            f"a batch read from the stream has the schema {batch.schema} where Spark "
+            f"expects {target}: {err}"
+        ) from None
+
+
+def _is_string(t: pa.DataType) -> bool:
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
+
+
+def _is_binary(t: pa.DataType) -> bool:
+    return bool(pa.types.is_binary(t) or pa.types.is_large_binary(t))
+
+
+def _headers_ok(t: pa.DataType) -> bool:
+    if not pa.types.is_map(t) or not _is_string(t.key_type):
+        return False
+    item = t.item_type
+    if _is_string(item):
+        return True
+    return (pa.types.is_list(item) or pa.types.is_large_list(item)) and _is_string(item.value_type)
+
+
+def _spark_type(t: pa.DataType) -> str:
+    if _is_string(t):
+        return "string"
+    if _is_binary(t):
+        return "binary"
+    try:
+        from pyspark.sql.pandas.types import from_arrow_type
+
+        return str(from_arrow_type(t).simpleString())
+    except Exception:
+        return str(t)
+
+
+@dataclass(frozen=True)
+class PublishColumns:
+    """Which input column feeds which column of a publish (names as in the input)."""
+
+    subject: str | None
+    data: str
+    headers: str | None
+    msg_id: str | None
+
+    @classmethod
+    def resolve(
+        cls, schema: pa.Schema, *, constant_subject: bool, msg_id_column: str | None
+    ) -> PublishColumns:
+        """Check the input columns, naming the one at fault. Spark matches column
+        names case-insensitively, so this does too."""
+        by_lower: dict[str, str] = {}
+        for name in schema.names:
+            by_lower.setdefault(name.lower(), name)
+
+        def find(name: str) -> str | None:
+            return by_lower.get(name.lower())
+
+        def check(name: str, ok: bool, want: str) -> None:
+            if not ok:
+                got = _spark_type(schema.field(name).type)
+                raise BadInputError(f"column {name!r} must be {want}, got {got}")
+
+        subject = None
+        if not constant_subject:
+            subject = find("subject")
+            if subject is None:
+                raise BadInputError(
+                    "no 'subject' column: add one (string) or give option 'subject' "
+                    f"(columns: {', '.join(schema.names)})"
+                )
+            check(subject, _is_string(schema.field(subject).type), "string")
+        data = find("data")
+        if data is None:
+            raise BadInputError(
+                f"no 'data' column (binary or string) to publish (columns: {', '.join(schema.names)})"
+            )
+        check(
+            data,
+            _is_binary(schema.field(data).type) or _is_string(schema.field(data).type),
+            "binary or string",
+        )
+        headers = find("headers")
+        if headers is not None:
+            check(
+                headers,
+                _headers_ok(schema.field(headers).type),
+                "map<string, array<string>> or map<string, string>",
+            )
+        if msg_id_column is not None:
+            msg_id = find(msg_id_column)
+            if msg_id is None:
+                raise BadInputError(
+                    f"option 'msgIdColumn': no column {msg_id_column!r} "
+                    f"(columns: {', '.join(schema.names)})"
+                )
+        else:
+            msg_id = find("msg_id")
+        if msg_id is not None:
+            check(msg_id, _is_string(schema.field(msg_id).type), "string (it becomes Nats-Msg-Id)")
+        return cls(subject=subject, data=data, headers=headers, msg_id=msg_id)
+
+    def select(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """The publish input: the chosen columns under the engine's names, plain
+        (not large) string and binary types."""
+        arrays = []
+        names = []
+        for source, target in (
+            (self.subject, "subject"),
+            (self.data, "data"),
+            (self.headers, "headers"),
+            (self.msg_id, "msg_id"),
+        ):
+            if source is None:
+                continue
+            column = batch.column(source)
+            if pa.types.is_large_string(column.type):
+                column = column.cast(pa.string())
+            elif pa.types.is_large_binary(column.type):
+                column = column.cast(pa.binary())
+            arrays.append(column)
+            names.append(target)
+        return pa.RecordBatch.from_arrays(arrays, names=names)

@@ -1,0 +1,143 @@
+"""Functions for ``df.mapInArrow``: publish each batch, or read sequence ranges.
+
+Both take the options of the data source in Python spelling (or Spark spelling) and
+return a plain function that Spark pickles to its executors; the connection is made
+there, once per Python worker process.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from ..exceptions import BadInputError
+from ._columns import ACK_SCHEMA, PublishColumns, arrow_schema, conform, message_schema
+from .connection_cache import get_client
+from .datasource import _Tally, _task_ids, publish_batches, read_range
+from .options import parse_read_options, parse_write_options
+
+ArrowFn = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+
+
+def publish_fn(**options: Any) -> ArrowFn:
+    """A function for ``df.mapInArrow(fn, ACK_SCHEMA)`` that publishes every row.
+
+    The input has the columns of a write: ``subject`` (or option ``subject``), ``data``
+    (binary or string), optional ``headers`` and an optional id column (``msg_id``, or
+    the one named by ``msg_id_column``). For each input batch it yields one batch of
+    acks, row for row in input order, with the schema
+    ``seq bigint, duplicate boolean, error string`` (:data:`ACK_SCHEMA`): ``seq`` is
+    the stream sequence (null when the row failed), ``duplicate`` says the server
+    already had that message id, ``error`` is null when the row is stored.
+
+    Options: the connection options of :func:`jetstream_arrow.connect` and the write
+    options (``subject``, ``msg_id_column``, ``write_id``, ``window``,
+    ``ack_timeout``, ``max_retries``, ``retry_backoff``, ``expected_stream``).
+
+    Message ids: rows without an id get ``<write id>-<stage>-<partition>-<n>``, so a
+    retried task is deduplicated by the server while running the function again in
+    another job (another action on the DataFrame) publishes again. With an explicit
+    ``write_id`` the ids are ``<write id>-<partition>-<n>``: running the same input
+    again, in any job, is deduplicated (inside the stream's duplicate window).
+    """
+    explicit_id = any(k.replace("_", "").lower() == "writeid" for k in options)
+    opts = parse_write_options(options)
+    write_id = opts.write_id if explicit_id else uuid.uuid4().hex
+
+    def publish(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        stage, partition, attempt = _task_ids()
+        prefix = f"{write_id}-{partition}-" if explicit_id else f"{write_id}-{stage}-{partition}-"
+        batches = iter(batches)
+        first = next(batches, None)
+        if first is None:
+            return
+        columns = PublishColumns.resolve(
+            first.schema,
+            constant_subject=opts.subject is not None,
+            msg_id_column=opts.msg_id_column,
+        )
+        target = arrow_schema(ACK_SCHEMA)
+        where = f"publish_fn, partition {partition}, attempt {attempt}"
+        for result in publish_batches(
+            opts, columns, _chain(first, batches), prefix, _Tally(), where
+        ):
+            for acks in result.acks.to_batches():
+                yield conform(acks, target)
+
+    return publish
+
+
+def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    yield first
+    yield from rest
+
+
+def read_fn(**options: Any) -> ArrowFn:
+    """A function for ``df.mapInArrow(fn, message_schema(include_headers))`` that reads
+    the messages of each input row's sequence range.
+
+    Input columns: ``stream`` (string; optional when option ``stream`` is given),
+    ``start_seq`` (bigint, first sequence) and ``end_seq`` (bigint, last sequence,
+    inclusive; null reads to the stream's last message). Output: the message schema
+    ``stream string, subject string, seq bigint, timestamp timestamp, data binary``,
+    with ``headers map<string, array<string>>`` before ``data`` when
+    ``include_headers=True`` (:func:`message_schema` gives it).
+
+    Options: the connection options of :func:`jetstream_arrow.connect`, ``stream``,
+    ``subjects``, ``include_headers``, ``fail_on_data_loss``, ``batch_rows``,
+    ``max_bytes``, ``heartbeat``.
+    """
+    opts = parse_read_options(options, need_stream=False)
+    for name, value in (
+        ("start_seq", opts.start_seq),
+        ("end_seq", opts.end_seq),
+        ("start_time", opts.start_time),
+        ("end_time", opts.end_time),
+    ):
+        if value is not None:
+            raise BadInputError(
+                f"option {name!r} does not apply to read_fn: each input row gives its range "
+                "(columns stream, start_seq, end_seq)"
+            )
+    target = arrow_schema(message_schema(opts.include_headers))
+
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        client = get_client(opts.connect)
+        for batch in batches:
+            names = {n.lower(): n for n in batch.schema.names}
+            for column in ("start_seq", "end_seq") + (() if opts.stream else ("stream",)):
+                if column not in names:
+                    raise BadInputError(
+                        f"read_fn: no column {column!r} in the input "
+                        f"(columns: {', '.join(batch.schema.names)}); each row is a range "
+                        "(stream, start_seq, end_seq)"
+                    )
+            starts = batch.column(names["start_seq"]).to_pylist()
+            ends = batch.column(names["end_seq"]).to_pylist()
+            streams = (
+                batch.column(names["stream"]).to_pylist()
+                if "stream" in names
+                else [opts.stream] * batch.num_rows
+            )
+            for stream, start, end in zip(streams, starts, ends, strict=True):
+                if stream is None or start is None:
+                    raise BadInputError("read_fn: 'stream' and 'start_seq' may not be null")
+                if start < 1 or (end is not None and end < start):
+                    raise BadInputError(
+                        f"read_fn: bad range start_seq={start}, end_seq={end} (sequences start "
+                        "at 1, end_seq is inclusive and not below start_seq)"
+                    )
+                yield from read_range(
+                    client,
+                    opts,
+                    stream,
+                    int(start),
+                    None if end is None else int(end),
+                    opts.subjects,
+                    target,
+                )
+
+    return read
