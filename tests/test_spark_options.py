@@ -1,0 +1,160 @@
+"""Spark option parsing: names in both spellings, clear errors, no secrets shown."""
+
+from __future__ import annotations
+
+import itertools
+import pickle
+from datetime import datetime, timezone
+
+import pytest
+
+from jetstream_arrow.exceptions import BadInputError
+from jetstream_arrow.spark.datasource import SequenceRange, split_range
+from jetstream_arrow.spark.options import (
+    CONNECT_SPECS,
+    parse_read_options,
+    parse_write_options,
+)
+
+
+def test_spark_and_python_spellings_are_the_same_option() -> None:
+    spark = parse_read_options(
+        {"STREAM": "ORDERS", "startingsequence": "5", "nkeySeed": "SUAX", "apiPrefix": "JS.x.API"}
+    )
+    python = parse_read_options(
+        {"stream": "ORDERS", "start_seq": 5, "nkey_seed": "SUAX", "api_prefix": "JS.x.API"}
+    )
+    assert spark == python
+    assert spark.start_seq == 5
+    assert spark.connect.nkey_seed == "SUAX"
+    assert spark.connect.js_api_prefix == "JS.x.API"
+
+
+def test_every_connect_option_has_a_spark_name() -> None:
+    names = {spec.spark for spec in CONNECT_SPECS}
+    assert {
+        "servers",
+        "user",
+        "password",
+        "token",
+        "creds",
+        "nkeySeed",
+        "tlsCa",
+        "tlsCert",
+        "tlsKey",
+        "domain",
+        "apiPrefix",
+    } <= names
+    opts = parse_read_options(
+        {"stream": "S", "connectTimeout": "2.5", "maxReconnects": "3", "tlsRequired": "true"}
+    )
+    assert opts.connect.connect_timeout == 2.5
+    assert opts.connect.max_reconnects == 3
+    assert opts.connect.tls_required is True
+
+
+def test_read_defaults_and_types() -> None:
+    opts = parse_read_options(
+        {
+            "stream": "S",
+            "subjects": "a.*, b.>",
+            "includeHeaders": "TRUE",
+            "failOnDataLoss": "false",
+            "minPartitions": "4",
+            "startingTime": "2026-01-31T12:00:00Z",
+        }
+    )
+    assert opts.subjects == ("a.*", "b.>")
+    assert opts.include_headers is True
+    assert opts.fail_on_data_loss is False
+    assert opts.min_partitions == 4
+    assert opts.start_time == datetime(2026, 1, 31, 12, tzinfo=timezone.utc)
+    assert parse_read_options({"stream": "S"}).fail_on_data_loss is True
+    assert parse_read_options({"path": "S"}).stream == "S"
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({}, "'stream'"),
+        ({"stream": "a.b"}, "'stream'"),
+        ({"stream": "S", "startingSequence": "abc"}, "'startingSequence'"),
+        ({"stream": "S", "startingSequence": "0"}, "'startingSequence'"),
+        ({"stream": "S", "startingSequence": "9", "endingSequence": "3"}, "'endingSequence'"),
+        ({"stream": "S", "minPartitions": "-1"}, "'minPartitions'"),
+        ({"stream": "S", "includeHeaders": "maybe"}, "'includeHeaders'"),
+        ({"stream": "S", "startingTime": "yesterday"}, "'startingTime'"),
+        ({"stream": "S", "startingTime": "2026-01-31T12:00:00"}, "'startingTime'"),
+        ({"stream": "S", "startingSequence": "1", "startingTime": "0"}, "'startingTime'"),
+        ({"stream": "S", "subjects": "a,,b"}, "'subjects'"),
+        ({"stream": "S", "startingSequnce": "1"}, "'startingSequnce'"),
+        ({"stream": "S", "domain": "hub", "apiPrefix": "X"}, "'domain'"),
+    ],
+)
+def test_bad_read_options_name_the_option(options: dict[str, str], named: str) -> None:
+    with pytest.raises(BadInputError) as excinfo:
+        parse_read_options(options)
+    assert named in str(excinfo.value)
+
+
+def test_write_options() -> None:
+    opts = parse_write_options(
+        {
+            "servers": "nats://h:1",
+            "subject": "x.y",
+            "ackWindow": "100",
+            "ackTimeout": "2",
+            "maxRetries": "0",
+            "stream": "ORDERS",
+            "msgIdColumn": "id",
+            "path": "ignored",
+        }
+    )
+    assert opts.subject == "x.y"
+    assert opts.window == 100
+    assert opts.ack_timeout == 2.0
+    assert opts.max_retries == 0
+    assert opts.expected_stream == "ORDERS"
+    assert opts.msg_id_column == "id"
+    # Each write gets its own id unless one is given.
+    assert parse_write_options({}).write_id != parse_write_options({}).write_id
+    assert parse_write_options({"writeId": "job-7"}).write_id == "job-7"
+    with pytest.raises(BadInputError, match="'ackWindow'"):
+        parse_write_options({"ackWindow": "0"})
+    with pytest.raises(BadInputError, match="'startingSequence'"):
+        parse_write_options({"startingSequence": "1"})
+
+
+def test_secrets_stay_out_of_repr_and_errors_but_survive_pickle() -> None:
+    opts = parse_read_options(
+        {
+            "stream": "S",
+            "user": "u",
+            "password": "pw-SECRET-1",
+            "token": "tok-SECRET-2",
+            "nkeySeed": "SU-SECRET-3",
+        }
+    )
+    for text in (
+        repr(opts),
+        str(opts),
+        repr(parse_write_options({"password": "pw-SECRET-1", "user": "u"})),
+    ):
+        assert "SECRET" not in text
+    copy = pickle.loads(pickle.dumps(opts))
+    assert copy.connect.password == "pw-SECRET-1"
+    with pytest.raises(BadInputError) as excinfo:
+        parse_read_options({"stream": "S", "password": "pw-SECRET-1", "bogus": "1"})
+    assert "SECRET" not in str(excinfo.value)
+
+
+def test_split_range_sizes() -> None:
+    ranges = split_range(1, 1000, 7, 10**9)
+    assert len(ranges) == 7
+    assert ranges[0].start == 1 and ranges[-1].end == 1000
+    assert all(a.end + 1 == b.start for a, b in itertools.pairwise(ranges))
+    assert max(r.end - r.start for r in ranges) - min(r.end - r.start for r in ranges) <= 1
+    assert len(split_range(1, 1000, 1, 100)) == 10
+    assert len(split_range(5, 7, 10, 100)) == 3  # never more partitions than sequences
+    assert split_range(8, 7, 1, 100) == []
+    assert "SECRET" not in repr(SequenceRange(0, 1, 2))

@@ -1,0 +1,273 @@
+"""spark.read.format("jetstream") against a real nats-server and a local[2] session."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import functions as F
+
+import jetstream_arrow as ja
+from conftest_spark import (
+    SPARK_ERRORS,
+    error_text,
+    make_stream,
+    publish,
+    pushdown,
+    read_df,
+    spark,
+    stream_table,
+)
+from jetstream_arrow.spark import message_schema, register
+
+pytestmark = pytest.mark.spark
+__all__ = ["pushdown", "spark"]  # fixtures, imported for pytest
+
+
+def test_format_is_registered_automatically_and_reads_everything(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    url, name = shared_nats_server.url, unique_name("R")
+    make_stream(url, name)
+    publish(url, name, 1000)
+    # No register() call: Spark found pyspark_jetstream.DefaultSource by itself.
+    df = read_df(spark, url, name)
+    assert df.schema == message_schema()
+    rows = df.orderBy("seq").collect()
+    assert [r.seq for r in rows] == list(range(1, 1001))
+    assert rows[0].stream == name
+    assert rows[0].subject == f"{name}.a" and rows[1].subject == f"{name}.b"
+    assert rows[41].data == b"m41"
+    assert rows[0].timestamp.year >= 2024
+
+
+def test_register_explicitly_and_read_empty_stream(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    register(spark)
+    url, name = shared_nats_server.url, unique_name("E")
+    make_stream(url, name)
+    assert read_df(spark, url, name).count() == 0
+    assert read_df(spark, url, name, startingSequence=5).count() == 0
+
+
+def test_subject_filtered_read(spark: Any, shared_nats_server: Any, unique_name: Any) -> None:
+    url, name = shared_nats_server.url, unique_name("F")
+    make_stream(url, name)
+    publish(url, name, 300, subjects=("a", "b", "c"))
+    df = read_df(spark, url, name, subjects=f"{name}.a")
+    assert df.count() == 100
+    assert {r.subject for r in df.select("subject").distinct().collect()} == {f"{name}.a"}
+    both = read_df(spark, url, name, subjects=f"{name}.a, {name}.c", minPartitions=3)
+    assert both.count() == 200
+    assert both.filter(F.col("subject") == f"{name}.b").count() == 0
+
+
+def test_sequence_range(spark: Any, shared_nats_server: Any, unique_name: Any) -> None:
+    url, name = shared_nats_server.url, unique_name("Q")
+    make_stream(url, name)
+    publish(url, name, 500)
+    df = read_df(spark, url, name, startingSequence=100, endingSequence=199, minPartitions=3)
+    seqs = sorted(r.seq for r in df.select("seq").collect())
+    assert seqs == list(range(100, 200))
+    # An ending sequence past the end reads what there is when the query is planned.
+    assert read_df(spark, url, name, startingSequence=451, endingSequence=10**6).count() == 50
+
+
+def test_time_range(spark: Any, shared_nats_server: Any, unique_name: Any) -> None:
+    url, name = shared_nats_server.url, unique_name("T")
+    make_stream(url, name)
+    publish(url, name, 100)
+    time.sleep(0.05)
+    publish(url, name, 50, start=100)
+    table = stream_table(url, name)
+    boundary = table.column("timestamp")[100].as_py()  # first message of the second batch
+    iso = boundary.isoformat()
+    later = read_df(spark, url, name, startingTime=iso)
+    assert sorted(r.seq for r in later.select("seq").collect()) == list(range(101, 151))
+    earlier = read_df(spark, url, name, endingTime=iso)
+    assert sorted(r.seq for r in earlier.select("seq").collect()) == list(range(1, 101))
+    epoch = str(boundary.timestamp())
+    assert read_df(spark, url, name, startingTime=epoch).count() == 50
+    assert read_df(spark, url, name, startingTime="2999-01-01T00:00:00Z").count() == 0
+
+
+def test_min_partitions_and_max_messages_per_partition(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    url, name = shared_nats_server.url, unique_name("P")
+    make_stream(url, name)
+    publish(url, name, 1000)
+    df = read_df(spark, url, name, minPartitions=7)
+    assert df.rdd.getNumPartitions() == 7
+    assert df.count() == 1000
+    assert df.select("seq").distinct().count() == 1000
+    assert read_df(spark, url, name, maxMessagesPerPartition=100).rdd.getNumPartitions() == 10
+    assert read_df(spark, url, name).rdd.getNumPartitions() == 1
+
+
+def test_include_headers(spark: Any, shared_nats_server: Any, unique_name: Any) -> None:
+    url, name = shared_nats_server.url, unique_name("H")
+    make_stream(url, name)
+    headers = pa.array(
+        [[("k", ["v1", "v2"])], None, [("x", ["y"])]],
+        pa.map_(pa.utf8(), pa.list_(pa.utf8())),
+    )
+    table = pa.table({"subject": [f"{name}.a"] * 3, "data": [b"1", b"2", b"3"], "headers": headers})
+    with ja.connect(url) as client:
+        client.publish(table)
+    df = read_df(spark, url, name, includeHeaders=True)
+    assert df.schema == message_schema(include_headers=True)
+    rows = df.orderBy("seq").collect()
+    assert rows[0].headers == {"k": ["v1", "v2"]}
+    assert rows[2].headers == {"x": ["y"]}
+    assert not rows[1].headers
+
+
+def _counts_by_filter(df: Any, name: str, boundary: Any) -> dict[str, int]:
+    return {
+        "seq_range": df.filter("seq >= 101 AND seq <= 200").count(),
+        "seq_gt_lt": df.filter((F.col("seq") > 100) & (F.col("seq") < 106)).count(),
+        "seq_eq": df.filter(F.col("seq") == 7).count(),
+        "seq_in": df.filter(F.col("seq").isin(3, 5, 900)).count(),
+        "subject_eq": df.filter(F.col("subject") == f"{name}.a").count(),
+        "subject_in": df.filter(F.col("subject").isin(f"{name}.a", f"{name}.c")).count(),
+        "subject_prefix": df.filter(F.col("subject").startswith(f"{name}.")).count(),
+        "subject_and": df.filter(
+            (F.col("subject") == f"{name}.a") & (F.col("subject") == f"{name}.b")
+        ).count(),
+        "time_ge": df.filter(F.col("timestamp") >= F.lit(boundary)).count(),
+        "time_lt": df.filter(F.col("timestamp") < F.lit(boundary)).count(),
+        "mixed": df.filter(
+            (F.col("seq") <= 300) & (F.col("subject") == f"{name}.b") & (F.col("data") != b"m1")
+        ).count(),
+    }
+
+
+def test_filters_give_the_same_results_with_and_without_pushdown(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    url, name = shared_nats_server.url, unique_name("D")
+    make_stream(url, name)
+    publish(url, name, 400, subjects=("a", "b"))
+    time.sleep(0.05)
+    publish(url, name, 100, subjects=("c",), start=400)
+    boundary = stream_table(url, name).column("timestamp")[400].as_py()
+    expected = {
+        "seq_range": 100,
+        "seq_gt_lt": 5,
+        "seq_eq": 1,
+        "seq_in": 2,
+        "subject_eq": 200,
+        "subject_in": 300,
+        "subject_prefix": 500,
+        "subject_and": 0,
+        "time_ge": 100,
+        "time_lt": 400,
+        "mixed": 149,
+    }
+    df = read_df(spark, url, name, maxMessagesPerPartition=100)
+    assert _counts_by_filter(df, name, boundary) == expected
+    # Without pushdown Spark filters a full scan.
+    assert df.filter("seq >= 101 AND seq <= 200").rdd.getNumPartitions() == 5
+
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    try:
+        df = read_df(spark, url, name, maxMessagesPerPartition=100)
+        assert _counts_by_filter(df, name, boundary) == expected
+        # With pushdown the read itself is narrowed to the sequences asked for.
+        assert df.filter("seq >= 101 AND seq <= 200").rdd.getNumPartitions() == 1
+        assert df.filter("seq > 450").rdd.getNumPartitions() == 1
+        assert df.filter(F.col("timestamp") >= F.lit(boundary)).rdd.getNumPartitions() == 1
+        plan = df.filter("seq >= 101")._jdf.queryExecution().optimizedPlan().toString()
+        assert "seq" not in plan.split("RelationV2")[0]  # no Filter left above the scan
+        # With option subjects given, subject predicates stay with Spark.
+        opt = read_df(spark, url, name, subjects=f"{name}.a,{name}.b")
+        assert opt.filter(F.col("subject") == f"{name}.a").count() == 200
+    finally:
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", "false")
+
+
+def test_fail_on_data_loss_after_purge(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    url, name = shared_nats_server.url, unique_name("L")
+    make_stream(url, name)
+    publish(url, name, 100)
+    with ja.connect(url) as client:
+        client.purge_stream(name, keep=30)  # sequences 1..70 are gone
+    with pytest.raises(SPARK_ERRORS) as excinfo:
+        read_df(spark, url, name, startingSequence=1).count()
+    text = error_text(excinfo)
+    assert "failOnDataLoss" in text
+    assert "1..70" in text
+    df = read_df(spark, url, name, startingSequence=1, failOnDataLoss=False)
+    assert sorted(r.seq for r in df.select("seq").collect()) == list(range(71, 101))
+    # From the stream's start (no starting sequence asked for) nothing is lost.
+    assert read_df(spark, url, name).count() == 30
+    # A range entirely inside what is left is fine either way.
+    assert read_df(spark, url, name, startingSequence=71).count() == 30
+
+    with ja.connect(url) as client:
+        client.purge_stream(name)
+    publish(url, name, 10, start=100)  # sequences 101..110
+    with pytest.raises(SPARK_ERRORS) as excinfo:
+        read_df(spark, url, name, startingSequence=90).count()
+    assert "90..100" in error_text(excinfo)
+    assert read_df(spark, url, name, startingSequence=90, failOnDataLoss="false").count() == 10
+
+
+def test_bad_options_name_the_option(spark: Any, shared_nats_server: Any, unique_name: Any) -> None:
+    url = shared_nats_server.url
+    with pytest.raises(SPARK_ERRORS) as excinfo:
+        spark.read.format("jetstream").option("servers", url).load().count()
+    assert "'stream'" in error_text(excinfo)
+    with pytest.raises(SPARK_ERRORS) as excinfo:
+        read_df(spark, url, unique_name("MISSING")).count()
+    text = error_text(excinfo)
+    assert "'stream'" in text and "no stream" in text
+    name = unique_name("B")
+    make_stream(url, name)
+    for option, value in (
+        ("startingSequence", "first"),
+        ("endingSequence", "-4"),
+        ("minPartitions", "0"),
+        ("failOnDataLoss", "sometimes"),
+        ("startingSequnce", "1"),
+    ):
+        with pytest.raises(SPARK_ERRORS) as excinfo:
+            read_df(spark, url, name, **{option: value}).count()
+        # Spark hands options over with lower-cased names.
+        assert f"'{option.lower()}'" in error_text(excinfo).lower(), option
+    with pytest.raises(SPARK_ERRORS) as excinfo:
+        spark.read.format("jetstream").schema("x int").option("servers", url).option(
+            "stream", name
+        ).load().count()
+    assert "schema" in error_text(excinfo)
+
+
+def test_secrets_stay_out_of_errors_and_explain(
+    spark: Any, nats_server_factory: Any, unique_name: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = nats_server_factory("authorization { user: alice, password: right-SECRET-pw }")
+    name = unique_name("S")
+    with ja.connect(server.url, user="alice", password="right-SECRET-pw") as client:
+        client.create_stream(name, subjects=[f"{name}.>"])
+        client.publish(pa.table({"subject": [f"{name}.a"], "data": [b"x"]}))
+    df = read_df(spark, server.url, name, user="alice", password="right-SECRET-pw")
+    assert df.count() == 1
+    df.filter("seq > 0").explain(True)
+    df.explain("formatted")
+    assert "SECRET" not in capsys.readouterr().out
+    with pytest.raises(SPARK_ERRORS) as excinfo:
+        read_df(spark, server.url, name, user="alice", password="wrong-SECRET-pw").count()
+    text = error_text(excinfo)
+    assert "SECRET" not in text
+    with pytest.raises(SPARK_ERRORS) as excinfo:
+        read_df(
+            spark, server.url, name, token="tok-SECRET", nkeySeed="SUA-SECRET", bogus="1"
+        ).count()
+    text = error_text(excinfo)
+    assert "'bogus'" in text and "SECRET" not in text

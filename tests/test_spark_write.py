@@ -1,0 +1,236 @@
+"""df.write.format("jetstream") against a real nats-server and a local[2] session."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import functions as F
+
+import jetstream_arrow as ja
+from conftest_spark import SPARK_ERRORS, error_text, make_stream, read_df, spark, stream_table
+from jetstream_arrow.spark.datasource import JetStreamCommitMessage, JetStreamWriter
+from jetstream_arrow.spark.options import parse_write_options
+
+pytestmark = pytest.mark.spark
+__all__ = ["spark"]
+
+
+def _rows(spark: Any, name: str, count: int, partitions: int = 4) -> Any:
+    """``count`` rows: subject <name>.<id % 4>, 128-byte payload that encodes the id."""
+    return spark.range(0, count, 1, partitions).select(
+        F.concat(F.lit(f"{name}."), (F.col("id") % 4).cast("string")).alias("subject"),
+        F.lpad(F.col("id").cast("string"), 128, "x").cast("binary").alias("data"),
+    )
+
+
+def _write(df: Any, url: str, **options: Any) -> None:
+    writer = df.write.format("jetstream").mode("append").option("servers", url)
+    for key, value in options.items():
+        writer = writer.option(key, value)
+    writer.save()
+
+
+def _count(url: str, name: str) -> int:
+    with ja.connect(url) as client:
+        return int(client.stream_info(name).state.messages)
+
+
+@pytest.mark.slow
+def test_round_trip_200k_rows(spark: Any, shared_nats_server: Any, unique_name: Any) -> None:
+    url, name = shared_nats_server.url, unique_name("RT")
+    make_stream(url, name)
+    written = _rows(spark, name, 200_000)
+    _write(written, url)
+    assert _count(url, name) == 200_000
+    back = read_df(spark, url, name, minPartitions=4)
+    assert back.count() == 200_000
+    mine = back.select("subject", "data")
+    assert written.exceptAll(mine).count() == 0
+    assert mine.exceptAll(written).count() == 0
+    # Every message carries a Nats-Msg-Id, all different.
+    ids = read_df(spark, url, name, includeHeaders=True).select(
+        F.col("headers")["Nats-Msg-Id"][0].alias("id")
+    )
+    assert ids.filter(F.col("id").isNull()).count() == 0
+    assert ids.distinct().count() == 200_000
+
+
+def test_constant_subject_string_data_and_msg_id_column(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    url, name = shared_nats_server.url, unique_name("C")
+    make_stream(url, name)
+    df = spark.range(100).select(
+        F.concat(F.lit("order-"), F.col("id").cast("string")).alias("order_id"),
+        F.col("id").cast("string").alias("data"),
+        F.lit("ignored").alias("comment"),
+    )
+    _write(df, url, subject=f"{name}.orders", msgIdColumn="order_id")
+    _write(df, url, subject=f"{name}.orders", msgIdColumn="order_id")  # all duplicates
+    assert _count(url, name) == 100
+    table = stream_table(url, name, include_headers=True)
+    assert set(table.column("subject").to_pylist()) == {f"{name}.orders"}
+    assert sorted(table.column("data").to_pylist(), key=int) == [
+        str(i).encode() for i in range(100)
+    ]
+    ids = {dict(h)["Nats-Msg-Id"][0] for h in table.column("headers").to_pylist()}
+    assert ids == {f"order-{i}" for i in range(100)}
+
+
+def test_headers_column_and_read_write_copy(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    url = shared_nats_server.url
+    src, dst = unique_name("SRC"), unique_name("DST")
+    make_stream(url, src)
+    make_stream(url, dst)
+    df = spark.range(10).select(
+        F.concat(F.lit(f"{src}.x")).alias("subject"),
+        F.col("id").cast("string").cast("binary").alias("data"),
+        F.create_map(F.lit("k"), F.array(F.col("id").cast("string"))).alias("headers"),
+    )
+    _write(df, url)
+    # A read can be written straight back: only subject, data and headers are used.
+    copy = (
+        read_df(spark, url, src, includeHeaders=True)
+        .withColumn("subject", F.regexp_replace("subject", f"^{src}", dst))
+        .drop("headers")
+    )
+    _write(copy, url, stream=dst)
+    table = stream_table(url, src, include_headers=True)
+    assert [dict(h)["k"] for h in table.column("headers").to_pylist()] == [
+        [str(i)] for i in range(10)
+    ]
+    assert stream_table(url, dst).column("data").to_pylist() == [str(i).encode() for i in range(10)]
+
+
+def test_same_write_id_makes_a_rerun_a_no_op(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    url, name = shared_nats_server.url, unique_name("W")
+    make_stream(url, name)
+    df = _rows(spark, name, 5_000)
+    _write(df, url, writeId="nightly-2026-01-31")
+    _write(df, url, writeId="nightly-2026-01-31")
+    assert _count(url, name) == 5_000
+    _write(df, url)  # a new write: new ids, stored again
+    assert _count(url, name) == 10_000
+
+
+def _fail_once_after_publishing(url: str, name: str, threshold: int) -> Any:
+    """A mapInArrow step: partition 0's first attempt waits until ``threshold``
+    messages are in the stream (so the write task downstream has published part of
+    its rows), then fails. Every other attempt passes rows through."""
+
+    def step(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        failing = ctx.partitionId() == 0 and ctx.attemptNumber() == 0
+        for i, batch in enumerate(batches):
+            yield batch
+            if failing and i == 2:
+                deadline = time.monotonic() + 60
+                with ja.connect(url) as client:
+                    while client.stream_info(name).state.messages < threshold:
+                        if time.monotonic() > deadline:
+                            raise AssertionError("the write task published nothing")
+                        time.sleep(0.05)
+                raise RuntimeError("injected failure after a partial publish")
+
+    return step
+
+
+@pytest.mark.slow
+def test_retried_task_stores_every_row_exactly_once(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    url, name = shared_nats_server.url, unique_name("X")
+    make_stream(url, name)
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    old = spark.conf.get(key)
+    spark.conf.set(key, "500")
+    try:
+        df = _rows(spark, name, 20_000, partitions=2)
+        # Partition 1 alone stores at most 10_000: more means partition 0 published too.
+        flaky = df.mapInArrow(_fail_once_after_publishing(url, name, 10_500), df.schema)
+        _write(flaky, url)
+    finally:
+        spark.conf.set(key, old)
+    table = stream_table(url, name)
+    assert table.num_rows == 20_000
+    expected = {str(i).rjust(128, "x").encode() for i in range(20_000)}
+    assert set(table.column("data").to_pylist()) == expected
+
+
+def test_overwrite_is_refused(spark: Any, shared_nats_server: Any, unique_name: Any) -> None:
+    url, name = shared_nats_server.url, unique_name("O")
+    make_stream(url, name)
+    with pytest.raises(SPARK_ERRORS) as excinfo:
+        _rows(spark, name, 10).write.format("jetstream").mode("overwrite").option(
+            "servers", url
+        ).save()
+    text = error_text(excinfo)
+    assert "overwrite" in text and "not a table" in text
+    assert _count(url, name) == 0
+
+
+@pytest.mark.parametrize(
+    ("columns", "options", "named"),
+    [
+        (["cast(id as string) as data"], {}, "'subject'"),
+        (["'s.x' as subject", "id as data"], {}, "'data'"),
+        (["'s.x' as subject"], {}, "'data'"),
+        (["'s.x' as subject", "'d' as data", "id as headers"], {}, "'headers'"),
+        (["'s.x' as subject", "'d' as data"], {"msgIdColumn": "nope"}, "'msgIdColumn'"),
+        (["'s.x' as subject", "'d' as data", "id as key"], {"msgIdColumn": "key"}, "'key'"),
+        (["'s.x' as subject", "'d' as data"], {"ackTimeout": "soon"}, "'ackTimeout'"),
+    ],
+)
+def test_wrong_columns_and_options_are_named(
+    spark: Any, shared_nats_server: Any, columns: list[str], options: dict[str, str], named: str
+) -> None:
+    df = spark.range(3).selectExpr(*columns)
+    with pytest.raises(SPARK_ERRORS) as excinfo:
+        _write(df, shared_nats_server.url, **options)
+    assert named in error_text(excinfo)
+
+
+def test_expected_stream_mismatch_fails(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    url, name = shared_nats_server.url, unique_name("ES")
+    make_stream(url, name)
+    with pytest.raises(SPARK_ERRORS) as excinfo:
+        _write(_rows(spark, name, 10, partitions=1), url, expectedStream="ANOTHER", maxRetries=0)
+    assert "not stored" in error_text(excinfo) or "expected" in error_text(excinfo).lower()
+    assert _count(url, name) == 0
+    _write(_rows(spark, name, 10, partitions=1), url, stream=name)
+    assert _count(url, name) == 10
+
+
+def test_commit_and_abort_reports(caplog: pytest.LogCaptureFixture) -> None:
+    from jetstream_arrow.spark._columns import PublishColumns
+
+    writer = JetStreamWriter(
+        parse_write_options({"writeId": "w1", "password": "pw-SECRET", "user": "u"}),
+        PublishColumns(subject="subject", data="data", headers=None, msg_id=None),
+    )
+    done = [
+        JetStreamCommitMessage(0, 0, 100, 100, 0, 1, 100),
+        JetStreamCommitMessage(1, 1, 50, 20, 30, 101, 150),
+    ]
+    with caplog.at_level(logging.INFO, logger="jetstream_arrow.spark"):
+        writer.commit(done)
+        writer.abort([done[0], None])
+    commit, abort = (r.getMessage() for r in caplog.records)
+    assert "write w1 committed" in commit
+    assert "150 rows: 120 stored, 30 duplicates, sequences 1..150" in commit
+    assert "1 of 2 task(s)" in abort and "100 stored" in abort
+    assert "writeId=w1" in abort and "may have stored part" in abort
+    assert "SECRET" not in commit + abort
