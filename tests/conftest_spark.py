@@ -99,7 +99,7 @@ def stream_table(url: str, name: str, include_headers: bool = False) -> pa.Table
         return client.read(name, include_headers=include_headers).read_all()
 
 
-def read_df(spark: Any, url: str, name: str, **options: Any) -> Any:
+def read_df(spark: Any, url: str, name: str, /, **options: Any) -> Any:
     reader = spark.read.format("jetstream").option("servers", url).option("stream", name)
     for key, value in options.items():
         reader = reader.option(key, value)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import itertools
 import pickle
+import re
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +14,8 @@ from jetstream_arrow.exceptions import BadInputError
 from jetstream_arrow.spark.datasource import SequenceRange, split_range
 from jetstream_arrow.spark.options import (
     CONNECT_SPECS,
+    READ_SPECS,
+    WRITE_SPECS,
     parse_read_options,
     parse_write_options,
 )
@@ -51,6 +55,8 @@ def test_every_connect_option_has_a_spark_name() -> None:
     assert opts.connect.connect_timeout == 2.5
     assert opts.connect.max_reconnects == 3
     assert opts.connect.tls_required is True
+    forever = parse_read_options({"stream": "S", "maxReconnects": "none"})
+    assert forever.connect.max_reconnects is None
 
 
 def test_read_defaults_and_types() -> None:
@@ -158,3 +164,25 @@ def test_split_range_sizes() -> None:
     assert len(split_range(5, 7, 10, 100)) == 3  # never more partitions than sequences
     assert split_range(8, 7, 1, 100) == []
     assert "SECRET" not in repr(SequenceRange(0, 1, 2))
+
+
+def _readme_rows() -> list[tuple[str, str, str]]:
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    section = readme.read_text().split("\n## Spark\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `(\w+)` \| `(\w+)` \| ([^|]+) \|", section, re.MULTILINE)
+
+
+def _shown(value: object) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "`true`" if value else "`false`"
+    return f"`{value}`"
+
+
+def test_readme_spark_tables_match_the_options() -> None:
+    rows = _readme_rows()
+    specs = READ_SPECS + WRITE_SPECS
+    assert [(p, s) for p, s, _ in rows] == [(spec.python, spec.spark) for spec in specs]
+    for (_, spark_name, default), spec in zip(rows, specs, strict=True):
+        assert default.strip() == _shown(spec.default), spark_name

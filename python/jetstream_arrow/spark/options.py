@@ -39,6 +39,7 @@ class OptionSpec:
     scope: str  # connect, read, write
     secret: bool = False
     minimum: float | None = None
+    nullable: bool = False  # "none" (or "null") gives None
 
 
 _CONNECT_MEANING = {
@@ -92,6 +93,7 @@ def _connect_specs() -> list[OptionSpec]:
                 meaning=_CONNECT_MEANING.get(f.name, "see `jetstream_arrow.connect`"),
                 scope="connect",
                 secret=not f.repr,
+                nullable=type(None) in typing.get_args(hints[f.name]),
             )
         )
     return specs
@@ -375,6 +377,8 @@ def _parse_subjects(spec: OptionSpec, value: Any) -> tuple[str, ...]:
 
 def _parse_value(spec: OptionSpec, value: Any) -> Any:
     if value is None:
+        return None
+    if spec.nullable and isinstance(value, str) and value.strip().lower() in ("none", "null"):
         return None
     if spec.kind == "bool":
         return _parse_bool(spec, value)

@@ -1,0 +1,102 @@
+"""One connection per Python worker process, with worker reuse on and off."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from typing import Any
+
+import pytest
+
+import jetstream_arrow as ja
+from conftest_spark import TESTS, make_stream, publish, read_df, spark
+from jetstream_arrow.options import ConnectOptions
+from jetstream_arrow.spark.connection_cache import cached_clients, get_client
+
+pytestmark = pytest.mark.spark
+__all__ = ["spark"]
+
+
+def _connections(server: Any, name: str) -> int:
+    connz = server.monitor("connz?limit=1000")
+    return sum(1 for c in connz.get("connections") or [] if c.get("name") == name)
+
+
+def test_cache_gives_one_client_per_options(shared_nats_server: Any) -> None:
+    opts = ConnectOptions(servers=shared_nats_server.url, name="cache-test")
+    first = get_client(opts)
+    assert get_client(ConnectOptions(servers=shared_nats_server.url, name="cache-test")) is first
+    other = get_client(ConnectOptions(servers=shared_nats_server.url, name="cache-test-2"))
+    assert other is not first
+    assert cached_clients() >= 2
+    first.close()
+    assert get_client(opts) is not first  # a closed client is replaced
+
+
+def test_workers_reuse_their_connection(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    url, name = shared_nats_server.url, unique_name("CR")
+    make_stream(url, name)
+    publish(url, name, 800)
+    conn_name = unique_name("conn")
+    df = read_df(spark, url, name, minPartitions=8, name=conn_name)
+    assert df.count() == 800
+    assert df.count() == 800
+    # 16 partitions were read by at most two executor workers and the planning
+    # workers, each with one connection for these options.
+    assert 1 <= _connections(shared_nats_server, conn_name) <= 4
+    with ja.connect(url) as client:
+        assert client.stream_info(name).state.consumer_count == 0
+
+
+_NO_REUSE_JOB = """
+import os, sys
+os.environ["PYSPARK_PYTHON"] = sys.executable
+from pyspark.sql import SparkSession, functions as F
+url, name, conn_name = sys.argv[1:4]
+spark = (SparkSession.builder.master("local[2]")
+         .config("spark.python.worker.reuse", "false")
+         .config("spark.ui.enabled", "false").config("spark.driver.memory", "512m")
+         .getOrCreate())
+df = spark.range(0, 1000, 1, 4).select(
+    F.lit(name + ".x").alias("subject"), F.col("id").cast("string").alias("data"))
+df.write.format("jetstream").mode("append").option("servers", url).option("name", conn_name).save()
+back = (spark.read.format("jetstream").option("servers", url).option("stream", name)
+        .option("name", conn_name).option("minPartitions", 4).load())
+print("ROWS", back.count(), back.select("data").distinct().count())
+spark.stop()
+"""
+
+
+@pytest.mark.slow
+def test_without_worker_reuse_nothing_is_left_open(
+    shared_nats_server: Any, unique_name: Any, tmp_path: Any
+) -> None:
+    url, name = shared_nats_server.url, unique_name("NR")
+    make_stream(url, name)
+    conn_name = unique_name("conn")
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent(_NO_REUSE_JOB))
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])
+    )
+    done = subprocess.run(
+        [sys.executable, str(script), url, name, conn_name],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "ROWS 1000 1000" in done.stdout
+    deadline = time.monotonic() + 10
+    while _connections(shared_nats_server, conn_name) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _connections(shared_nats_server, conn_name) == 0
+    # Every read's consumer was deleted when its task ended.
+    with ja.connect(url) as client:
+        assert client.stream_info(name).state.consumer_count == 0
