@@ -6,13 +6,14 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from typing import Any
 
 import pytest
 
 import jetstream_arrow as ja
-from conftest_spark import TESTS, make_stream, publish, read_df, spark
+from conftest_spark import SPARK_ERRORS, TESTS, make_stream, publish, read_df, spark
 from jetstream_arrow.options import ConnectOptions
 from jetstream_arrow.spark.connection_cache import cached_clients, get_client
 
@@ -99,4 +100,38 @@ def test_without_worker_reuse_nothing_is_left_open(
     assert _connections(shared_nats_server, conn_name) == 0
     # Every read's consumer was deleted when its task ended.
     with ja.connect(url) as client:
+        assert client.stream_info(name).state.consumer_count == 0
+
+
+def test_cancelled_read_leaves_no_consumer(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    url, name = shared_nats_server.url, unique_name("K")
+    make_stream(url, name)
+    publish(url, name, 20_000)
+    sc = spark.sparkContext
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        sc.setJobGroup("cancel-me", "a read to cancel", interruptOnCancel=True)
+        try:
+            read_df(spark, url, name, batchRows=10).foreach(lambda row: time.sleep(0.01))
+        except SPARK_ERRORS as err:
+            errors.append(err)
+
+    job = threading.Thread(target=run)
+    job.start()
+    with ja.connect(url) as client:
+        deadline = time.monotonic() + 60
+        while client.stream_info(name).state.consumer_count == 0:
+            assert time.monotonic() < deadline, "the read never started"
+            time.sleep(0.1)
+        sc.cancelJobGroup("cancel-me")
+        job.join(60)
+        assert errors, "the job was not cancelled"
+        deadline = time.monotonic() + 30
+        while client.stream_info(name).state.consumer_count and time.monotonic() < deadline:
+            time.sleep(0.2)
+        # The cancelled task's reader deleted its consumer (it did not wait for the
+        # server's 5-minute inactivity threshold).
         assert client.stream_info(name).state.consumer_count == 0
