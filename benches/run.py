@@ -317,8 +317,10 @@ def run_process(cmd: list[str], timeout: float) -> Run:
 
 
 def fetch_batch(size: int) -> int:
-    """Pull batch for the native fetch: large, yet a request stays under about 64 MB."""
-    return max(64, min(10_000, (64 << 20) // size))
+    """Pull batch for the native fetch: large, yet two outstanding requests stay well
+    under the server's 64 MB per-client outbound limit (past it the server cuts off a
+    slow client, and AckNone messages cut off are gone)."""
+    return max(64, min(10_000, (8 << 20) // size))
 
 
 def case_command(
@@ -455,7 +457,8 @@ def fmt_row(r: dict[str, Any]) -> list[str]:
             peer += f" (≥{PEER_TARGETS[r['case']]:.0f}x)"
     note = ""
     if r.get("error"):
-        note = f"{r['repeats'] - r['ok']}/{r['repeats']} failed: {r['error']}"
+        error = r["error"] if len(r["error"]) <= 140 else r["error"][:137] + "..."
+        note = f"{r['repeats'] - r['ok']}/{r['repeats']} failed: {error}"
     size = r["size"]
     label = f"{size // 1024} KiB" if size % 1024 == 0 else f"{size} B"
     return [

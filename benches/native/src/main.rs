@@ -11,12 +11,14 @@
 
 use std::collections::HashMap;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_nats::{Client, ConnectOptions, Message, StatusCode, Subject};
 use bytes::Bytes;
-use futures::{FutureExt, StreamExt};
+use futures::StreamExt;
 use serde_json::{json, Value};
+use tokio::sync::{mpsc, Semaphore};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -129,47 +131,55 @@ async fn publish(args: &Args) -> Result<Value, Error> {
     client.flush().await?;
     let payload = Bytes::from(vec![b'x'; size]);
 
-    let mut next: u64 = 0;
-    let mut retry: Vec<u64> = Vec::new();
-    let mut in_flight: u64 = 0;
-    let mut stored: u64 = 0;
-    let mut retries: u64 = 0;
-    let started = Instant::now();
-    while stored < count {
-        while in_flight < window {
-            let index = match retry.pop() {
-                Some(i) => i,
-                None if next < count => {
-                    next += 1;
-                    next - 1
-                }
-                None => break,
-            };
-            client
-                .publish_with_reply(subject.clone(), format!("{inbox}.{index}"), payload.clone())
-                .await?;
-            in_flight += 1;
-        }
-        // Wait for one reply, then take every reply already buffered before publishing again.
-        let first = tokio::time::timeout(STALL, acks.next())
-            .await
-            .map_err(|_| format!("no publish ack for {STALL:?} ({stored} of {count} stored)"))?
-            .ok_or("ack subscription closed")?;
-        let mut msg = Some(first);
-        while let Some(m) = msg {
-            in_flight -= 1;
-            match classify(&m) {
+    // Two tasks: this one publishes while a window permit is free; the ack task returns a
+    // permit per reply and hands back what must be sent again. They run on both cores.
+    let permits = Arc::new(Semaphore::new(window as usize));
+    let (retry_tx, mut retry_rx) = mpsc::unbounded_channel::<u64>();
+    let ack_permits = permits.clone();
+    let acker = tokio::spawn(async move {
+        let mut stored: u64 = 0;
+        let mut retries: u64 = 0;
+        while stored < count {
+            let msg = tokio::time::timeout(STALL, acks.next())
+                .await
+                .map_err(|_| format!("no publish ack for {STALL:?} ({stored} of {count} stored)"))?
+                .ok_or("ack subscription closed")?;
+            match classify(&msg) {
                 Reply::Stored => stored += 1,
                 Reply::Retry => {
                     retries += 1;
-                    let token = m.subject.rsplit('.').next().unwrap_or_default();
-                    retry.push(token.parse().map_err(|_| "bad ack reply subject")?);
+                    let token = msg.subject.rsplit('.').next().unwrap_or_default();
+                    let index = token.parse().map_err(|_| "bad ack reply subject")?;
+                    retry_tx.send(index).map_err(|_| "publisher gone")?;
                 }
-                Reply::Failed(why) => return Err(format!("publish failed: {why}").into()),
+                Reply::Failed(why) => return Err(format!("publish failed: {why}")),
             }
-            msg = acks.next().now_or_never().flatten();
+            ack_permits.add_permits(1);
         }
+        // Dropping retry_tx tells the publisher that everything is stored.
+        Ok::<_, String>((stored, retries))
+    });
+
+    let started = Instant::now();
+    let mut next: u64 = 0;
+    loop {
+        let index = match retry_rx.try_recv() {
+            Ok(i) => i,
+            Err(_) if next < count => {
+                next += 1;
+                next - 1
+            }
+            Err(_) => match retry_rx.recv().await {
+                Some(i) => i,
+                None => break,
+            },
+        };
+        permits.acquire().await?.forget();
+        client
+            .publish_with_reply(subject.clone(), format!("{inbox}.{index}"), payload.clone())
+            .await?;
     }
+    let (stored, retries) = acker.await??;
     let seconds = started.elapsed().as_secs_f64();
     Ok(json!({
         "op": "publish",
