@@ -6,17 +6,20 @@
 # that implement them (turn them into pyarrow with pa.record_batch / pa.schema).
 # Durations are seconds (float), timestamps nanoseconds since the epoch (int).
 
-from typing import Any, final
+from typing import Any, Protocol, final
 
 __version__: str
 
-class ArrowBatch:
-    """A record batch exported through the PyCapsule interface."""
+class _ArrowBatch(Protocol):
+    """A record batch exported through the PyCapsule interface (pa.record_batch takes it)."""
 
     def __arrow_c_array__(self, requested_schema: object | None = None) -> tuple[object, object]: ...
     def __arrow_c_schema__(self) -> object: ...
 
-class ArrowSchema:
+class _ArrowStream(Protocol):
+    """A stream of record batches (pa.RecordBatchReader.from_stream takes it)."""
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object: ...
     def __arrow_c_schema__(self) -> object: ...
 
 @final
@@ -60,7 +63,8 @@ class Client:
         batch_rows: int = 65536,
         max_bytes: int = 16777216,
         heartbeat: float = 5.0,
-    ) -> Reader: ...
+    ) -> _ArrowStream:
+        """Open a read (errors of the opening raise here); batches follow in sequence order."""
     def pull_consumer(self, stream: str, name: str, *, ack_policy: str | None = None) -> PullConsumer:
         """Bind to an existing durable pull consumer without any info lookup."""
     def flush(self, timeout: float | None = None) -> None: ...
@@ -73,7 +77,7 @@ class PublishOutcome:
     duplicates: int
     failed: int
     rows: int
-    def acks(self) -> ArrowBatch:
+    def acks(self) -> _ArrowBatch:
         """seq int64 (null unless stored/duplicate), duplicate bool, error utf8 (null when ok), one row per input row."""
 
 @final
@@ -84,16 +88,8 @@ class Publisher:
     def close(self) -> None: ...
 
 @final
-class Reader:
-    def schema(self) -> ArrowSchema: ...
-    def __iter__(self) -> Reader: ...
-    def __next__(self) -> ArrowBatch: ...
-    def close(self) -> None:
-        """Stop early and delete the reader's consumer on the server."""
-
-@final
 class ConsumedBatch:
-    def batch(self) -> ArrowBatch: ...
+    def batch(self) -> _ArrowBatch: ...
     def __len__(self) -> int: ...
     def ack(self, rows: list[int] | None = None) -> None: ...
     def ack_sync(self, rows: list[int] | None = None, timeout: float = 5.0) -> None:

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from . import _core
-from .exceptions import BadInputError, PublishError
+from .exceptions import BadInputError, JetStreamArrowError, PublishError
 from .management import ManagementMixin
 from .options import ConnectOptions
 
@@ -46,8 +46,12 @@ def _time_ns(value: datetime | int | float | str | None, option: str) -> int | N
                 "give an aware datetime (e.g. tzinfo=timezone.utc)"
             )
         delta = value - datetime(1970, 1, 1, tzinfo=timezone.utc)
+        if not -(2**63) < delta.total_seconds() * 1e9 < 2**63:
+            raise BadInputError(f"option {option!r}: {value!r} is out of range (years 1678-2262)")
         return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
     if isinstance(value, (int, float)):
+        if not -(2**63) < value * 1e9 < 2**63:
+            raise BadInputError(f"option {option!r}: {value!r} is out of range (years 1678-2262)")
         return int(value * 1_000_000_000)
     raise BadInputError(f"option {option!r}: expected a datetime, ISO string or epoch seconds")
 
@@ -109,7 +113,15 @@ class Publisher:
         self._raise_on_error = raise_on_error
 
     def publish(self, data: Any, subject: str | None = None) -> PublishResult:
-        result = PublishResult._from_core(self._native.publish(data, subject))
+        try:
+            outcome = self._native.publish(data, subject)
+        except JetStreamArrowError as err:
+            # Input errors and lost connections stop a publish midway; what was
+            # already acknowledged is reported, never lost.
+            if isinstance(getattr(err, "result", None), _core.PublishOutcome):
+                err.result = PublishResult._from_core(err.result)  # type: ignore[attr-defined]
+            raise
+        result = PublishResult._from_core(outcome)
         return _raise_if_failed(result) if self._raise_on_error else result
 
     def close(self) -> None:
@@ -366,16 +378,9 @@ class Client(ManagementMixin):
             max_bytes=max_bytes,
             heartbeat=heartbeat,
         )
-        schema = pa.schema(native.schema())
-
-        def batches() -> Iterator[pa.RecordBatch]:
-            try:
-                for batch in native:
-                    yield pa.record_batch(batch)
-            finally:
-                native.close()
-
-        return pa.RecordBatchReader.from_batches(schema, batches())
+        # pyarrow pulls batches with the GIL released; closing (or dropping) the
+        # reader deletes the read's consumer on the server.
+        return pa.RecordBatchReader.from_stream(native)
 
     # -- consumers -----------------------------------------------------------------
     def pull_consumer(
@@ -397,6 +402,7 @@ def connect(servers: str | Sequence[str] | None = None, **options: Any) -> Clien
         opts = given
     else:
         opts = ConnectOptions.from_kwargs(
-            list(servers) if isinstance(servers, (list, tuple)) else servers, **options
+            servers,
+            **options,
         )
     return Client(_core.Client.connect(opts.to_dict()), opts)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 from .exceptions import BadInputError
@@ -79,7 +80,9 @@ class ConnectOptions:
         return dataclasses.astuple(self)
 
     @classmethod
-    def from_kwargs(cls, servers: str | list[str] | None = None, **options: Any) -> ConnectOptions:
+    def from_kwargs(
+        cls, servers: str | Sequence[str] | None = None, **options: Any
+    ) -> ConnectOptions:
         """Build options from ``connect()``'s keyword arguments, naming unknown ones."""
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(options) - known)
@@ -88,7 +91,7 @@ class ConnectOptions:
                 f"unknown connect option(s) {', '.join(map(repr, unknown))}; "
                 f"known options: {', '.join(sorted(known))}"
             )
-        if isinstance(servers, (list, tuple)):
+        if servers is not None and not isinstance(servers, str):
             servers = ",".join(servers)
         if servers is not None:
             options["servers"] = servers

@@ -15,10 +15,19 @@ pub struct MessageMetadata {
 /// Parse an ack reply subject; None when it is not one.
 pub fn parse_ack_subject(reply: &str) -> Option<MessageMetadata> {
     let rest = reply.strip_prefix("$JS.ACK.")?;
-    let tokens: Vec<&str> = rest.split('.').collect();
+    // Called once per delivered message: split into a fixed array, no allocation.
+    let mut tokens = [""; 12];
+    let mut count = 0;
+    for token in rest.split('.') {
+        if count == tokens.len() {
+            return None;
+        }
+        tokens[count] = token;
+        count += 1;
+    }
     // v1: stream, consumer, then 5 numbers. v2: domain, account hash, stream,
     // consumer, 5 numbers, and a random token (plus possible future tokens).
-    let numbers = match tokens.len() {
+    let numbers = match count {
         7 => &tokens[2..7],
         n if n >= 9 => &tokens[4..9],
         _ => return None,

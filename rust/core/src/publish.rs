@@ -220,6 +220,63 @@ struct InFlight {
     row: usize,
     attempt: u32,
     message: OutgoingMessage,
+    deadline: Instant,
+}
+
+/// Messages awaiting their ack, in send order. Tokens are consecutive, so the slot
+/// of token `t` is `t - base`: no hashing per message, and since the ack timeout is
+/// constant the oldest deadline is always at the front.
+#[derive(Default)]
+struct Window {
+    base: u64,
+    slots: VecDeque<Option<InFlight>>,
+    len: usize,
+}
+
+impl Window {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn push(&mut self, token: u64, entry: InFlight) {
+        if self.slots.is_empty() {
+            self.base = token;
+        }
+        debug_assert_eq!(token, self.base + self.slots.len() as u64);
+        self.slots.push_back(Some(entry));
+        self.len += 1;
+    }
+
+    fn take(&mut self, token: u64) -> Option<InFlight> {
+        let index = usize::try_from(token.checked_sub(self.base)?).ok()?;
+        let entry = self.slots.get_mut(index)?.take()?;
+        self.len -= 1;
+        while matches!(self.slots.front(), Some(None)) {
+            self.slots.pop_front();
+            self.base += 1;
+        }
+        Some(entry)
+    }
+
+    fn oldest_deadline(&self) -> Option<Instant> {
+        self.slots
+            .front()
+            .and_then(|s| s.as_ref())
+            .map(|e| e.deadline)
+    }
+
+    /// The oldest message if its deadline has passed.
+    fn pop_expired(&mut self, now: Instant) -> Option<InFlight> {
+        if self.oldest_deadline()? > now {
+            return None;
+        }
+        let token = self.base;
+        self.take(token)
+    }
 }
 
 struct Retry {
@@ -341,10 +398,7 @@ impl Publisher {
         I: Iterator<Item = Result<RecordBatch>>,
     {
         let window = self.options.window;
-        let mut in_flight: HashMap<u64, InFlight> = HashMap::with_capacity(window);
-        // Tokens in send order with their deadlines (ack_timeout is constant, so
-        // deadlines are ordered too); acked tokens are skipped lazily.
-        let mut deadlines: VecDeque<(u64, Instant)> = VecDeque::with_capacity(window);
+        let mut in_flight = Window::default();
         let mut retries: BTreeMap<(Instant, u64), Retry> = BTreeMap::new();
         let mut retry_seq = 0u64;
         // With expected-last-* checks, the first row goes alone; the rest follows
@@ -359,7 +413,7 @@ impl Publisher {
                 if let Some(entry) = retries.first_entry() {
                     if entry.key().0 <= now {
                         let r = entry.remove();
-                        self.send(r.row, r.attempt, r.message, &mut in_flight, &mut deadlines)
+                        self.send(r.row, r.attempt, r.message, &mut in_flight)
                             .await?;
                         continue;
                     }
@@ -394,8 +448,7 @@ impl Publisher {
                 if index == 0 {
                     self.add_expectations(&mut message);
                 }
-                self.send(index, 0, message, &mut in_flight, &mut deadlines)
-                    .await?;
+                self.send(index, 0, message, &mut in_flight).await?;
             }
             if self.options.fail_when_full && in_flight.len() >= window && stop.is_none() {
                 refuse_rest(source, outcome, window)?;
@@ -418,7 +471,7 @@ impl Publisher {
 
             // 2. Wait for acks, the oldest deadline, or the next retry.
             let wake = [
-                deadlines.front().map(|&(_, d)| d),
+                in_flight.oldest_deadline(),
                 retries.first_key_value().map(|(k, _)| k.0),
             ]
             .into_iter()
@@ -445,7 +498,6 @@ impl Publisher {
             }
             self.expire(
                 &mut in_flight,
-                &mut deadlines,
                 outcome,
                 &mut retries,
                 &mut retry_seq,
@@ -483,8 +535,7 @@ impl Publisher {
         row: usize,
         attempt: u32,
         message: OutgoingMessage,
-        in_flight: &mut HashMap<u64, InFlight>,
-        deadlines: &mut VecDeque<(u64, Instant)>,
+        in_flight: &mut Window,
     ) -> Result<()> {
         let token = self.next_token;
         self.next_token += 1;
@@ -508,13 +559,14 @@ impl Publisher {
             }
         };
         sent.map_err(|e| Error::from(e).context(format!("row {row}")))?;
-        deadlines.push_back((token, Instant::now() + self.options.ack_timeout));
-        in_flight.insert(
+        let deadline = Instant::now() + self.options.ack_timeout;
+        in_flight.push(
             token,
             InFlight {
                 row,
                 attempt,
                 message,
+                deadline,
             },
         );
         Ok(())
@@ -523,7 +575,7 @@ impl Publisher {
     fn on_ack(
         &self,
         ack: async_nats::Message,
-        in_flight: &mut HashMap<u64, InFlight>,
+        in_flight: &mut Window,
         outcome: &mut PublishOutcome,
         retries: &mut BTreeMap<(Instant, u64), Retry>,
         retry_seq: &mut u64,
@@ -536,7 +588,7 @@ impl Publisher {
             .and_then(|t| t.parse::<u64>().ok());
         // An ack for a message already timed out and resent (or from an earlier
         // call) has no entry: the resend's own ack decides.
-        let Some(entry) = token.and_then(|t| in_flight.remove(&t)) else {
+        let Some(entry) = token.and_then(|t| in_flight.take(t)) else {
             return;
         };
         match classify(&ack, entry.message.subject.as_str()) {
@@ -587,24 +639,14 @@ impl Publisher {
 
     fn expire(
         &self,
-        in_flight: &mut HashMap<u64, InFlight>,
-        deadlines: &mut VecDeque<(u64, Instant)>,
+        in_flight: &mut Window,
         outcome: &mut PublishOutcome,
         retries: &mut BTreeMap<(Instant, u64), Retry>,
         retry_seq: &mut u64,
         gate: &mut Option<usize>,
     ) {
         let now = Instant::now();
-        while let Some(&(token, deadline)) = deadlines.front() {
-            if !in_flight.contains_key(&token) {
-                deadlines.pop_front();
-                continue;
-            }
-            if deadline > now {
-                break;
-            }
-            deadlines.pop_front();
-            let entry = in_flight.remove(&token).expect("checked above");
+        while let Some(entry) = in_flight.pop_expired(now) {
             let subject = entry.message.subject.to_string();
             if let Some(violation) = self.conn.server_errors.permission_violation_for(&subject) {
                 outcome.fail(entry.row, format!("permission denied: {violation}"));

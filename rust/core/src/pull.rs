@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use async_nats::{StatusCode, Subscriber};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -97,6 +97,8 @@ pub struct PullLoop {
     settings: PullSettings,
     outstanding_messages: usize,
     outstanding_bytes: usize,
+    /// Requests in a row ended by their byte budget with no message delivered.
+    max_bytes_ends: u32,
 }
 
 impl PullLoop {
@@ -119,26 +121,41 @@ impl PullLoop {
             settings,
             outstanding_messages: 0,
             outstanding_bytes: 0,
+            max_bytes_ends: 0,
         })
     }
 
-    fn needs_refill(&self) -> bool {
+    /// What the next pull request should ask for, if one is due: when what is
+    /// outstanding fell to a threshold, and only with a worthwhile byte budget (a
+    /// request with a few bytes left would end at once with "exceeds MaxBytes").
+    fn refill_size(&self) -> Option<(usize, Option<usize>)> {
         let s = &self.settings;
-        self.outstanding_messages <= s.threshold_messages
-            || matches!((s.max_bytes, s.threshold_bytes), (Some(_), Some(t)) if self.outstanding_bytes <= t)
+        let batch = s.max_messages.saturating_sub(self.outstanding_messages);
+        if batch == 0 {
+            return None;
+        }
+        let low_messages = self.outstanding_messages <= s.threshold_messages;
+        match s.max_bytes {
+            None => low_messages.then_some((batch, None)),
+            Some(max) => {
+                let budget = max.saturating_sub(self.outstanding_bytes);
+                let low_bytes = s
+                    .threshold_bytes
+                    .is_some_and(|t| self.outstanding_bytes <= t);
+                ((low_messages || low_bytes) && budget >= max / 2).then_some((batch, Some(budget)))
+            }
+        }
     }
 
     async fn refill(&mut self) -> Result<()> {
-        if !self.needs_refill() {
+        let Some((batch, bytes)) = self.refill_size() else {
             return Ok(());
-        }
-        let batch = self.settings.max_messages - self.outstanding_messages;
+        };
         let mut request = json!({
             "batch": batch,
             "expires": self.settings.expires.as_nanos() as u64,
         });
-        if let Some(max_bytes) = self.settings.max_bytes {
-            let bytes = max_bytes.saturating_sub(self.outstanding_bytes).max(1);
+        if let Some(bytes) = bytes {
             request["max_bytes"] = json!(bytes);
             self.outstanding_bytes += bytes;
         }
@@ -171,6 +188,9 @@ impl PullLoop {
                 self.outstanding_messages = self.outstanding_messages.saturating_sub(pending);
                 let bytes = header("Nats-Pending-Bytes").unwrap_or(0);
                 self.outstanding_bytes = self.outstanding_bytes.saturating_sub(bytes);
+                if self.outstanding_messages == 0 {
+                    self.outstanding_bytes = 0;
+                }
             }
             // A request refused as a whole (e.g. max waiting exceeded) says nothing
             // of what is outstanding; start the accounting over.
@@ -198,8 +218,12 @@ impl PullLoop {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
-            let next = match deadline {
-                Some(d) => match tokio::time::timeout_at(d, self.sub.next()).await {
+            // Most calls find a message already buffered: take it without arming a
+            // timer (a timer per message costs more than the message).
+            let ready = self.sub.next().now_or_never();
+            let next = match (ready, deadline) {
+                (Some(next), _) => next,
+                (None, Some(d)) => match tokio::time::timeout_at(d, self.sub.next()).await {
                     Ok(next) => next,
                     Err(_) => {
                         if heartbeat_deadline.is_some_and(|hb| hb <= Instant::now()) {
@@ -216,7 +240,7 @@ impl PullLoop {
                         return Ok(None);
                     }
                 },
-                None => self.sub.next().await,
+                (None, None) => self.sub.next().await,
             };
             let Some(message) = next else {
                 return Err(Error::connection(format!(
@@ -232,8 +256,14 @@ impl PullLoop {
             let Some(meta) = message.reply.as_deref().and_then(parse_ack_subject) else {
                 continue; // not a JetStream delivery; nothing on this inbox should be
             };
+            self.max_bytes_ends = 0;
             self.outstanding_messages = self.outstanding_messages.saturating_sub(1);
             self.outstanding_bytes = self.outstanding_bytes.saturating_sub(message.length);
+            if self.outstanding_messages == 0 {
+                // The server sizes messages a little differently from the client:
+                // with nothing requested any more, nothing is outstanding.
+                self.outstanding_bytes = 0;
+            }
             return Ok(Some(Delivered { message, meta }));
         }
     }
@@ -254,11 +284,19 @@ impl PullLoop {
                         format!("{} was deleted", self.consumer_label()),
                     ))
                 } else if lower.contains("exceeds maxbytes") {
-                    Err(Error::bad_input(format!(
-                        "{}: a message is larger than the pull's max_bytes ({:?}); raise 'max_bytes'",
-                        self.consumer_label(),
-                        self.settings.max_bytes
-                    )))
+                    // The request's byte budget ran out before the next message: a
+                    // normal end. Only when it keeps happening with nothing delivered
+                    // is a single message bigger than the whole budget.
+                    self.request_ended(message);
+                    self.max_bytes_ends += 1;
+                    if self.max_bytes_ends >= 3 {
+                        return Err(Error::bad_input(format!(
+                            "{}: a message is larger than a pull's max_bytes ({} bytes); raise 'max_bytes'",
+                            self.consumer_label(),
+                            self.settings.max_bytes.unwrap_or_default()
+                        )));
+                    }
+                    Ok(())
                 } else {
                     // Leadership change, max waiting exceeded, ...: this request is
                     // over; the next refill asks again.
@@ -364,13 +402,15 @@ pub async fn fetch_once(
                     ))
                 }
                 409 => break,
-                503 => return Err(Error::new(
-                    ErrorKind::NotFound,
-                    format!(
+                503 => {
+                    return Err(Error::new(
+                        ErrorKind::NotFound,
+                        format!(
                         "consumer {consumer:?} of stream {stream:?}: nobody answers on {subject} \
                              (no such consumer, or wrong domain / api_prefix)"
                     ),
-                )),
+                    ))
+                }
                 code => {
                     return Err(Error::new(
                         ErrorKind::Api,

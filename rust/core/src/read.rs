@@ -81,6 +81,10 @@ pub struct StreamReader {
     batch_rows: usize,
     max_bytes: usize,
     done: bool,
+    /// A message that did not fit the previous batch's byte budget.
+    carry: Option<crate::pull::Delivered>,
+    /// Where `Drop` deletes the consumer of a read that was abandoned.
+    runtime: tokio::runtime::Handle,
 }
 
 fn time_rfc3339(ns: i64) -> Result<String> {
@@ -129,6 +133,8 @@ impl StreamReader {
             batch_rows: options.batch_rows,
             max_bytes: options.max_bytes,
             done: info.state.messages == 0 || end_seq < start,
+            carry: None,
+            runtime: tokio::runtime::Handle::current(),
         };
         if reader.done {
             return Ok(reader);
@@ -184,12 +190,13 @@ impl StreamReader {
         self.builder.schema()
     }
 
-    /// The next batch, or None at the end of the range.
+    /// The next batch, or None at the end of the range. A batch holds at most
+    /// `batch_rows` rows and `max_bytes` payload bytes (or one larger message).
     pub async fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
-        while !self.done
-            && self.builder.len() < self.batch_rows
-            && self.builder.data_bytes() < self.max_bytes
-        {
+        if let Some(carried) = self.carry.take() {
+            self.builder.append(&carried.message, &carried.meta);
+        }
+        while !self.done && self.builder.len() < self.batch_rows {
             let pull = self.pull.as_mut().expect("an open read has a pull loop");
             let Some(delivered) = pull.next(None).await? else {
                 continue;
@@ -200,10 +207,16 @@ impl StreamReader {
                 self.finish().await;
                 break;
             }
-            self.builder.append(&delivered.message, &meta);
-            if meta.stream_seq >= self.end_seq || meta.pending == 0 {
+            let last = meta.stream_seq >= self.end_seq || meta.pending == 0;
+            if last {
                 self.finish().await;
             }
+            let size = delivered.message.payload.len();
+            if !self.builder.is_empty() && self.builder.data_bytes() + size > self.max_bytes {
+                self.carry = Some(delivered);
+                break;
+            }
+            self.builder.append(&delivered.message, &meta);
         }
         if self.builder.is_empty() {
             return Ok(None);
@@ -222,6 +235,20 @@ impl StreamReader {
                 .conn
                 .api_request(&subject, bytes::Bytes::new(), None)
                 .await;
+        }
+    }
+}
+
+impl Drop for StreamReader {
+    fn drop(&mut self) {
+        // An abandoned read (closed early, garbage-collected, interrupted) still
+        // removes its consumer; the inactivity threshold is the last resort.
+        if let Some(name) = self.consumer.take() {
+            let conn = self.conn.clone();
+            let subject = format!("CONSUMER.DELETE.{}.{name}", self.stream);
+            self.runtime.spawn(async move {
+                let _ = conn.api_request(&subject, bytes::Bytes::new(), None).await;
+            });
         }
     }
 }

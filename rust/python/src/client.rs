@@ -15,12 +15,11 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use pyo3_arrow::input::AnyRecordBatch;
-use pyo3_arrow::PyRecordBatch;
+use pyo3_arrow::{PyRecordBatch, PyRecordBatchReader};
 
 use crate::consumer::PullConsumer;
 use crate::errors::{to_py_err, IntoPyResult};
-use crate::reader::Reader;
-use crate::runtime::wait;
+use crate::runtime::{wait, BlockingIter};
 
 fn seconds(value: f64, option: &str) -> PyResult<Duration> {
     Duration::try_from_secs_f64(value).map_err(|_| {
@@ -107,7 +106,7 @@ impl Client {
     #[staticmethod]
     fn connect(py: Python<'_>, options: &Bound<'_, PyDict>) -> PyResult<Self> {
         let config = connect_config(options)?;
-        let conn = wait(py, Connection::connect(&config))?.py()?;
+        let conn = wait(py, async move { Connection::connect(&config).await })?.py()?;
         Ok(Self {
             conn: Mutex::new(Some(conn)),
             pid: std::process::id(),
@@ -145,7 +144,11 @@ impl Client {
         let conn = self.connection()?;
         let timeout = timeout.map(|t| seconds(t, "timeout")).transpose()?;
         let body = bytes::Bytes::from(body.unwrap_or_default());
-        let reply = wait(py, conn.api_request(subject, body, timeout))?.py()?;
+        let subject = subject.to_string();
+        let reply = wait(py, async move {
+            conn.api_request(&subject, body, timeout).await
+        })?
+        .py()?;
         Ok(PyBytes::new(py, &reply))
     }
 
@@ -224,7 +227,7 @@ impl Client {
         batch_rows: usize,
         max_bytes: usize,
         heartbeat: f64,
-    ) -> PyResult<Reader> {
+    ) -> PyResult<PyRecordBatchReader> {
         let options = jetstream_arrow_core::read::ReadOptions {
             start_seq,
             end_seq,
@@ -236,7 +239,7 @@ impl Client {
             max_bytes,
             heartbeat: seconds(heartbeat, "heartbeat")?,
         };
-        Reader::open(py, self.connection()?, stream, options)
+        crate::reader::open(py, self.connection()?, stream, options)
     }
 
     #[pyo3(signature = (stream, name, *, ack_policy=None))]
@@ -319,14 +322,21 @@ impl Publisher {
             .inner
             .lock()
             .map_err(|_| PyRuntimeError::new_err("publisher poisoned"))?;
-        let publisher = guard.as_mut().ok_or_else(|| {
+        let mut publisher = guard.take().ok_or_else(|| {
             to_py_err(
                 Error::new(ErrorKind::BadInput, "the publisher is closed"),
                 None,
             )
         })?;
-        let batches = reader.map(|b: Result<RecordBatch, _>| b.map_err(Error::from));
-        let (outcome, error) = wait(py, publisher.publish(batches, subject))?;
+        let batches = BlockingIter(reader).map(|b: Result<RecordBatch, _>| b.map_err(Error::from));
+        // The publisher moves into the task and comes back with the outcome; after
+        // an interrupt it is gone and the next call says it is closed.
+        let (publisher, outcome, error) = wait(py, async move {
+            let (outcome, error) = publisher.publish(batches, subject).await;
+            (publisher, outcome, error)
+        })?;
+        *guard = Some(publisher);
+        drop(guard);
         let outcome = PublishOutcome { inner: outcome };
         match error {
             None => Ok(outcome),

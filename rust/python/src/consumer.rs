@@ -211,17 +211,21 @@ impl MessageStream {
 
     fn __next__(&self, py: Python<'_>) -> PyResult<ConsumedBatch> {
         let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(stream) = guard.as_mut() else {
+        let Some(mut stream) = guard.take() else {
             return Err(PyStopIteration::new_err(()));
         };
-        match wait(py, stream.next_batch())? {
-            Ok(batch) => Ok(ConsumedBatch {
-                inner: Arc::new(batch),
-            }),
-            Err(e) => {
-                guard.take();
-                Err(to_py_err(e, None))
+        let (stream, next) = wait(py, async move {
+            let next = stream.next_batch().await;
+            (stream, next)
+        })?;
+        match next {
+            Ok(batch) => {
+                *guard = Some(stream);
+                Ok(ConsumedBatch {
+                    inner: Arc::new(batch),
+                })
             }
+            Err(e) => Err(to_py_err(e, None)),
         }
     }
 

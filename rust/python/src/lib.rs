@@ -15,7 +15,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::Client>()?;
     m.add_class::<client::Publisher>()?;
     m.add_class::<client::PublishOutcome>()?;
-    m.add_class::<reader::Reader>()?;
     m.add_class::<consumer::PullConsumer>()?;
     m.add_class::<consumer::ConsumedBatch>()?;
     m.add_class::<consumer::MessageStream>()?;

@@ -1,73 +1,73 @@
-//! `Reader`: a read of a stream range, one Arrow batch per `__next__`.
+//! `Client.read` hands Python an Arrow C stream (a pyo3-arrow `RecordBatchReader`)
+//! that pyarrow turns into a `pa.RecordBatchReader`. pyarrow pulls each batch with
+//! the GIL released; closing or dropping the reader drops the core reader, which
+//! deletes the read's consumer on the server.
 
-use std::sync::Mutex;
-
+use arrow_array::{RecordBatch, RecordBatchReader};
+use arrow_schema::{ArrowError, SchemaRef};
 use jetstream_arrow_core::connection::Connection;
 use jetstream_arrow_core::read::{ReadOptions, StreamReader};
-use pyo3::exceptions::PyStopIteration;
 use pyo3::prelude::*;
-use pyo3_arrow::{PyRecordBatch, PySchema};
+use pyo3_arrow::PyRecordBatchReader;
 
 use crate::errors::IntoPyResult;
-use crate::runtime::wait;
+use crate::runtime::{runtime, wait};
 
-#[pyclass(module = "jetstream_arrow._core", frozen)]
-pub struct Reader {
-    inner: Mutex<Option<StreamReader>>,
-    schema: arrow_schema::SchemaRef,
+/// Drives a core reader batch by batch from the thread pyarrow reads on.
+struct BlockingStreamReader {
+    inner: Option<StreamReader>,
+    schema: SchemaRef,
 }
 
-impl Reader {
-    pub fn open(
-        py: Python<'_>,
-        conn: Connection,
-        stream: &str,
-        options: ReadOptions,
-    ) -> PyResult<Self> {
-        let reader = wait(py, StreamReader::open(conn, stream, options))?.py()?;
-        Ok(Self {
-            schema: reader.schema(),
-            inner: Mutex::new(Some(reader)),
-        })
-    }
-}
+impl Iterator for BlockingStreamReader {
+    type Item = Result<RecordBatch, ArrowError>;
 
-#[pymethods]
-impl Reader {
-    fn schema(&self) -> PySchema {
-        PySchema::new(self.schema.clone())
-    }
-
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
-    }
-
-    fn __next__(&self, py: Python<'_>) -> PyResult<PyRecordBatch> {
-        let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(reader) = guard.as_mut() else {
-            return Err(PyStopIteration::new_err(()));
+    fn next(&mut self) -> Option<Self::Item> {
+        let mut reader = self.inner.take()?;
+        let rt = runtime();
+        // The read runs on a runtime worker beside the connection's tasks; this
+        // thread only waits for the batch.
+        let task = rt.spawn(async move {
+            let next = reader.next_batch().await;
+            (reader, next)
+        });
+        let (reader, next) = match rt.block_on(task) {
+            Ok(done) => done,
+            Err(e) => return Some(Err(ArrowError::ExternalError(Box::new(e)))),
         };
-        match wait(py, reader.next_batch())? {
-            Ok(Some(batch)) => Ok(PyRecordBatch::new(batch)),
-            Ok(None) => {
-                guard.take();
-                Err(PyStopIteration::new_err(()))
+        match next {
+            Ok(Some(batch)) => {
+                self.inner = Some(reader);
+                Some(Ok(batch))
             }
-            Err(e) => {
-                // A failed read is over: release its consumer.
-                if let Some(mut r) = guard.take() {
-                    let _ = wait(py, async move { r.finish().await });
-                }
-                Err(crate::errors::to_py_err(e, None))
-            }
+            Ok(None) => None,
+            Err(e) => Some(Err(ArrowError::ExternalError(Box::new(e)))),
         }
     }
+}
 
-    fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let taken = self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(mut reader) = taken {
-            wait(py, async move { reader.finish().await })?;
-        }
-        Ok(())
+impl RecordBatchReader for BlockingStreamReader {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
     }
+}
+
+/// Open a read; errors of the opening (no such stream, bad options, permissions)
+/// raise typed exceptions here, before any batch is read.
+pub fn open(
+    py: Python<'_>,
+    conn: Connection,
+    stream: &str,
+    options: ReadOptions,
+) -> PyResult<PyRecordBatchReader> {
+    let stream = stream.to_string();
+    let reader = wait(py, async move {
+        StreamReader::open(conn, &stream, options).await
+    })?
+    .py()?;
+    let schema = reader.schema();
+    Ok(PyRecordBatchReader::new(Box::new(BlockingStreamReader {
+        inner: Some(reader),
+        schema,
+    })))
 }

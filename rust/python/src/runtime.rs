@@ -37,25 +37,47 @@ pub fn runtime() -> Arc<Runtime> {
     rt
 }
 
-/// Run `future` to completion with the GIL released. Ctrl-C (or any pending
-/// Python signal handler that raises) abandons the future and raises.
+/// Run `future` on the runtime's workers (beside the connection's own tasks, so
+/// wakeups stay on those threads) and wait for it with the GIL released. Ctrl-C,
+/// or any Python signal handler that raises, aborts the task and raises.
 pub fn wait<F>(py: Python<'_>, future: F) -> PyResult<F::Output>
 where
-    F: Future + Send,
-    F::Output: Send,
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
 {
     let rt = runtime();
-    py.detach(|| {
+    let handle = rt.spawn(future);
+    let abort = handle.abort_handle();
+    let joined = py.detach(|| {
         rt.block_on(async {
-            tokio::pin!(future);
+            tokio::pin!(handle);
             loop {
                 tokio::select! {
-                    out = &mut future => return Ok(out),
+                    out = &mut handle => return Ok(out),
                     _ = tokio::time::sleep(Duration::from_millis(50)) => {
-                        Python::attach(|py| py.check_signals())?;
+                        if let Err(e) = Python::attach(|py| py.check_signals()) {
+                            abort.abort();
+                            return Err(e);
+                        }
                     }
                 }
             }
         })
+    })?;
+    joined.map_err(|e| {
+        pyo3::exceptions::PyRuntimeError::new_err(format!("internal task failed: {e}"))
     })
+}
+
+/// Make a blocking iterator (e.g. an Arrow C stream that may call into Python)
+/// safe to drive from a runtime worker: other tasks move off the thread while it
+/// blocks.
+pub struct BlockingIter<I>(pub I);
+
+impl<I: Iterator> Iterator for BlockingIter<I> {
+    type Item = I::Item;
+
+    fn next(&mut self) -> Option<I::Item> {
+        tokio::task::block_in_place(|| self.0.next())
+    }
 }
