@@ -114,10 +114,13 @@ def first_seq_at(client: Client, stream: str, when: datetime) -> int | None:
         reader.close()
 
 
-def check_data_loss(client: Client, stream: str, start: int, end: int, what: str) -> int:
+def check_data_loss(
+    client: Client, stream: str, start: int, end: int, what: str, state: Any = None
+) -> int:
     """Raise :class:`DataLossError` when sequences ``start..end`` begin below what the
     stream still holds; return the first sequence still held."""
-    state = stream_state(client, stream)
+    if state is None:
+        state = stream_state(client, stream)
     available = first_available(state)
     if start < available and start <= int(state.last_seq):
         last_lost = min(end, available - 1)
@@ -151,7 +154,7 @@ def read_range(
     state = stream_state(client, stream)
     if opts.fail_on_data_loss:
         what = f"range {start}..{end if end is not None else 'end'}"
-        check_data_loss(client, stream, start, end if end is not None else _MAX_SEQ, what)
+        check_data_loss(client, stream, start, end if end is not None else _MAX_SEQ, what, state)
     last = int(state.last_seq) if end is None else min(end, int(state.last_seq))
     next_seq, received, resumes = start, 0, 0
     while next_seq <= last:
