@@ -7,8 +7,8 @@ from ._core import __version__
 from .client import (
     Client,
     ConsumedBatch,
-    PublishResult,
     Publisher,
+    PublishResult,
     PullConsumer,
     connect,
 )

@@ -13,7 +13,9 @@ __version__: str
 class _ArrowBatch(Protocol):
     """A record batch exported through the PyCapsule interface (pa.record_batch takes it)."""
 
-    def __arrow_c_array__(self, requested_schema: object | None = None) -> tuple[object, object]: ...
+    def __arrow_c_array__(
+        self, requested_schema: object | None = None
+    ) -> tuple[object, object]: ...
     def __arrow_c_schema__(self) -> object: ...
 
 class _ArrowStream(Protocol):
@@ -31,7 +33,9 @@ class Client:
     def api_prefix(self) -> str: ...
     def server_info(self) -> dict[str, Any]:
         """The INFO of the connected server: server_id, version, max_payload, headers, jetstream, ..."""
-    def api_request(self, subject: str, body: bytes | None = None, timeout: float | None = None) -> bytes:
+    def api_request(
+        self, subject: str, body: bytes | None = None, timeout: float | None = None
+    ) -> bytes:
         """Request `<api_prefix>.<subject>` and return the raw JSON reply. Raises ApiError
         (or NotFoundError, JetStreamNotEnabledError) when the reply is an error."""
     def publisher(
@@ -65,7 +69,9 @@ class Client:
         heartbeat: float = 5.0,
     ) -> _ArrowStream:
         """Open a read (errors of the opening raise here); batches follow in sequence order."""
-    def pull_consumer(self, stream: str, name: str, *, ack_policy: str | None = None) -> PullConsumer:
+    def pull_consumer(
+        self, stream: str, name: str, *, ack_policy: str | None = None
+    ) -> PullConsumer:
         """Bind to an existing durable pull consumer without any info lookup."""
     def flush(self, timeout: float | None = None) -> None: ...
     def close(self) -> None: ...

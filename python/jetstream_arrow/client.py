@@ -281,9 +281,7 @@ class Client(ManagementMixin):
         self._native.flush(timeout)
 
     def _api_json(self, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        raw = self._native.api_request(
-            subject, None if body is None else json.dumps(body).encode()
-        )
+        raw = self._native.api_request(subject, None if body is None else json.dumps(body).encode())
         reply: dict[str, Any] = json.loads(raw) if raw else {}
         return reply
 

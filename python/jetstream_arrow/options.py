@@ -7,8 +7,8 @@ file paths), never a live connection. Secrets are kept out of ``repr``.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from .exceptions import BadInputError
@@ -60,7 +60,9 @@ class ConnectOptions:
         for name in ("connect_timeout", "request_timeout", "reconnect_delay", "ping_interval"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value <= 0:
-                raise BadInputError(f"option {name!r} must be a positive number of seconds, got {value!r}")
+                raise BadInputError(
+                    f"option {name!r} must be a positive number of seconds, got {value!r}"
+                )
 
     @property
     def js_api_prefix(self) -> str:

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use crate::batch_builder::BatchBuilder;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
-use crate::pull::{fetch_once, Delivered, PullLoop, PullSettings};
+use crate::pull::{fetch_once, Delivered, FetchRequest, PullLoop, PullSettings};
 use crate::schema::SchemaOptions;
 
 /// The consumer's ack policy, when the caller knows it.
@@ -86,27 +86,12 @@ impl DurableConsumer {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     pub async fn fetch(
         &self,
-        max_messages: usize,
-        max_bytes: Option<usize>,
-        expires: Duration,
-        no_wait: bool,
-        heartbeat: Option<Duration>,
+        request: &FetchRequest,
         include_headers: bool,
     ) -> Result<ConsumedBatch> {
-        let delivered = fetch_once(
-            &self.conn,
-            &self.stream,
-            &self.name,
-            max_messages,
-            max_bytes,
-            expires,
-            no_wait,
-            heartbeat,
-        )
-        .await?;
+        let delivered = fetch_once(&self.conn, &self.stream, &self.name, request).await?;
         let mut builder = BatchBuilder::new(&self.stream, Self::schema_options(include_headers));
         Ok(self.batch_from(&mut builder, delivered))
     }

@@ -330,16 +330,29 @@ impl PullLoop {
 
 /// One pull request (nats.go's `Fetch`): up to `max_messages` / `max_bytes`,
 /// ending at `expires`, at once with `no_wait` when nothing is there.
+#[derive(Debug, Clone)]
+pub struct FetchRequest {
+    pub max_messages: usize,
+    pub max_bytes: Option<usize>,
+    pub expires: Duration,
+    pub no_wait: bool,
+    pub heartbeat: Option<Duration>,
+}
+
+/// Send one pull request and collect what it delivers.
 pub async fn fetch_once(
     conn: &Connection,
     stream: &str,
     consumer: &str,
-    max_messages: usize,
-    max_bytes: Option<usize>,
-    expires: Duration,
-    no_wait: bool,
-    heartbeat: Option<Duration>,
+    fetch: &FetchRequest,
 ) -> Result<Vec<Delivered>> {
+    let FetchRequest {
+        max_messages,
+        max_bytes,
+        expires,
+        no_wait,
+        heartbeat,
+    } = fetch.clone();
     if max_messages == 0 {
         return Err(Error::bad_input("option 'max_messages' must be at least 1"));
     }

@@ -280,7 +280,7 @@ impl Client {
         if let (Some(conn), true) = (taken, std::process::id() == self.pid) {
             let timeout = conn.request_timeout;
             // Deliver what is buffered before closing; a dead server must not hang close().
-            let _ = wait(py, async move {
+            wait(py, async move {
                 let _ = tokio::time::timeout(timeout, conn.client.flush()).await;
                 let _ = tokio::time::timeout(timeout, conn.client.drain()).await;
             })?;

@@ -8,7 +8,7 @@ use jetstream_arrow_core::consumer::{
     AckKind, AckPolicy, ConsumeOptions, ConsumedBatch as CoreBatch, DurableConsumer,
     MessageStream as CoreStream,
 };
-use jetstream_arrow_core::pull::PullSettings;
+use jetstream_arrow_core::pull::{FetchRequest, PullSettings};
 use pyo3::exceptions::{PyStopIteration, PyValueError};
 use pyo3::prelude::*;
 use pyo3_arrow::PyRecordBatch;
@@ -69,18 +69,16 @@ impl PullConsumer {
     ) -> PyResult<ConsumedBatch> {
         let expires = seconds(expires, "expires")?;
         let heartbeat = heartbeat.map(|h| seconds(h, "heartbeat")).transpose()?;
+        let request = FetchRequest {
+            max_messages,
+            max_bytes,
+            expires,
+            no_wait,
+            heartbeat,
+        };
         let consumer = self.inner.clone();
         let batch = wait(py, async move {
-            consumer
-                .fetch(
-                    max_messages,
-                    max_bytes,
-                    expires,
-                    no_wait,
-                    heartbeat,
-                    include_headers,
-                )
-                .await
+            consumer.fetch(&request, include_headers).await
         })?
         .py()?;
         Ok(ConsumedBatch {
