@@ -11,9 +11,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 EXTRAS="${1:-test}"
 
-if [ ! -x .venv/bin/python ]; then
+# A venv whose creation was interrupted has no pip: make it again.
+if ! .venv/bin/python -m pip --version >/dev/null 2>&1; then
     echo "==> creating .venv with $(command -v "${PYTHON:-python3}")"
-    "${PYTHON:-python3}" -m venv .venv
+    "${PYTHON:-python3}" -m venv --clear .venv
 fi
 export VIRTUAL_ENV="$ROOT/.venv"
 export PATH="$VIRTUAL_ENV/bin:$PATH"
