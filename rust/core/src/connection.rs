@@ -49,6 +49,9 @@ impl ConnectConfig {
     }
 }
 
+/// Messages one subscription may buffer: above every bound the engine requests.
+pub const SUBSCRIPTION_CAPACITY: usize = 4 * crate::pull::MAX_BUFFERED_MESSAGES;
+
 /// Server errors reported asynchronously (`-ERR` lines such as permission
 /// violations). A publish that sees no ack looks here to say why.
 #[derive(Debug, Default)]
@@ -187,6 +190,11 @@ async fn build_options(
         .request_timeout(Some(config.request_timeout))
         .ping_interval(config.ping_interval)
         .max_reconnects(config.max_reconnects)
+        // The pull loop keeps up to MAX_BUFFERED_MESSAGES requested and the publish
+        // window up to MAX_WINDOW acks in flight; the subscription buffer must hold
+        // them all, or the client drops messages while Python is busy. (The channel
+        // allocates as it fills, so a large bound costs nothing up front.)
+        .subscription_capacity(SUBSCRIPTION_CAPACITY)
         .reconnect_delay_callback(move |attempt| {
             delay.min(Duration::from_millis(100) * attempt as u32)
         })

@@ -85,6 +85,10 @@ pub struct StreamReader {
     carry: Option<crate::pull::Delivered>,
     /// Where `Drop` deletes the consumer of a read that was abandoned.
     runtime: tokio::runtime::Handle,
+    /// The consumer sequence of the last delivery. An AckNone consumer delivers
+    /// each message once with consecutive consumer sequences, so a hole means the
+    /// client lost messages: that must fail the read, never shorten it silently.
+    last_consumer_seq: u64,
 }
 
 fn time_rfc3339(ns: i64) -> Result<String> {
@@ -135,6 +139,7 @@ impl StreamReader {
             done: info.state.messages == 0 || end_seq < start,
             carry: None,
             runtime: tokio::runtime::Handle::current(),
+            last_consumer_seq: 0,
         };
         if reader.done {
             return Ok(reader);
@@ -202,6 +207,18 @@ impl StreamReader {
                 continue;
             };
             let meta = delivered.meta;
+            if meta.consumer_seq != self.last_consumer_seq + 1 {
+                let expected = self.last_consumer_seq + 1;
+                self.finish().await;
+                return Err(Error::connection(format!(
+                    "read of stream {:?}: deliveries {expected}..{} were lost on the way to this \
+                     client (consumer sequence jumped); the read stopped instead of returning \
+                     an incomplete range",
+                    self.stream,
+                    meta.consumer_seq - 1
+                )));
+            }
+            self.last_consumer_seq = meta.consumer_seq;
             let past_time = self.end_time_ns.is_some_and(|end| meta.timestamp_ns > end);
             if meta.stream_seq > self.end_seq || past_time {
                 self.finish().await;
