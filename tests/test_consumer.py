@@ -385,13 +385,28 @@ def test_bind_and_consume_with_only_msg_next_and_ack_permissions(
             batch3.term([1])
             batch3.in_progress([2])
             batch3.ack(list(range(3, 10)))
-            info = admin.consumer_info("S", "C")
-            assert info.ack_floor.stream_seq == 10
-            assert info.num_ack_pending == 2  # seq 11 (nak) and 13 (in progress)
+            # Plain acks are not confirmed: the server applies them a moment later.
+            wait_for(
+                lambda: (
+                    (info := admin.consumer_info("S", "C")).ack_floor.stream_seq == 10
+                    and info.num_ack_pending == 2  # seq 11 (nak) and 13 (in progress)
+                ),
+                5.0,
+                "ack floor 10 with seq 11 and 13 pending",
+            )
             again = consumer.fetch(5, expires=1.0)
             assert col(again, "seq") == [11]
             again.ack()
             batch3.ack([2])
             assert len(consumer.fetch(5, no_wait=True)) == 0
-            info = admin.consumer_info("S", "C")
-            assert (info.num_ack_pending, info.ack_floor.stream_seq) == (0, 20)
+            wait_for(
+                lambda: (
+                    (
+                        (info := admin.consumer_info("S", "C")).num_ack_pending,
+                        info.ack_floor.stream_seq,
+                    )
+                    == (0, 20)
+                ),
+                5.0,
+                "everything acknowledged up to seq 20",
+            )
