@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import atexit
 import itertools
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+import jetstream_arrow as ja
+from jetstream_arrow.exceptions import NotFoundError
 from natsserver import (
     RUNNING,
     HubLeaf,
@@ -212,3 +215,25 @@ def unique_name() -> Callable[[str], str]:
         return f"{prefix}_{uuid.uuid4().hex[:12]}"
 
     return make
+
+
+@pytest.fixture
+def client(shared_nats_server: NatsServer) -> Iterator[ja.Client]:
+    """A client of the shared server, closed after the test."""
+    with ja.connect(shared_nats_server.url) as c:
+        yield c
+
+
+@pytest.fixture
+def stream(
+    client: ja.Client, unique_name: Callable[[str], str], request: pytest.FixtureRequest
+) -> Iterator[str]:
+    """A fresh stream on subjects ``<name>.>`` of the shared server, deleted afterwards.
+    Its name starts with the test's name, so a server log points at the test."""
+    name = unique_name(re.sub(r"[^A-Za-z0-9_-]", "_", request.node.name)[:40])
+    client.create_stream(name, [f"{name}.>"])
+    yield name
+    try:
+        client.delete_stream(name)
+    except NotFoundError:
+        pass

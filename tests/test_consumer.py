@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pyarrow as pa
 import pytest
@@ -18,29 +18,11 @@ from jetstream_arrow.exceptions import (
     BadInputError,
     ConsumerDeletedError,
     MissedHeartbeatsError,
-    NotFoundError,
     OperationTimeoutError,
 )
-from natsserver import NatsServer
+from natsserver import NatsServer, wait_until
 
 pytestmark = pytest.mark.timeout(90)
-
-
-@pytest.fixture
-def client(shared_nats_server: NatsServer) -> Iterator[ja.Client]:
-    with ja.connect(shared_nats_server.url) as c:
-        yield c
-
-
-@pytest.fixture
-def stream(client: ja.Client, unique_name: Callable[[str], str]) -> Iterator[str]:
-    name = unique_name("C")
-    client.create_stream(name, [f"{name}.>"])
-    yield name
-    try:
-        client.delete_stream(name)
-    except NotFoundError:
-        pass
 
 
 def durable(client: ja.Client, stream: str, name: str = "work", **config: object) -> str:
@@ -52,15 +34,6 @@ def durable(client: ja.Client, stream: str, name: str = "work", **config: object
 
 def col(batch: ja.ConsumedBatch, name: str) -> list[object]:
     return batch.data.column(name).to_pylist()
-
-
-def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 # -- fetch ------------------------------------------------------------------------------
@@ -144,11 +117,12 @@ def test_ack_kinds_on_chosen_rows_and_consumer_state(client: ja.Client, stream: 
     batch.nak([4], delay=30.0)
     batch.in_progress([6])
 
+    # Pending acks: 4 (nak, redelivered next), 5 (nak with delay), 7 (in progress).
+    # The term is not confirmed, so wait for the server to apply it.
+    wait_until(lambda: client.consumer_info(stream, "work").num_ack_pending == 3, 5.0, "the term")
     info = client.consumer_info(stream, "work")
     assert info.ack_floor.stream_seq == 3
     assert info.delivered.stream_seq == 10
-    # Pending acks: 4 (nak, redelivered next), 5 (nak with delay), 7 (in progress).
-    assert info.num_ack_pending == 3
 
     again = consumer.fetch(10, expires=1.0)
     assert col(again, "seq") == [4]  # not 5 (delayed), 6 (terminated), 7 (in progress)
@@ -157,7 +131,7 @@ def test_ack_kinds_on_chosen_rows_and_consumer_state(client: ja.Client, stream: 
     info = client.consumer_info(stream, "work")
     assert info.num_redelivered == 1
     again.ack_sync()
-    batch.ack([6])
+    batch.ack_sync([6])
     info = client.consumer_info(stream, "work")
     assert info.ack_floor.stream_seq == 4
     assert info.num_ack_pending == 1  # seq 5, still waiting out its nak delay
@@ -215,8 +189,12 @@ def test_whole_batch_ack_nak_and_ack_sync(client: ja.Client, stream: str) -> Non
     first.ack()
     second = consumer.fetch(100, expires=1.0)
     second.nak()
-    info = client.consumer_info(stream, "work")
-    assert info.ack_floor.stream_seq == 100
+    # ack and nak are not confirmed: wait until the server applied the ack.
+    wait_until(
+        lambda: client.consumer_info(stream, "work").ack_floor.stream_seq == 100,
+        5.0,
+        "the ack of the first batch",
+    )
     redelivered = consumer.fetch(100, expires=1.0)
     assert col(redelivered, "seq") == list(range(101, 201))
     assert col(redelivered, "delivered") == [2] * 100
@@ -285,7 +263,7 @@ def test_messages_50k_delivered_exactly_once(client: ja.Client, stream: str) -> 
         info = client.consumer_info(stream, "work")
         return info.num_ack_pending == 0 and info.ack_floor.stream_seq == n
 
-    wait_for(all_acked, 5.0, "every ack to reach the server")
+    wait_until(all_acked, 5.0, "every ack to reach the server")
     info = client.consumer_info(stream, "work")
     assert (info.num_pending, info.num_redelivered) == (0, 0)
 
@@ -386,7 +364,7 @@ def test_bind_and_consume_with_only_msg_next_and_ack_permissions(
             batch3.in_progress([2])
             batch3.ack(list(range(3, 10)))
             # Plain acks are not confirmed: the server applies them a moment later.
-            wait_for(
+            wait_until(
                 lambda: (
                     (info := admin.consumer_info("S", "C")).ack_floor.stream_seq == 10
                     and info.num_ack_pending == 2  # seq 11 (nak) and 13 (in progress)
@@ -399,7 +377,7 @@ def test_bind_and_consume_with_only_msg_next_and_ack_permissions(
             again.ack()
             batch3.ack([2])
             assert len(consumer.fetch(5, no_wait=True)) == 0
-            wait_for(
+            wait_until(
                 lambda: (
                     (
                         (info := admin.consumer_info("S", "C")).num_ack_pending,

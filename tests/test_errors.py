@@ -7,7 +7,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pyarrow as pa
 import pytest
@@ -24,23 +24,6 @@ from jetstream_arrow.exceptions import (
 from natsserver import NatsServer
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def client(shared_nats_server: NatsServer) -> Iterator[ja.Client]:
-    with ja.connect(shared_nats_server.url) as c:
-        yield c
-
-
-@pytest.fixture
-def stream(client: ja.Client, unique_name: Callable[[str], str]) -> Iterator[str]:
-    name = unique_name("E")
-    client.create_stream(name, [f"{name}.>"])
-    yield name
-    try:
-        client.delete_stream(name)
-    except NotFoundError:
-        pass
 
 
 def two_rows(stream: str, subject2: str | None, data2: bytes = b"2") -> pa.Table:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import select
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pyarrow as pa
 import pytest
@@ -19,20 +19,6 @@ from natsserver import NatsServer
 pytestmark = pytest.mark.timeout(60)
 
 CHILD_TIMEOUT = 30.0
-
-
-@pytest.fixture
-def client(shared_nats_server: NatsServer) -> Iterator[ja.Client]:
-    with ja.connect(shared_nats_server.url) as c:
-        yield c
-
-
-@pytest.fixture
-def stream(client: ja.Client, unique_name: Callable[[str], str]) -> Iterator[str]:
-    name = unique_name("F")
-    client.create_stream(name, [f"{name}.>"])
-    yield name
-    client.delete_stream(name)
 
 
 def run_in_child(body: Callable[[int], int]) -> tuple[int, str]:

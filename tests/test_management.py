@@ -7,8 +7,7 @@ nothing but the management API of jetstream_arrow.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 
 import nats
@@ -23,7 +22,7 @@ from jetstream_arrow.management import (
     StreamSource,
     parse_headers,
 )
-from natsserver import HubLeaf, NatsCluster, NatsServer
+from natsserver import HubLeaf, NatsCluster, NatsServer, wait_until
 
 
 def publish(url: str, messages: list[tuple[str, bytes, dict[str, str] | None]]) -> list[int]:
@@ -37,24 +36,6 @@ def publish(url: str, messages: list[tuple[str, bytes, dict[str, str] | None]]) 
         return seqs
 
     return asyncio.run(go())
-
-
-@pytest.fixture
-def client(shared_nats_server: NatsServer) -> Iterator[ja.Client]:
-    with ja.connect(shared_nats_server.url) as c:
-        yield c
-
-
-@pytest.fixture
-def stream(client: ja.Client, unique_name: Callable[[str], str]) -> Iterator[str]:
-    """A fresh stream on subjects ``<name>.>``, deleted afterwards."""
-    name = unique_name("S")
-    client.create_stream(name, [f"{name}.>"])
-    yield name
-    try:
-        client.delete_stream(name)
-    except NotFoundError:
-        pass
 
 
 # -- streams ----------------------------------------------------------------------------
@@ -243,22 +224,18 @@ def test_mirror_and_sources_configs(
         f"{stream}.3",
         start,
     )
-    wait_for(lambda: client.stream_info(mirror).state.messages == 3, "the mirror to catch up")
-    wait_for(lambda: client.stream_info(sourced).state.messages == 1, "the source to catch up")
+    wait_until(
+        lambda: client.stream_info(mirror).state.messages == 3, 15.0, "the mirror to catch up"
+    )
+    wait_until(
+        lambda: client.stream_info(sourced).state.messages == 1, 15.0, "the source to catch up"
+    )
     mirror_info = client.stream_info(mirror)
     assert mirror_info.config.mirror is not None
     assert mirror_info.config.mirror.opt_start_seq == 2
     assert "mirror" in mirror_info.raw
     client.delete_stream(mirror)
     client.delete_stream(sourced)
-
-
-def wait_for(check: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 # -- consumers ---------------------------------------------------------------------------
@@ -440,7 +417,7 @@ def test_mirror_from_another_domain(hub_leaf: HubLeaf) -> None:
         assert info.config.mirror is not None
         assert info.config.mirror.external == ExternalStream(api="$JS.leaf.API")
         publish(hub_leaf.leaf_url, [("edge.a", b"from the edge", None)])
-        wait_for(lambda: hub.stream_info("EDGE_COPY").state.messages == 1, "the mirror")
+        wait_until(lambda: hub.stream_info("EDGE_COPY").state.messages == 1, 15.0, "the mirror")
         assert hub.get_message("EDGE_COPY", seq=1).data == b"from the edge"
 
     # And managing the hub's JetStream from a connection to the leaf, by domain.

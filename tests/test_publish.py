@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 
 import pyarrow as pa
@@ -21,28 +20,10 @@ from engine_helpers import (
     rows,
     stream_state,
 )
-from jetstream_arrow.exceptions import NotFoundError, PublishError
-from natsserver import NatsCluster, NatsServer
+from jetstream_arrow.exceptions import PublishError
+from natsserver import NatsCluster
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-def client(shared_nats_server: NatsServer) -> Iterator[ja.Client]:
-    with ja.connect(shared_nats_server.url) as c:
-        yield c
-
-
-@pytest.fixture
-def stream(client: ja.Client, unique_name: Callable[[str], str]) -> Iterator[str]:
-    """A fresh stream on ``<name>.>``, deleted afterwards."""
-    name = unique_name("P")
-    client.create_stream(name, [f"{name}.>"])
-    yield name
-    try:
-        client.delete_stream(name)
-    except NotFoundError:
-        pass
 
 
 def check_round_trip(back: pa.Table, sent: pa.Table, stream: str, t0: datetime) -> None:

@@ -4,7 +4,6 @@ default end, empty streams, batch sizes, and no consumer left behind."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
@@ -12,8 +11,7 @@ import pytest
 
 import jetstream_arrow as ja
 from engine_helpers import read_all, rows, stream_state
-from jetstream_arrow.exceptions import BadInputError, NotFoundError
-from natsserver import NatsServer
+from jetstream_arrow.exceptions import BadInputError
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -26,23 +24,6 @@ READ_SCHEMA = pa.schema(
         pa.field("data", pa.binary(), nullable=False),
     ]
 )
-
-
-@pytest.fixture
-def client(shared_nats_server: NatsServer) -> Iterator[ja.Client]:
-    with ja.connect(shared_nats_server.url) as c:
-        yield c
-
-
-@pytest.fixture
-def stream(client: ja.Client, unique_name: Callable[[str], str]) -> Iterator[str]:
-    name = unique_name("R")
-    client.create_stream(name, [f"{name}.>"])
-    yield name
-    try:
-        client.delete_stream(name)
-    except NotFoundError:
-        pass
 
 
 def seqs(table: pa.Table) -> list[int]:
