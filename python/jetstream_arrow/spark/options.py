@@ -163,7 +163,7 @@ READ_SPECS = [
         "max_messages_per_partition",
         "maxMessagesPerPartition",
         "int",
-        250_000,
+        100_000,
         "split the sequence range so no partition spans more sequences than this",
         "read",
         minimum=1,
@@ -455,7 +455,9 @@ class ReadOptions:
     start_time: datetime | None = None
     end_time: datetime | None = None
     min_partitions: int = 1
-    max_messages_per_partition: int = 250_000
+    # Small enough that a few hundred thousand messages already keep several
+    # cores busy; large enough that a task's start-up is a small part of its work.
+    max_messages_per_partition: int = 100_000
     include_headers: bool = False
     fail_on_data_loss: bool = True
     batch_rows: int = 10_000
