@@ -167,6 +167,21 @@ def ja_publish(p: Params, clock: Clock) -> Result:
     return {"msgs": res.stored, "bytes": res.stored * p["size"], "duplicates": res.duplicates}
 
 
+def ja_publish_ids(p: Params, clock: Clock) -> Result:
+    """``ja_publish`` with a message id on every row (``msg_id_prefix``), the way the
+    Spark writer and the loader publish so that a re-run stores nothing twice."""
+    import jetstream_arrow as ja
+
+    data = _input_reader(p["n"], p["size"])
+    with ja.connect(p["url"]) as client:
+        clock.start()
+        res = client.publish(
+            data, subject=p["subject"], window=PUBLISH_WINDOW, msg_id_prefix="bench-"
+        )
+        clock.stop()
+    return {"msgs": res.stored, "bytes": res.stored * p["size"], "duplicates": res.duplicates}
+
+
 def ja_read(p: Params, clock: Clock) -> Result:
     import jetstream_arrow as ja
 
@@ -193,7 +208,10 @@ def ja_consume_batch_ack(p: Params, clock: Clock) -> Result:
     size = p["size"]
     name = f"bench_{os.getpid()}"
     buffered = 16_384
-    max_bytes = min(64 << 20, buffered * (size + 256))
+    # At most 32 MB requested at once: half of the server's per-client outbound limit
+    # (64 MB by default), which a starved client must not let the server reach, or the
+    # server cuts it off as a slow consumer (seen as missed heartbeats).
+    max_bytes = min(32 << 20, buffered * (size + 256))
     msgs = 0
     nbytes = 0
     with ja.connect(p["url"]) as client:
@@ -340,6 +358,7 @@ CASES: dict[str, Callable[[Params, Clock], Result]] = {
     "natspy-publish": natspy_publish,
     "natspy-fetch": natspy_fetch,
     "ja-publish": ja_publish,
+    "ja-publish-ids": ja_publish_ids,
     "ja-read": ja_read,
     "ja-consume-batch-ack": ja_consume_batch_ack,
     "spark-write": spark_write,

@@ -14,7 +14,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_nats::{Client, ConnectOptions, Message, StatusCode, Subject};
+use async_nats::header::NATS_MESSAGE_ID;
+use async_nats::{Client, ConnectOptions, HeaderMap, Message, StatusCode, Subject};
 use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::{json, Value};
@@ -26,7 +27,7 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 const STALL: Duration = Duration::from_secs(30);
 
 const USAGE: &str = "usage:
-  native-baseline publish --url U --stream S --subject X --count N --size B [--window W]
+  native-baseline publish --url U --stream S --subject X --count N --size B [--window W] [--msg-ids 0/1]
   native-baseline fetch   --url U --stream S --count N [--batch K] [--max-bytes M]";
 
 struct Args {
@@ -124,6 +125,10 @@ async fn publish(args: &Args) -> Result<Value, Error> {
     let count = args.num("count", None)?;
     let size = args.num("size", None)? as usize;
     let window = args.num("window", Some(8192))?.max(1);
+    // With --msg-ids 1 every message carries `Nats-Msg-Id: <index>`, as idempotent
+    // writers (the Spark writer, the loader) send them: the server then also checks
+    // and records each id in the stream's duplicate window, which costs it CPU.
+    let msg_ids = args.num("msg-ids", Some(0))? != 0;
 
     let client = connect(&url).await?;
     let inbox = client.new_inbox();
@@ -175,9 +180,18 @@ async fn publish(args: &Args) -> Result<Value, Error> {
             },
         };
         permits.acquire().await?.forget();
-        client
-            .publish_with_reply(subject.clone(), format!("{inbox}.{index}"), payload.clone())
-            .await?;
+        let reply = format!("{inbox}.{index}");
+        if msg_ids {
+            let mut headers = HeaderMap::new();
+            headers.insert(NATS_MESSAGE_ID, index.to_string().as_str());
+            client
+                .publish_with_reply_and_headers(subject.clone(), reply, headers, payload.clone())
+                .await?;
+        } else {
+            client
+                .publish_with_reply(subject.clone(), reply, payload.clone())
+                .await?;
+        }
     }
     let (stored, retries) = acker.await??;
     let seconds = started.elapsed().as_secs_f64();
