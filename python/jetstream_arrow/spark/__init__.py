@@ -8,6 +8,14 @@ explicitly::
     js.register(spark)
     df = spark.read.format("jetstream").option("servers", url).option("stream", "ORDERS").load()
     df.write.format("jetstream").mode("append").option("servers", url).save()
+    orders = spark.readStream.format("jetstream").option("servers", url).load("ORDERS")
+    query = (
+        orders.writeStream.format("jetstream")
+        .option("servers", url)
+        .option("subject", "archive.orders")
+        .option("checkpointLocation", path)
+        .start()
+    )
 
 Needs ``pyspark>=4.2`` on the driver and the executors.
 """
@@ -26,6 +34,7 @@ from .datasource import (
 )
 from .functions import publish_fn, read_fn
 from .options import ReadOptions, WriteOptions, parse_read_options, parse_write_options
+from .streaming import JetStreamStreamReader, JetStreamStreamWriter
 
 
 def register(spark: Any) -> None:
@@ -39,6 +48,8 @@ __all__ = [
     "DataLossError",
     "JetStreamDataSource",
     "JetStreamReader",
+    "JetStreamStreamReader",
+    "JetStreamStreamWriter",
     "JetStreamWriter",
     "ReadOptions",
     "SequenceRange",

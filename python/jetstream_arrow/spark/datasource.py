@@ -1,5 +1,8 @@
 """``spark.read.format("jetstream")`` and ``df.write.format("jetstream")``.
 
+The data source also serves ``readStream`` and ``writeStream``, with the stream reader
+and writer of :mod:`.streaming`, which build on the read and publish paths here.
+
 Built on Spark's Python Data Source API. A read plans partitions on the driver as
 ranges of stream sequences and reads each on an executor as Arrow record batches. A
 write publishes each task's Arrow batches through one publisher whose message ids are
@@ -24,6 +27,8 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
     EqualTo,
     Filter,
     GreaterThan,
@@ -544,6 +549,43 @@ def publish_batches(
         publisher.close()
 
 
+def publish_task(
+    opts: WriteOptions,
+    columns: PublishColumns,
+    batches: Iterator[pa.RecordBatch],
+    msg_id_prefix: str,
+    where: str,
+) -> _Tally:
+    """Publish one write task's batches; raise PublishError at the first batch with
+    rows that were not stored (the task fails, and its retry sends the same ids)."""
+    tally = _Tally()
+    for result in publish_batches(opts, columns, batches, msg_id_prefix, tally, where):
+        if result.failed:
+            first = result.failed_rows().slice(0, 1).to_pylist()[0]
+            raise PublishError(
+                f"{where}: {result.failed} of {result.rows} rows of a batch were not "
+                f"stored (first: {first['error']}); this task stored {tally.stored} "
+                f"messages and found {tally.duplicates} duplicates so far. A retry of "
+                "the task sends the same message ids, so it stores only what is missing.",
+                result,
+            )
+    return tally
+
+
+def published_summary(done: Sequence[JetStreamCommitMessage], tasks: int) -> str:
+    """What the finished tasks of a write published, for the commit and abort reports."""
+    stored = sum(m.stored for m in done)
+    duplicates = sum(m.duplicates for m in done)
+    rows = sum(m.rows for m in done)
+    firsts = [m.first_seq for m in done if m.first_seq is not None]
+    lasts = [m.last_seq for m in done if m.last_seq is not None]
+    seqs = f", sequences {min(firsts)}..{max(lasts)}" if firsts else ""
+    return (
+        f"{len(done)} of {tasks} task(s) published "
+        f"{rows} rows: {stored} stored, {duplicates} duplicates{seqs}"
+    )
+
+
 class JetStreamWriter(DataSourceArrowWriter):
     """Publishes each task's Arrow batches; idempotent across task retries."""
 
@@ -556,19 +598,9 @@ class JetStreamWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> JetStreamCommitMessage:
         _, partition, attempt = _task_ids()
-        tally = _Tally()
         where = f"write {self.opts.write_id}, partition {partition}, attempt {attempt}"
         prefix = f"{self.opts.write_id}-{partition}-"
-        for result in publish_batches(self.opts, self.columns, iterator, prefix, tally, where):
-            if result.failed:
-                first = result.failed_rows().slice(0, 1).to_pylist()[0]
-                raise PublishError(
-                    f"{where}: {result.failed} of {result.rows} rows of a batch were not "
-                    f"stored (first: {first['error']}); this task stored {tally.stored} "
-                    f"messages and found {tally.duplicates} duplicates so far. A retry of "
-                    "the task sends the same message ids, so it stores only what is missing.",
-                    result,
-                )
+        tally = publish_task(self.opts, self.columns, iterator, prefix, where)
         return JetStreamCommitMessage(
             partition,
             attempt,
@@ -596,23 +628,47 @@ class JetStreamWriter(DataSourceArrowWriter):
         )
 
     def summary(self, what: str, done: list[JetStreamCommitMessage], tasks: int) -> str:
-        stored = sum(m.stored for m in done)
-        duplicates = sum(m.duplicates for m in done)
-        rows = sum(m.rows for m in done)
-        firsts = [m.first_seq for m in done if m.first_seq is not None]
-        lasts = [m.last_seq for m in done if m.last_seq is not None]
-        seqs = f", sequences {min(firsts)}..{max(lasts)}" if firsts else ""
-        return (
-            f"write {self.opts.write_id} {what}: {len(done)} of {tasks} task(s) published "
-            f"{rows} rows: {stored} stored, {duplicates} duplicates{seqs}"
-        )
+        return f"write {self.opts.write_id} {what}: {published_summary(done, tasks)}"
 
 
 # -- the data source -------------------------------------------------------------------------
 
 
+def checked_schema(opts: ReadOptions, schema: StructType) -> StructType:
+    """The message schema of a read, refusing a different user-given schema."""
+    expected = message_schema(opts.include_headers)
+    if [(f.name, f.dataType) for f in schema.fields] != [
+        (f.name, f.dataType) for f in expected.fields
+    ]:
+        raise BadInputError(
+            f"a jetstream read has the schema {expected.simpleString()}, not "
+            f"{schema.simpleString()}; drop .schema(...) (option 'includeHeaders' "
+            "adds the headers column)"
+        )
+    return expected
+
+
+def refuse_overwrite(overwrite: bool, streaming: bool = False) -> None:
+    """A stream is not a table: its messages cannot be replaced by a write."""
+    if overwrite and streaming:
+        # Spark asks a streaming sink to overwrite for outputMode("complete").
+        raise BadInputError(
+            "outputMode('complete') is not supported: it replaces what the sink holds "
+            "with each micro-batch, and a stream's messages cannot be replaced. Use "
+            "outputMode('append') or outputMode('update') to publish each micro-batch's "
+            "rows as new messages."
+        )
+    if overwrite:
+        raise BadInputError(
+            "mode('overwrite') is not supported: a stream is not a table, its messages "
+            "cannot be replaced. Use mode('append') to publish the rows as new messages "
+            "(purge the stream first if it must start empty)."
+        )
+
+
 class JetStreamDataSource(DataSource):
-    """Format ``"jetstream"``: batch reads of a stream and Arrow writes into streams."""
+    """Format ``"jetstream"``: batch and streaming reads of a stream, and Arrow writes
+    (batch and streaming) into streams."""
 
     @classmethod
     def name(cls) -> str:
@@ -622,34 +678,40 @@ class JetStreamDataSource(DataSource):
         return "JetStreamDataSource()"
 
     def schema(self) -> StructType:
-        opts = parse_read_options(self.options, need_stream=False)
+        # Spark asks for the schema before it says whether the read is a batch or a
+        # streaming one; reader() and streamReader() check the options for their kind.
+        opts = parse_read_options(self.options, need_stream=False, queries=None)
         return message_schema(opts.include_headers)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = parse_read_options(self.options)
-        expected = message_schema(opts.include_headers)
-        if [(f.name, f.dataType) for f in schema.fields] != [
-            (f.name, f.dataType) for f in expected.fields
-        ]:
-            raise BadInputError(
-                f"a jetstream read has the schema {expected.simpleString()}, not "
-                f"{schema.simpleString()}; drop .schema(...) (option 'includeHeaders' "
-                "adds the headers column)"
-            )
+        expected = checked_schema(opts, schema)
         cls = JetStreamPushdownReader if _planning_with_pushdown() else JetStreamReader
         return cls(opts, expected)
 
     def writer(self, schema: StructType, overwrite: bool) -> JetStreamWriter:
-        if overwrite:
-            raise BadInputError(
-                "mode('overwrite') is not supported: a stream is not a table, its messages "
-                "cannot be replaced. Use mode('append') to publish the rows as new messages "
-                "(purge the stream first if it must start empty)."
-            )
+        refuse_overwrite(overwrite)
         opts = parse_write_options(self.options)
-        columns = PublishColumns.resolve(
+        return JetStreamWriter(opts, self._publish_columns(opts, schema))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        # Imported here: streaming.py builds on this module's read and write paths.
+        from .streaming import JetStreamStreamReader
+
+        opts = parse_read_options(self.options, queries="stream")
+        return JetStreamStreamReader(opts, checked_schema(opts, schema))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from .streaming import JetStreamStreamWriter
+
+        refuse_overwrite(overwrite, streaming=True)
+        opts = parse_write_options(self.options, queries="stream")
+        return JetStreamStreamWriter(opts, self._publish_columns(opts, schema))
+
+    @staticmethod
+    def _publish_columns(opts: WriteOptions, schema: StructType) -> PublishColumns:
+        return PublishColumns.resolve(
             arrow_schema(schema),
             constant_subject=opts.subject is not None,
             msg_id_column=opts.msg_id_column,
         )
-        return JetStreamWriter(opts, columns)

@@ -92,6 +92,7 @@ def read_fn(**options: Any) -> ArrowFn:
     """
     opts = parse_read_options(options, need_stream=False)
     for name, value in (
+        ("starting_offsets", opts.starting_offsets),
         ("start_seq", opts.start_seq),
         ("end_seq", opts.end_seq),
         ("start_time", opts.start_time),

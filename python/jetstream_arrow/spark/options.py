@@ -40,6 +40,11 @@ class OptionSpec:
     secret: bool = False
     minimum: float | None = None
     nullable: bool = False  # "none" (or "null") gives None
+    choices: tuple[str, ...] = ()  # the accepted values of a "str" option (lower case)
+    # Which queries honour the option: "batch" (spark.read, df.write), "stream"
+    # (spark.readStream, df.writeStream) or "both". Given to the other kind it is an
+    # error, never silently ignored.
+    queries: str = "both"
 
 
 _CONNECT_MEANING = {
@@ -117,11 +122,20 @@ READ_SPECS = [
         "read",
     ),
     OptionSpec(
+        "starting_offsets",
+        "startingOffsets",
+        "str",
+        None,
+        "`earliest` or `latest`: where to start without `startingSequence` or `startingTime` (default: `earliest` for spark.read, `latest` for spark.readStream, as in Kafka; `latest` is for spark.readStream only)",
+        "read",
+        choices=("earliest", "latest"),
+    ),
+    OptionSpec(
         "start_seq",
         "startingSequence",
         "int",
         None,
-        "first stream sequence to read (default: the stream's first)",
+        "first stream sequence to read (default: see `startingOffsets`)",
         "read",
         minimum=1,
     ),
@@ -130,9 +144,10 @@ READ_SPECS = [
         "endingSequence",
         "int",
         None,
-        "last stream sequence to read, inclusive (default: the last when the query is planned)",
+        "last stream sequence to read, inclusive (default: the last when the query is planned); spark.read only",
         "read",
         minimum=1,
+        queries="batch",
     ),
     OptionSpec(
         "start_time",
@@ -147,8 +162,9 @@ READ_SPECS = [
         "endingTime",
         "time",
         None,
-        "stop before the first message stored at or after this time (exclusive)",
+        "stop before the first message stored at or after this time (exclusive); spark.read only",
         "read",
+        queries="batch",
     ),
     OptionSpec(
         "min_partitions",
@@ -167,6 +183,16 @@ READ_SPECS = [
         "split the sequence range so no partition spans more sequences than this",
         "read",
         minimum=1,
+    ),
+    OptionSpec(
+        "max_messages_per_trigger",
+        "maxMessagesPerTrigger",
+        "int",
+        None,
+        "at most this many stream sequences (so at most this many rows) per micro-batch (Kafka: `maxOffsetsPerTrigger`); spark.readStream only",
+        "read",
+        minimum=1,
+        queries="stream",
     ),
     OptionSpec(
         "include_headers",
@@ -235,8 +261,9 @@ WRITE_SPECS = [
         "writeId",
         "str",
         None,
-        "the id of this write, prefix of the generated `Nats-Msg-Id`s (default: a new random id per write); give the same id to re-run a failed write without duplicates",
+        "the id of this write, prefix of the generated `Nats-Msg-Id`s (default: a new random id per write); give the same id to re-run a failed write without duplicates; df.write only (a streaming write uses its query id)",
         "write",
+        queries="batch",
     ),
     OptionSpec(
         "window",
@@ -391,7 +418,43 @@ def _parse_value(spec: OptionSpec, value: Any) -> Any:
     text = str(value)
     if text.strip() == "":
         raise BadInputError(f"option {_name(spec)!r} is empty")
+    if spec.choices:
+        choice = text.strip().lower()
+        if choice not in spec.choices:
+            raise BadInputError(
+                f"option {_name(spec)!r} must be one of {', '.join(spec.choices)}, got {value!r}"
+            )
+        return choice
     return text
+
+
+#: The API a kind of query is made with, by option scope, for error messages.
+_QUERY_API = {
+    ("read", "batch"): "spark.read",
+    ("read", "stream"): "spark.readStream",
+    ("write", "batch"): "df.write",
+    ("write", "stream"): "df.writeStream",
+}
+
+#: Why an option does not apply to the other kind of query.
+_ONE_KIND_ONLY = {
+    "end_seq": "a streaming query has no end: it reads what arrives",
+    "end_time": "a streaming query has no end: it reads what arrives",
+    "max_messages_per_trigger": "a batch read reads its whole range at once",
+    "write_id": (
+        "a streaming write makes its message ids from the query id (kept in the "
+        "checkpoint) and the micro-batch id, so a restarted query re-sends the same ids"
+    ),
+}
+
+
+def _check_query_kind(spec: OptionSpec, queries: str | None) -> None:
+    if queries is None or spec.queries in ("both", queries):
+        return
+    raise BadInputError(
+        f"option {spec.spark!r} applies to {_QUERY_API[spec.scope, spec.queries]} only, "
+        f"not to {_QUERY_API[spec.scope, queries]}: {_ONE_KIND_ONLY[spec.python]}"
+    )
 
 
 def _collect(
@@ -399,8 +462,11 @@ def _collect(
     index: dict[str, OptionSpec],
     what: str,
     ignore: tuple[str, ...] = (),
+    queries: str | None = None,
 ) -> dict[str, Any]:
-    """Map each given option to its spec's Python name, with its parsed value."""
+    """Map each given option to its spec's Python name, with its parsed value.
+    ``queries`` ("batch" or "stream") refuses the options of the other kind of query;
+    None accepts both (for a caller that does not know yet)."""
     values: dict[str, Any] = {}
     unknown = []
     for key, raw in options.items():
@@ -412,6 +478,7 @@ def _collect(
             continue
         if spec.python in values:
             raise BadInputError(f"option {spec.spark!r} is given twice (as {key!r} too)")
+        _check_query_kind(spec, queries)
         values[spec.python] = _parse_value(spec, raw)
     if unknown:
         known = sorted({s.spark for s in index.values()})
@@ -445,11 +512,12 @@ def _defaults(specs: list[OptionSpec], values: dict[str, Any]) -> dict[str, Any]
 
 @dataclass(frozen=True)
 class ReadOptions:
-    """Everything a batch read needs; picklable, secrets kept out of ``repr``."""
+    """Everything a batch or streaming read needs; picklable, secrets kept out of ``repr``."""
 
     connect: ConnectOptions
     stream: str
     subjects: tuple[str, ...] | None = None
+    starting_offsets: str | None = None  # "earliest", "latest" or None (the query's default)
     start_seq: int | None = None
     end_seq: int | None = None
     start_time: datetime | None = None
@@ -458,6 +526,7 @@ class ReadOptions:
     # Small enough that a few hundred thousand messages already keep several
     # cores busy; large enough that a task's start-up is a small part of its work.
     max_messages_per_partition: int = 100_000
+    max_messages_per_trigger: int | None = None
     include_headers: bool = False
     fail_on_data_loss: bool = True
     batch_rows: int = 10_000
@@ -467,9 +536,11 @@ class ReadOptions:
 
 @dataclass(frozen=True)
 class WriteOptions:
-    """Everything a batch write needs; picklable, secrets kept out of ``repr``."""
+    """Everything a batch or streaming write needs; picklable, secrets kept out of ``repr``."""
 
     connect: ConnectOptions
+    # The prefix of a batch write's message ids; empty for a streaming write, whose ids
+    # come from its query id and micro-batch id (see streaming.py).
     write_id: str
     subject: str | None = None
     msg_id_column: str | None = None
@@ -489,14 +560,21 @@ class WriteOptions:
         }
 
 
-def parse_read_options(options: Mapping[str, Any], *, need_stream: bool = True) -> ReadOptions:
-    """Spark (or Python) read options -> :class:`ReadOptions`, naming the option at fault."""
+def parse_read_options(
+    options: Mapping[str, Any], *, need_stream: bool = True, queries: str | None = "batch"
+) -> ReadOptions:
+    """Spark (or Python) read options -> :class:`ReadOptions`, naming the option at fault.
+
+    ``queries`` is the kind of read: "batch" (spark.read) or "stream"
+    (spark.readStream) refuse the options of the other kind; None checks only the
+    values (Spark asks for the schema before it says which kind of read it plans).
+    """
     options = dict(options)
     path = None
     for key in list(options):
         if _norm(key) == "path":
             path = options.pop(key)
-    values = _collect(options, _READ_INDEX, "read")
+    values = _collect(options, _READ_INDEX, "read", queries=queries)
     if path is not None:
         if values.get("stream") not in (None, path):
             raise BadInputError(
@@ -517,6 +595,17 @@ def parse_read_options(options: Mapping[str, Any], *, need_stream: bool = True) 
         )
     if values["start_seq"] is not None and values["start_time"] is not None:
         raise BadInputError("options 'startingSequence' and 'startingTime' exclude each other")
+    if values["starting_offsets"] is not None and (
+        values["start_seq"] is not None or values["start_time"] is not None
+    ):
+        given = "startingSequence" if values["start_seq"] is not None else "startingTime"
+        raise BadInputError(f"options 'startingOffsets' and {given!r} exclude each other")
+    if values["starting_offsets"] == "latest" and queries == "batch":
+        raise BadInputError(
+            "option 'startingOffsets': 'latest' applies to spark.readStream only; a batch "
+            "read from the latest message would read nothing (use startingSequence or "
+            "startingTime to skip older messages)"
+        )
     if values["end_seq"] is not None and values["end_time"] is not None:
         raise BadInputError("options 'endingSequence' and 'endingTime' exclude each other")
     if (
@@ -537,14 +626,19 @@ def parse_read_options(options: Mapping[str, Any], *, need_stream: bool = True) 
     return ReadOptions(connect=connect, stream=stream or "", **values)
 
 
-def parse_write_options(options: Mapping[str, Any]) -> WriteOptions:
-    """Spark (or Python) write options -> :class:`WriteOptions`, naming the option at fault."""
+def parse_write_options(options: Mapping[str, Any], *, queries: str = "batch") -> WriteOptions:
+    """Spark (or Python) write options -> :class:`WriteOptions`, naming the option at fault.
+
+    ``queries`` is the kind of write: "batch" (df.write) or "stream" (df.writeStream).
+    """
     options = dict(options)
     stream = None
     for key in list(options):
         if _norm(key) == "stream":
             stream = options.pop(key)
-    values = _collect(options, _WRITE_INDEX, "write", ignore=("path",))
+    # Spark hands a streaming sink its own option checkpointLocation too.
+    ignore = ("path", "checkpointlocation") if queries == "stream" else ("path",)
+    values = _collect(options, _WRITE_INDEX, "write", ignore=ignore, queries=queries)
     connect = _connect_options(values)
     values = _defaults(WRITE_SPECS, values)
     if stream is not None:
@@ -554,7 +648,7 @@ def parse_write_options(options: Mapping[str, Any]) -> WriteOptions:
                 f"({values['expected_stream']!r}) disagree"
             )
         values["expected_stream"] = stream
-    write_id = values.pop("write_id") or uuid.uuid4().hex
+    write_id = values.pop("write_id") or ("" if queries == "stream" else uuid.uuid4().hex)
     if any(c.isspace() for c in write_id):
         raise BadInputError(f"option 'writeId' may not contain whitespace, got {write_id!r}")
     return WriteOptions(connect=connect, write_id=write_id, **values)

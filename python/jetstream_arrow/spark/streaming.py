@@ -1,0 +1,278 @@
+"""``spark.readStream.format("jetstream")`` and ``df.writeStream.format("jetstream")``.
+
+A streaming read keeps one offset, ``{"seq": <next stream sequence to read>}``, in
+Spark's checkpoint. Each micro-batch reads the sequences from its start offset up to
+(not including) its end offset, planned and read like a batch read (the same
+partitions and executor reads), and ``maxMessagesPerTrigger`` bounds how many
+sequences one micro-batch may span.
+
+A streaming write publishes each micro-batch like a batch write, with message ids
+``<query id>-<batch id>-<partition>-<row>``. Spark keeps the query id in the
+checkpoint and re-runs an unfinished micro-batch under its old batch id after a
+restart, so the re-run sends the ids of the first attempt and the server drops the
+messages it already stored.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from ..exceptions import BadInputError, JetStreamArrowError
+from ._columns import PublishColumns, arrow_schema
+from .connection_cache import get_client
+from .datasource import (
+    JetStreamCommitMessage,
+    SequenceRange,
+    check_data_loss,
+    first_available,
+    first_seq_at,
+    publish_task,
+    published_summary,
+    read_range,
+    report,
+    split_range,
+    stream_state,
+)
+from .options import ReadOptions, WriteOptions
+
+# -- read ----------------------------------------------------------------------------------
+
+
+def _next_seq(offset: Any) -> int:
+    """The sequence an offset points at, refusing offsets this source did not make
+    (a checkpoint of another source, or one edited by hand)."""
+    seq = offset.get("seq") if isinstance(offset, dict) else None
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
+        raise BadInputError(
+            f"a jetstream offset is {{'seq': <next stream sequence>}}, got {offset!r}; "
+            "was the checkpoint written by another source?"
+        )
+    return seq
+
+
+class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """A streaming read of one stream, in micro-batches of stream sequence ranges.
+
+    Offset and planning methods run on the driver, in one Python process for the
+    whole query; ``read`` runs on executors.
+    """
+
+    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.schema = schema
+        # With trigger(availableNow=True): the sequence after the last message that
+        # existed when the query started. Later messages are left for the next run.
+        self.available_now_end: int | None = None
+        # The stream's end as latestOffset last saw it: Spark asks reportLatestOffset
+        # right after latestOffset, and each costs a JetStream API request otherwise.
+        self.seen_end: int | None = None
+
+    def __repr__(self) -> str:
+        return f"JetStreamStreamReader(stream={self.opts.stream!r})"
+
+    def initialOffset(self) -> dict[str, int]:
+        """Where a new query starts (a restarted one continues from its checkpoint):
+        ``startingSequence``, the first message at ``startingTime``, or
+        ``startingOffsets`` (default ``latest``: what arrives from now on)."""
+        opts = self.opts
+        if opts.start_seq is not None:
+            return {"seq": opts.start_seq}
+        client = get_client(opts.connect)
+        state = stream_state(client, opts.stream)
+        end = int(state.last_seq) + 1
+        if opts.start_time is not None:
+            found = first_seq_at(client, opts.stream, opts.start_time)
+            return {"seq": found if found is not None else end}
+        if opts.starting_offsets == "earliest":
+            return {"seq": first_available(state)}
+        return {"seq": end}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_messages_per_trigger is not None:
+            return ReadMaxRows(self.opts.max_messages_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        state = stream_state(get_client(self.opts.connect), self.opts.stream)
+        self.available_now_end = int(state.last_seq) + 1
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, int]:
+        """The end (exclusive) of the next micro-batch: the stream's end, at most
+        ``limit`` sequences after ``start``; ``start`` itself when there is nothing new."""
+        next_seq = _next_seq(start)
+        state = stream_state(get_client(self.opts.connect), self.opts.stream)
+        end = self.seen_end = int(state.last_seq) + 1
+        if self.available_now_end is not None:
+            end = min(end, self.available_now_end)
+        if end <= next_seq:
+            return {"seq": next_seq}
+        # Sequences removed from the head of the stream are no messages: the limit
+        # counts from what the stream still holds. (With failOnDataLoss the planning
+        # of this micro-batch fails on them.)
+        first = max(next_seq, first_available(state))
+        if isinstance(limit, ReadMaxRows):
+            end = min(end, first + limit.max_rows)
+        elif isinstance(limit, ReadMinRows):
+            if end - first < limit.min_rows:
+                return {"seq": next_seq}
+        elif not isinstance(limit, ReadAllAvailable):
+            raise BadInputError(
+                f"a jetstream stream read limits micro-batches by messages "
+                f"(option 'maxMessagesPerTrigger'), not by {type(limit).__name__}"
+            )
+        return {"seq": end}
+
+    def reportLatestOffset(self) -> dict[str, int]:
+        """The stream's end, for the query's progress (how far behind it is), as
+        latestOffset saw it a moment ago."""
+        if self.seen_end is None:
+            state = stream_state(get_client(self.opts.connect), self.opts.stream)
+            self.seen_end = int(state.last_seq) + 1
+        return {"seq": self.seen_end}
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        """Sequences ``start..end - 1`` in ranges, split like a batch read's."""
+        opts = self.opts
+        first, last = _next_seq(start), _next_seq(end) - 1
+        if first > last:
+            return []
+        client = get_client(opts.connect)
+        state = stream_state(client, opts.stream)
+        available = first_available(state)
+        if first < available:
+            if opts.fail_on_data_loss:
+                check_data_loss(
+                    client, opts.stream, first, last, f"micro-batch {first}..{last}", state
+                )
+            first = available
+        return list(split_range(first, last, opts.min_partitions, opts.max_messages_per_partition))
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, SequenceRange):
+            return iter(())  # a placeholder partition of an empty micro-batch
+        opts = self.opts
+        return read_range(
+            get_client(opts.connect),
+            opts,
+            opts.stream,
+            partition.start,
+            partition.end,
+            opts.subjects,
+            arrow_schema(self.schema),
+        )
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to do: the reads use consumers that are deleted when each read ends,
+        so the server keeps no read position to advance. The position is the offset in
+        Spark's checkpoint, and the stream's own limits decide when messages go."""
+
+    def stop(self) -> None:
+        """Nothing to free: connections belong to the per-process cache
+        (:mod:`.connection_cache`), shared with the other reads of the process."""
+
+
+# -- write ---------------------------------------------------------------------------------
+
+#: Local properties Spark sets for the tasks of a streaming micro-batch.
+_QUERY_ID_PROPERTY = "sql.streaming.queryId"
+_BATCH_ID_PROPERTY = "streaming.sql.batchId"
+
+
+@dataclass
+class StreamCommitMessage(JetStreamCommitMessage):
+    """What one write task of a micro-batch did, and the query it belongs to."""
+
+    query_id: str
+
+
+def micro_batch_ids() -> tuple[str, int, int, int]:
+    """(query id, batch id, partition id, attempt number) of the running write task.
+
+    The query id is kept in the checkpoint, so it survives a restart (the run id does
+    not); the batch id is the micro-batch's, the same when Spark re-runs it.
+    """
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    query_id = ctx.getLocalProperty(_QUERY_ID_PROPERTY) if ctx is not None else None
+    batch_id = ctx.getLocalProperty(_BATCH_ID_PROPERTY) if ctx is not None else None
+    if ctx is None or not query_id or batch_id is None:
+        raise JetStreamArrowError(
+            "a jetstream streaming write runs only as a task of a micro-batch of a "
+            "streaming query (Spark gives it the query id and the batch id that make "
+            "its message ids)"
+        )
+    return query_id, int(batch_id), ctx.partitionId(), ctx.attemptNumber()
+
+
+class JetStreamStreamWriter(DataSourceStreamArrowWriter):
+    """Publishes each micro-batch's Arrow batches; idempotent across task retries and
+    micro-batch re-runs (a query restarted from its checkpoint)."""
+
+    def __init__(self, opts: WriteOptions, columns: PublishColumns) -> None:
+        self.opts = opts
+        self.columns = columns
+
+    def __repr__(self) -> str:
+        return "JetStreamStreamWriter()"
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StreamCommitMessage:
+        query_id, batch_id, partition, attempt = micro_batch_ids()
+        where = (
+            f"streaming query {query_id}, batch {batch_id}, partition {partition}, "
+            f"attempt {attempt}"
+        )
+        prefix = f"{query_id}-{batch_id}-{partition}-"
+        tally = publish_task(self.opts, self.columns, iterator, prefix, where)
+        return StreamCommitMessage(
+            partition,
+            attempt,
+            tally.rows,
+            tally.stored,
+            tally.duplicates,
+            tally.first_seq,
+            tally.last_seq,
+            query_id,
+        )
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        done = [m for m in messages if isinstance(m, StreamCommitMessage)]
+        report(f"{self._batch(done, batchId)} committed: {published_summary(done, len(messages))}")
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        done = [m for m in messages if isinstance(m, StreamCommitMessage)]
+        failed = len(messages) - len(done)
+        report(
+            f"{self._batch(done, batchId)} failed: {published_summary(done, len(messages))}; "
+            f"{failed} task(s) failed and may have stored part of their rows. Messages "
+            "already stored stay in the stream. Restart the query from its checkpoint: it "
+            f"re-runs batch {batchId} with the same message ids, so the server drops what "
+            "is already stored (inside the stream's duplicate window).",
+            logging.WARNING,
+        )
+
+    @staticmethod
+    def _batch(done: list[StreamCommitMessage], batch_id: int) -> str:
+        # This runs in a driver process of its own, which is not told the query id;
+        # the tasks' messages carry it.
+        query = f"streaming query {done[0].query_id}" if done else "streaming query"
+        return f"{query} batch {batch_id}"
