@@ -655,8 +655,7 @@ def refuse_overwrite(overwrite: bool, streaming: bool = False) -> None:
         raise BadInputError(
             "outputMode('complete') is not supported: it replaces what the sink holds "
             "with each micro-batch, and a stream's messages cannot be replaced. Use "
-            "outputMode('append') or outputMode('update') to publish each micro-batch's "
-            "rows as new messages."
+            "outputMode('append') to publish each micro-batch's rows as new messages."
         )
     if overwrite:
         raise BadInputError(
