@@ -1,0 +1,436 @@
+"""spark.readStream / df.writeStream.format("jetstream") against a real nats-server and
+a local[2] session. Queries run with trigger(availableNow=True) on small streams."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
+
+import jetstream_arrow as ja
+from conftest_spark import SPARK_ERRORS, error_text, make_stream, publish, read_df, spark
+from jetstream_arrow.exceptions import BadInputError, JetStreamArrowError
+from jetstream_arrow.spark import message_schema
+from jetstream_arrow.spark._columns import PublishColumns
+from jetstream_arrow.spark.datasource import DataLossError
+from jetstream_arrow.spark.options import parse_read_options, parse_write_options
+from jetstream_arrow.spark.streaming import (
+    JetStreamStreamReader,
+    JetStreamStreamWriter,
+    StreamCommitMessage,
+)
+
+pytestmark = pytest.mark.spark
+__all__ = ["spark"]
+
+#: Seconds a streaming query may run before the test fails.
+QUERY_TIMEOUT = 240
+
+
+def _read_stream(spark: Any, url: str, name: str, /, **options: Any) -> Any:
+    reader = spark.readStream.format("jetstream").option("servers", url).option("stream", name)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def _run_available_now(writer: Any) -> Any:
+    """Start ``writer`` with trigger(availableNow=True) and wait until the query has
+    processed what was available; raises what the query failed with."""
+    query = writer.trigger(availableNow=True).start()
+    try:
+        if not query.awaitTermination(QUERY_TIMEOUT):
+            raise AssertionError(f"the streaming query did not finish in {QUERY_TIMEOUT} s")
+    finally:
+        query.stop()
+    return query
+
+
+class _Batches:
+    """A foreachBatch function that keeps, per micro-batch, the ``seq`` and ``data``
+    values in the order the micro-batch holds them."""
+
+    def __init__(self) -> None:
+        self.batches: dict[int, list[tuple[int, bytes]]] = {}
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        self.batches[batch_id] = [(r.seq, bytes(r.data)) for r in df.collect()]
+
+    def seqs(self) -> list[int]:
+        return [seq for batch_id in sorted(self.batches) for seq, _ in self.batches[batch_id]]
+
+
+def _count(url: str, name: str) -> int:
+    with ja.connect(url) as client:
+        return int(client.stream_info(name).state.messages)
+
+
+def _messages(url: str, name: str) -> pa.Table:
+    with ja.connect(url) as client:
+        return client.read(name, include_headers=True).read_all()
+
+
+def _msg_ids(table: pa.Table) -> list[str]:
+    return [dict(h)["Nats-Msg-Id"][0] for h in table.column("headers").to_pylist()]
+
+
+# -- reading -----------------------------------------------------------------------------
+
+
+def test_read_stream_reads_every_message_in_order_once_across_runs(
+    spark: Any, shared_nats_server: Any, unique_name: Any, tmp_path: Path
+) -> None:
+    url, name = shared_nats_server.url, unique_name("RS")
+    make_stream(url, name)
+    publish(url, name, 300)
+    checkpoint = str(tmp_path / "checkpoint")
+
+    def run() -> _Batches:
+        sink = _Batches()
+        df = _read_stream(spark, url, name, startingOffsets="earliest")
+        _run_available_now(
+            df.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
+        )
+        return sink
+
+    first = run()
+    assert first.seqs() == list(range(1, 301))
+    assert first.batches[0][0] == (1, b"m0") and first.batches[0][-1] == (300, b"m299")
+
+    publish(url, name, 200, start=300)
+    second = run()
+    # Only what arrived after the first run, in a batch numbered after the first run's.
+    assert second.seqs() == list(range(301, 501))
+    assert min(second.batches) > max(first.batches)
+    assert [data for _, data in second.batches[min(second.batches)]][:2] == [b"m300", b"m301"]
+
+    # Nothing new: a third run reads nothing.
+    assert run().seqs() == []
+
+
+def test_read_stream_starts_at_the_latest_message_by_default(
+    spark: Any, shared_nats_server: Any, unique_name: Any, tmp_path: Path
+) -> None:
+    url, name = shared_nats_server.url, unique_name("RL")
+    make_stream(url, name)
+    publish(url, name, 50)
+    checkpoint = str(tmp_path / "checkpoint")
+    sink = _Batches()
+    writer = (
+        _read_stream(spark, url, name)
+        .writeStream.foreachBatch(sink)
+        # The memory of where the first run started is the checkpoint.
+        .option("checkpointLocation", checkpoint)
+    )
+    _run_available_now(writer)
+    assert sink.seqs() == []
+    publish(url, name, 20, start=50)
+    _run_available_now(writer)
+    assert sink.seqs() == list(range(51, 71))
+
+
+def test_max_messages_per_trigger_bounds_each_micro_batch(
+    spark: Any, shared_nats_server: Any, unique_name: Any, tmp_path: Path
+) -> None:
+    url, name = shared_nats_server.url, unique_name("RM")
+    make_stream(url, name)
+    publish(url, name, 250)
+    sink = _Batches()
+    df = _read_stream(
+        spark, url, name, startingSequence=11, maxMessagesPerTrigger=100, minPartitions=2
+    )
+    query = _run_available_now(
+        df.writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "c"))
+    )
+    assert [len(sink.batches[b]) for b in sorted(sink.batches)] == [100, 100, 40]
+    assert sink.seqs() == list(range(11, 251))
+    progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    assert [p["numInputRows"] for p in progress] == [100, 100, 40]
+    sources = [p["sources"][0] for p in progress]
+    assert [json.loads(s["endOffset"]) for s in sources] == [
+        {"seq": 111},
+        {"seq": 211},
+        {"seq": 251},
+    ]
+    # (Spark reports the start of a query's first micro-batch as null.)
+    assert [json.loads(s["startOffset"]) for s in sources[1:]] == [{"seq": 111}, {"seq": 211}]
+    assert json.loads(progress[-1]["sources"][0]["latestOffset"]) == {"seq": 251}
+
+
+def test_stream_reader_offsets_limits_and_data_loss(
+    shared_nats_server: Any, unique_name: Any
+) -> None:
+    """The driver side of a streaming read, called as Spark calls it."""
+    url, name = shared_nats_server.url, unique_name("RO")
+    make_stream(url, name)
+
+    def reader(**options: Any) -> JetStreamStreamReader:
+        opts = parse_read_options({"servers": url, "stream": name, **options}, queries="stream")
+        return JetStreamStreamReader(opts, message_schema())
+
+    assert reader(startingOffsets="earliest").initialOffset() == {"seq": 1}
+    publish(url, name, 30)
+    assert reader().initialOffset() == {"seq": 31}  # latest
+    assert reader(startingOffsets="earliest").initialOffset() == {"seq": 1}
+    assert reader(startingSequence=7).initialOffset() == {"seq": 7}
+    assert reader(startingTime="2999-01-01T00:00:00Z").initialOffset() == {"seq": 31}
+
+    r = reader(maxMessagesPerTrigger=8)
+    assert r.getDefaultReadLimit() == ReadMaxRows(8)
+    assert reader().getDefaultReadLimit() == ReadAllAvailable()
+    assert reader().reportLatestOffset() == {"seq": 31}
+    assert r.latestOffset({"seq": 1}, ReadMaxRows(8)) == {"seq": 9}
+    assert r.latestOffset({"seq": 25}, ReadMaxRows(8)) == {"seq": 31}
+    # Spark's limit wins over the option (availableNow without a limit, for one).
+    assert r.latestOffset({"seq": 1}, ReadAllAvailable()) == {"seq": 31}
+    assert r.latestOffset({"seq": 31}, ReadAllAvailable()) == {"seq": 31}
+    assert r.latestOffset({"seq": 25}, ReadMinRows(10)) == {"seq": 25}
+    assert r.latestOffset({"seq": 20}, ReadMinRows(10)) == {"seq": 31}
+    assert r.reportLatestOffset() == {"seq": 31}
+
+    r.prepareForTriggerAvailableNow()
+    publish(url, name, 5, start=30)
+    assert r.latestOffset({"seq": 1}, ReadAllAvailable()) == {"seq": 31}
+    assert reader().latestOffset({"seq": 1}, ReadAllAvailable()) == {"seq": 36}
+
+    ranges = r.partitions({"seq": 1}, {"seq": 36})
+    assert [(p.start, p.end) for p in ranges] == [(1, 35)]
+    assert r.partitions({"seq": 36}, {"seq": 36}) == []
+    split = reader(minPartitions=3).partitions({"seq": 1}, {"seq": 31})
+    assert [(p.start, p.end) for p in split] == [(1, 10), (11, 20), (21, 30)]
+    batches = list(r.read(split[1]))
+    assert [s for b in batches for s in b.column("seq").to_pylist()] == list(range(11, 21))
+
+    with pytest.raises(BadInputError, match="offset"):
+        r.latestOffset({"offset": 3}, ReadAllAvailable())
+
+    with ja.connect(url) as client:
+        client.purge_stream(name, up_to_seq=11)  # removes 1..10
+    with pytest.raises(DataLossError, match="failOnDataLoss") as excinfo:
+        reader().partitions({"seq": 5}, {"seq": 20})
+    assert (excinfo.value.first, excinfo.value.last) == (5, 10)
+    lenient = reader(failOnDataLoss="false")
+    assert [(p.start, p.end) for p in lenient.partitions({"seq": 5}, {"seq": 20})] == [(11, 19)]
+    # The limit counts the messages still there, not the removed sequences.
+    assert lenient.latestOffset({"seq": 5}, ReadMaxRows(4)) == {"seq": 15}
+
+
+# -- writing -----------------------------------------------------------------------------
+
+
+def _copy_of(spark: Any, url: str, src: str, dst: str, **options: Any) -> Any:
+    """A streaming read of ``src`` with its subjects moved to ``dst``."""
+    return _read_stream(spark, url, src, startingOffsets="earliest", **options).withColumn(
+        "subject", F.regexp_replace("subject", f"^{src}", dst)
+    )
+
+
+def _write_stream(df: Any, url: str, checkpoint: Path, **options: Any) -> Any:
+    writer = (
+        df.writeStream.format("jetstream")
+        .option("servers", url)
+        .option("checkpointLocation", str(checkpoint))
+    )
+    for key, value in options.items():
+        writer = writer.option(key, value)
+    return writer
+
+
+def test_write_stream_stores_every_row_once_with_ids_per_micro_batch(
+    spark: Any, shared_nats_server: Any, unique_name: Any, tmp_path: Path
+) -> None:
+    url, src, dst = shared_nats_server.url, unique_name("WS"), unique_name("WD")
+    make_stream(url, src)
+    make_stream(url, dst)
+    publish(url, src, 250)
+    copy = _copy_of(spark, url, src, dst, maxMessagesPerTrigger=100, minPartitions=2)
+    writer = _write_stream(copy, url, tmp_path / "checkpoint", stream=dst)
+    query = _run_available_now(writer)
+
+    table = _messages(url, dst)
+    assert table.num_rows == 250
+    assert sorted(table.column("data").to_pylist(), key=lambda d: int(d[1:])) == [
+        f"m{i}".encode() for i in range(250)
+    ]
+    ids = _msg_ids(table)
+    assert len(set(ids)) == 250
+    # <query id>-<batch id>-<partition>-<row>: three micro-batches of two partitions.
+    parts = [i.removeprefix(f"{query.id}-").split("-") for i in ids]
+    assert all(i.startswith(f"{query.id}-") for i in ids)
+    assert {(b, p) for b, p, _ in parts} == {(str(b), str(p)) for b in range(3) for p in range(2)}
+
+    # A second run from the checkpoint publishes only what is new.
+    _run_available_now(writer)
+    assert _count(url, dst) == 250
+    publish(url, src, 30, start=250)
+    again = _run_available_now(writer)
+    assert again.id == query.id
+    assert _count(url, dst) == 280
+
+
+def _fail_while(marker: str, url: str, stream: str, published: int) -> Any:
+    """A mapInArrow step: while the file ``marker`` exists, partition 0 passes its
+    rows on, waits until ``stream`` holds ``published`` messages (the other write
+    tasks have published theirs), then fails, in every attempt. Without the file it
+    passes rows through. (Partition 0's own rows are not published before it fails:
+    a few small rows stay in the Python worker's output buffer until the task ends.)"""
+
+    def step(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        yield from batches
+        ctx = TaskContext.get()
+        if ctx is None or ctx.partitionId() != 0 or not os.path.exists(marker):
+            return
+        deadline = time.monotonic() + 60
+        with ja.connect(url) as client:
+            while client.stream_info(stream).state.messages < published:
+                if time.monotonic() > deadline:
+                    raise AssertionError("the other write tasks published nothing")
+                time.sleep(0.05)
+        raise RuntimeError("injected failure after the micro-batch's rows were published")
+
+    return step
+
+
+def test_restarted_query_re_runs_its_failed_micro_batch_without_duplicates(
+    spark: Any, shared_nats_server: Any, unique_name: Any, tmp_path: Path
+) -> None:
+    url, src, dst = shared_nats_server.url, unique_name("FS"), unique_name("FD")
+    make_stream(url, src)
+    make_stream(url, dst)
+    publish(url, src, 400)
+    marker = tmp_path / "fail"
+    marker.touch()
+    copy = _copy_of(spark, url, src, dst, minPartitions=2)
+    flaky = copy.mapInArrow(_fail_while(str(marker), url, dst, 200), copy.schema)
+    writer = _write_stream(flaky, url, tmp_path / "checkpoint", stream=dst)
+
+    with pytest.raises(SPARK_ERRORS) as excinfo:
+        _run_available_now(writer)
+    assert "injected failure" in error_text(excinfo)
+    # Partition 1 stored its rows, but micro-batch 0 failed: the checkpoint has no commit.
+    first_ids = _msg_ids(_messages(url, dst))
+    assert len(first_ids) == 200
+
+    marker.unlink()
+    query = _run_available_now(writer)
+    # The re-run of batch 0 sent every row, partition 1's under the first run's ids.
+    table = _messages(url, dst)
+    assert table.num_rows == 400
+    assert len(set(table.column("data").to_pylist())) == 400
+    ids = _msg_ids(table)
+    assert ids[:200] == first_ids
+    assert {i.rsplit("-", 1)[0] for i in ids} == {f"{query.id}-0-0", f"{query.id}-0-1"}
+
+
+def test_stream_writer_outside_a_micro_batch_and_reports(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    writer = JetStreamStreamWriter(
+        parse_write_options({"password": "pw-SECRET", "user": "u"}, queries="stream"),
+        PublishColumns(subject="subject", data="data", headers=None, msg_id=None),
+    )
+    with pytest.raises(JetStreamArrowError, match="micro-batch"):
+        writer.write(iter(()))
+    done = [
+        StreamCommitMessage(0, 0, 100, 100, 0, 1, 100, "q-1"),
+        StreamCommitMessage(1, 1, 50, 20, 30, 101, 150, "q-1"),
+    ]
+    with caplog.at_level(logging.INFO, logger="jetstream_arrow.spark"):
+        writer.commit(done, 7)
+        writer.abort([done[0], None], 8)
+    commit, abort = (r.getMessage() for r in caplog.records)
+    assert "streaming query q-1 batch 7 committed" in commit
+    assert "150 rows: 120 stored, 30 duplicates, sequences 1..150" in commit
+    assert "batch 8 failed" in abort and "1 of 2 task(s)" in abort
+    assert "re-runs batch 8 with the same message ids" in abort
+    assert "SECRET" not in commit + abort + repr(writer)
+
+
+# -- options -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "queries", "named"),
+    [
+        ({"endingSequence": "9"}, "stream", "'endingSequence'"),
+        ({"endingTime": "2026-01-31T12:00:00Z"}, "stream", "'endingTime'"),
+        ({"maxMessagesPerTrigger": "10"}, "batch", "'maxMessagesPerTrigger'"),
+        ({"maxMessagesPerTrigger": "0"}, "stream", "'maxMessagesPerTrigger'"),
+        ({"maxMessagesPerTrigger": "many"}, "stream", "'maxMessagesPerTrigger'"),
+        ({"startingOffsets": "oldest"}, "stream", "'startingOffsets'"),
+        ({"startingOffsets": "latest"}, "batch", "'startingOffsets'"),
+        ({"startingOffsets": "earliest", "startingSequence": "3"}, "stream", "'startingOffsets'"),
+        ({"startingOffsets": "latest", "startingTime": "0"}, "stream", "'startingOffsets'"),
+    ],
+)
+def test_bad_streaming_read_options_name_the_option(
+    options: dict[str, str], queries: str, named: str
+) -> None:
+    with pytest.raises(BadInputError) as excinfo:
+        parse_read_options({"stream": "S", **options}, queries=queries)
+    assert named in str(excinfo.value)
+
+
+def test_streaming_option_values() -> None:
+    opts = parse_read_options(
+        {"stream": "S", "STARTINGOFFSETS": "Earliest", "max_messages_per_trigger": "500"},
+        queries="stream",
+    )
+    assert (opts.starting_offsets, opts.max_messages_per_trigger) == ("earliest", 500)
+    assert parse_read_options({"stream": "S", "startingOffsets": "earliest"}).start_seq is None
+    # Spark passes the checkpoint location to a streaming sink; it is Spark's option.
+    write = parse_write_options(
+        {"checkpointLocation": "/tmp/x", "ackWindow": "10"}, queries="stream"
+    )
+    assert write.window == 10 and write.write_id == ""
+    with pytest.raises(BadInputError, match="'checkpointLocation'"):
+        parse_write_options({"checkpointLocation": "/tmp/x"})
+    with pytest.raises(BadInputError, match=r"'writeId'.*query id"):
+        parse_write_options({"writeId": "w"}, queries="stream")
+
+
+def test_bad_options_fail_the_streaming_query_naming_the_option(
+    spark: Any, shared_nats_server: Any, unique_name: Any, tmp_path: Path
+) -> None:
+    url, name = shared_nats_server.url, unique_name("BO")
+    make_stream(url, name)
+    publish(url, name, 5)
+
+    def fails(writer: Any) -> str:
+        with pytest.raises(SPARK_ERRORS) as excinfo:
+            _run_available_now(writer)
+        return error_text(excinfo)
+
+    ending = _read_stream(spark, url, name, endingSequence=3)
+    text = fails(
+        ending.writeStream.format("console").option("checkpointLocation", str(tmp_path / "a"))
+    )
+    assert "'endingSequence'" in text and "spark.readStream" in text
+
+    with pytest.raises(SPARK_ERRORS) as excinfo:
+        _read_stream(spark, url, name, maxMessagesPerTrigger=0)
+    assert "'maxMessagesPerTrigger'" in error_text(excinfo)
+
+    with pytest.raises(SPARK_ERRORS) as excinfo:
+        read_df(spark, url, name, maxMessagesPerTrigger=10).count()
+    assert "'maxMessagesPerTrigger'" in error_text(excinfo)
+
+    source = _read_stream(spark, url, name, startingOffsets="earliest")
+    text = fails(_write_stream(source, url, tmp_path / "b", writeId="w"))
+    assert "'writeId'" in text and "df.writeStream" in text
+
+    counts = source.groupBy("subject").count().selectExpr("subject", "string(count) as data")
+    text = fails(_write_stream(counts, url, tmp_path / "c").outputMode("complete"))
+    assert "outputMode('complete') is not supported" in text
+    assert _count(url, name) == 5
