@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections.abc import Iterator
 from datetime import datetime, timezone
 
 import pyarrow as pa
@@ -20,7 +21,7 @@ from engine_helpers import (
     rows,
     stream_state,
 )
-from jetstream_arrow.exceptions import PublishError
+from jetstream_arrow.exceptions import BadInputError, PublishError
 from natsserver import NatsCluster
 
 pytestmark = pytest.mark.timeout(120)
@@ -241,6 +242,42 @@ def test_publisher_reused_keeps_numbering_and_acks_in_input_order(
         )
     assert dup == 5_000
     assert stream_state(client, stream).messages == 5_000
+
+
+def test_publish_batches_groups_rows_keeps_order_and_ids(client: ja.Client, stream: str) -> None:
+    batches = [rows(300, stream, start=i * 300, msg_ids=False).to_batches()[0] for i in range(10)]
+    with client.publisher(msg_id_prefix="g-", window=128) as pub:
+        results = list(pub.publish_batches(iter(batches), rows_per_result=1_000))
+    # Whole batches per result, as many as fit in rows_per_result.
+    assert [r.rows for r in results] == [900, 900, 900, 300]
+    seqs = [s for r in results for s in r.acks.column("seq").to_pylist()]
+    assert seqs == list(range(1, 3_001))
+    back = read_all(client, stream, include_headers=True)
+    got = as_dicts(back.column("headers").to_pylist())
+    assert [h["Nats-Msg-Id"][0] for h in got] == [f"g-{i}" for i in range(3_000)]
+    assert [h["X-Row"][0] for h in got] == [str(i) for i in range(3_000)]
+
+
+def test_publish_batches_raises_the_source_error_after_the_rows_before_it(
+    client: ja.Client, stream: str
+) -> None:
+    def source() -> Iterator[pa.RecordBatch]:
+        for i in range(3):
+            yield rows(100, stream, start=i * 100, msg_ids=False).to_batches()[0]
+        raise OSError("the input file went away")
+
+    with client.publisher(msg_id_prefix="s-") as pub:
+        results = pub.publish_batches(source(), rows_per_result=10_000)
+        first = next(results)
+        with pytest.raises(OSError, match="the input file went away"):
+            next(results)
+    assert (first.rows, first.stored) == (300, 300)
+    assert stream_state(client, stream).messages == 300
+
+
+def test_publish_batches_rejects_a_bad_group_size(client: ja.Client, stream: str) -> None:
+    with client.publisher() as pub, pytest.raises(BadInputError, match="'rows_per_result'"):
+        next(pub.publish_batches([], rows_per_result=0))
 
 
 def test_ack_table_mixes_stored_duplicate_rows_in_order(client: ja.Client, stream: str) -> None:

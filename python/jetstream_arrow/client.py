@@ -8,7 +8,7 @@ and its options into keyword arguments with defaults a Python user can read.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Literal
@@ -104,8 +104,9 @@ def _raise_if_failed(result: PublishResult) -> PublishResult:
 class Publisher:
     """A long-lived publisher that keeps one ack window across many batches.
 
-    A bulk loader calls :meth:`publish` in a loop; each call returns when every row
-    of that call is acknowledged (stored or duplicate) or has failed.
+    Each :meth:`publish` call returns when every row of that call is acknowledged
+    (stored or duplicate) or has failed; :meth:`publish_batches` keeps the window
+    full across the batches of a long input.
     """
 
     def __init__(self, native: _core.Publisher, raise_on_error: bool) -> None:
@@ -123,6 +124,59 @@ class Publisher:
             raise
         result = PublishResult._from_core(outcome)
         return _raise_if_failed(result) if self._raise_on_error else result
+
+    def publish_batches(
+        self,
+        batches: Iterable[pa.RecordBatch],
+        subject: str | None = None,
+        *,
+        rows_per_result: int = 1_000_000,
+    ) -> Iterator[PublishResult]:
+        """Publish a sequence of record batches (all in one schema) without letting the
+        ack window drain between them, as one :meth:`publish` per batch would.
+
+        Consecutive batches go to the engine as one stream of as many whole batches
+        as fit in ``rows_per_result`` rows (at least one batch), and one result is
+        yielded for each such group, its ``acks`` in input order; that bounds the
+        memory the acks take. An exception raised by ``batches`` is raised after
+        the result of the rows that came before it.
+        """
+        if rows_per_result < 1:
+            raise BadInputError(
+                f"option 'rows_per_result' must be at least 1, got {rows_per_result}"
+            )
+        source = iter(batches)
+        pending: list[pa.RecordBatch] = []  # a batch read but not yet published
+        failure: list[BaseException] = []
+        for first in source:
+            pending.append(first)
+            break
+        while pending:
+            first = pending.pop()
+
+            def group(first: pa.RecordBatch = first) -> Iterator[pa.RecordBatch]:
+                # Runs inside the engine's read of the stream. A failing source ends
+                # the stream cleanly here and is raised once the group's acks are in.
+                yield first
+                rows = first.num_rows
+                while True:
+                    try:
+                        batch = next(source)
+                    except StopIteration:
+                        return
+                    except BaseException as err:
+                        failure.append(err)
+                        return
+                    if batch.schema != first.schema or rows + batch.num_rows > rows_per_result:
+                        pending.append(batch)  # starts the next group
+                        return
+                    rows += batch.num_rows
+                    yield batch
+
+            stream = pa.RecordBatchReader.from_batches(first.schema, group())
+            yield self.publish(stream, subject)
+            if failure:
+                raise failure[0]
 
     def close(self) -> None:
         self._native.close()

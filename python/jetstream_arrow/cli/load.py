@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import queue
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -14,14 +12,13 @@ from typing import Any
 
 import pyarrow as pa
 
+from .._read_ahead import ReadAhead
 from ..exceptions import BadInputError, NotFoundError
 from .errors import CliError, UsageError
 from .messages import MessageBuilder
 from .progress import Progress, human_count, human_duration, human_rate
 from .sources import InputFile, file_identity, guess_format
 from .streams import check_subject_in_stream, describe_duplicate_window
-
-_DONE = object()
 
 
 @dataclass
@@ -33,52 +30,6 @@ class Totals:
     nbytes: int = 0
     files: int = 0
     failures: list[str] = field(default_factory=list)
-
-
-class _Prefetch:
-    """Reads and converts batches in a thread while the main thread publishes.
-
-    At most ``depth`` converted batches wait in the queue, so memory stays bounded."""
-
-    def __init__(self, source: Iterator[Any], depth: int = 2) -> None:
-        self._source = source
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=depth)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self._run, name="jetstream-arrow-reader", daemon=True
-        )
-        self._thread.start()
-
-    def _put(self, item: Any) -> bool:
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def _run(self) -> None:
-        try:
-            for item in self._source:
-                if not self._put(item):
-                    return
-            self._put(_DONE)
-        except BaseException as e:  # handed to the main thread
-            self._put(e)
-
-    def __iter__(self) -> Iterator[Any]:
-        while True:
-            item = self._queue.get()
-            if item is _DONE:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5.0)
 
 
 def _converted(
@@ -219,7 +170,8 @@ def _load_file(
     label = f"load {f.path.name}"
     progress.update(label=label, fraction=0.0)
     row_offset = 0
-    prefetch = _Prefetch(_converted(f, builder, batch_rows))
+    # Files are read and converted in a thread while the previous batch is published.
+    prefetch = ReadAhead(_converted(f, builder, batch_rows), name="jetstream-arrow-reader")
     try:
         with client.publisher(
             subject=args.subject,
