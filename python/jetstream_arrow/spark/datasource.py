@@ -43,6 +43,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from .._read_ahead import ReadAhead
 from ..client import Client
 from ..exceptions import (
     BadInputError,
@@ -521,8 +522,12 @@ def publish_batches(
     tally: _Tally,
     where: str,
 ) -> Iterator[Any]:
-    """Publish each batch with one publisher; yield each batch's PublishResult.
-    Raises PublishError when rows failed, saying what was stored before."""
+    """Publish the batches through one publisher; yield a PublishResult per group of
+    batches (see ``Publisher.publish_batches``), rows in input order.
+
+    Spark's batches are read a few ahead in a thread, so that Spark handing over the
+    next batch overlaps the publishing of this one, and the ack window stays full
+    across batches. An engine error says what was stored before it."""
     client = get_client(opts.connect)
     publisher = client.publisher(
         opts.subject,
@@ -530,22 +535,26 @@ def publish_batches(
         raise_on_error=False,
         **opts.publisher_kwargs(),
     )
+    selected = (columns.select(batch) for batch in batches if batch.num_rows)
+    read_ahead = ReadAhead(selected, depth=2, name="jetstream-arrow-spark-input")
     try:
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
+        results = publisher.publish_batches(read_ahead)
+        while True:
             try:
-                result = publisher.publish(columns.select(batch))
+                result = next(results)
+            except StopIteration:
+                return
             except JetStreamArrowError as err:
                 if hasattr(err, "add_note"):
                     err.add_note(
-                        f"{where}: before this batch {tally.stored} messages were stored "
+                        f"{where}: before these rows {tally.stored} messages were stored "
                         f"and {tally.duplicates} were duplicates"
                     )
                 raise
             tally.add(result)
             yield result
     finally:
+        read_ahead.close()
         publisher.close()
 
 
