@@ -27,7 +27,7 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 const STALL: Duration = Duration::from_secs(30);
 
 const USAGE: &str = "usage:
-  native-baseline publish --url U --stream S --subject X --count N --size B [--window W] [--msg-ids 0/1]
+  native-baseline publish --url U --stream S --subject X --count N --size B [--window W] [--max-bytes-in-flight B] [--msg-ids 0/1]
   native-baseline fetch   --url U --stream S --count N [--batch K] [--max-bytes M]";
 
 struct Args {
@@ -124,7 +124,14 @@ async fn publish(args: &Args) -> Result<Value, Error> {
     let _stream = args.str("stream")?;
     let count = args.num("count", None)?;
     let size = args.num("size", None)? as usize;
-    let window = args.num("window", Some(8192))?.max(1);
+    // The same two bounds as the package's publisher: at most `window` messages and at
+    // most 32 MiB of payload in flight (with large messages the count alone would let
+    // window x size pile up in the server and stall it).
+    let max_bytes_in_flight = args.num("max-bytes-in-flight", Some(32 << 20))?;
+    let window = args
+        .num("window", Some(8192))?
+        .min(max_bytes_in_flight / (size as u64).max(1))
+        .max(1);
     // With --msg-ids 1 every message carries `Nats-Msg-Id: <index>`, as idempotent
     // writers (the Spark writer, the loader) send them: the server then also checks
     // and records each id in the stream's duplicate window, which costs it CPU.
