@@ -16,8 +16,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 QUICK_CASES = [
     "native-publish",
+    "native-publish-ids",
     "natspy-publish",
     "ja-publish",
+    "ja-publish-ids",
     "native-fetch",
     "natspy-fetch",
     "ja-read",

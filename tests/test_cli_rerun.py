@@ -41,7 +41,14 @@ def _start_load(path, url, *extra):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # A test run started in the background (`cmd &` in a script) ignores SIGINT,
+        # and so would the load it starts; Ctrl-C must reach this one.
+        preexec_fn=_default_sigint,
     )
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _wait_for_some(client, proc, at_least: int, timeout: float = 60.0) -> int:

@@ -223,9 +223,14 @@ def test_ack_policy_all_one_ack_for_the_batch(client: ja.Client, stream: str) ->
     info = client.consumer_info(stream, "everything")
     assert info.num_ack_pending == 200
     batch.ack()
+    # The ack is not confirmed: wait for the server to apply it.
+    wait_until(
+        lambda: client.consumer_info(stream, "everything").num_ack_pending == 0,
+        5.0,
+        "the AckAll of the batch",
+    )
     info = client.consumer_info(stream, "everything")
     assert (info.ack_floor.stream_seq, info.ack_floor.consumer_seq) == (200, 200)
-    assert info.num_ack_pending == 0
     rest = consumer.fetch(500, expires=1.0)
     assert col(rest, "seq") == list(range(201, 501))
     rest.ack_sync()
