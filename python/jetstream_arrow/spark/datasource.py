@@ -16,7 +16,7 @@ import logging
 import math
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from types import FrameType
 from typing import Any
@@ -565,14 +565,15 @@ def publish_task(
     msg_id_prefix: str,
     where: str,
 ) -> _Tally:
-    """Publish one write task's batches; raise PublishError at the first batch with
-    rows that were not stored (the task fails, and its retry sends the same ids)."""
+    """Publish one write task's batches; raise PublishError at the first group of
+    batches with rows that were not stored (the task fails, and its retry sends the
+    same ids)."""
     tally = _Tally()
     for result in publish_batches(opts, columns, batches, msg_id_prefix, tally, where):
         if result.failed:
             first = result.failed_rows().slice(0, 1).to_pylist()[0]
             raise PublishError(
-                f"{where}: {result.failed} of {result.rows} rows of a batch were not "
+                f"{where}: {result.failed} of {result.rows} rows published together were not "
                 f"stored (first: {first['error']}); this task stored {tally.stored} "
                 f"messages and found {tally.duplicates} duplicates so far. A retry of "
                 "the task sends the same message ids, so it stores only what is missing.",
@@ -610,15 +611,7 @@ class JetStreamWriter(DataSourceArrowWriter):
         where = f"write {self.opts.write_id}, partition {partition}, attempt {attempt}"
         prefix = f"{self.opts.write_id}-{partition}-"
         tally = publish_task(self.opts, self.columns, iterator, prefix, where)
-        return JetStreamCommitMessage(
-            partition,
-            attempt,
-            tally.rows,
-            tally.stored,
-            tally.duplicates,
-            tally.first_seq,
-            tally.last_seq,
-        )
+        return JetStreamCommitMessage(partition, attempt, **asdict(tally))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         done = [m for m in messages if isinstance(m, JetStreamCommitMessage)]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -243,16 +243,7 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
         )
         prefix = f"{query_id}-{batch_id}-{partition}-"
         tally = publish_task(self.opts, self.columns, iterator, prefix, where)
-        return StreamCommitMessage(
-            partition,
-            attempt,
-            tally.rows,
-            tally.stored,
-            tally.duplicates,
-            tally.first_seq,
-            tally.last_seq,
-            query_id,
-        )
+        return StreamCommitMessage(partition, attempt, **asdict(tally), query_id=query_id)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         done = [m for m in messages if isinstance(m, StreamCommitMessage)]
