@@ -7,6 +7,7 @@ and its options into keyword arguments with defaults a Python user can read.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -146,11 +147,9 @@ class Publisher:
                 f"option 'rows_per_result' must be at least 1, got {rows_per_result}"
             )
         source = iter(batches)
-        pending: list[pa.RecordBatch] = []  # a batch read but not yet published
+        # A batch read but not yet published (the first of the next group).
+        pending: list[pa.RecordBatch] = list(itertools.islice(source, 1))
         failure: list[BaseException] = []
-        for first in source:
-            pending.append(first)
-            break
         while pending:
             first = pending.pop()
 
