@@ -156,30 +156,27 @@ def _payload_bytes(data: Any) -> int:
     return int(pc.sum(pc.binary_length(data)).as_py() or 0)
 
 
-def ja_publish(p: Params, clock: Clock) -> Result:
-    import jetstream_arrow as ja
-
-    data = _input_reader(p["n"], p["size"])
-    with ja.connect(p["url"]) as client:
-        clock.start()
-        res = client.publish(data, subject=p["subject"], window=PUBLISH_WINDOW)
-        clock.stop()
-    return {"msgs": res.stored, "bytes": res.stored * p["size"], "duplicates": res.duplicates}
-
-
-def ja_publish_ids(p: Params, clock: Clock) -> Result:
-    """``ja_publish`` with a message id on every row (``msg_id_prefix``), the way the
-    Spark writer and the loader publish so that a re-run stores nothing twice."""
+def _ja_publish(p: Params, clock: Clock, msg_id_prefix: str | None) -> Result:
     import jetstream_arrow as ja
 
     data = _input_reader(p["n"], p["size"])
     with ja.connect(p["url"]) as client:
         clock.start()
         res = client.publish(
-            data, subject=p["subject"], window=PUBLISH_WINDOW, msg_id_prefix="bench-"
+            data, subject=p["subject"], window=PUBLISH_WINDOW, msg_id_prefix=msg_id_prefix
         )
         clock.stop()
     return {"msgs": res.stored, "bytes": res.stored * p["size"], "duplicates": res.duplicates}
+
+
+def ja_publish(p: Params, clock: Clock) -> Result:
+    return _ja_publish(p, clock, msg_id_prefix=None)
+
+
+def ja_publish_ids(p: Params, clock: Clock) -> Result:
+    """``ja_publish`` with a message id on every row (``msg_id_prefix``), the way the
+    Spark writer and the loader publish so that a re-run stores nothing twice."""
+    return _ja_publish(p, clock, msg_id_prefix="bench-")
 
 
 def ja_read(p: Params, clock: Clock) -> Result:
