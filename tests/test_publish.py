@@ -376,7 +376,14 @@ def test_cluster_publish_while_a_server_restarts_loses_and_duplicates_nothing(
         marks: dict[str, float] = {}
 
         def restart() -> None:
-            time.sleep(0.2)
+            # Once part of the input is stored, so the restart lands mid-publish
+            # however fast the publish runs.
+            with ja.connect(nats_cluster.url) as watcher:
+                deadline = time.monotonic() + 30
+                while watcher.stream_info("R3").state.messages < n // 10:
+                    if time.monotonic() > deadline:
+                        return  # the assertions below report it
+                    time.sleep(0.005)
             marks["restart"] = time.monotonic()
             victim.restart(wait=False)
             restarted.set()
