@@ -160,8 +160,13 @@ def test_cluster_replicated_stream_survives_a_member(nats_cluster: NatsCluster) 
         nc = await nats.connect(nats_cluster.urls)
         js = nc.jetstream()
         info = await js.add_stream(name="R3", subjects=["r3.>"], num_replicas=3)
+        # A new R3 stream answers "no responders" until its leader is elected; the
+        # msg ids keep a retry after a lost ack from storing a message twice.
         for i in range(5):
-            await js.publish("r3.x", str(i).encode())
+            await retry(
+                lambda i=i: js.publish("r3.x", str(i).encode(), headers={"Nats-Msg-Id": f"m{i}"}),
+                timeout=30,
+            )
         info = await nc.jsm().stream_info("R3")
         await nc.close()
         assert info.cluster is not None
