@@ -10,6 +10,48 @@ from typing import Any, Protocol, final
 
 __version__: str
 
+# Every default of the package; their one home is rust/core/src/defaults.rs.
+DEFAULT_SERVERS: str
+DEFAULT_CLIENT_NAME: str
+DEFAULT_CONNECT_TIMEOUT: float
+DEFAULT_REQUEST_TIMEOUT: float
+DEFAULT_MAX_RECONNECTS: int
+DEFAULT_RECONNECT_DELAY: float
+DEFAULT_PING_INTERVAL: float
+DEFAULT_WINDOW: int
+DEFAULT_ACK_TIMEOUT: float
+DEFAULT_MAX_RETRIES: int
+DEFAULT_RETRY_BACKOFF: float
+DEFAULT_ROWS_PER_RESULT: int
+DEFAULT_READ_BATCH_ROWS: int
+DEFAULT_READ_MAX_BYTES: int
+DEFAULT_HEARTBEAT: float
+DEFAULT_FETCH_MAX_MESSAGES: int
+DEFAULT_FETCH_EXPIRES: float
+DEFAULT_CONSUME_MAX_MESSAGES: int
+DEFAULT_CONSUME_EXPIRES: float
+DEFAULT_CONSUME_BATCH_ROWS: int
+DEFAULT_CONSUME_BATCH_WAIT: float
+DEFAULT_ACK_SYNC_TIMEOUT: float
+DEFAULT_SPARK_BATCH_ROWS: int
+DEFAULT_SPARK_MAX_MESSAGES_PER_PARTITION: int
+
+# JetStream error codes the package reacts to (rust/core/src/error.rs).
+ERR_CONSUMER_NOT_FOUND: int
+ERR_NO_MESSAGE_FOUND: int
+ERR_STREAM_NAME_IN_USE: int
+ERR_STREAM_NOT_FOUND: int
+ERR_TOO_MANY_REQUESTS: int
+
+# The fields ConnectOptions must have: the native core reads exactly these.
+CONNECT_FIELDS: list[str]
+
+def validate_name(value: str, option: str = "name") -> str:
+    """Return a valid stream or consumer name, or raise BadInputError naming `option`."""
+
+def js_api_prefix(domain: str | None = None, api_prefix: str | None = None) -> str:
+    """`api_prefix`, or `$JS.<domain>.API`, or `$JS.API`."""
+
 class _ArrowBatch(Protocol):
     """A record batch exported through the PyCapsule interface (pa.record_batch takes it)."""
 
@@ -27,8 +69,8 @@ class _ArrowStream(Protocol):
 @final
 class Client:
     @staticmethod
-    def connect(options: dict[str, Any]) -> Client:
-        """Connect with ConnectOptions.to_dict(); waits at most connect_timeout."""
+    def connect(options: Any) -> Client:
+        """Connect with a jetstream_arrow.ConnectOptions; waits at most connect_timeout."""
     @property
     def api_prefix(self) -> str: ...
     def server_info(self) -> dict[str, Any]:
@@ -42,11 +84,11 @@ class Client:
         self,
         *,
         subject: str | None = None,
-        window: int = 8192,
+        window: int = ...,
         on_full: str = "wait",
-        ack_timeout: float = 5.0,
-        max_retries: int = 5,
-        retry_backoff: float = 0.05,
+        ack_timeout: float = ...,
+        max_retries: int = ...,
+        retry_backoff: float = ...,
         msg_id_prefix: str | None = None,
         msg_id_start: int = 0,
         expected_stream: str | None = None,
@@ -64,9 +106,9 @@ class Client:
         start_time_ns: int | None = None,
         end_time_ns: int | None = None,
         include_headers: bool = False,
-        batch_rows: int = 65536,
-        max_bytes: int = 16777216,
-        heartbeat: float = 5.0,
+        batch_rows: int = ...,
+        max_bytes: int = ...,
+        heartbeat: float = ...,
     ) -> _ArrowStream:
         """Open a read (errors of the opening raise here); batches follow in sequence order."""
     def pull_consumer(
@@ -98,7 +140,7 @@ class ConsumedBatch:
     def batch(self) -> _ArrowBatch: ...
     def __len__(self) -> int: ...
     def ack(self, rows: list[int] | None = None) -> None: ...
-    def ack_sync(self, rows: list[int] | None = None, timeout: float = 5.0) -> None:
+    def ack_sync(self, rows: list[int] | None = None, timeout: float = ...) -> None:
         """Double ack: each ack is confirmed by the server, retried until confirmed or timeout."""
     def nak(self, rows: list[int] | None = None, delay: float | None = None) -> None: ...
     def term(self, rows: list[int] | None = None, reason: str | None = None) -> None: ...
@@ -112,10 +154,10 @@ class PullConsumer:
     def name(self) -> str: ...
     def fetch(
         self,
-        max_messages: int = 100,
+        max_messages: int = ...,
         *,
         max_bytes: int | None = None,
-        expires: float = 5.0,
+        expires: float = ...,
         no_wait: bool = False,
         heartbeat: float | None = None,
         include_headers: bool = False,
@@ -123,14 +165,14 @@ class PullConsumer:
     def messages(
         self,
         *,
-        max_messages: int = 4096,
+        max_messages: int = ...,
         max_bytes: int | None = None,
         threshold_messages: int | None = None,
         threshold_bytes: int | None = None,
-        expires: float = 30.0,
-        heartbeat: float = 5.0,
-        batch_rows: int = 4096,
-        batch_wait: float = 0.05,
+        expires: float = ...,
+        heartbeat: float = ...,
+        batch_rows: int = ...,
+        batch_wait: float = ...,
         include_headers: bool = False,
     ) -> MessageStream: ...
 

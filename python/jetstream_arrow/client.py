@@ -11,12 +11,13 @@ import itertools
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Literal
 
 import pyarrow as pa
 
 from . import _core
+from ._time import to_epoch_ns
 from .exceptions import BadInputError, JetStreamArrowError, PublishError
 from .management import ManagementMixin
 from .options import ConnectOptions
@@ -26,35 +27,6 @@ OnFull = Literal["wait", "fail"]
 
 def _rows_arg(rows: Sequence[int] | None) -> list[int] | None:
     return None if rows is None else [int(r) for r in rows]
-
-
-def _time_ns(value: datetime | int | float | str | None, option: str) -> int | None:
-    """Accept an aware datetime, an ISO-8601 string, or epoch seconds."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            raise BadInputError(
-                f"option {option!r}: {value!r} is not an ISO-8601 time such as "
-                "'2026-01-31T12:00:00Z'"
-            ) from None
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            raise BadInputError(
-                f"option {option!r}: the datetime {value!r} has no time zone; "
-                "give an aware datetime (e.g. tzinfo=timezone.utc)"
-            )
-        delta = value - datetime(1970, 1, 1, tzinfo=timezone.utc)
-        if not -(2**63) < delta.total_seconds() * 1e9 < 2**63:
-            raise BadInputError(f"option {option!r}: {value!r} is out of range (years 1678-2262)")
-        return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
-    if isinstance(value, (int, float)):
-        if not -(2**63) < value * 1e9 < 2**63:
-            raise BadInputError(f"option {option!r}: {value!r} is out of range (years 1678-2262)")
-        return int(value * 1_000_000_000)
-    raise BadInputError(f"option {option!r}: expected a datetime, ISO string or epoch seconds")
 
 
 @dataclass(frozen=True)
@@ -131,7 +103,7 @@ class Publisher:
         batches: Iterable[pa.RecordBatch],
         subject: str | None = None,
         *,
-        rows_per_result: int = 1_000_000,
+        rows_per_result: int = _core.DEFAULT_ROWS_PER_RESULT,
     ) -> Iterator[PublishResult]:
         """Publish a sequence of record batches (all in one schema) without letting the
         ack window drain between them, as one :meth:`publish` per batch would.
@@ -205,7 +177,9 @@ class ConsumedBatch:
         """Acknowledge (one AckAll for the whole batch where the policy allows)."""
         self._native.ack(_rows_arg(rows))
 
-    def ack_sync(self, rows: Sequence[int] | None = None, timeout: float = 5.0) -> None:
+    def ack_sync(
+        self, rows: Sequence[int] | None = None, timeout: float = _core.DEFAULT_ACK_SYNC_TIMEOUT
+    ) -> None:
         """Double ack: returns once the server confirmed every ack (retried until then)."""
         self._native.ack_sync(_rows_arg(rows), timeout)
 
@@ -238,10 +212,10 @@ class PullConsumer:
 
     def fetch(
         self,
-        max_messages: int = 100,
+        max_messages: int = _core.DEFAULT_FETCH_MAX_MESSAGES,
         *,
         max_bytes: int | None = None,
-        expires: float = 5.0,
+        expires: float = _core.DEFAULT_FETCH_EXPIRES,
         no_wait: bool = False,
         heartbeat: float | None = None,
         include_headers: bool = False,
@@ -261,14 +235,14 @@ class PullConsumer:
     def messages(
         self,
         *,
-        max_messages: int = 4096,
+        max_messages: int = _core.DEFAULT_CONSUME_MAX_MESSAGES,
         max_bytes: int | None = None,
         threshold_messages: int | None = None,
         threshold_bytes: int | None = None,
-        expires: float = 30.0,
-        heartbeat: float = 5.0,
-        batch_rows: int = 4096,
-        batch_wait: float = 0.05,
+        expires: float = _core.DEFAULT_CONSUME_EXPIRES,
+        heartbeat: float = _core.DEFAULT_HEARTBEAT,
+        batch_rows: int = _core.DEFAULT_CONSUME_BATCH_ROWS,
+        batch_wait: float = _core.DEFAULT_CONSUME_BATCH_WAIT,
         include_headers: bool = False,
     ) -> Iterator[ConsumedBatch]:
         """Continuous, pre-buffered consumption, like nats.go's ``Messages()``.
@@ -343,11 +317,11 @@ class Client(ManagementMixin):
         self,
         subject: str | None = None,
         *,
-        window: int = 8192,
+        window: int = _core.DEFAULT_WINDOW,
         on_full: OnFull = "wait",
-        ack_timeout: float = 5.0,
-        max_retries: int = 5,
-        retry_backoff: float = 0.05,
+        ack_timeout: float = _core.DEFAULT_ACK_TIMEOUT,
+        max_retries: int = _core.DEFAULT_MAX_RETRIES,
+        retry_backoff: float = _core.DEFAULT_RETRY_BACKOFF,
         msg_id_prefix: str | None = None,
         msg_id_start: int = 0,
         expected_stream: str | None = None,
@@ -403,9 +377,9 @@ class Client(ManagementMixin):
         start_time: datetime | str | float | None = None,
         end_time: datetime | str | float | None = None,
         include_headers: bool = False,
-        batch_rows: int = 65_536,
-        max_bytes: int = 16 * 1024 * 1024,
-        heartbeat: float = 5.0,
+        batch_rows: int = _core.DEFAULT_READ_BATCH_ROWS,
+        max_bytes: int = _core.DEFAULT_READ_MAX_BYTES,
+        heartbeat: float = _core.DEFAULT_HEARTBEAT,
     ) -> pa.RecordBatchReader:
         """Replay a stream in sequence order as Arrow record batches.
 
@@ -422,8 +396,8 @@ class Client(ManagementMixin):
             start_seq=start_seq,
             end_seq=end_seq,
             subjects=None if subjects is None else list(subjects),
-            start_time_ns=_time_ns(start_time, "start_time"),
-            end_time_ns=_time_ns(end_time, "end_time"),
+            start_time_ns=to_epoch_ns(start_time, "start_time"),
+            end_time_ns=to_epoch_ns(end_time, "end_time"),
             include_headers=include_headers,
             batch_rows=batch_rows,
             max_bytes=max_bytes,
@@ -456,4 +430,4 @@ def connect(servers: str | Sequence[str] | None = None, **options: Any) -> Clien
             servers,
             **options,
         )
-    return Client(_core.Client.connect(opts.to_dict()), opts)
+    return Client(_core.Client.connect(opts), opts)

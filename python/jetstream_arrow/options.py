@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import _core
 from .exceptions import BadInputError
 
 _SECRET_FIELDS = frozenset({"password", "token", "nkey_seed"})
@@ -25,7 +26,7 @@ class ConnectOptions:
     Durations are seconds (floats).
     """
 
-    servers: str = "nats://127.0.0.1:4222"
+    servers: str = _core.DEFAULT_SERVERS
     user: str | None = None
     password: str | None = field(default=None, repr=False)
     token: str | None = field(default=None, repr=False)
@@ -36,13 +37,13 @@ class ConnectOptions:
     tls_key: str | None = None
     tls_required: bool = False
     tls_first: bool = False
-    name: str | None = "jetstream-arrow"
-    connect_timeout: float = 5.0
-    request_timeout: float = 10.0
-    max_reconnects: int | None = 60
-    reconnect_delay: float = 2.0
+    name: str | None = _core.DEFAULT_CLIENT_NAME
+    connect_timeout: float = _core.DEFAULT_CONNECT_TIMEOUT
+    request_timeout: float = _core.DEFAULT_REQUEST_TIMEOUT
+    max_reconnects: int | None = _core.DEFAULT_MAX_RECONNECTS
+    reconnect_delay: float = _core.DEFAULT_RECONNECT_DELAY
     retry_on_initial_connect: bool = False
-    ping_interval: float = 60.0
+    ping_interval: float = _core.DEFAULT_PING_INTERVAL
     domain: str | None = None
     api_prefix: str | None = None
     inbox_prefix: str | None = None
@@ -57,6 +58,15 @@ class ConnectOptions:
             raise BadInputError("options 'tls_cert' and 'tls_key' go together: give both")
         if self.user is not None and self.password is None:
             raise BadInputError("option 'user' needs 'password'")
+        if self.max_reconnects is not None and (
+            isinstance(self.max_reconnects, bool)
+            or not isinstance(self.max_reconnects, int)
+            or self.max_reconnects < 0
+        ):
+            raise BadInputError(
+                "option 'max_reconnects' must be a whole number >= 0, or None to reconnect "
+                f"forever; got {self.max_reconnects!r}"
+            )
         for name in ("connect_timeout", "request_timeout", "reconnect_delay", "ping_interval"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value <= 0:
@@ -67,14 +77,10 @@ class ConnectOptions:
     @property
     def js_api_prefix(self) -> str:
         """The subject prefix of the JetStream API these options talk to."""
-        if self.api_prefix:
-            return self.api_prefix.rstrip(".")
-        if self.domain:
-            return f"$JS.{self.domain}.API"
-        return "$JS.API"
+        return _core.js_api_prefix(self.domain, self.api_prefix)
 
     def to_dict(self) -> dict[str, Any]:
-        """Every option as a plain dict (what the native core takes)."""
+        """Every option as a plain dict."""
         return dataclasses.asdict(self)
 
     def cache_key(self) -> tuple[Any, ...]:

@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use async_nats::{Client, ConnectOptions, Event, ServerError};
 
+use crate::defaults;
 use crate::error::{Error, ErrorKind, Result};
 
 /// Everything needed to reach NATS and its JetStream API. Mirrors the Python
 /// `ConnectOptions`; durations are already `Duration`s here.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ConnectConfig {
     /// One URL or a comma-separated list.
     pub servers: String,
@@ -38,13 +39,45 @@ pub struct ConnectConfig {
     pub inbox_prefix: Option<String>,
 }
 
+/// The JetStream API prefix: `api_prefix`, or `$JS.<domain>.API`, or `$JS.API`.
+pub fn js_api_prefix(domain: Option<&str>, api_prefix: Option<&str>) -> String {
+    match (api_prefix, domain) {
+        (Some(prefix), _) if !prefix.is_empty() => prefix.trim_end_matches('.').to_string(),
+        (_, Some(domain)) if !domain.is_empty() => format!("$JS.{domain}.API"),
+        _ => "$JS.API".to_string(),
+    }
+}
+
 impl ConnectConfig {
-    /// The JetStream API prefix: `api_prefix`, or `$JS.<domain>.API`, or `$JS.API`.
     pub fn js_api_prefix(&self) -> String {
-        match (&self.api_prefix, &self.domain) {
-            (Some(prefix), _) if !prefix.is_empty() => prefix.trim_end_matches('.').to_string(),
-            (_, Some(domain)) if !domain.is_empty() => format!("$JS.{domain}.API"),
-            _ => "$JS.API".to_string(),
+        js_api_prefix(self.domain.as_deref(), self.api_prefix.as_deref())
+    }
+}
+
+impl Default for ConnectConfig {
+    fn default() -> Self {
+        Self {
+            servers: defaults::SERVERS.to_string(),
+            user: None,
+            password: None,
+            token: None,
+            creds: None,
+            nkey_seed: None,
+            tls_ca: None,
+            tls_cert: None,
+            tls_key: None,
+            tls_required: false,
+            tls_first: false,
+            name: Some(defaults::CLIENT_NAME.to_string()),
+            connect_timeout: defaults::CONNECT_TIMEOUT,
+            request_timeout: defaults::REQUEST_TIMEOUT,
+            max_reconnects: Some(defaults::MAX_RECONNECTS),
+            reconnect_delay: defaults::RECONNECT_DELAY,
+            retry_on_initial_connect: false,
+            ping_interval: defaults::PING_INTERVAL,
+            domain: None,
+            api_prefix: None,
+            inbox_prefix: None,
         }
     }
 }
@@ -130,6 +163,26 @@ impl Connection {
             request_timeout: config.request_timeout,
             server_errors,
         })
+    }
+
+    /// Send what is buffered and wait for the server's answer, at most `timeout`
+    /// (default: the request timeout).
+    pub async fn flush(&self, timeout: Option<Duration>) -> Result<()> {
+        let timeout = timeout.unwrap_or(self.request_timeout);
+        match tokio::time::timeout(timeout, self.client.flush()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(Error::connection(format!("flush failed: {e}"))),
+            Err(_) => Err(Error::timeout(format!(
+                "flush: no answer from the server within {timeout:?}"
+            ))),
+        }
+    }
+
+    /// Deliver what is buffered, then close. A dead server cannot make this hang:
+    /// each step waits at most the request timeout.
+    pub async fn close(&self) {
+        let _ = self.flush(None).await;
+        let _ = tokio::time::timeout(self.request_timeout, self.client.drain()).await;
     }
 
     /// The largest payload (headers included) the server accepts.

@@ -48,12 +48,23 @@ pub struct ApiErrorCode {
     pub description: String,
 }
 
-/// JetStream error codes the core reacts to.
+/// JetStream error codes the package reacts to; Python sees each as
+/// `jetstream_arrow._core.ERR_<NAME>`.
 pub mod err_codes {
-    pub const STREAM_NOT_FOUND: u32 = 10059;
     pub const CONSUMER_NOT_FOUND: u32 = 10014;
     pub const NO_MESSAGE_FOUND: u32 = 10037;
+    pub const STREAM_NAME_IN_USE: u32 = 10058;
+    pub const STREAM_NOT_FOUND: u32 = 10059;
     pub const TOO_MANY_REQUESTS: u32 = 10167;
+
+    /// Every code above by its exported name.
+    pub const EXPORTED: &[(&str, u32)] = &[
+        ("CONSUMER_NOT_FOUND", CONSUMER_NOT_FOUND),
+        ("NO_MESSAGE_FOUND", NO_MESSAGE_FOUND),
+        ("STREAM_NAME_IN_USE", STREAM_NAME_IN_USE),
+        ("STREAM_NOT_FOUND", STREAM_NOT_FOUND),
+        ("TOO_MANY_REQUESTS", TOO_MANY_REQUESTS),
+    ];
 }
 
 impl Error {

@@ -11,6 +11,7 @@ pub mod api;
 pub mod batch_builder;
 pub mod connection;
 pub mod consumer;
+pub mod defaults;
 pub mod error;
 pub mod metadata;
 pub mod publish;

@@ -20,6 +20,7 @@ use serde::Deserialize;
 use tokio::time::Instant;
 
 use crate::connection::Connection;
+use crate::defaults;
 use crate::error::{err_codes, ApiErrorCode, Error, Result};
 use crate::publish_input::{MessageDefaults, OutgoingMessage, PublishBatch};
 use crate::schema::ack_schema;
@@ -57,11 +58,11 @@ pub struct PublishOptions {
 impl Default for PublishOptions {
     fn default() -> Self {
         Self {
-            window: 8192,
+            window: defaults::WINDOW,
             fail_when_full: false,
-            ack_timeout: Duration::from_secs(5),
-            max_retries: 5,
-            retry_backoff: Duration::from_millis(50),
+            ack_timeout: defaults::ACK_TIMEOUT,
+            max_retries: defaults::MAX_RETRIES,
+            retry_backoff: defaults::RETRY_BACKOFF,
             defaults: MessageDefaults::default(),
             msg_id_start: 0,
             expected_last_seq: None,

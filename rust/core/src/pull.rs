@@ -1,7 +1,7 @@
 //! The pull loop shared by reads and durable consumers: keeps pull requests
 //! outstanding up to a bounded number of messages (and bytes), refills at a
 //! threshold, watches idle heartbeats, and turns the server's status replies into
-//! accounting or errors (see NATS-NOTES: 404/408/409 carry Nats-Pending-*).
+//! accounting or errors (404/408/409 replies carry Nats-Pending-*).
 //!
 //! The client's subscription buffer is the prefetch buffer: the loop never asks for
 //! more than `max_messages` beyond what it has handed out, so memory stays bounded

@@ -14,6 +14,7 @@ use serde_json::json;
 
 use crate::batch_builder::BatchBuilder;
 use crate::connection::Connection;
+use crate::defaults;
 use crate::error::{Error, Result};
 use crate::pull::{PullLoop, PullSettings, MAX_BUFFERED_MESSAGES};
 use crate::schema::SchemaOptions;
@@ -43,9 +44,9 @@ impl Default for ReadOptions {
             start_time_ns: None,
             end_time_ns: None,
             include_headers: false,
-            batch_rows: 65_536,
-            max_bytes: 16 << 20,
-            heartbeat: Duration::from_secs(5),
+            batch_rows: defaults::READ_BATCH_ROWS,
+            max_bytes: defaults::READ_MAX_BYTES,
+            heartbeat: defaults::HEARTBEAT,
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The message schema, one for both directions (see DESIGN.md): what a read yields
+//! The message schema, one for both directions: what a read yields
 //! and what a publish accepts.
 
 use std::sync::Arc;

@@ -1,76 +1,25 @@
 //! `Client`, `Publisher` and `PublishOutcome`: the connection and the publish path.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use arrow_array::RecordBatch;
-use jetstream_arrow_core::connection::{ConnectConfig, Connection};
+use jetstream_arrow_core::connection::Connection;
+use jetstream_arrow_core::defaults;
 use jetstream_arrow_core::publish::{
     PublishOptions, PublishOutcome as CoreOutcome, Publisher as CorePublisher,
 };
 use jetstream_arrow_core::publish_input::MessageDefaults;
-use jetstream_arrow_core::{Error, ErrorKind};
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use jetstream_arrow_core::Error;
+use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use pyo3_arrow::input::AnyRecordBatch;
 use pyo3_arrow::{PyRecordBatch, PyRecordBatchReader};
 
 use crate::consumer::PullConsumer;
-use crate::errors::{to_py_err, IntoPyResult};
+use crate::errors::{GlueError, GlueResult};
+use crate::options::{connect_config, opt_seconds, seconds};
 use crate::runtime::{wait, BlockingIter};
-
-fn seconds(value: f64, option: &str) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(value).map_err(|_| {
-        PyValueError::new_err(format!(
-            "option '{option}' must be a non-negative number of seconds, got {value}"
-        ))
-    })
-}
-
-fn get<'py, T>(dict: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<T>>
-where
-    T: FromPyObjectOwned<'py>,
-{
-    match dict.get_item(key)? {
-        None => Ok(None),
-        Some(v) if v.is_none() => Ok(None),
-        Some(v) => v.extract::<T>().map(Some).map_err(|e| {
-            let e: PyErr = e.into();
-            PyTypeError::new_err(format!("option '{key}': {e}"))
-        }),
-    }
-}
-
-fn connect_config(options: &Bound<'_, PyDict>) -> PyResult<ConnectConfig> {
-    let secs = |key: &str, default: f64| -> PyResult<Duration> {
-        seconds(get::<f64>(options, key)?.unwrap_or(default), key)
-    };
-    Ok(ConnectConfig {
-        servers: get(options, "servers")?.unwrap_or_else(|| "nats://127.0.0.1:4222".to_string()),
-        user: get(options, "user")?,
-        password: get(options, "password")?,
-        token: get(options, "token")?,
-        creds: get::<String>(options, "creds")?.map(PathBuf::from),
-        nkey_seed: get(options, "nkey_seed")?,
-        tls_ca: get::<String>(options, "tls_ca")?.map(PathBuf::from),
-        tls_cert: get::<String>(options, "tls_cert")?.map(PathBuf::from),
-        tls_key: get::<String>(options, "tls_key")?.map(PathBuf::from),
-        tls_required: get(options, "tls_required")?.unwrap_or(false),
-        tls_first: get(options, "tls_first")?.unwrap_or(false),
-        name: get(options, "name")?,
-        connect_timeout: secs("connect_timeout", 5.0)?,
-        request_timeout: secs("request_timeout", 10.0)?,
-        max_reconnects: get::<i64>(options, "max_reconnects")?.map(|n| n.max(0) as usize),
-        reconnect_delay: secs("reconnect_delay", 2.0)?,
-        retry_on_initial_connect: get(options, "retry_on_initial_connect")?.unwrap_or(false),
-        ping_interval: secs("ping_interval", 60.0)?,
-        domain: get(options, "domain")?,
-        api_prefix: get(options, "api_prefix")?,
-        inbox_prefix: get(options, "inbox_prefix")?,
-    })
-}
 
 /// A live connection. Not picklable, and usable only in the process that made it.
 #[pyclass(module = "jetstream_arrow._core", frozen)]
@@ -81,32 +30,29 @@ pub struct Client {
 
 impl Client {
     /// The connection, or a clear error when closed or inherited through fork.
-    pub fn connection(&self) -> PyResult<Connection> {
+    pub fn connection(&self) -> Result<Connection, Error> {
         if std::process::id() != self.pid {
-            return Err(to_py_err(
-                Error::connection(format!(
-                    "this connection was opened in process {} and this is process {} (a fork): \
-                     connect again in this process",
-                    self.pid,
-                    std::process::id()
-                )),
-                None,
-            ));
+            return Err(Error::connection(format!(
+                "this connection was opened in process {} and this is process {} (a fork): \
+                 connect again in this process",
+                self.pid,
+                std::process::id()
+            )));
         }
         self.conn
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
-            .ok_or_else(|| to_py_err(Error::connection("the client is closed"), None))
+            .ok_or_else(|| Error::connection("the client is closed"))
     }
 }
 
 #[pymethods]
 impl Client {
     #[staticmethod]
-    fn connect(py: Python<'_>, options: &Bound<'_, PyDict>) -> PyResult<Self> {
+    fn connect(py: Python<'_>, options: &Bound<'_, PyAny>) -> GlueResult<Self> {
         let config = connect_config(options)?;
-        let conn = wait(py, async move { Connection::connect(&config).await })?.py()?;
+        let conn = wait(py, async move { Connection::connect(&config).await })??;
         Ok(Self {
             conn: Mutex::new(Some(conn)),
             pid: std::process::id(),
@@ -114,11 +60,11 @@ impl Client {
     }
 
     #[getter]
-    fn api_prefix(&self) -> PyResult<String> {
+    fn api_prefix(&self) -> GlueResult<String> {
         Ok(self.connection()?.api_prefix)
     }
 
-    fn server_info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    fn server_info<'py>(&self, py: Python<'py>) -> GlueResult<Bound<'py, PyDict>> {
         let info = self.connection()?.client.server_info();
         let d = PyDict::new(py);
         d.set_item("server_id", info.server_id)?;
@@ -140,22 +86,23 @@ impl Client {
         subject: &str,
         body: Option<Vec<u8>>,
         timeout: Option<f64>,
-    ) -> PyResult<Bound<'py, PyBytes>> {
+    ) -> GlueResult<Bound<'py, PyBytes>> {
         let conn = self.connection()?;
-        let timeout = timeout.map(|t| seconds(t, "timeout")).transpose()?;
+        let timeout = opt_seconds(timeout, "timeout")?;
         let body = bytes::Bytes::from(body.unwrap_or_default());
         let subject = subject.to_string();
         let reply = wait(py, async move {
             conn.api_request(&subject, body, timeout).await
-        })?
-        .py()?;
+        })??;
         Ok(PyBytes::new(py, &reply))
     }
 
     #[pyo3(signature = (
-        *, subject=None, window=8192, on_full="wait", ack_timeout=5.0, max_retries=5,
-        retry_backoff=0.05, msg_id_prefix=None, msg_id_start=0, expected_stream=None,
-        expected_last_seq=None, expected_last_msg_id=None, expected_last_subject_seq=None
+        *, subject=None, window=defaults::WINDOW, on_full="wait",
+        ack_timeout=defaults::ACK_TIMEOUT.as_secs_f64(), max_retries=defaults::MAX_RETRIES,
+        retry_backoff=defaults::RETRY_BACKOFF.as_secs_f64(), msg_id_prefix=None, msg_id_start=0,
+        expected_stream=None, expected_last_seq=None, expected_last_msg_id=None,
+        expected_last_subject_seq=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn publisher(
@@ -173,17 +120,15 @@ impl Client {
         expected_last_seq: Option<u64>,
         expected_last_msg_id: Option<String>,
         expected_last_subject_seq: Option<u64>,
-    ) -> PyResult<Publisher> {
+    ) -> GlueResult<Publisher> {
         let fail_when_full = match on_full {
             "wait" => false,
             "fail" => true,
             other => {
-                return Err(to_py_err(
-                    Error::bad_input(format!(
-                        "option 'on_full' must be 'wait' or 'fail', got {other:?}"
-                    )),
-                    None,
+                return Err(Error::bad_input(format!(
+                    "option 'on_full' must be 'wait' or 'fail', got {other:?}"
                 ))
+                .into())
             }
         };
         let options = PublishOptions {
@@ -203,7 +148,7 @@ impl Client {
             expected_last_subject_seq,
         };
         let conn = self.connection()?;
-        let inner = wait(py, CorePublisher::new(conn, options))?.py()?;
+        let inner = wait(py, CorePublisher::new(conn, options))??;
         Ok(Publisher {
             inner: Arc::new(Mutex::new(Some(inner))),
         })
@@ -211,7 +156,8 @@ impl Client {
 
     #[pyo3(signature = (
         stream, *, start_seq=None, end_seq=None, subjects=None, start_time_ns=None,
-        end_time_ns=None, include_headers=false, batch_rows=65536, max_bytes=16777216, heartbeat=5.0
+        end_time_ns=None, include_headers=false, batch_rows=defaults::READ_BATCH_ROWS,
+        max_bytes=defaults::READ_MAX_BYTES, heartbeat=defaults::HEARTBEAT.as_secs_f64()
     ))]
     #[allow(clippy::too_many_arguments)]
     fn read(
@@ -227,7 +173,7 @@ impl Client {
         batch_rows: usize,
         max_bytes: usize,
         heartbeat: f64,
-    ) -> PyResult<PyRecordBatchReader> {
+    ) -> GlueResult<PyRecordBatchReader> {
         let options = jetstream_arrow_core::read::ReadOptions {
             start_seq,
             end_seq,
@@ -248,42 +194,21 @@ impl Client {
         stream: &str,
         name: &str,
         ack_policy: Option<&str>,
-    ) -> PyResult<PullConsumer> {
+    ) -> GlueResult<PullConsumer> {
         PullConsumer::bind(self.connection()?, stream, name, ack_policy)
     }
 
     #[pyo3(signature = (timeout=None))]
-    fn flush(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+    fn flush(&self, py: Python<'_>, timeout: Option<f64>) -> GlueResult<()> {
         let conn = self.connection()?;
-        let timeout = timeout
-            .map(|t| seconds(t, "timeout"))
-            .transpose()?
-            .unwrap_or(conn.request_timeout);
-        let flushed = wait(py, async move {
-            tokio::time::timeout(timeout, conn.client.flush()).await
-        })?;
-        match flushed {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(to_py_err(
-                Error::connection(format!("flush failed: {e}")),
-                None,
-            )),
-            Err(_) => Err(to_py_err(
-                Error::timeout(format!("flush: no answer within {timeout:?}")),
-                None,
-            )),
-        }
+        let timeout = opt_seconds(timeout, "timeout")?;
+        Ok(wait(py, async move { conn.flush(timeout).await })??)
     }
 
-    fn close(&self, py: Python<'_>) -> PyResult<()> {
+    fn close(&self, py: Python<'_>) -> GlueResult<()> {
         let taken = self.conn.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let (Some(conn), true) = (taken, std::process::id() == self.pid) {
-            let timeout = conn.request_timeout;
-            // Deliver what is buffered before closing; a dead server must not hang close().
-            wait(py, async move {
-                let _ = tokio::time::timeout(timeout, conn.client.flush()).await;
-                let _ = tokio::time::timeout(timeout, conn.client.drain()).await;
-            })?;
+            wait(py, async move { conn.close().await })?;
         }
         Ok(())
     }
@@ -316,18 +241,15 @@ impl Publisher {
         py: Python<'_>,
         data: AnyRecordBatch,
         subject: Option<String>,
-    ) -> PyResult<PublishOutcome> {
+    ) -> GlueResult<PublishOutcome> {
         let reader = data.into_reader()?;
         let mut guard = self
             .inner
             .lock()
             .map_err(|_| PyRuntimeError::new_err("publisher poisoned"))?;
-        let mut publisher = guard.take().ok_or_else(|| {
-            to_py_err(
-                Error::new(ErrorKind::BadInput, "the publisher is closed"),
-                None,
-            )
-        })?;
+        let mut publisher = guard
+            .take()
+            .ok_or_else(|| Error::bad_input("the publisher is closed"))?;
         let batches = BlockingIter(reader).map(|b: Result<RecordBatch, _>| b.map_err(Error::from));
         // The publisher moves into the task and comes back with the outcome; after
         // an interrupt it is gone and the next call says it is closed.
@@ -342,7 +264,7 @@ impl Publisher {
             None => Ok(outcome),
             Some(e) => {
                 let result = Py::new(py, outcome)?.into_any();
-                Err(to_py_err(e, Some(result)))
+                Err(GlueError::with_result(e, result))
             }
         }
     }

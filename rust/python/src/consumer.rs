@@ -1,28 +1,21 @@
 //! `PullConsumer`, `ConsumedBatch` and `MessageStream`: durable pull consumers.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use jetstream_arrow_core::connection::Connection;
 use jetstream_arrow_core::consumer::{
     AckKind, AckPolicy, ConsumeOptions, ConsumedBatch as CoreBatch, DurableConsumer,
     MessageStream as CoreStream,
 };
+use jetstream_arrow_core::defaults;
 use jetstream_arrow_core::pull::{FetchRequest, PullSettings};
-use pyo3::exceptions::{PyStopIteration, PyValueError};
+use pyo3::exceptions::PyStopIteration;
 use pyo3::prelude::*;
 use pyo3_arrow::PyRecordBatch;
 
-use crate::errors::{to_py_err, IntoPyResult};
+use crate::errors::GlueResult;
+use crate::options::{opt_seconds, seconds};
 use crate::runtime::wait;
-
-fn seconds(value: f64, option: &str) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(value).map_err(|_| {
-        PyValueError::new_err(format!(
-            "option '{option}' must be a non-negative number of seconds"
-        ))
-    })
-}
 
 #[pyclass(module = "jetstream_arrow._core", frozen)]
 pub struct PullConsumer {
@@ -35,10 +28,10 @@ impl PullConsumer {
         stream: &str,
         name: &str,
         ack_policy: Option<&str>,
-    ) -> PyResult<Self> {
-        let policy = ack_policy.map(AckPolicy::parse).transpose().py()?;
+    ) -> GlueResult<Self> {
+        let policy = ack_policy.map(AckPolicy::parse).transpose()?;
         Ok(Self {
-            inner: DurableConsumer::bind(conn, stream, name, policy).py()?,
+            inner: DurableConsumer::bind(conn, stream, name, policy)?,
         })
     }
 }
@@ -55,7 +48,11 @@ impl PullConsumer {
         self.inner.name.clone()
     }
 
-    #[pyo3(signature = (max_messages=100, *, max_bytes=None, expires=5.0, no_wait=false, heartbeat=None, include_headers=false))]
+    #[pyo3(signature = (
+        max_messages=defaults::FETCH_MAX_MESSAGES, *, max_bytes=None,
+        expires=defaults::FETCH_EXPIRES.as_secs_f64(), no_wait=false, heartbeat=None,
+        include_headers=false
+    ))]
     #[allow(clippy::too_many_arguments)]
     fn fetch(
         &self,
@@ -66,9 +63,9 @@ impl PullConsumer {
         no_wait: bool,
         heartbeat: Option<f64>,
         include_headers: bool,
-    ) -> PyResult<ConsumedBatch> {
+    ) -> GlueResult<ConsumedBatch> {
         let expires = seconds(expires, "expires")?;
-        let heartbeat = heartbeat.map(|h| seconds(h, "heartbeat")).transpose()?;
+        let heartbeat = opt_seconds(heartbeat, "heartbeat")?;
         let request = FetchRequest {
             max_messages,
             max_bytes,
@@ -79,16 +76,17 @@ impl PullConsumer {
         let consumer = self.inner.clone();
         let batch = wait(py, async move {
             consumer.fetch(&request, include_headers).await
-        })?
-        .py()?;
+        })??;
         Ok(ConsumedBatch {
             inner: Arc::new(batch),
         })
     }
 
     #[pyo3(signature = (
-        *, max_messages=4096, max_bytes=None, threshold_messages=None, threshold_bytes=None,
-        expires=30.0, heartbeat=5.0, batch_rows=4096, batch_wait=0.05, include_headers=false
+        *, max_messages=defaults::CONSUME_MAX_MESSAGES, max_bytes=None, threshold_messages=None,
+        threshold_bytes=None, expires=defaults::CONSUME_EXPIRES.as_secs_f64(),
+        heartbeat=defaults::HEARTBEAT.as_secs_f64(), batch_rows=defaults::CONSUME_BATCH_ROWS,
+        batch_wait=defaults::CONSUME_BATCH_WAIT.as_secs_f64(), include_headers=false
     ))]
     #[allow(clippy::too_many_arguments)]
     fn messages(
@@ -103,7 +101,7 @@ impl PullConsumer {
         batch_rows: usize,
         batch_wait: f64,
         include_headers: bool,
-    ) -> PyResult<MessageStream> {
+    ) -> GlueResult<MessageStream> {
         let mut pull = PullSettings::new(
             max_messages,
             max_bytes,
@@ -123,7 +121,7 @@ impl PullConsumer {
             include_headers,
         };
         let consumer = self.inner.clone();
-        let stream = wait(py, async move { consumer.messages(options).await })?.py()?;
+        let stream = wait(py, async move { consumer.messages(options).await })??;
         Ok(MessageStream {
             inner: Mutex::new(Some(stream)),
         })
@@ -137,13 +135,11 @@ pub struct ConsumedBatch {
 }
 
 impl ConsumedBatch {
-    fn send(&self, py: Python<'_>, rows: Option<Vec<usize>>, kind: AckKind) -> PyResult<()> {
+    fn send(&self, py: Python<'_>, rows: Option<Vec<usize>>, kind: AckKind) -> GlueResult<()> {
         let batch = self.inner.clone();
-        wait(
-            py,
-            async move { batch.acknowledge(rows.as_deref(), kind).await },
-        )?
-        .py()
+        Ok(wait(py, async move {
+            batch.acknowledge(rows.as_deref(), kind).await
+        })??)
     }
 }
 
@@ -158,24 +154,22 @@ impl ConsumedBatch {
     }
 
     #[pyo3(signature = (rows=None))]
-    fn ack(&self, py: Python<'_>, rows: Option<Vec<usize>>) -> PyResult<()> {
+    fn ack(&self, py: Python<'_>, rows: Option<Vec<usize>>) -> GlueResult<()> {
         self.send(py, rows, AckKind::Ack)
     }
 
-    #[pyo3(signature = (rows=None, timeout=5.0))]
-    fn ack_sync(&self, py: Python<'_>, rows: Option<Vec<usize>>, timeout: f64) -> PyResult<()> {
+    #[pyo3(signature = (rows=None, timeout=defaults::ACK_SYNC_TIMEOUT.as_secs_f64()))]
+    fn ack_sync(&self, py: Python<'_>, rows: Option<Vec<usize>>, timeout: f64) -> GlueResult<()> {
         let timeout = seconds(timeout, "timeout")?;
         let batch = self.inner.clone();
-        wait(
-            py,
-            async move { batch.ack_sync(rows.as_deref(), timeout).await },
-        )?
-        .py()
+        Ok(wait(py, async move {
+            batch.ack_sync(rows.as_deref(), timeout).await
+        })??)
     }
 
     #[pyo3(signature = (rows=None, delay=None))]
-    fn nak(&self, py: Python<'_>, rows: Option<Vec<usize>>, delay: Option<f64>) -> PyResult<()> {
-        let delay = delay.map(|d| seconds(d, "delay")).transpose()?;
+    fn nak(&self, py: Python<'_>, rows: Option<Vec<usize>>, delay: Option<f64>) -> GlueResult<()> {
+        let delay = opt_seconds(delay, "delay")?;
         self.send(py, rows, AckKind::Nak { delay })
     }
 
@@ -185,12 +179,12 @@ impl ConsumedBatch {
         py: Python<'_>,
         rows: Option<Vec<usize>>,
         reason: Option<String>,
-    ) -> PyResult<()> {
+    ) -> GlueResult<()> {
         self.send(py, rows, AckKind::Term { reason })
     }
 
     #[pyo3(signature = (rows=None))]
-    fn in_progress(&self, py: Python<'_>, rows: Option<Vec<usize>>) -> PyResult<()> {
+    fn in_progress(&self, py: Python<'_>, rows: Option<Vec<usize>>) -> GlueResult<()> {
         self.send(py, rows, AckKind::InProgress)
     }
 }
@@ -207,10 +201,10 @@ impl MessageStream {
         slf
     }
 
-    fn __next__(&self, py: Python<'_>) -> PyResult<ConsumedBatch> {
+    fn __next__(&self, py: Python<'_>) -> GlueResult<ConsumedBatch> {
         let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let Some(mut stream) = guard.take() else {
-            return Err(PyStopIteration::new_err(()));
+            return Err(PyStopIteration::new_err(()).into());
         };
         let (stream, next) = wait(py, async move {
             let next = stream.next_batch().await;
@@ -223,7 +217,7 @@ impl MessageStream {
                     inner: Arc::new(batch),
                 })
             }
-            Err(e) => Err(to_py_err(e, None)),
+            Err(e) => Err(e.into()),
         }
     }
 

@@ -1,9 +1,57 @@
 //! Core errors become the exceptions of `jetstream_arrow.exceptions` (defined in
 //! Python so builtins can be extra bases); one class per `ErrorKind`.
+//!
+//! Every function of the glue returns [`PyResult`] over [`GlueError`]-convertible
+//! errors, so `?` works on core errors and Python errors alike and each core error
+//! reaches Python as its own class.
 
 use jetstream_arrow_core::{Error, ErrorKind};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
+
+/// An error on its way to Python: a core error (with the value an interrupted
+/// publish attaches, if any) or an exception already raised by Python.
+pub enum GlueError {
+    Core(Error, Option<Py<PyAny>>),
+    Python(PyErr),
+}
+
+impl GlueError {
+    /// A core error carrying `result` (what was done before it happened).
+    pub fn with_result(err: Error, result: Py<PyAny>) -> Self {
+        Self::Core(err, Some(result))
+    }
+}
+
+impl From<Error> for GlueError {
+    fn from(err: Error) -> Self {
+        Self::Core(err, None)
+    }
+}
+
+impl From<PyErr> for GlueError {
+    fn from(err: PyErr) -> Self {
+        Self::Python(err)
+    }
+}
+
+impl From<pyo3::CastError<'_, '_>> for GlueError {
+    fn from(err: pyo3::CastError<'_, '_>) -> Self {
+        Self::Python(err.into())
+    }
+}
+
+impl From<GlueError> for PyErr {
+    fn from(err: GlueError) -> Self {
+        match err {
+            GlueError::Python(e) => e,
+            GlueError::Core(e, result) => core_to_py(e, result),
+        }
+    }
+}
+
+/// The result type of glue functions: `?` converts core errors and Python errors.
+pub type GlueResult<T> = Result<T, GlueError>;
 
 fn class_name(kind: ErrorKind) -> &'static str {
     match kind {
@@ -20,8 +68,7 @@ fn class_name(kind: ErrorKind) -> &'static str {
     }
 }
 
-/// The Python exception for `err`; `result` is attached to errors that carry one.
-pub fn to_py_err(err: Error, result: Option<Py<PyAny>>) -> PyErr {
+fn core_to_py(err: Error, result: Option<Py<PyAny>>) -> PyErr {
     Python::attach(|py| {
         let build = || -> PyResult<PyErr> {
             let module = py.import("jetstream_arrow.exceptions")?;
@@ -33,13 +80,6 @@ pub fn to_py_err(err: Error, result: Option<Py<PyAny>>) -> PyErr {
                     code.err_code,
                     code.description.as_str(),
                 ))?,
-                (
-                    None,
-                    ErrorKind::Api
-                    | ErrorKind::NotFound
-                    | ErrorKind::JetStreamNotEnabled
-                    | ErrorKind::ConsumerDeleted,
-                ) => class.call1((err.message(),))?,
                 (None, ErrorKind::BadInput) => class.call1((err.message(), result))?,
                 (None, _) => class.call1((err.message(),))?,
             };
@@ -49,15 +89,4 @@ pub fn to_py_err(err: Error, result: Option<Py<PyAny>>) -> PyErr {
             PyRuntimeError::new_err(format!("{err} (and raising it failed: {e})"))
         })
     })
-}
-
-/// `?`-friendly conversion for results without an attached value.
-pub trait IntoPyResult<T> {
-    fn py(self) -> PyResult<T>;
-}
-
-impl<T> IntoPyResult<T> for Result<T, Error> {
-    fn py(self) -> PyResult<T> {
-        self.map_err(|e| to_py_err(e, None))
-    }
 }

@@ -2,8 +2,10 @@
 //! design: classes, the runtime, GIL release, and errors to exceptions.
 
 mod client;
+mod constants;
 mod consumer;
 mod errors;
+mod options;
 mod reader;
 mod runtime;
 
@@ -12,6 +14,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    constants::register(m)?;
     m.add_class::<client::Client>()?;
     m.add_class::<client::Publisher>()?;
     m.add_class::<client::PublishOutcome>()?;

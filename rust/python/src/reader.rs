@@ -10,7 +10,7 @@ use jetstream_arrow_core::read::{ReadOptions, StreamReader};
 use pyo3::prelude::*;
 use pyo3_arrow::PyRecordBatchReader;
 
-use crate::errors::IntoPyResult;
+use crate::errors::GlueResult;
 use crate::runtime::{runtime, wait};
 
 /// Drives a core reader batch by batch from the thread pyarrow reads on.
@@ -59,12 +59,11 @@ pub fn open(
     conn: Connection,
     stream: &str,
     options: ReadOptions,
-) -> PyResult<PyRecordBatchReader> {
+) -> GlueResult<PyRecordBatchReader> {
     let stream = stream.to_string();
     let reader = wait(py, async move {
         StreamReader::open(conn, &stream, options).await
-    })?
-    .py()?;
+    })??;
     let schema = reader.schema();
     Ok(PyRecordBatchReader::new(Box::new(BlockingStreamReader {
         inner: Some(reader),

@@ -10,6 +10,9 @@ use serde::Deserialize;
 use crate::connection::Connection;
 use crate::error::{ApiErrorCode, Error, ErrorKind, Result};
 
+pub mod names;
+pub use names::validate_name;
+
 #[derive(Deserialize)]
 struct ErrorReply {
     error: Option<ApiErrorCode>,

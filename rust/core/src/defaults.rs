@@ -1,0 +1,100 @@
+//! Every default of the package, in one place.
+//!
+//! The core's option structs take their defaults from here, and the Python module
+//! exports each one as `jetstream_arrow._core.DEFAULT_<NAME>` (see [`EXPORTED`]), which
+//! the facade, the Spark option table, the CLI and the README's tables use. A default
+//! changed here changes everywhere; a test checks the README tables against these.
+
+use std::time::Duration;
+
+// -- connecting ---------------------------------------------------------------------
+pub const SERVERS: &str = "nats://127.0.0.1:4222";
+/// The connection name the server shows (`connz`), so operators can tell who we are.
+pub const CLIENT_NAME: &str = "jetstream-arrow";
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// nats.go's default: with the reconnect delay, about two minutes of trying.
+pub const MAX_RECONNECTS: usize = 60;
+pub const RECONNECT_DELAY: Duration = Duration::from_secs(2);
+pub const PING_INTERVAL: Duration = Duration::from_secs(60);
+
+// -- publishing ---------------------------------------------------------------------
+/// Unacknowledged publishes in flight. Measured: 5k-20k keeps a server busy without
+/// its `429 Too Many Requests`.
+pub const WINDOW: usize = 8192;
+pub const ACK_TIMEOUT: Duration = Duration::from_secs(5);
+pub const MAX_RETRIES: u32 = 5;
+pub const RETRY_BACKOFF: Duration = Duration::from_millis(50);
+/// Rows per result of `Publisher.publish_batches`: bounds the memory of the acks.
+pub const ROWS_PER_RESULT: usize = 1_000_000;
+
+// -- reading a range ----------------------------------------------------------------
+pub const READ_BATCH_ROWS: usize = 65_536;
+/// Payload bytes per output batch and per pull request.
+pub const READ_MAX_BYTES: usize = 16 << 20;
+/// Idle heartbeat of reads and continuous consumption; two missed ones fail.
+pub const HEARTBEAT: Duration = Duration::from_secs(5);
+
+// -- consumers ----------------------------------------------------------------------
+pub const FETCH_MAX_MESSAGES: usize = 100;
+pub const FETCH_EXPIRES: Duration = Duration::from_secs(5);
+pub const CONSUME_MAX_MESSAGES: usize = 4096;
+pub const CONSUME_EXPIRES: Duration = Duration::from_secs(30);
+pub const CONSUME_BATCH_ROWS: usize = 4096;
+/// After the first message of a consumed batch, how long to wait for more.
+pub const CONSUME_BATCH_WAIT: Duration = Duration::from_millis(50);
+pub const ACK_SYNC_TIMEOUT: Duration = Duration::from_secs(5);
+
+// -- Spark --------------------------------------------------------------------------
+/// Spark's own default Arrow batch size (`spark.sql.execution.arrow.maxRecordsPerBatch`).
+pub const SPARK_BATCH_ROWS: usize = 10_000;
+/// At most this many sequences per partition, so mid-sized reads use every core.
+pub const SPARK_MAX_MESSAGES_PER_PARTITION: usize = 100_000;
+
+/// A default as the bindings export it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Exported {
+    Int(i64),
+    Seconds(Duration),
+    Str(&'static str),
+}
+
+/// Every default by its exported name (`DEFAULT_<name>` in Python).
+pub const EXPORTED: &[(&str, Exported)] = &[
+    ("SERVERS", Exported::Str(SERVERS)),
+    ("CLIENT_NAME", Exported::Str(CLIENT_NAME)),
+    ("CONNECT_TIMEOUT", Exported::Seconds(CONNECT_TIMEOUT)),
+    ("REQUEST_TIMEOUT", Exported::Seconds(REQUEST_TIMEOUT)),
+    ("MAX_RECONNECTS", Exported::Int(MAX_RECONNECTS as i64)),
+    ("RECONNECT_DELAY", Exported::Seconds(RECONNECT_DELAY)),
+    ("PING_INTERVAL", Exported::Seconds(PING_INTERVAL)),
+    ("WINDOW", Exported::Int(WINDOW as i64)),
+    ("ACK_TIMEOUT", Exported::Seconds(ACK_TIMEOUT)),
+    ("MAX_RETRIES", Exported::Int(MAX_RETRIES as i64)),
+    ("RETRY_BACKOFF", Exported::Seconds(RETRY_BACKOFF)),
+    ("ROWS_PER_RESULT", Exported::Int(ROWS_PER_RESULT as i64)),
+    ("READ_BATCH_ROWS", Exported::Int(READ_BATCH_ROWS as i64)),
+    ("READ_MAX_BYTES", Exported::Int(READ_MAX_BYTES as i64)),
+    ("HEARTBEAT", Exported::Seconds(HEARTBEAT)),
+    (
+        "FETCH_MAX_MESSAGES",
+        Exported::Int(FETCH_MAX_MESSAGES as i64),
+    ),
+    ("FETCH_EXPIRES", Exported::Seconds(FETCH_EXPIRES)),
+    (
+        "CONSUME_MAX_MESSAGES",
+        Exported::Int(CONSUME_MAX_MESSAGES as i64),
+    ),
+    ("CONSUME_EXPIRES", Exported::Seconds(CONSUME_EXPIRES)),
+    (
+        "CONSUME_BATCH_ROWS",
+        Exported::Int(CONSUME_BATCH_ROWS as i64),
+    ),
+    ("CONSUME_BATCH_WAIT", Exported::Seconds(CONSUME_BATCH_WAIT)),
+    ("ACK_SYNC_TIMEOUT", Exported::Seconds(ACK_SYNC_TIMEOUT)),
+    ("SPARK_BATCH_ROWS", Exported::Int(SPARK_BATCH_ROWS as i64)),
+    (
+        "SPARK_MAX_MESSAGES_PER_PARTITION",
+        Exported::Int(SPARK_MAX_MESSAGES_PER_PARTITION as i64),
+    ),
+];

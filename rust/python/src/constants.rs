@@ -1,0 +1,43 @@
+//! The core's defaults, error codes, name rule and API prefix rule, exported as module attributes so
+//! Python code and documentation take them from their one home.
+
+use jetstream_arrow_core::api::validate_name as core_validate_name;
+use jetstream_arrow_core::defaults::{Exported, EXPORTED};
+use jetstream_arrow_core::error::err_codes;
+use pyo3::prelude::*;
+
+use crate::errors::GlueResult;
+use crate::options::CONNECT_FIELDS;
+
+/// Check a stream or consumer name; raises `BadInputError` naming `option`.
+#[pyfunction]
+#[pyo3(signature = (value, option="name"))]
+fn validate_name(value: &str, option: &str) -> GlueResult<String> {
+    core_validate_name(value, option)?;
+    Ok(value.to_string())
+}
+
+/// The JetStream API prefix that `domain` or `api_prefix` select.
+#[pyfunction]
+#[pyo3(signature = (domain=None, api_prefix=None))]
+fn js_api_prefix(domain: Option<String>, api_prefix: Option<String>) -> String {
+    jetstream_arrow_core::connection::js_api_prefix(domain.as_deref(), api_prefix.as_deref())
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    for (name, value) in EXPORTED {
+        let name = format!("DEFAULT_{name}");
+        match value {
+            Exported::Int(n) => m.add(name, n)?,
+            Exported::Seconds(d) => m.add(name, d.as_secs_f64())?,
+            Exported::Str(s) => m.add(name, s)?,
+        }
+    }
+    for (name, code) in err_codes::EXPORTED {
+        m.add(format!("ERR_{name}"), code)?;
+    }
+    m.add("CONNECT_FIELDS", CONNECT_FIELDS.to_vec())?;
+    m.add_function(wrap_pyfunction!(validate_name, m)?)?;
+    m.add_function(wrap_pyfunction!(js_api_prefix, m)?)?;
+    Ok(())
+}
