@@ -11,6 +11,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use tokio::time::Instant;
 
+use crate::api::validate_name;
 use crate::batch_builder::BatchBuilder;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
@@ -64,13 +65,8 @@ impl DurableConsumer {
         name: &str,
         ack_policy: Option<AckPolicy>,
     ) -> Result<Self> {
-        for (option, value) in [("stream", stream), ("name", name)] {
-            if value.is_empty() || value.contains(['.', '*', '>', ' ']) {
-                return Err(Error::bad_input(format!(
-                    "option '{option}' {value:?} is not a valid name (no '.', '*', '>' or spaces)"
-                )));
-            }
-        }
+        validate_name(stream, "stream")?;
+        validate_name(name, "name")?;
         Ok(Self {
             conn,
             stream: stream.into(),

@@ -14,14 +14,15 @@ use std::time::Duration;
 
 use arrow_array::builder::{BooleanBuilder, Int64Builder, StringBuilder};
 use arrow_array::{ArrayRef, RecordBatch};
-use async_nats::{HeaderMap, StatusCode, Subject, Subscriber};
+use async_nats::{HeaderMap, Subject, Subscriber};
 use futures::{FutureExt, StreamExt};
-use serde::Deserialize;
 use tokio::time::Instant;
 
+use crate::api::types::PublishReply;
+use crate::api::Status;
 use crate::connection::Connection;
 use crate::defaults;
-use crate::error::{err_codes, ApiErrorCode, Error, Result};
+use crate::error::{err_codes, Error, Result};
 use crate::publish_input::{MessageDefaults, OutgoingMessage, PublishBatch};
 use crate::schema::ack_schema;
 
@@ -171,16 +172,6 @@ impl PublishOutcome {
     }
 }
 
-/// The reply to a JetStream publish.
-#[derive(Deserialize)]
-struct PubAck {
-    #[serde(default)]
-    seq: u64,
-    #[serde(default)]
-    duplicate: bool,
-    error: Option<ApiErrorCode>,
-}
-
 enum AckResult {
     Stored {
         seq: u64,
@@ -192,19 +183,21 @@ enum AckResult {
 }
 
 fn classify(message: &async_nats::Message, subject: &str) -> AckResult {
-    if let Some(status) = message.status {
-        let why = message.description.clone().unwrap_or_default();
+    if let Some(status) = Status::of(message) {
         return match status {
-            StatusCode::NO_RESPONDERS => AckResult::Retry(format!(
+            Status::NoResponders => AckResult::Retry(format!(
                 "no stream answers on subject {subject:?} (503 no responders): no stream \
                  captures this subject, or its leader is not elected yet"
             )),
-            s if s.as_u16() == 429 => AckResult::Retry(format!("429 {why}")),
-            s => AckResult::Failed(format!("status {} {why}", s.as_u16())),
+            Status::TooManyRequests => AckResult::Retry(format!(
+                "429 {}",
+                message.description.as_deref().unwrap_or_default()
+            )),
+            other => AckResult::Failed(format!("status {other:?}")),
         };
     }
-    match serde_json::from_slice::<PubAck>(&message.payload) {
-        Ok(PubAck { error: Some(e), .. }) => {
+    match serde_json::from_slice::<PublishReply>(&message.payload) {
+        Ok(PublishReply { error: Some(e), .. }) => {
             let why = format!(
                 "{} (code {}, err_code {})",
                 e.description, e.code, e.err_code
@@ -215,7 +208,7 @@ fn classify(message: &async_nats::Message, subject: &str) -> AckResult {
                 AckResult::Failed(why)
             }
         }
-        Ok(PubAck { seq, duplicate, .. }) if seq > 0 => AckResult::Stored { seq, duplicate },
+        Ok(PublishReply { seq, duplicate, .. }) if seq > 0 => AckResult::Stored { seq, duplicate },
         _ => AckResult::Failed(format!(
             "unexpected publish reply: {}",
             String::from_utf8_lossy(&message.payload)
@@ -257,7 +250,20 @@ impl Window {
         self.len == 0
     }
 
-    fn push(&mut self, token: u64, entry: InFlight) {
+    fn push(
+        &mut self,
+        token: u64,
+        row: usize,
+        attempt: u32,
+        message: OutgoingMessage,
+        ack_timeout: Duration,
+    ) {
+        let entry = InFlight {
+            row,
+            attempt,
+            message,
+            deadline: Instant::now() + ack_timeout,
+        };
         if self.slots.is_empty() {
             self.base = token;
         }
@@ -300,6 +306,142 @@ struct Retry {
     row: usize,
     attempt: u32,
     message: OutgoingMessage,
+}
+
+/// Messages waiting to be sent again, by the time they are due (ties in arrival order).
+#[derive(Default)]
+struct RetryQueue {
+    due: BTreeMap<(Instant, u64), Retry>,
+    arrivals: u64,
+}
+
+impl RetryQueue {
+    fn push(&mut self, at: Instant, retry: Retry) {
+        self.arrivals += 1;
+        self.due.insert((at, self.arrivals), retry);
+    }
+
+    /// The earliest retry, if it is due by `now`.
+    fn pop_due(&mut self, now: Instant) -> Option<Retry> {
+        let entry = self.due.first_entry()?;
+        (entry.key().0 <= now).then(|| entry.remove())
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        self.due.first_key_value().map(|(k, _)| k.0)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.due.is_empty()
+    }
+}
+
+/// The state of one publish call: what is in flight, what waits to be retried, and
+/// what became of each row so far.
+struct PublishRun<'a> {
+    options: &'a PublishOptions,
+    conn: &'a Connection,
+    in_flight: Window,
+    retries: RetryQueue,
+    /// With expected-last-* checks, the row that must be stored before any other is
+    /// sent (the first); None once it was stored, or without checks.
+    gate: Option<usize>,
+    outcome: &'a mut PublishOutcome,
+}
+
+impl PublishRun<'_> {
+    fn on_ack(&mut self, ack: async_nats::Message) {
+        let token = ack
+            .subject
+            .rsplit('.')
+            .next()
+            .and_then(|t| t.parse::<u64>().ok());
+        // An ack for a message already timed out and resent (or from an earlier
+        // call) has no entry: the resend's own ack decides.
+        let Some(entry) = token.and_then(|t| self.in_flight.take(t)) else {
+            return;
+        };
+        match classify(&ack, entry.message.subject.as_str()) {
+            AckResult::Stored { seq, duplicate } => {
+                self.outcome.acked(entry.row, seq, duplicate);
+                if self.gate == Some(entry.row) {
+                    self.gate = None;
+                }
+            }
+            AckResult::Retry(why) => self.retry_or_fail(entry, why),
+            AckResult::Failed(why) => self.outcome.fail(entry.row, why),
+        }
+    }
+
+    fn retry_or_fail(&mut self, entry: InFlight, why: String) {
+        if entry.attempt >= self.options.max_retries {
+            self.outcome.fail(
+                entry.row,
+                format!(
+                    "{why}; gave up after {} retries (option 'max_retries')",
+                    entry.attempt
+                ),
+            );
+            return;
+        }
+        let backoff = self
+            .options
+            .retry_backoff
+            .saturating_mul(1u32 << entry.attempt.min(16))
+            .min(MAX_BACKOFF);
+        self.retries.push(
+            Instant::now() + backoff,
+            Retry {
+                row: entry.row,
+                attempt: entry.attempt + 1,
+                message: entry.message,
+            },
+        );
+    }
+
+    /// Messages whose ack did not come in time: retried when a msg id makes that
+    /// safe, reported otherwise.
+    fn expire(&mut self) {
+        let now = Instant::now();
+        while let Some(entry) = self.in_flight.pop_expired(now) {
+            let subject = entry.message.subject.to_string();
+            if let Some(violation) = self.conn.server_errors.permission_violation_for(&subject) {
+                self.outcome
+                    .fail(entry.row, format!("permission denied: {violation}"));
+                continue;
+            }
+            let why = format!(
+                "no ack within {:?} (option 'ack_timeout')",
+                self.options.ack_timeout
+            );
+            if entry.message.has_msg_id && self.gate != Some(entry.row) {
+                self.retry_or_fail(entry, why);
+            } else {
+                // Without a msg id the server cannot recognise a resend, so a retry
+                // could store the row twice; report it instead.
+                self.outcome.fail(
+                    entry.row,
+                    format!(
+                        "{why}; not retried because the row has no msg id, so it may or may not \
+                         be stored (give rows a msg_id or use msg_id_prefix to make retries safe)"
+                    ),
+                );
+            }
+        }
+    }
+
+    /// When to wake up if no ack comes: the oldest deadline or the next retry.
+    fn next_wake(&self) -> Instant {
+        [self.in_flight.oldest_deadline(), self.retries.next_due()]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or_else(|| Instant::now() + self.options.ack_timeout)
+    }
+
+    fn is_idle(&self) -> bool {
+        self.in_flight.is_empty() && self.retries.is_empty()
+    }
 }
 
 /// Pulls rows out of the input batches one at a time.
@@ -415,31 +557,45 @@ impl Publisher {
         I: Iterator<Item = Result<RecordBatch>>,
     {
         let window = self.options.window;
-        let mut in_flight = Window::default();
-        let mut retries: BTreeMap<(Instant, u64), Retry> = BTreeMap::new();
-        let mut retry_seq = 0u64;
-        // With expected-last-* checks, the first row goes alone; the rest follows
-        // only if it was stored, so a failed expectation stores nothing.
-        let mut gate: Option<usize> = self.options.has_expectations().then_some(0);
+        let mut run = PublishRun {
+            options: &self.options,
+            conn: &self.conn,
+            in_flight: Window::default(),
+            retries: RetryQueue::default(),
+            // With expected-last-* checks, the first row goes alone; the rest follows
+            // only if it was stored, so a failed expectation stores nothing.
+            gate: self.options.has_expectations().then_some(0),
+            outcome,
+        };
         let mut stop: Option<Error> = None;
+        let id_base = self.rows_before + self.options.msg_id_start;
 
         loop {
             // 1. Fill the window: due retries first, then new rows.
             let now = Instant::now();
-            while in_flight.has_room(window) {
-                if let Some(entry) = retries.first_entry() {
-                    if entry.key().0 <= now {
-                        let r = entry.remove();
-                        self.send(r.row, r.attempt, r.message, &mut in_flight)
-                            .await?;
-                        continue;
-                    }
+            while run.in_flight.has_room(window) {
+                if let Some(r) = run.retries.pop_due(now) {
+                    let token = send(
+                        &self.conn,
+                        &self.inbox_prefix,
+                        &mut self.next_token,
+                        &r.message,
+                    )
+                    .await
+                    .map_err(|e| e.context(format!("row {}", r.row)))?;
+                    run.in_flight.push(
+                        token,
+                        r.row,
+                        r.attempt,
+                        r.message,
+                        self.options.ack_timeout,
+                    );
+                    continue;
                 }
-                if stop.is_some() || gate.is_some_and(|g| g < source.taken) {
+                if stop.is_some() || run.gate.is_some_and(|g| g < source.taken) {
                     break;
                 }
-                let id_base = self.rows_before + self.options.msg_id_start;
-                let next = match source.next_row(outcome) {
+                let next = match source.next_row(run.outcome) {
                     Ok(next) => next,
                     Err(e) => {
                         stop = Some(e);
@@ -463,63 +619,52 @@ impl Publisher {
                     }
                 };
                 if index == 0 {
-                    self.add_expectations(&mut message);
+                    add_expectations(&self.options, &mut message);
                 }
-                self.send(index, 0, message, &mut in_flight).await?;
+                let token = send(
+                    &self.conn,
+                    &self.inbox_prefix,
+                    &mut self.next_token,
+                    &message,
+                )
+                .await
+                .map_err(|e| e.context(format!("row {index}")))?;
+                run.in_flight
+                    .push(token, index, 0, message, self.options.ack_timeout);
             }
-            if self.options.fail_when_full && in_flight.len() >= window && stop.is_none() {
-                refuse_rest(source, outcome, window)?;
+            if self.options.fail_when_full && run.in_flight.len() >= window && stop.is_none() {
+                refuse_rest(source, run.outcome, window)?;
             }
             let input_done = source.exhausted || stop.is_some();
-            if in_flight.is_empty() && retries.is_empty() && input_done {
+            if run.is_idle() && input_done {
                 break;
             }
-            if in_flight.is_empty() && retries.is_empty() && gate.is_some() {
-                // The gated first row failed: nothing else may be sent.
-                if let Some(g) = gate {
+            if run.is_idle() {
+                if let Some(g) = run.gate {
+                    // The gated first row failed: nothing else may be sent.
                     let why = format!(
                         "not sent: row {g} failed its expected-last check ({})",
-                        outcome.error(g).unwrap_or("?")
+                        run.outcome.error(g).unwrap_or("?")
                     );
-                    refuse_all(source, outcome, &why)?;
+                    refuse_all(source, run.outcome, &why)?;
+                    break;
                 }
-                break;
             }
 
             // 2. Wait for acks, the oldest deadline, or the next retry.
-            let wake = [
-                in_flight.oldest_deadline(),
-                retries.first_key_value().map(|(k, _)| k.0),
-            ]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or_else(|| Instant::now() + self.options.ack_timeout);
+            let wake = run.next_wake();
             tokio::select! {
                 ack = self.acks.next() => match ack {
-                    Some(ack) => self.on_ack(ack, &mut in_flight, outcome, &mut retries, &mut retry_seq, &mut gate),
+                    Some(ack) => run.on_ack(ack),
                     None => return Err(Error::connection("the ack subscription closed: the connection was closed")),
                 },
                 _ = tokio::time::sleep_until(wake) => {}
             }
             // Take every ack already here before sending more.
             while let Some(Some(ack)) = self.acks.next().now_or_never() {
-                self.on_ack(
-                    ack,
-                    &mut in_flight,
-                    outcome,
-                    &mut retries,
-                    &mut retry_seq,
-                    &mut gate,
-                );
+                run.on_ack(ack);
             }
-            self.expire(
-                &mut in_flight,
-                outcome,
-                &mut retries,
-                &mut retry_seq,
-                &mut gate,
-            );
+            run.expire();
         }
         match stop {
             Some(e) => Err(e),
@@ -527,171 +672,61 @@ impl Publisher {
         }
     }
 
-    fn add_expectations(&self, message: &mut OutgoingMessage) {
-        let o = &self.options;
-        if !o.has_expectations() {
-            return;
-        }
-        let headers = message.headers.get_or_insert_with(HeaderMap::new);
-        if let Some(seq) = o.expected_last_seq {
-            headers.insert("Nats-Expected-Last-Sequence", seq.to_string().as_str());
-        }
-        if let Some(id) = &o.expected_last_msg_id {
-            headers.insert("Nats-Expected-Last-Msg-Id", id.as_str());
-        }
-        if let Some(seq) = o.expected_last_subject_seq {
-            headers.insert(
-                "Nats-Expected-Last-Subject-Sequence",
-                seq.to_string().as_str(),
-            );
-        }
-    }
-
-    async fn send(
-        &mut self,
-        row: usize,
-        attempt: u32,
-        message: OutgoingMessage,
-        in_flight: &mut Window,
-    ) -> Result<()> {
-        let token = self.next_token;
-        self.next_token += 1;
-        let reply = Subject::from(format!("{}{token}", self.inbox_prefix));
-        let client = &self.conn.client;
-        let sent = match &message.headers {
-            Some(h) => {
-                client
-                    .publish_with_reply_and_headers(
-                        message.subject.clone(),
-                        reply,
-                        h.clone(),
-                        message.payload.clone(),
-                    )
-                    .await
-            }
-            None => {
-                client
-                    .publish_with_reply(message.subject.clone(), reply, message.payload.clone())
-                    .await
-            }
-        };
-        sent.map_err(|e| Error::from(e).context(format!("row {row}")))?;
-        let deadline = Instant::now() + self.options.ack_timeout;
-        in_flight.push(
-            token,
-            InFlight {
-                row,
-                attempt,
-                message,
-                deadline,
-            },
-        );
-        Ok(())
-    }
-
-    fn on_ack(
-        &self,
-        ack: async_nats::Message,
-        in_flight: &mut Window,
-        outcome: &mut PublishOutcome,
-        retries: &mut BTreeMap<(Instant, u64), Retry>,
-        retry_seq: &mut u64,
-        gate: &mut Option<usize>,
-    ) {
-        let token = ack
-            .subject
-            .rsplit('.')
-            .next()
-            .and_then(|t| t.parse::<u64>().ok());
-        // An ack for a message already timed out and resent (or from an earlier
-        // call) has no entry: the resend's own ack decides.
-        let Some(entry) = token.and_then(|t| in_flight.take(t)) else {
-            return;
-        };
-        match classify(&ack, entry.message.subject.as_str()) {
-            AckResult::Stored { seq, duplicate } => {
-                outcome.acked(entry.row, seq, duplicate);
-                if *gate == Some(entry.row) {
-                    *gate = None;
-                }
-            }
-            AckResult::Retry(why) => self.retry_or_fail(entry, why, outcome, retries, retry_seq),
-            AckResult::Failed(why) => outcome.fail(entry.row, why),
-        }
-    }
-
-    fn retry_or_fail(
-        &self,
-        entry: InFlight,
-        why: String,
-        outcome: &mut PublishOutcome,
-        retries: &mut BTreeMap<(Instant, u64), Retry>,
-        retry_seq: &mut u64,
-    ) {
-        if entry.attempt >= self.options.max_retries {
-            outcome.fail(
-                entry.row,
-                format!(
-                    "{why}; gave up after {} retries (option 'max_retries')",
-                    entry.attempt
-                ),
-            );
-            return;
-        }
-        let backoff = self
-            .options
-            .retry_backoff
-            .saturating_mul(1u32 << entry.attempt.min(16))
-            .min(MAX_BACKOFF);
-        *retry_seq += 1;
-        retries.insert(
-            (Instant::now() + backoff, *retry_seq),
-            Retry {
-                row: entry.row,
-                attempt: entry.attempt + 1,
-                message: entry.message,
-            },
-        );
-    }
-
-    fn expire(
-        &self,
-        in_flight: &mut Window,
-        outcome: &mut PublishOutcome,
-        retries: &mut BTreeMap<(Instant, u64), Retry>,
-        retry_seq: &mut u64,
-        gate: &mut Option<usize>,
-    ) {
-        let now = Instant::now();
-        while let Some(entry) = in_flight.pop_expired(now) {
-            let subject = entry.message.subject.to_string();
-            if let Some(violation) = self.conn.server_errors.permission_violation_for(&subject) {
-                outcome.fail(entry.row, format!("permission denied: {violation}"));
-                continue;
-            }
-            let why = format!(
-                "no ack within {:?} (option 'ack_timeout')",
-                self.options.ack_timeout
-            );
-            if entry.message.has_msg_id && *gate != Some(entry.row) {
-                self.retry_or_fail(entry, why, outcome, retries, retry_seq);
-            } else {
-                // Without a msg id the server cannot recognise a resend, so a retry
-                // could store the row twice; report it instead.
-                outcome.fail(
-                    entry.row,
-                    format!(
-                        "{why}; not retried because the row has no msg id, so it may or may not \
-                         be stored (give rows a msg_id or use msg_id_prefix to make retries safe)"
-                    ),
-                );
-            }
-        }
-    }
-
     pub fn connection(&self) -> &Connection {
         &self.conn
     }
+}
+
+/// The optimistic-concurrency headers of the first row of a call.
+fn add_expectations(options: &PublishOptions, message: &mut OutgoingMessage) {
+    if !options.has_expectations() {
+        return;
+    }
+    let headers = message.headers.get_or_insert_with(HeaderMap::new);
+    if let Some(seq) = options.expected_last_seq {
+        headers.insert("Nats-Expected-Last-Sequence", seq.to_string().as_str());
+    }
+    if let Some(id) = &options.expected_last_msg_id {
+        headers.insert("Nats-Expected-Last-Msg-Id", id.as_str());
+    }
+    if let Some(seq) = options.expected_last_subject_seq {
+        headers.insert(
+            "Nats-Expected-Last-Subject-Sequence",
+            seq.to_string().as_str(),
+        );
+    }
+}
+
+/// Send `message` with the reply subject `<inbox>.<token>`; returns the token its ack
+/// will carry.
+async fn send(
+    conn: &Connection,
+    inbox_prefix: &str,
+    next_token: &mut u64,
+    message: &OutgoingMessage,
+) -> Result<u64> {
+    let token = *next_token;
+    *next_token += 1;
+    let reply = Subject::from(format!("{inbox_prefix}{token}"));
+    let client = &conn.client;
+    match &message.headers {
+        Some(h) => {
+            client
+                .publish_with_reply_and_headers(
+                    message.subject.clone(),
+                    reply,
+                    h.clone(),
+                    message.payload.clone(),
+                )
+                .await?
+        }
+        None => {
+            client
+                .publish_with_reply(message.subject.clone(), reply, message.payload.clone())
+                .await?
+        }
+    }
+    Ok(token)
 }
 
 fn refuse_rest<I: Iterator<Item = Result<RecordBatch>>>(
@@ -724,7 +759,7 @@ mod tests {
             reply: None,
             payload: bytes::Bytes::from(payload.to_string()),
             headers: None,
-            status: status.map(|s| StatusCode::from_u16(s).unwrap()),
+            status: status.map(|s| async_nats::StatusCode::from_u16(s).unwrap()),
             description: None,
             length: 0,
         }
@@ -789,29 +824,25 @@ mod tests {
         assert_eq!(o.error(1), Some("bad"));
     }
 
-    fn in_flight(row: usize, size: usize) -> InFlight {
-        InFlight {
-            row,
-            attempt: 0,
-            message: OutgoingMessage {
-                subject: Subject::from("a"),
-                headers: None,
-                payload: bytes::Bytes::from(vec![b'x'; size]),
-                has_msg_id: false,
-            },
-            deadline: Instant::now(),
-        }
+    fn push(w: &mut Window, token: u64, row: usize, size: usize) {
+        let message = OutgoingMessage {
+            subject: Subject::from("a"),
+            headers: None,
+            payload: bytes::Bytes::from(vec![b'x'; size]),
+            has_msg_id: false,
+        };
+        w.push(token, row, 0, message, Duration::ZERO);
     }
 
     #[test]
     fn window_is_bounded_by_count_and_by_payload_bytes() {
         let mut w = Window::default();
-        w.push(7, in_flight(0, 10));
-        w.push(8, in_flight(1, 10));
+        push(&mut w, 7, 0, 10);
+        push(&mut w, 8, 1, 10);
         assert!(w.has_room(3));
         assert!(!w.has_room(2), "two messages fill a window of two");
         let big = MAX_BYTES_IN_FLIGHT - 20;
-        w.push(9, in_flight(2, big));
+        push(&mut w, 9, 2, big);
         assert!(!w.has_room(100), "the payload bound is reached");
         assert_eq!(w.take(9).map(|e| e.row), Some(2));
         assert!(w.has_room(100));

@@ -9,11 +9,13 @@
 
 use std::time::Duration;
 
-use async_nats::{StatusCode, Subscriber};
+use async_nats::Subscriber;
 use futures::{FutureExt, StreamExt};
-use serde_json::json;
 use tokio::time::Instant;
 
+use crate::api::status::{Pending, Status};
+use crate::api::subjects;
+use crate::api::types::PullRequest;
 use crate::connection::Connection;
 use crate::error::{Error, ErrorKind, Result};
 use crate::metadata::{parse_ack_subject, MessageMetadata};
@@ -112,7 +114,7 @@ impl PullLoop {
         let inbox = conn.client.new_inbox();
         let sub = conn.client.subscribe(inbox.clone()).await?;
         Ok(Self {
-            next_subject: format!("{}.CONSUMER.MSG.NEXT.{stream}.{consumer}", conn.api_prefix),
+            next_subject: conn.api_subject(&subjects::consumer_msg_next(stream, consumer)),
             conn,
             stream: stream.to_string(),
             consumer: consumer.to_string(),
@@ -151,17 +153,14 @@ impl PullLoop {
         let Some((batch, bytes)) = self.refill_size() else {
             return Ok(());
         };
-        let mut request = json!({
-            "batch": batch,
-            "expires": self.settings.expires.as_nanos() as u64,
-        });
-        if let Some(bytes) = bytes {
-            request["max_bytes"] = json!(bytes);
-            self.outstanding_bytes += bytes;
-        }
-        if let Some(hb) = self.settings.heartbeat {
-            request["idle_heartbeat"] = json!(hb.as_nanos() as u64);
-        }
+        let request = PullRequest {
+            batch,
+            expires: Some(self.settings.expires),
+            max_bytes: bytes.unwrap_or(0),
+            idle_heartbeat: self.settings.heartbeat.unwrap_or_default(),
+            ..Default::default()
+        };
+        self.outstanding_bytes += bytes.unwrap_or(0);
         self.conn
             .client
             .publish_with_reply(
@@ -175,18 +174,11 @@ impl PullLoop {
     }
 
     /// A pull request ended early: what it did not deliver is no longer outstanding.
-    fn request_ended(&mut self, message: &async_nats::Message) {
-        let header = |name: &str| {
-            message
-                .headers
-                .as_ref()
-                .and_then(|h| h.get(name))
-                .and_then(|v| v.as_str().parse::<usize>().ok())
-        };
-        match header("Nats-Pending-Messages") {
-            Some(pending) => {
-                self.outstanding_messages = self.outstanding_messages.saturating_sub(pending);
-                let bytes = header("Nats-Pending-Bytes").unwrap_or(0);
+    fn request_ended(&mut self, pending: Pending) {
+        match pending.messages {
+            Some(messages) => {
+                self.outstanding_messages = self.outstanding_messages.saturating_sub(messages);
+                let bytes = pending.bytes.unwrap_or(0);
                 self.outstanding_bytes = self.outstanding_bytes.saturating_sub(bytes);
                 if self.outstanding_messages == 0 {
                     self.outstanding_bytes = 0;
@@ -249,8 +241,8 @@ impl PullLoop {
                 )));
             };
             last_activity = Instant::now();
-            if let Some(status) = message.status {
-                self.on_status(status, &message)?;
+            if let Some(status) = Status::of(&message) {
+                self.on_status(status)?;
                 continue;
             }
             let Some(meta) = message.reply.as_deref().and_then(parse_ack_subject) else {
@@ -268,57 +260,35 @@ impl PullLoop {
         }
     }
 
-    fn on_status(&mut self, status: StatusCode, message: &async_nats::Message) -> Result<()> {
-        let description = message.description.clone().unwrap_or_default();
-        match status.as_u16() {
-            100 => Ok(()), // idle heartbeat: alive
-            404 | 408 => {
-                self.request_ended(message);
+    fn on_status(&mut self, status: Status) -> Result<()> {
+        match status {
+            Status::IdleHeartbeat | Status::FlowControlRequest => Ok(()), // alive
+            Status::RequestEnded(pending) => {
+                // Leadership change, max waiting exceeded, expiry, ...: this request
+                // is over; the next refill asks again.
+                self.request_ended(pending);
                 Ok(())
             }
-            409 => {
-                let lower = description.to_ascii_lowercase();
-                if lower.contains("consumer deleted") {
-                    Err(Error::new(
-                        ErrorKind::ConsumerDeleted,
-                        format!("{} was deleted", self.consumer_label()),
-                    ))
-                } else if lower.contains("exceeds maxbytes") {
-                    // The request's byte budget ran out before the next message: a
-                    // normal end. Only when it keeps happening with nothing delivered
-                    // is a single message bigger than the whole budget.
-                    self.request_ended(message);
-                    self.max_bytes_ends += 1;
-                    if self.max_bytes_ends >= 3 {
-                        return Err(Error::bad_input(format!(
-                            "{}: a message is larger than a pull's max_bytes ({} bytes); raise 'max_bytes'",
-                            self.consumer_label(),
-                            self.settings.max_bytes.unwrap_or_default()
-                        )));
-                    }
-                    Ok(())
-                } else {
-                    // Leadership change, max waiting exceeded, ...: this request is
-                    // over; the next refill asks again.
-                    self.request_ended(message);
-                    Ok(())
+            Status::MaxBytesExceeded(pending) => {
+                // The request's byte budget ran out before the next message: a normal
+                // end. Only when it keeps happening with nothing delivered is a single
+                // message bigger than the whole budget.
+                self.request_ended(pending);
+                self.max_bytes_ends += 1;
+                if self.max_bytes_ends >= 3 {
+                    return Err(Error::bad_input(format!(
+                        "{}: a message is larger than a pull's max_bytes ({} bytes); raise 'max_bytes'",
+                        self.consumer_label(),
+                        self.settings.max_bytes.unwrap_or_default()
+                    )));
                 }
+                Ok(())
             }
-            503 => Err(Error::new(
-                ErrorKind::NotFound,
-                format!(
-                    "{}: nobody answers pull requests on {} (the consumer does not exist, or the \
-                     domain / api_prefix is wrong)",
-                    self.consumer_label(),
-                    self.next_subject
-                ),
-            )),
-            code => Err(Error::new(
-                ErrorKind::Api,
-                format!(
-                    "{}: unexpected status {code} {description}",
-                    self.consumer_label()
-                ),
+            other => Err(status_error(
+                other,
+                &self.stream,
+                &self.consumer,
+                &self.next_subject,
             )),
         }
     }
@@ -358,19 +328,15 @@ pub async fn fetch_once(
     }
     let inbox = conn.client.new_inbox();
     let mut sub = conn.client.subscribe(inbox.clone()).await?;
-    let mut request = json!({"batch": max_messages});
-    if no_wait {
-        request["no_wait"] = json!(true);
-    } else {
-        request["expires"] = json!(expires.as_nanos() as u64);
-    }
-    if let Some(b) = max_bytes {
-        request["max_bytes"] = json!(b);
-    }
-    if let Some(hb) = heartbeat {
-        request["idle_heartbeat"] = json!(hb.as_nanos() as u64);
-    }
-    let subject = format!("{}.CONSUMER.MSG.NEXT.{stream}.{consumer}", conn.api_prefix);
+    let request = PullRequest {
+        batch: max_messages,
+        expires: (!no_wait).then_some(expires),
+        no_wait,
+        max_bytes: max_bytes.unwrap_or(0),
+        idle_heartbeat: heartbeat.unwrap_or_default(),
+        ..Default::default()
+    };
+    let subject = conn.api_subject(&subjects::consumer_msg_next(stream, consumer));
     conn.client
         .publish_with_reply(
             subject.clone(),
@@ -399,38 +365,11 @@ pub async fn fetch_once(
                 )))
             }
         };
-        if let Some(status) = message.status {
-            let description = message
-                .description
-                .clone()
-                .unwrap_or_default()
-                .to_ascii_lowercase();
-            match status.as_u16() {
-                100 => continue,
-                404 | 408 => break,
-                409 if description.contains("consumer deleted") => {
-                    return Err(Error::new(
-                        ErrorKind::ConsumerDeleted,
-                        format!("consumer {consumer:?} of stream {stream:?} was deleted"),
-                    ))
-                }
-                409 => break,
-                503 => {
-                    return Err(Error::new(
-                        ErrorKind::NotFound,
-                        format!(
-                        "consumer {consumer:?} of stream {stream:?}: nobody answers on {subject} \
-                             (no such consumer, or wrong domain / api_prefix)"
-                    ),
-                    ))
-                }
-                code => {
-                    return Err(Error::new(
-                        ErrorKind::Api,
-                        format!("fetch: unexpected status {code}"),
-                    ))
-                }
-            }
+        match Status::of(&message) {
+            None => {}
+            Some(Status::IdleHeartbeat | Status::FlowControlRequest) => continue,
+            Some(Status::RequestEnded(_) | Status::MaxBytesExceeded(_)) => break,
+            Some(other) => return Err(status_error(other, stream, consumer, &subject)),
         }
         if let Some(meta) = message.reply.as_deref().and_then(parse_ack_subject) {
             bytes += message.length;
@@ -439,4 +378,25 @@ pub async fn fetch_once(
     }
     let _ = sub.unsubscribe().await;
     Ok(out)
+}
+
+/// The error a pull request's terminal status means.
+fn status_error(status: Status, stream: &str, consumer: &str, subject: &str) -> Error {
+    let label = format!("consumer {consumer:?} of stream {stream:?}");
+    match status {
+        Status::ConsumerDeleted => {
+            Error::new(ErrorKind::ConsumerDeleted, format!("{label} was deleted"))
+        }
+        Status::NoResponders => Error::new(
+            ErrorKind::NotFound,
+            format!(
+                "{label}: nobody answers pull requests on {subject} (the consumer does not \
+                 exist, or the domain / api_prefix is wrong)"
+            ),
+        ),
+        other => Error::new(
+            ErrorKind::Api,
+            format!("{label}: unexpected status {other:?}"),
+        ),
+    }
 }

@@ -9,9 +9,11 @@ use std::time::Duration;
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
-use serde::Deserialize;
-use serde_json::json;
 
+use crate::api::subjects;
+use crate::api::types::{
+    AckPolicy, ConsumerConfig, ConsumerInfo, CreateConsumer, DeliverPolicy, StreamInfo,
+};
 use crate::batch_builder::BatchBuilder;
 use crate::connection::Connection;
 use crate::defaults;
@@ -51,25 +53,6 @@ impl Default for ReadOptions {
     }
 }
 
-#[derive(Deserialize)]
-struct StreamInfo {
-    state: StreamState,
-}
-
-#[derive(Deserialize)]
-struct StreamState {
-    messages: u64,
-    first_seq: u64,
-    last_seq: u64,
-}
-
-#[derive(Deserialize)]
-struct ConsumerCreated {
-    name: String,
-    #[serde(default)]
-    num_pending: u64,
-}
-
 /// An open read: yields batches until the end of the range.
 pub struct StreamReader {
     conn: Connection,
@@ -92,10 +75,8 @@ pub struct StreamReader {
     last_consumer_seq: u64,
 }
 
-fn time_rfc3339(ns: i64) -> Result<String> {
-    let t = time::OffsetDateTime::from_unix_timestamp_nanos(ns as i128)
-        .map_err(|e| Error::bad_input(format!("option 'start_time': {e}")))?;
-    t.format(&time::format_description::well_known::Rfc3339)
+fn start_time(ns: i64) -> Result<time::OffsetDateTime> {
+    time::OffsetDateTime::from_unix_timestamp_nanos(ns as i128)
         .map_err(|e| Error::bad_input(format!("option 'start_time': {e}")))
 }
 
@@ -122,11 +103,14 @@ impl StreamReader {
             consumer_columns: false,
         };
         let info: StreamInfo = conn
-            .api_json(&format!("STREAM.INFO.{stream}"), &serde_json::Value::Null)
+            .api_get(&subjects::stream_info(stream))
             .await
             .map_err(|e| e.context(format!("reading stream {stream:?}")))?;
-        let end_seq = options.end_seq.unwrap_or(info.state.last_seq);
-        let start = options.start_seq.unwrap_or(1).max(info.state.first_seq);
+        let end_seq = options.end_seq.unwrap_or(info.state.last_sequence);
+        let start = options
+            .start_seq
+            .unwrap_or(1)
+            .max(info.state.first_sequence);
         let mut reader = Self {
             builder: BatchBuilder::new(stream, schema_options),
             conn: conn.clone(),
@@ -146,33 +130,37 @@ impl StreamReader {
             return Ok(reader);
         }
 
-        let mut config = json!({
-            "ack_policy": "none",
-            "mem_storage": true,
-            "num_replicas": 1,
+        let deliver_policy = match (options.start_seq, options.start_time_ns) {
+            (Some(seq), _) => DeliverPolicy::ByStartSequence {
+                start_sequence: seq,
+            },
+            (None, Some(ns)) => DeliverPolicy::ByStartTime {
+                start_time: start_time(ns)?,
+            },
+            (None, None) => DeliverPolicy::All,
+        };
+        let (filter_subject, filter_subjects) = match options.subjects.as_slice() {
+            [one] => (one.clone(), Vec::new()),
+            many => (String::new(), many.to_vec()),
+        };
+        let config = ConsumerConfig {
+            deliver_policy,
+            ack_policy: AckPolicy::None,
+            memory_storage: true,
+            num_replicas: 1,
             // A safety net: the consumer goes away by itself if this process dies.
-            "inactive_threshold": Duration::from_secs(300).as_nanos() as u64,
-        });
-        match (options.start_seq, options.start_time_ns) {
-            (Some(seq), _) => {
-                config["deliver_policy"] = json!("by_start_sequence");
-                config["opt_start_seq"] = json!(seq);
-            }
-            (None, Some(ns)) => {
-                config["deliver_policy"] = json!("by_start_time");
-                config["opt_start_time"] = json!(time_rfc3339(ns)?);
-            }
-            (None, None) => config["deliver_policy"] = json!("all"),
-        }
-        match options.subjects.len() {
-            0 => {}
-            1 => config["filter_subject"] = json!(options.subjects[0]),
-            _ => config["filter_subjects"] = json!(options.subjects),
-        }
-        let created: ConsumerCreated = conn
+            inactive_threshold: Duration::from_secs(300),
+            filter_subject,
+            filter_subjects,
+            ..Default::default()
+        };
+        let created: ConsumerInfo = conn
             .api_json(
-                &format!("CONSUMER.CREATE.{stream}"),
-                &json!({"stream_name": stream, "config": config}),
+                &subjects::consumer_create(stream),
+                &CreateConsumer {
+                    stream_name: stream,
+                    config: &config,
+                },
             )
             .await
             .map_err(|e| e.context(format!("starting a read of stream {stream:?}")))?;
@@ -248,7 +236,7 @@ impl StreamReader {
         self.done = true;
         self.pull = None;
         if let Some(name) = self.consumer.take() {
-            let subject = format!("CONSUMER.DELETE.{}.{name}", self.stream);
+            let subject = subjects::consumer_delete(&self.stream, &name);
             let _ = self
                 .conn
                 .api_request(&subject, bytes::Bytes::new(), None)
@@ -263,7 +251,7 @@ impl Drop for StreamReader {
         // removes its consumer; the inactivity threshold is the last resort.
         if let Some(name) = self.consumer.take() {
             let conn = self.conn.clone();
-            let subject = format!("CONSUMER.DELETE.{}.{name}", self.stream);
+            let subject = subjects::consumer_delete(&self.stream, &name);
             self.runtime.spawn(async move {
                 let _ = conn.api_request(&subject, bytes::Bytes::new(), None).await;
             });

@@ -1,17 +1,24 @@
-//! Requests to the JetStream API (`<prefix>.STREAM.INFO.X`, ...): JSON in, JSON out,
-//! errors as typed `Error`s. Management is not a hot path; this keeps it generic.
+//! The JetStream vocabulary: API subjects ([`subjects`]), request and reply bodies
+//! ([`types`]), status messages ([`status`]), the name rule ([`names`]), and requests
+//! to the API (`<prefix>.STREAM.INFO.X`, ...): JSON in, JSON out, errors as typed
+//! `Error`s.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::connection::Connection;
 use crate::error::{ApiErrorCode, Error, ErrorKind, Result};
 
 pub mod names;
+pub mod status;
+pub mod subjects;
+pub mod types;
+
 pub use names::validate_name;
+pub use status::Status;
 
 #[derive(Deserialize)]
 struct ErrorReply {
@@ -19,6 +26,11 @@ struct ErrorReply {
 }
 
 impl Connection {
+    /// The full subject of an API request: `<api_prefix>.<subject>`.
+    pub fn api_subject(&self, subject: &str) -> String {
+        format!("{}.{subject}", self.api_prefix)
+    }
+
     /// Request `<api_prefix>.<subject>` and return the raw reply, or the API error.
     pub async fn api_request(
         &self,
@@ -26,7 +38,7 @@ impl Connection {
         body: Bytes,
         timeout: Option<Duration>,
     ) -> Result<Bytes> {
-        let full = format!("{}.{}", self.api_prefix, subject);
+        let full = self.api_subject(subject);
         let timeout = timeout.unwrap_or(self.request_timeout);
         let request = async_nats::Request::new()
             .payload(body)
@@ -42,25 +54,32 @@ impl Connection {
         Ok(reply.payload)
     }
 
-    /// Like `api_request`, decoding the reply into `T`.
-    pub async fn api_json<T: DeserializeOwned>(
+    /// Request `subject` with `body` as JSON, decoding the reply into `T`.
+    pub async fn api_json<B: Serialize, T: DeserializeOwned>(
         &self,
         subject: &str,
-        body: &serde_json::Value,
+        body: &B,
     ) -> Result<T> {
-        let body = if body.is_null() {
-            Bytes::new()
-        } else {
-            Bytes::from(serde_json::to_vec(body).expect("a JSON value serializes"))
-        };
-        let raw = self.api_request(subject, body, None).await?;
-        serde_json::from_slice(&raw).map_err(|e| {
-            Error::new(
-                ErrorKind::Api,
-                format!("JetStream API {subject}: unexpected reply ({e})"),
-            )
-        })
+        let body = Bytes::from(serde_json::to_vec(body).expect("a request body serializes"));
+        decode(subject, self.api_request(subject, body, None).await?)
     }
+
+    /// Request `subject` with an empty body, decoding the reply into `T`.
+    pub async fn api_get<T: DeserializeOwned>(&self, subject: &str) -> Result<T> {
+        decode(
+            subject,
+            self.api_request(subject, Bytes::new(), None).await?,
+        )
+    }
+}
+
+fn decode<T: DeserializeOwned>(subject: &str, raw: Bytes) -> Result<T> {
+    serde_json::from_slice(&raw).map_err(|e| {
+        Error::new(
+            ErrorKind::Api,
+            format!("JetStream API {subject}: unexpected reply ({e})"),
+        )
+    })
 }
 
 fn request_error(

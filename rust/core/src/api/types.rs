@@ -1,0 +1,32 @@
+//! Request and reply bodies of the JetStream API. async-nats's own types where they
+//! fit (stream and consumer info, consumer config, pull requests, publish acks); ours
+//! only where async-nats has none.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ApiErrorCode;
+
+pub use async_nats::jetstream::consumer::pull::BatchConfig as PullRequest;
+pub use async_nats::jetstream::consumer::{
+    AckPolicy, Config as ConsumerConfig, DeliverPolicy, Info as ConsumerInfo,
+};
+pub use async_nats::jetstream::stream::Info as StreamInfo;
+
+/// `CONSUMER.CREATE.<stream>`'s body.
+#[derive(Debug, Serialize)]
+pub struct CreateConsumer<'a> {
+    pub stream_name: &'a str,
+    pub config: &'a ConsumerConfig,
+}
+
+/// The reply to a publish: a PubAck or an error. Decoded once per published message,
+/// so it is ours rather than async-nats's `Response<PublishAck>`: that one buffers
+/// the reply for its untagged enum and allocates the stream name, both per message.
+#[derive(Debug, Deserialize)]
+pub struct PublishReply {
+    #[serde(default)]
+    pub seq: u64,
+    #[serde(default)]
+    pub duplicate: bool,
+    pub error: Option<ApiErrorCode>,
+}
