@@ -1,317 +1,27 @@
-"""Spark options: one table of every option, parsed into plain, picklable values.
+"""Spark options parsed into plain, picklable values: :class:`ReadOptions` and
+:class:`WriteOptions`.
 
 Spark hands a data source its options as strings in a case-insensitive dict. The same
-names serve the mapInArrow helpers, which take Python keyword arguments. So every
-option has a Spark name (camelCase, matched case-insensitively) and a Python name
-(snake_case); both spellings are accepted everywhere, and an unknown name is an error
-that lists the known ones (a typo must not be silently ignored).
-
-Connection options are the fields of :class:`jetstream_arrow.ConnectOptions`, spelled
-in camelCase for Spark (``nkeySeed``, ``tlsCa``, ``apiPrefix`` ...).
+names serve the mapInArrow helpers, which take Python keyword arguments. Both
+spellings of every option in the table (:mod:`.option_specs`) are accepted
+everywhere, and an unknown name is an error that lists the known ones (a typo must
+not be silently ignored).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import typing
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from .._core import validate_name
+from .._time import EPOCH, to_datetime
 from ..exceptions import BadInputError
 from ..options import ConnectOptions
-
-# -- the option table -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class OptionSpec:
-    """One option: its Python and Spark names, value kind, default and meaning."""
-
-    python: str
-    spark: str
-    kind: str  # str, int, float, bool, subjects, time
-    default: Any
-    meaning: str
-    scope: str  # connect, read, write
-    secret: bool = False
-    minimum: float | None = None
-    nullable: bool = False  # "none" (or "null") gives None
-    choices: tuple[str, ...] = ()  # the accepted values of a "str" option (lower case)
-    # Which queries honour the option: "batch" (spark.read, df.write), "stream"
-    # (spark.readStream, df.writeStream) or "both". Given to the other kind it is an
-    # error, never silently ignored.
-    queries: str = "both"
-
-
-_CONNECT_MEANING = {
-    "servers": "NATS server URL, or several separated by commas",
-    "user": "user name (with `password`)",
-    "password": "password (secret: never logged)",
-    "token": "authentication token (secret)",
-    "creds": "path of a `.creds` file (JWT + nkey seed)",
-    "nkey_seed": "nkey seed for nkey authentication (secret)",
-    "tls_ca": "path of the CA certificate(s) to trust",
-    "tls_cert": "path of the client certificate (with `tlsKey`)",
-    "tls_key": "path of the client key (with `tlsCert`)",
-    "tls_required": "require TLS",
-    "tls_first": "TLS handshake before the NATS INFO (server `handshake_first`)",
-    "name": "connection name shown by the server",
-    "connect_timeout": "seconds to wait for the connection",
-    "request_timeout": "seconds to wait for a JetStream API reply",
-    "max_reconnects": "reconnect attempts before giving up (empty: forever)",
-    "reconnect_delay": "seconds between reconnect attempts",
-    "retry_on_initial_connect": "retry the first connect like a reconnect",
-    "ping_interval": "seconds between client pings",
-    "domain": "JetStream domain (API prefix `$JS.<domain>.API`)",
-    "api_prefix": "JetStream API prefix (excludes `domain`)",
-    "inbox_prefix": "prefix of reply subjects",
-}
-
-
-def _camel(snake: str) -> str:
-    head, *rest = snake.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
-
-
-def _connect_kind(annotation: Any) -> str:
-    args = set(typing.get_args(annotation)) or {annotation}
-    for kind, python_type in (("bool", bool), ("int", int), ("float", float)):
-        if python_type in args:
-            return kind
-    return "str"
-
-
-def _connect_specs() -> list[OptionSpec]:
-    hints = typing.get_type_hints(ConnectOptions)
-    specs = []
-    for f in dataclasses.fields(ConnectOptions):
-        specs.append(
-            OptionSpec(
-                python=f.name,
-                spark=_camel(f.name),
-                kind=_connect_kind(hints[f.name]),
-                default=f.default,
-                meaning=_CONNECT_MEANING.get(f.name, "see `jetstream_arrow.connect`"),
-                scope="connect",
-                secret=not f.repr,
-                nullable=type(None) in typing.get_args(hints[f.name]),
-            )
-        )
-    return specs
-
-
-READ_SPECS = [
-    OptionSpec(
-        "stream",
-        "stream",
-        "str",
-        None,
-        "stream to read (required; `load(name)` also sets it)",
-        "read",
-    ),
-    OptionSpec(
-        "subjects",
-        "subjects",
-        "subjects",
-        None,
-        "only these subjects: comma-separated filters, wildcards allowed",
-        "read",
-    ),
-    OptionSpec(
-        "starting_offsets",
-        "startingOffsets",
-        "str",
-        None,
-        "`earliest` or `latest`: where to start without `startingSequence` or `startingTime` (default: `earliest` for spark.read, `latest` for spark.readStream, as in Kafka; `latest` is for spark.readStream only)",
-        "read",
-        choices=("earliest", "latest"),
-    ),
-    OptionSpec(
-        "start_seq",
-        "startingSequence",
-        "int",
-        None,
-        "first stream sequence to read (default: see `startingOffsets`)",
-        "read",
-        minimum=1,
-    ),
-    OptionSpec(
-        "end_seq",
-        "endingSequence",
-        "int",
-        None,
-        "last stream sequence to read, inclusive (default: the last when the query is planned); spark.read only",
-        "read",
-        minimum=1,
-        queries="batch",
-    ),
-    OptionSpec(
-        "start_time",
-        "startingTime",
-        "time",
-        None,
-        "read from the first message stored at or after this time (ISO-8601 with zone, or epoch seconds)",
-        "read",
-    ),
-    OptionSpec(
-        "end_time",
-        "endingTime",
-        "time",
-        None,
-        "stop before the first message stored at or after this time (exclusive); spark.read only",
-        "read",
-        queries="batch",
-    ),
-    OptionSpec(
-        "min_partitions",
-        "minPartitions",
-        "int",
-        1,
-        "at least this many Spark partitions (at most one per sequence)",
-        "read",
-        minimum=1,
-    ),
-    OptionSpec(
-        "max_messages_per_partition",
-        "maxMessagesPerPartition",
-        "int",
-        100_000,
-        "split the sequence range so no partition spans more sequences than this",
-        "read",
-        minimum=1,
-    ),
-    OptionSpec(
-        "max_messages_per_trigger",
-        "maxMessagesPerTrigger",
-        "int",
-        None,
-        "at most this many stream sequences (so at most this many rows) per micro-batch (Kafka: `maxOffsetsPerTrigger`); spark.readStream only",
-        "read",
-        minimum=1,
-        queries="stream",
-    ),
-    OptionSpec(
-        "include_headers",
-        "includeHeaders",
-        "bool",
-        False,
-        "add the `headers` column (map<string, array<string>>)",
-        "read",
-    ),
-    OptionSpec(
-        "fail_on_data_loss",
-        "failOnDataLoss",
-        "bool",
-        True,
-        "fail when messages of the requested range were removed (limits, purge) before they were read; `false` reads what is left",
-        "read",
-    ),
-    OptionSpec(
-        "batch_rows",
-        "batchRows",
-        "int",
-        10_000,
-        "rows per Arrow batch (Spark's own default batch size)",
-        "read",
-        minimum=1,
-    ),
-    OptionSpec(
-        "max_bytes",
-        "maxBytes",
-        "int",
-        16 * 1024 * 1024,
-        "payload bytes per Arrow batch (and per pull)",
-        "read",
-        minimum=1,
-    ),
-    OptionSpec(
-        "heartbeat",
-        "heartbeat",
-        "float",
-        5.0,
-        "seconds between the server's idle heartbeats while reading",
-        "read",
-        minimum=0.1,
-    ),
-]
-
-WRITE_SPECS = [
-    OptionSpec(
-        "subject",
-        "subject",
-        "str",
-        None,
-        "publish every row to this subject (overrides a `subject` column)",
-        "write",
-    ),
-    OptionSpec(
-        "msg_id_column",
-        "msgIdColumn",
-        "str",
-        None,
-        "string column whose value is each message's `Nats-Msg-Id` (default: a `msg_id` column if present, else ids made per write)",
-        "write",
-    ),
-    OptionSpec(
-        "write_id",
-        "writeId",
-        "str",
-        None,
-        "the id of this write, prefix of the generated `Nats-Msg-Id`s (default: a new random id per write); give the same id to re-run a failed write without duplicates; df.write only (a streaming write uses its query id)",
-        "write",
-        queries="batch",
-    ),
-    OptionSpec(
-        "window",
-        "ackWindow",
-        "int",
-        8192,
-        "publishes in flight per task before waiting for acks",
-        "write",
-        minimum=1,
-    ),
-    OptionSpec(
-        "ack_timeout",
-        "ackTimeout",
-        "float",
-        5.0,
-        "seconds to wait for each ack before retrying",
-        "write",
-        minimum=0.001,
-    ),
-    OptionSpec(
-        "max_retries",
-        "maxRetries",
-        "int",
-        5,
-        "retries of a publish after 429, 503 or an ack timeout",
-        "write",
-        minimum=0,
-    ),
-    OptionSpec(
-        "retry_backoff",
-        "retryBackoff",
-        "float",
-        0.05,
-        "seconds before the first retry (doubling)",
-        "write",
-        minimum=0,
-    ),
-    OptionSpec(
-        "expected_stream",
-        "expectedStream",
-        "str",
-        None,
-        "the stream every message must be stored in (header `Nats-Expected-Stream`); option `stream` on a write means the same",
-        "write",
-    ),
-]
-
-CONNECT_SPECS = _connect_specs()
+from .option_specs import CONNECT_SPECS, READ_SPECS, WRITE_SPECS, OptionSpec, spec_defaults
 
 
 def _index(specs: list[OptionSpec]) -> dict[str, OptionSpec]:
@@ -328,6 +38,10 @@ def _norm(name: str) -> str:
 
 _READ_INDEX = _index(CONNECT_SPECS + READ_SPECS)
 _WRITE_INDEX = _index(CONNECT_SPECS + WRITE_SPECS)
+# The defaults of options not given, and of the fields of ReadOptions and WriteOptions:
+# the table's, so each default is written in one place.
+_READ_DEFAULTS = spec_defaults(READ_SPECS)
+_WRITE_DEFAULTS = spec_defaults(WRITE_SPECS)
 
 
 # -- value parsing ----------------------------------------------------------------------
@@ -366,29 +80,41 @@ def _parse_number(spec: OptionSpec, value: Any) -> int | float:
     return number
 
 
-def parse_time(value: Any, option: str) -> datetime:
-    """An aware datetime (UTC) from a datetime, ISO-8601 text or epoch seconds."""
-    if isinstance(value, datetime):
-        parsed = value
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        parsed = datetime.fromtimestamp(value, tz=timezone.utc)
-    else:
-        text = str(value).strip()
-        try:
-            parsed = datetime.fromtimestamp(float(text), tz=timezone.utc)
-        except ValueError:
+#: The last time the engine can represent (int64 nanoseconds since the epoch, in 2262).
+#: A read bound after it is still meaningful: no message is stored that late.
+LAST_ENGINE_TIME = EPOCH + timedelta(microseconds=(2**63 - 1) // 1000)
+
+
+def _parse_time(spec: OptionSpec, value: Any) -> datetime:
+    try:
+        return to_datetime(value, _name(spec))
+    except BadInputError:
+        later = _after_engine_range(value)
+        if later is None:
+            raise
+        return later
+
+
+def _after_engine_range(value: Any) -> datetime | None:
+    """``value`` as an aware UTC datetime when it is one after :data:`LAST_ENGINE_TIME`,
+    which ``to_datetime`` refuses; None for anything else.
+
+    A read that starts after the engine's last time reads nothing, and one that ends
+    after it has no end (see ``first_seq_at``), so such a bound is accepted here."""
+    parsed: Any = value
+    try:
+        if isinstance(value, str):
             try:
-                parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+                parsed = datetime.fromtimestamp(float(value), tz=timezone.utc)
             except ValueError:
-                raise BadInputError(
-                    f"option {option!r}: {value!r} is neither an ISO-8601 time such as "
-                    "'2026-01-31T12:00:00Z' nor epoch seconds"
-                ) from None
-    if parsed.tzinfo is None:
-        raise BadInputError(
-            f"option {option!r}: the time {value!r} has no time zone; add one (e.g. 'Z' for UTC)"
-        )
-    return parsed.astimezone(timezone.utc)
+                parsed = datetime.fromisoformat(value.strip().upper().replace("Z", "+00:00"))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            parsed = datetime.fromtimestamp(value, tz=timezone.utc)
+    except (ValueError, OverflowError, OSError):
+        return None
+    if isinstance(parsed, datetime) and parsed.tzinfo is not None and parsed > LAST_ENGINE_TIME:
+        return parsed.astimezone(timezone.utc)
+    return None
 
 
 def _parse_subjects(spec: OptionSpec, value: Any) -> tuple[str, ...]:
@@ -412,7 +138,7 @@ def _parse_value(spec: OptionSpec, value: Any) -> Any:
     if spec.kind in ("int", "float"):
         return _parse_number(spec, value)
     if spec.kind == "time":
-        return parse_time(value, _name(spec))
+        return _parse_time(spec, value)
     if spec.kind == "subjects":
         return _parse_subjects(spec, value)
     text = str(value)
@@ -503,10 +229,6 @@ def _spark_names_in(message: str) -> str:
     return ", ".join(names) or "see the option table"
 
 
-def _defaults(specs: list[OptionSpec], values: dict[str, Any]) -> dict[str, Any]:
-    return {s.python: values.get(s.python, s.default) for s in specs}
-
-
 # -- parsed options -----------------------------------------------------------------------
 
 
@@ -522,16 +244,14 @@ class ReadOptions:
     end_seq: int | None = None
     start_time: datetime | None = None
     end_time: datetime | None = None
-    min_partitions: int = 1
-    # Small enough that a few hundred thousand messages already keep several
-    # cores busy; large enough that a task's start-up is a small part of its work.
-    max_messages_per_partition: int = 100_000
+    min_partitions: int = _READ_DEFAULTS["min_partitions"]
+    max_messages_per_partition: int = _READ_DEFAULTS["max_messages_per_partition"]
     max_messages_per_trigger: int | None = None
-    include_headers: bool = False
-    fail_on_data_loss: bool = True
-    batch_rows: int = 10_000
-    max_bytes: int = 16 * 1024 * 1024
-    heartbeat: float = 5.0
+    include_headers: bool = _READ_DEFAULTS["include_headers"]
+    fail_on_data_loss: bool = _READ_DEFAULTS["fail_on_data_loss"]
+    batch_rows: int = _READ_DEFAULTS["batch_rows"]
+    max_bytes: int = _READ_DEFAULTS["max_bytes"]
+    heartbeat: float = _READ_DEFAULTS["heartbeat"]
 
 
 @dataclass(frozen=True)
@@ -544,10 +264,10 @@ class WriteOptions:
     write_id: str
     subject: str | None = None
     msg_id_column: str | None = None
-    window: int = 8192
-    ack_timeout: float = 5.0
-    max_retries: int = 5
-    retry_backoff: float = 0.05
+    window: int = _WRITE_DEFAULTS["window"]
+    ack_timeout: float = _WRITE_DEFAULTS["ack_timeout"]
+    max_retries: int = _WRITE_DEFAULTS["max_retries"]
+    retry_backoff: float = _WRITE_DEFAULTS["retry_backoff"]
     expected_stream: str | None = None
 
     def publisher_kwargs(self) -> dict[str, Any]:
@@ -583,16 +303,14 @@ def parse_read_options(
             )
         values["stream"] = path
     connect = _connect_options(values)
-    values = _defaults(READ_SPECS, values)
+    values = {**_READ_DEFAULTS, **values}
     stream = values.pop("stream")
     if stream is None and need_stream:
         raise BadInputError(
             "option 'stream' is required: spark.read.format('jetstream').option('stream', 'ORDERS')"
         )
-    if stream is not None and any(c in stream for c in " .*>/\\"):
-        raise BadInputError(
-            f"option 'stream': {stream!r} is not a valid stream name (no spaces, '.', '*', '>' or slashes)"
-        )
+    if stream is not None:
+        validate_name(stream, "stream")
     if values["start_seq"] is not None and values["start_time"] is not None:
         raise BadInputError("options 'startingSequence' and 'startingTime' exclude each other")
     if values["starting_offsets"] is not None and (
@@ -640,7 +358,7 @@ def parse_write_options(options: Mapping[str, Any], *, queries: str = "batch") -
     ignore = ("path", "checkpointlocation") if queries == "stream" else ("path",)
     values = _collect(options, _WRITE_INDEX, "write", ignore=ignore, queries=queries)
     connect = _connect_options(values)
-    values = _defaults(WRITE_SPECS, values)
+    values = {**_WRITE_DEFAULTS, **values}
     if stream is not None:
         if values["expected_stream"] not in (None, stream):
             raise BadInputError(
@@ -652,8 +370,3 @@ def parse_write_options(options: Mapping[str, Any], *, queries: str = "batch") -
     if any(c.isspace() for c in write_id):
         raise BadInputError(f"option 'writeId' may not contain whitespace, got {write_id!r}")
     return WriteOptions(connect=connect, write_id=write_id, **values)
-
-
-def option_table(scope: str) -> list[OptionSpec]:
-    """The documented options of one scope (connect, read, write), for the README."""
-    return {"connect": CONNECT_SPECS, "read": READ_SPECS, "write": WRITE_SPECS}[scope]

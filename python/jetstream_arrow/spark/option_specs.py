@@ -1,0 +1,329 @@
+"""The table of Spark options: every option's names, kind, default and meaning.
+
+One table serves the parser (:mod:`.options`), the error messages that list the known
+options, and the README's option tables (a test compares them). Every option has a
+Spark name (camelCase, matched case-insensitively) and a Python name (snake_case).
+
+Connection options are the fields of :class:`jetstream_arrow.ConnectOptions`, spelled
+in camelCase for Spark (``nkeySeed``, ``tlsCa``, ``apiPrefix`` ...), with its
+defaults. The numeric defaults of reads and writes come from the native core
+(``_core.DEFAULT_*``), where the package keeps every default, so each is written once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+from .._core import (
+    DEFAULT_ACK_TIMEOUT,
+    DEFAULT_HEARTBEAT,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_READ_MAX_BYTES,
+    DEFAULT_RETRY_BACKOFF,
+    DEFAULT_SPARK_BATCH_ROWS,
+    DEFAULT_SPARK_MAX_MESSAGES_PER_PARTITION,
+    DEFAULT_WINDOW,
+)
+from ..options import ConnectOptions
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One option: its Python and Spark names, value kind, default and meaning."""
+
+    python: str
+    spark: str
+    kind: str  # str, int, float, bool, subjects, time
+    default: Any
+    meaning: str
+    scope: str  # connect, read, write
+    secret: bool = False
+    minimum: float | None = None
+    nullable: bool = False  # "none" (or "null") gives None
+    choices: tuple[str, ...] = ()  # the accepted values of a "str" option (lower case)
+    # Which queries honour the option: "batch" (spark.read, df.write), "stream"
+    # (spark.readStream, df.writeStream) or "both". Given to the other kind it is an
+    # error, never silently ignored.
+    queries: str = "both"
+
+
+_CONNECT_MEANING = {
+    "servers": "NATS server URL, or several separated by commas",
+    "user": "user name (with `password`)",
+    "password": "password (secret: never logged)",
+    "token": "authentication token (secret)",
+    "creds": "path of a `.creds` file (JWT + nkey seed)",
+    "nkey_seed": "nkey seed for nkey authentication (secret)",
+    "tls_ca": "path of the CA certificate(s) to trust",
+    "tls_cert": "path of the client certificate (with `tlsKey`)",
+    "tls_key": "path of the client key (with `tlsCert`)",
+    "tls_required": "require TLS",
+    "tls_first": "TLS handshake before the NATS INFO (server `handshake_first`)",
+    "name": "connection name shown by the server",
+    "connect_timeout": "seconds to wait for the connection",
+    "request_timeout": "seconds to wait for a JetStream API reply",
+    "max_reconnects": "reconnect attempts before giving up (empty: forever)",
+    "reconnect_delay": "seconds between reconnect attempts",
+    "retry_on_initial_connect": "retry the first connect like a reconnect",
+    "ping_interval": "seconds between client pings",
+    "domain": "JetStream domain (API prefix `$JS.<domain>.API`)",
+    "api_prefix": "JetStream API prefix (excludes `domain`)",
+    "inbox_prefix": "prefix of reply subjects",
+}
+
+
+def _camel(snake: str) -> str:
+    head, *rest = snake.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _connect_kind(annotation: Any) -> str:
+    args = set(typing.get_args(annotation)) or {annotation}
+    for kind, python_type in (("bool", bool), ("int", int), ("float", float)):
+        if python_type in args:
+            return kind
+    return "str"
+
+
+def _connect_specs() -> list[OptionSpec]:
+    hints = typing.get_type_hints(ConnectOptions)
+    specs = []
+    for f in dataclasses.fields(ConnectOptions):
+        specs.append(
+            OptionSpec(
+                python=f.name,
+                spark=_camel(f.name),
+                kind=_connect_kind(hints[f.name]),
+                default=f.default,
+                meaning=_CONNECT_MEANING.get(f.name, "see `jetstream_arrow.connect`"),
+                scope="connect",
+                secret=not f.repr,
+                nullable=type(None) in typing.get_args(hints[f.name]),
+            )
+        )
+    return specs
+
+
+READ_SPECS = [
+    OptionSpec(
+        "stream",
+        "stream",
+        "str",
+        None,
+        "stream to read (required; `load(name)` also sets it)",
+        "read",
+    ),
+    OptionSpec(
+        "subjects",
+        "subjects",
+        "subjects",
+        None,
+        "only these subjects: comma-separated filters, wildcards allowed",
+        "read",
+    ),
+    OptionSpec(
+        "starting_offsets",
+        "startingOffsets",
+        "str",
+        None,
+        "`earliest` or `latest`: where to start without `startingSequence` or `startingTime` (default: `earliest` for spark.read, `latest` for spark.readStream, as in Kafka; `latest` is for spark.readStream only)",
+        "read",
+        choices=("earliest", "latest"),
+    ),
+    OptionSpec(
+        "start_seq",
+        "startingSequence",
+        "int",
+        None,
+        "first stream sequence to read (default: see `startingOffsets`)",
+        "read",
+        minimum=1,
+    ),
+    OptionSpec(
+        "end_seq",
+        "endingSequence",
+        "int",
+        None,
+        "last stream sequence to read, inclusive (default: the last when the query is planned); spark.read only",
+        "read",
+        minimum=1,
+        queries="batch",
+    ),
+    OptionSpec(
+        "start_time",
+        "startingTime",
+        "time",
+        None,
+        "read from the first message stored at or after this time (ISO-8601 with zone, or epoch seconds)",
+        "read",
+    ),
+    OptionSpec(
+        "end_time",
+        "endingTime",
+        "time",
+        None,
+        "stop before the first message stored at or after this time (exclusive); spark.read only",
+        "read",
+        queries="batch",
+    ),
+    OptionSpec(
+        "min_partitions",
+        "minPartitions",
+        "int",
+        1,
+        "at least this many Spark partitions (at most one per sequence)",
+        "read",
+        minimum=1,
+    ),
+    OptionSpec(
+        "max_messages_per_partition",
+        "maxMessagesPerPartition",
+        "int",
+        # Small enough that a few hundred thousand messages already keep several
+        # cores busy; large enough that a task's start-up is a small part of its work.
+        DEFAULT_SPARK_MAX_MESSAGES_PER_PARTITION,
+        "split the sequence range so no partition spans more sequences than this",
+        "read",
+        minimum=1,
+    ),
+    OptionSpec(
+        "max_messages_per_trigger",
+        "maxMessagesPerTrigger",
+        "int",
+        None,
+        "at most this many stream sequences (so at most this many rows) per micro-batch (Kafka: `maxOffsetsPerTrigger`); spark.readStream only",
+        "read",
+        minimum=1,
+        queries="stream",
+    ),
+    OptionSpec(
+        "include_headers",
+        "includeHeaders",
+        "bool",
+        False,
+        "add the `headers` column (map<string, array<string>>)",
+        "read",
+    ),
+    OptionSpec(
+        "fail_on_data_loss",
+        "failOnDataLoss",
+        "bool",
+        True,
+        "fail when messages of the requested range were removed (limits, purge) before they were read; `false` reads what is left",
+        "read",
+    ),
+    OptionSpec(
+        "batch_rows",
+        "batchRows",
+        "int",
+        DEFAULT_SPARK_BATCH_ROWS,
+        "rows per Arrow batch (Spark's own default batch size)",
+        "read",
+        minimum=1,
+    ),
+    OptionSpec(
+        "max_bytes",
+        "maxBytes",
+        "int",
+        DEFAULT_READ_MAX_BYTES,
+        "payload bytes per Arrow batch (and per pull)",
+        "read",
+        minimum=1,
+    ),
+    OptionSpec(
+        "heartbeat",
+        "heartbeat",
+        "float",
+        DEFAULT_HEARTBEAT,
+        "seconds between the server's idle heartbeats while reading",
+        "read",
+        minimum=0.1,
+    ),
+]
+
+WRITE_SPECS = [
+    OptionSpec(
+        "subject",
+        "subject",
+        "str",
+        None,
+        "publish every row to this subject (overrides a `subject` column)",
+        "write",
+    ),
+    OptionSpec(
+        "msg_id_column",
+        "msgIdColumn",
+        "str",
+        None,
+        "string column whose value is each message's `Nats-Msg-Id` (default: a `msg_id` column if present, else ids made per write)",
+        "write",
+    ),
+    OptionSpec(
+        "write_id",
+        "writeId",
+        "str",
+        None,
+        "the id of this write, prefix of the generated `Nats-Msg-Id`s (default: a new random id per write); give the same id to re-run a failed write without duplicates; df.write only (a streaming write uses its query id)",
+        "write",
+        queries="batch",
+    ),
+    OptionSpec(
+        "window",
+        "ackWindow",
+        "int",
+        DEFAULT_WINDOW,
+        "publishes in flight per task before waiting for acks",
+        "write",
+        minimum=1,
+    ),
+    OptionSpec(
+        "ack_timeout",
+        "ackTimeout",
+        "float",
+        DEFAULT_ACK_TIMEOUT,
+        "seconds to wait for each ack before retrying",
+        "write",
+        minimum=0.001,
+    ),
+    OptionSpec(
+        "max_retries",
+        "maxRetries",
+        "int",
+        DEFAULT_MAX_RETRIES,
+        "retries of a publish after 429, 503 or an ack timeout",
+        "write",
+        minimum=0,
+    ),
+    OptionSpec(
+        "retry_backoff",
+        "retryBackoff",
+        "float",
+        DEFAULT_RETRY_BACKOFF,
+        "seconds before the first retry (doubling)",
+        "write",
+        minimum=0,
+    ),
+    OptionSpec(
+        "expected_stream",
+        "expectedStream",
+        "str",
+        None,
+        "the stream every message must be stored in (header `Nats-Expected-Stream`); option `stream` on a write means the same",
+        "write",
+    ),
+]
+
+CONNECT_SPECS = _connect_specs()
+
+
+def spec_defaults(specs: list[OptionSpec]) -> dict[str, Any]:
+    """Each option's default, by Python name (the parsed options' field defaults)."""
+    return {spec.python: spec.default for spec in specs}
+
+
+def option_table(scope: str) -> list[OptionSpec]:
+    """The documented options of one scope (connect, read, write), for the README."""
+    return {"connect": CONNECT_SPECS, "read": READ_SPECS, "write": WRITE_SPECS}[scope]
