@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from jetstream_arrow.exceptions import BadInputError
-from jetstream_arrow.spark.datasource import SequenceRange, split_range
 from jetstream_arrow.spark.option_specs import CONNECT_SPECS, READ_SPECS, WRITE_SPECS
 from jetstream_arrow.spark.options import parse_read_options, parse_write_options
+from jetstream_arrow.spark.partitions import SequenceRange, split_range
 
 
 def test_spark_and_python_spellings_are_the_same_option() -> None:

@@ -20,9 +20,9 @@ import jetstream_arrow as ja
 from conftest_spark import SPARK_ERRORS, error_text, make_stream, publish, read_df, spark
 from jetstream_arrow.exceptions import BadInputError, JetStreamArrowError
 from jetstream_arrow.spark import message_schema
-from jetstream_arrow.spark._columns import PublishColumns
-from jetstream_arrow.spark.datasource import DataLossError
+from jetstream_arrow.spark.columns import PublishColumns
 from jetstream_arrow.spark.options import parse_read_options, parse_write_options
+from jetstream_arrow.spark.reading import DataLossError
 from jetstream_arrow.spark.streaming import (
     JetStreamStreamReader,
     JetStreamStreamWriter,

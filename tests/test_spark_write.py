@@ -13,8 +13,8 @@ from pyspark.sql import functions as F
 
 import jetstream_arrow as ja
 from conftest_spark import SPARK_ERRORS, error_text, make_stream, read_df, spark, stream_table
-from jetstream_arrow.spark.datasource import JetStreamCommitMessage, JetStreamWriter
 from jetstream_arrow.spark.options import parse_write_options
+from jetstream_arrow.spark.sink import JetStreamCommitMessage, JetStreamWriter
 
 pytestmark = pytest.mark.spark
 __all__ = ["spark"]
@@ -220,7 +220,7 @@ def test_expected_stream_mismatch_fails(
 
 
 def test_commit_and_abort_reports(caplog: pytest.LogCaptureFixture) -> None:
-    from jetstream_arrow.spark._columns import PublishColumns
+    from jetstream_arrow.spark.columns import PublishColumns
 
     writer = JetStreamWriter(
         parse_write_options({"writeId": "w1", "password": "pw-SECRET", "user": "u"}),

@@ -24,16 +24,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._columns import ACK_SCHEMA, message_schema
-from .datasource import (
-    DataLossError,
-    JetStreamDataSource,
-    JetStreamReader,
-    JetStreamWriter,
-    SequenceRange,
-)
+from .columns import ACK_SCHEMA, message_schema
+from .datasource import JetStreamDataSource
 from .functions import publish_fn, read_fn
 from .options import ReadOptions, WriteOptions, parse_read_options, parse_write_options
+from .partitions import SequenceRange
+from .reading import DataLossError
+from .sink import JetStreamWriter
+from .source import JetStreamReader
 from .streaming import JetStreamStreamReader, JetStreamStreamWriter
 
 

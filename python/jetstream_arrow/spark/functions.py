@@ -7,6 +7,7 @@ there, once per Python worker process.
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -14,10 +15,11 @@ from typing import Any
 import pyarrow as pa
 
 from ..exceptions import BadInputError
-from ._columns import ACK_SCHEMA, PublishColumns, arrow_schema, conform, message_schema
+from .columns import ACK_SCHEMA, PublishColumns, arrow_schema, conform, message_schema
 from .connection_cache import get_client
-from .datasource import _Tally, _task_ids, publish_batches, read_range
 from .options import parse_read_options, parse_write_options
+from .reading import read_range
+from .sink import PublishTally, publish_batches, task_ids
 
 ArrowFn = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
@@ -48,7 +50,7 @@ def publish_fn(**options: Any) -> ArrowFn:
     write_id = opts.write_id if explicit_id else uuid.uuid4().hex
 
     def publish(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        stage, partition, attempt = _task_ids()
+        stage, partition, attempt = task_ids()
         prefix = f"{write_id}-{partition}-" if explicit_id else f"{write_id}-{stage}-{partition}-"
         batches = iter(batches)
         first = next(batches, None)
@@ -61,18 +63,13 @@ def publish_fn(**options: Any) -> ArrowFn:
         )
         target = arrow_schema(ACK_SCHEMA)
         where = f"publish_fn, partition {partition}, attempt {attempt}"
-        for result in publish_batches(
-            opts, columns, _chain(first, batches), prefix, _Tally(), where
-        ):
+        # The first batch was taken to learn the columns; it is published too.
+        batches = itertools.chain([first], batches)
+        for result in publish_batches(opts, columns, batches, prefix, PublishTally(), where):
             for acks in result.acks.to_batches():
                 yield conform(acks, target)
 
     return publish
-
-
-def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    yield first
-    yield from rest
 
 
 def read_fn(**options: Any) -> ArrowFn:

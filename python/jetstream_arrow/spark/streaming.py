@@ -15,7 +15,6 @@ messages it already stored.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -37,22 +36,18 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from ..exceptions import BadInputError, JetStreamArrowError
-from ._columns import PublishColumns, arrow_schema
+from .columns import PublishColumns
 from .connection_cache import get_client
-from .datasource import (
-    JetStreamCommitMessage,
-    SequenceRange,
-    check_data_loss,
-    first_available,
-    first_seq_at,
-    publish_task,
-    published_summary,
-    read_range,
-    report,
-    split_range,
-    stream_state,
-)
 from .options import ReadOptions, WriteOptions
+from .partitions import read_partition, split_range
+from .reading import check_data_loss, first_available, first_seq_at, stream_state
+from .sink import (
+    JetStreamCommitMessage,
+    finished_tasks,
+    publish_task,
+    report_aborted,
+    report_committed,
+)
 
 # -- read ----------------------------------------------------------------------------------
 
@@ -167,18 +162,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return list(split_range(first, last, opts.min_partitions, opts.max_messages_per_partition))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if not isinstance(partition, SequenceRange):
-            return iter(())  # a placeholder partition of an empty micro-batch
-        opts = self.opts
-        return read_range(
-            get_client(opts.connect),
-            opts,
-            opts.stream,
-            partition.start,
-            partition.end,
-            opts.subjects,
-            arrow_schema(self.schema),
-        )
+        return read_partition(self.opts, partition, self.opts.subjects, self.schema)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: the reads use consumers that are deleted when each read ends,
@@ -246,19 +230,18 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
         return StreamCommitMessage(partition, attempt, **asdict(tally), query_id=query_id)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        done = [m for m in messages if isinstance(m, StreamCommitMessage)]
-        report(f"{self._batch(done, batchId)} committed: {published_summary(done, len(messages))}")
+        done = finished_tasks(messages, StreamCommitMessage)
+        report_committed(self._batch(done, batchId), done, len(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        done = [m for m in messages if isinstance(m, StreamCommitMessage)]
-        failed = len(messages) - len(done)
-        report(
-            f"{self._batch(done, batchId)} failed: {published_summary(done, len(messages))}; "
-            f"{failed} task(s) failed and may have stored part of their rows. Messages "
-            "already stored stay in the stream. Restart the query from its checkpoint: it "
-            f"re-runs batch {batchId} with the same message ids, so the server drops what "
-            "is already stored (inside the stream's duplicate window).",
-            logging.WARNING,
+        done = finished_tasks(messages, StreamCommitMessage)
+        report_aborted(
+            self._batch(done, batchId),
+            done,
+            len(messages),
+            f"Restart the query from its checkpoint: it re-runs batch {batchId} with the "
+            "same message ids, so the server drops what is already stored (inside the "
+            "stream's duplicate window).",
         )
 
     @staticmethod

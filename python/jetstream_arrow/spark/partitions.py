@@ -1,0 +1,73 @@
+"""Spark partitions of a read: contiguous ranges of stream sequences.
+
+A batch read and each micro-batch of a streaming read are planned on the driver the
+same way (a range split by ``minPartitions`` and ``maxMessagesPerPartition``) and
+each partition is read on an executor the same way, so both live here once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import InputPartition
+from pyspark.sql.types import StructType
+
+from .columns import arrow_schema
+from .connection_cache import get_client
+from .options import ReadOptions
+from .reading import read_range
+
+
+class SequenceRange(InputPartition):
+    """One Spark partition: stream sequences ``start..end`` (inclusive).
+
+    Holds no connection options, so nothing secret is shown where Spark prints
+    partitions."""
+
+    def __init__(self, index: int, start: int, end: int) -> None:
+        super().__init__((start, end))
+        self.index = index
+        self.start = start
+        self.end = end
+
+
+def split_range(
+    start: int, end: int, min_partitions: int, max_per_partition: int
+) -> list[SequenceRange]:
+    """``start..end`` in contiguous ranges: at least ``min_partitions`` (one sequence
+    each at most), none longer than ``max_per_partition``."""
+    span = end - start + 1
+    if span <= 0:
+        return []
+    count = min(span, max(min_partitions, math.ceil(span / max_per_partition)))
+    size, extra = divmod(span, count)
+    ranges = []
+    lo = start
+    for i in range(count):
+        hi = lo + size + (1 if i < extra else 0) - 1
+        ranges.append(SequenceRange(i, lo, hi))
+        lo = hi + 1
+    return ranges
+
+
+def read_partition(
+    opts: ReadOptions,
+    partition: InputPartition,
+    subjects: Sequence[str] | None,
+    schema: StructType,
+) -> Iterator[pa.RecordBatch]:
+    """The messages of one planned partition, on an executor."""
+    if not isinstance(partition, SequenceRange):
+        # Spark's placeholder partition of an empty read or micro-batch.
+        return iter(())
+    return read_range(
+        get_client(opts.connect),
+        opts,
+        opts.stream,
+        partition.start,
+        partition.end,
+        subjects,
+        arrow_schema(schema),
+    )

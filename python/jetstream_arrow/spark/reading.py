@@ -1,0 +1,179 @@
+"""Reading sequence ranges of a stream, and noticing messages removed before they were read.
+
+Batch reads (:mod:`.source`), streaming reads (:mod:`.streaming`) and ``read_fn``
+(:mod:`.functions`) all read a range of stream sequences on an executor and look up
+where a stream starts on the driver; they share these functions so that a range
+means the same thing, and loses no message silently, whichever API asked for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.types import StructType
+
+from ..client import Client
+from ..exceptions import (
+    BadInputError,
+    ConnectionFailedError,
+    JetStreamArrowError,
+    NotFoundError,
+    OperationTimeoutError,
+)
+from .columns import conform, message_schema
+from .options import LAST_ENGINE_TIME, ReadOptions
+
+log = logging.getLogger("jetstream_arrow.spark")
+
+#: The highest sequence a range can name (Spark's ``seq`` column is a bigint).
+MAX_SEQ = 2**63 - 1
+# Resumptions of one range read after mid-read failures (see read_range).
+_MAX_RESUMES = 10_000
+
+
+class DataLossError(JetStreamArrowError):
+    """Messages of the requested sequence range were removed from the stream (by its
+    limits, a purge or a delete) before they could be read, and ``failOnDataLoss`` is
+    true. ``first`` and ``last`` are the removed sequences."""
+
+    def __init__(self, message: str, first: int = 0, last: int = 0) -> None:
+        super().__init__(message)
+        self.first = first
+        self.last = last
+
+
+def checked_schema(opts: ReadOptions, schema: StructType) -> StructType:
+    """The message schema of a read, refusing a different user-given schema."""
+    expected = message_schema(opts.include_headers)
+    if [(f.name, f.dataType) for f in schema.fields] != [
+        (f.name, f.dataType) for f in expected.fields
+    ]:
+        raise BadInputError(
+            f"a jetstream read has the schema {expected.simpleString()}, not "
+            f"{schema.simpleString()}; drop .schema(...) (option 'includeHeaders' "
+            "adds the headers column)"
+        )
+    return expected
+
+
+def stream_state(client: Client, stream: str) -> Any:
+    """The stream's state, with a missing stream reported against option 'stream'."""
+    try:
+        return client.stream_info(stream).state
+    except NotFoundError as err:
+        raise BadInputError(
+            f"option 'stream': there is no stream {stream!r} "
+            f"(JetStream API {client.options.js_api_prefix}): {err.description or err}"
+        ) from None
+
+
+def first_available(state: Any) -> int:
+    """The lowest sequence the stream still holds (last + 1 when it is empty)."""
+    return int(state.first_seq) if state.messages else int(state.last_seq) + 1
+
+
+def first_seq_at(client: Client, stream: str, when: datetime) -> int | None:
+    """The sequence of the first message stored at or after ``when``, or None."""
+    if when >= LAST_ENGINE_TIME:
+        # No message is stored that late, and the engine cannot be asked.
+        return None
+    reader = client.read(stream, start_time=when, batch_rows=1)
+    try:
+        for batch in reader:
+            if batch.num_rows:
+                return int(batch.column("seq")[0].as_py())
+        return None
+    finally:
+        reader.close()
+
+
+def check_data_loss(
+    client: Client, stream: str, start: int, end: int, what: str, state: Any = None
+) -> int:
+    """Raise :class:`DataLossError` when sequences ``start..end`` begin below what the
+    stream still holds; return the first sequence still held."""
+    if state is None:
+        state = stream_state(client, stream)
+    available = first_available(state)
+    if start < available and start <= int(state.last_seq):
+        last_lost = min(end, available - 1)
+        raise DataLossError(
+            f"option 'failOnDataLoss': messages {start}..{last_lost} of stream {stream!r} "
+            f"({what}) were removed (by the stream's limits, a purge or a delete) before "
+            f"they could be read; the stream now starts at sequence {available}. "
+            "Set failOnDataLoss=false to read what is left.",
+            start,
+            last_lost,
+        )
+    return available
+
+
+def read_range(
+    client: Client,
+    opts: ReadOptions,
+    stream: str,
+    start: int,
+    end: int | None,
+    subjects: Sequence[str] | None,
+    target: pa.Schema,
+) -> Iterator[pa.RecordBatch]:
+    """Messages ``start..end`` (inclusive) of ``stream`` as batches in ``target``'s schema.
+
+    A read that fails after it delivered messages resumes after the last one it
+    delivered (a fresh reader, at most ``_MAX_RESUMES`` times), and so does one that
+    ends before ``end``. An unfiltered read of a stream without deleted messages
+    must return every sequence of the range; fewer is an error, never a silent loss.
+    """
+    state = stream_state(client, stream)
+    if opts.fail_on_data_loss:
+        what = f"range {start}..{end if end is not None else 'end'}"
+        check_data_loss(client, stream, start, end if end is not None else MAX_SEQ, what, state)
+    last = int(state.last_seq) if end is None else min(end, int(state.last_seq))
+    next_seq, received, resumes = start, 0, 0
+    while next_seq <= last:
+        progressed = False
+        reader = client.read(
+            stream,
+            start_seq=next_seq,
+            end_seq=last,
+            subjects=list(subjects) if subjects else None,
+            include_headers=opts.include_headers,
+            batch_rows=opts.batch_rows,
+            max_bytes=opts.max_bytes,
+            heartbeat=opts.heartbeat,
+        )
+        try:
+            for batch in reader:
+                if batch.num_rows:
+                    progressed = True
+                    received += batch.num_rows
+                    next_seq = int(batch.column("seq")[-1].as_py()) + 1
+                    yield conform(batch, target)
+        except (BadInputError, OperationTimeoutError, ConnectionFailedError) as err:
+            if not progressed or resumes >= _MAX_RESUMES:
+                raise
+            resumes += 1
+            log.info("read of %s resumes at sequence %d after: %s", stream, next_seq, err)
+        finally:
+            # Also when Spark stops early (a limit) or the task is cancelled: the
+            # reader's consumer is deleted on the server right away.
+            reader.close()
+        if not progressed:
+            break
+    if subjects is None and start <= last:
+        _check_complete(client, stream, start, last, received)
+
+
+def _check_complete(client: Client, stream: str, start: int, last: int, received: int) -> None:
+    state = stream_state(client, stream)
+    if state.num_deleted == 0 and first_available(state) <= start:
+        expected = last - start + 1
+        if received != expected:
+            raise JetStreamArrowError(
+                f"the read of stream {stream!r} sequences {start}..{last} returned {received} "
+                f"messages where the stream holds {expected}; the read is incomplete"
+            )

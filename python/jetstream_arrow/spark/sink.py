@@ -1,0 +1,243 @@
+"""Publishing Spark's Arrow batches: the write task, its commit message and reports,
+and the batch writer of ``df.write.format("jetstream")``.
+
+A task publishes its batches through one publisher whose message ids are
+``<prefix><row number>``, the prefix naming the write and the partition: a retried
+task sends the same ids and the server drops what it already stored (inside the
+stream's duplicate window). The batch writer, the streaming writer
+(:mod:`.streaming`) and ``publish_fn`` (:mod:`.functions`) differ only in that prefix
+and in what they tell the user when a write ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, TypeVar
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+
+from .._read_ahead import ReadAhead
+from ..exceptions import BadInputError, JetStreamArrowError, PublishError
+from .columns import PublishColumns
+from .connection_cache import get_client
+from .options import WriteOptions
+
+log = logging.getLogger("jetstream_arrow.spark")
+
+
+def report(message: str, level: int = logging.INFO) -> None:
+    """Log a job report; to stderr (the driver's console) when logging is not set up."""
+    if log.hasHandlers():
+        log.log(level, message)
+    else:
+        print(f"jetstream_arrow.spark: {message}", file=sys.stderr, flush=True)
+
+
+def refuse_overwrite(overwrite: bool, streaming: bool = False) -> None:
+    """A stream is not a table: its messages cannot be replaced by a write."""
+    if overwrite and streaming:
+        # Spark asks a streaming sink to overwrite for outputMode("complete").
+        raise BadInputError(
+            "outputMode('complete') is not supported: it replaces what the sink holds "
+            "with each micro-batch, and a stream's messages cannot be replaced. Use "
+            "outputMode('append') to publish each micro-batch's rows as new messages."
+        )
+    if overwrite:
+        raise BadInputError(
+            "mode('overwrite') is not supported: a stream is not a table, its messages "
+            "cannot be replaced. Use mode('append') to publish the rows as new messages "
+            "(purge the stream first if it must start empty)."
+        )
+
+
+@dataclass
+class JetStreamCommitMessage(WriterCommitMessage):
+    """What one write task did."""
+
+    partition: int
+    attempt: int
+    rows: int
+    stored: int
+    duplicates: int
+    first_seq: int | None
+    last_seq: int | None
+
+
+@dataclass
+class PublishTally:
+    """What a task's publishes stored so far (the fields of its commit message)."""
+
+    rows: int = 0
+    stored: int = 0
+    duplicates: int = 0
+    first_seq: int | None = None
+    last_seq: int | None = None
+
+    def add(self, result: Any) -> None:
+        self.rows += result.rows
+        self.stored += result.stored
+        self.duplicates += result.duplicates
+        seqs = result.acks.column("seq")
+        if seqs.null_count < len(seqs):
+            lo, hi = pc.min(seqs).as_py(), pc.max(seqs).as_py()
+            self.first_seq = lo if self.first_seq is None else min(self.first_seq, lo)
+            self.last_seq = hi if self.last_seq is None else max(self.last_seq, hi)
+
+
+def task_ids() -> tuple[int, int, int]:
+    """(stage id, partition id, attempt number) of the running Spark task."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        return 0, 0, 0
+    return ctx.stageId(), ctx.partitionId(), ctx.attemptNumber()
+
+
+def publish_batches(
+    opts: WriteOptions,
+    columns: PublishColumns,
+    batches: Iterator[pa.RecordBatch],
+    msg_id_prefix: str,
+    tally: PublishTally,
+    where: str,
+) -> Iterator[Any]:
+    """Publish the batches through one publisher; yield a PublishResult per group of
+    batches (see ``Publisher.publish_batches``), rows in input order.
+
+    Spark's batches are read a few ahead in a thread, so that Spark handing over the
+    next batch overlaps the publishing of this one, and the ack window stays full
+    across batches. An engine error says what was stored before it."""
+    client = get_client(opts.connect)
+    publisher = client.publisher(
+        opts.subject,
+        msg_id_prefix=msg_id_prefix,
+        raise_on_error=False,
+        **opts.publisher_kwargs(),
+    )
+    selected = (columns.select(batch) for batch in batches if batch.num_rows)
+    read_ahead = ReadAhead(selected, depth=2, name="jetstream-arrow-spark-input")
+    try:
+        results = publisher.publish_batches(read_ahead)
+        while True:
+            try:
+                result = next(results)
+            except StopIteration:
+                return
+            except JetStreamArrowError as err:
+                if hasattr(err, "add_note"):
+                    err.add_note(
+                        f"{where}: before these rows {tally.stored} messages were stored "
+                        f"and {tally.duplicates} were duplicates"
+                    )
+                raise
+            tally.add(result)
+            yield result
+    finally:
+        read_ahead.close()
+        publisher.close()
+
+
+def publish_task(
+    opts: WriteOptions,
+    columns: PublishColumns,
+    batches: Iterator[pa.RecordBatch],
+    msg_id_prefix: str,
+    where: str,
+) -> PublishTally:
+    """Publish one write task's batches; raise PublishError at the first group of
+    batches with rows that were not stored (the task fails, and its retry sends the
+    same ids)."""
+    tally = PublishTally()
+    for result in publish_batches(opts, columns, batches, msg_id_prefix, tally, where):
+        if not result.failed:
+            continue
+        first_error = result.failed_rows().column("error")[0].as_py()
+        raise PublishError(
+            f"{where}: {result.failed} of {result.rows} rows published together were not "
+            f"stored (first: {first_error}); this task stored {tally.stored} "
+            f"messages and found {tally.duplicates} duplicates so far. A retry of "
+            "the task sends the same message ids, so it stores only what is missing.",
+            result,
+        )
+    return tally
+
+
+_Message = TypeVar("_Message", bound=JetStreamCommitMessage)
+
+
+def finished_tasks(
+    messages: Sequence[WriterCommitMessage | None], kind: type[_Message]
+) -> list[_Message]:
+    """The commit messages of the tasks that finished (Spark gives None for the others)."""
+    return [m for m in messages if isinstance(m, kind)]
+
+
+def published_summary(done: Sequence[JetStreamCommitMessage], tasks: int) -> str:
+    """What the finished tasks of a write published, for the commit and abort reports."""
+    stored = sum(m.stored for m in done)
+    duplicates = sum(m.duplicates for m in done)
+    rows = sum(m.rows for m in done)
+    firsts = [m.first_seq for m in done if m.first_seq is not None]
+    lasts = [m.last_seq for m in done if m.last_seq is not None]
+    seqs = f", sequences {min(firsts)}..{max(lasts)}" if firsts else ""
+    return (
+        f"{len(done)} of {tasks} task(s) published "
+        f"{rows} rows: {stored} stored, {duplicates} duplicates{seqs}"
+    )
+
+
+def report_committed(write: str, done: Sequence[JetStreamCommitMessage], tasks: int) -> None:
+    """Report a committed write (``write`` names it) and what its tasks published."""
+    report(f"{write} committed: {published_summary(done, tasks)}")
+
+
+def report_aborted(
+    write: str, done: Sequence[JetStreamCommitMessage], tasks: int, how_to_finish: str
+) -> None:
+    """Report a failed write: what its finished tasks published, that the failed ones
+    may have stored part of their rows, and ``how_to_finish`` it without duplicates."""
+    report(
+        f"{write} failed: {published_summary(done, tasks)}; {tasks - len(done)} task(s) "
+        "failed and may have stored part of their rows. Messages already stored stay in "
+        f"the stream. {how_to_finish}",
+        logging.WARNING,
+    )
+
+
+class JetStreamWriter(DataSourceArrowWriter):
+    """Publishes each task's Arrow batches; idempotent across task retries."""
+
+    def __init__(self, opts: WriteOptions, columns: PublishColumns) -> None:
+        self.opts = opts
+        self.columns = columns
+
+    def __repr__(self) -> str:
+        return f"JetStreamWriter(write_id={self.opts.write_id!r})"
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> JetStreamCommitMessage:
+        _, partition, attempt = task_ids()
+        where = f"write {self.opts.write_id}, partition {partition}, attempt {attempt}"
+        prefix = f"{self.opts.write_id}-{partition}-"
+        tally = publish_task(self.opts, self.columns, iterator, prefix, where)
+        return JetStreamCommitMessage(partition, attempt, **asdict(tally))
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        done = finished_tasks(messages, JetStreamCommitMessage)
+        report_committed(f"write {self.opts.write_id}", done, len(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        done = finished_tasks(messages, JetStreamCommitMessage)
+        report_aborted(
+            f"write {self.opts.write_id}",
+            done,
+            len(messages),
+            "To finish the write without duplicates, run it again with option "
+            f"writeId={self.opts.write_id} (same data, same partitioning) within the "
+            "stream's duplicate window.",
+        )

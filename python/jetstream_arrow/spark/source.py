@@ -1,0 +1,86 @@
+"""The batch reader of ``spark.read.format("jetstream")``.
+
+Plans a read on the driver as ranges of stream sequences (narrowed by the options
+and by pushed-down filters) and reads each range on an executor as Arrow batches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
+from pyspark.sql.types import StructType
+
+from .._time import from_epoch_micros
+from .connection_cache import get_client
+from .options import ReadOptions
+from .partitions import read_partition, split_range
+from .pushdown import PushedFilters
+from .reading import check_data_loss, first_available, first_seq_at, stream_state
+
+
+class JetStreamReader(DataSourceReader):
+    """A batch read of one stream. Partitions are planned on the driver."""
+
+    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.schema = schema
+        self.pushed = PushedFilters()
+
+    def __repr__(self) -> str:
+        return f"JetStreamReader(stream={self.opts.stream!r})"
+
+    # The planning step, in a Python process on the driver.
+    def partitions(self) -> list[InputPartition]:
+        opts = self.opts
+        client = get_client(opts.connect)
+        state = stream_state(client, opts.stream)
+        last = int(state.last_seq)
+        available = first_available(state)
+
+        start = opts.start_seq
+        if start is not None and opts.fail_on_data_loss:
+            check_data_loss(
+                client, opts.stream, start, opts.end_seq or last, "option 'startingSequence'"
+            )
+        if start is None and opts.start_time is not None:
+            found = first_seq_at(client, opts.stream, opts.start_time)
+            start = found if found is not None else last + 1
+        start = max(start or 1, available, self.pushed.seq_lo)
+
+        end = min(last, self.pushed.seq_hi)
+        if opts.end_seq is not None:
+            end = min(end, opts.end_seq)
+        if opts.end_time is not None:
+            found = first_seq_at(client, opts.stream, opts.end_time)
+            if found is not None:
+                end = min(end, found - 1)
+        if self.pushed.time_lo is not None and start <= end:
+            found = first_seq_at(client, opts.stream, from_epoch_micros(self.pushed.time_lo))
+            start = max(start, found if found is not None else last + 1)
+        if self.pushed.time_hi is not None and start <= end:
+            found = first_seq_at(client, opts.stream, from_epoch_micros(self.pushed.time_hi))
+            if found is not None:
+                end = min(end, found - 1)
+        if self.pushed.subject_filters() == []:
+            return []
+        return list(split_range(start, end, opts.min_partitions, opts.max_messages_per_partition))
+
+    def _subjects(self) -> list[str] | None:
+        if self.opts.subjects is not None:
+            return list(self.opts.subjects)
+        return self.pushed.subject_filters()
+
+    # On an executor.
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_partition(self.opts, partition, self._subjects(), self.schema)
+
+
+class JetStreamPushdownReader(JetStreamReader):
+    """The reader with filter pushdown (:mod:`.pushdown`), used when Spark plans with
+    pushdown enabled."""
+
+    def pushFilters(self, filters: list[Filter]) -> list[Filter]:
+        subjects_given = self.opts.subjects is not None
+        return [f for f in filters if not self.pushed.push(f, subjects_given)]
