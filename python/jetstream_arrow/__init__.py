@@ -4,14 +4,8 @@ from __future__ import annotations
 
 from . import exceptions
 from ._core import __version__
-from .client import (
-    Client,
-    ConsumedBatch,
-    Publisher,
-    PublishResult,
-    PullConsumer,
-    connect,
-)
+from .client import Client, Publisher, PublishResult, connect
+from .consumers import ConsumedBatch, PullConsumer
 from .options import ConnectOptions
 
 __all__ = [

@@ -18,15 +18,12 @@ import pyarrow as pa
 
 from . import _core
 from ._time import to_epoch_ns
+from .consumers import PullConsumer
 from .exceptions import BadInputError, JetStreamArrowError, PublishError
 from .management import ManagementMixin
 from .options import ConnectOptions
 
 OnFull = Literal["wait", "fail"]
-
-
-def _rows_arg(rows: Sequence[int] | None) -> list[int] | None:
-    return None if rows is None else [int(r) for r in rows]
 
 
 @dataclass(frozen=True)
@@ -157,117 +154,6 @@ class Publisher:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class ConsumedBatch:
-    """Messages delivered by a durable consumer, as one Arrow record batch.
-
-    ``data`` has the message schema plus ``delivered`` and ``consumer_seq``.
-    The ack methods act on all rows, or on the chosen row indices.
-    """
-
-    def __init__(self, native: _core.ConsumedBatch) -> None:
-        self._native = native
-        self.data: pa.RecordBatch = pa.record_batch(native.batch())
-
-    def __len__(self) -> int:
-        return len(self._native)
-
-    def ack(self, rows: Sequence[int] | None = None) -> None:
-        """Acknowledge (one AckAll for the whole batch where the policy allows)."""
-        self._native.ack(_rows_arg(rows))
-
-    def ack_sync(
-        self, rows: Sequence[int] | None = None, timeout: float = _core.DEFAULT_ACK_SYNC_TIMEOUT
-    ) -> None:
-        """Double ack: returns once the server confirmed every ack (retried until then)."""
-        self._native.ack_sync(_rows_arg(rows), timeout)
-
-    def nak(self, rows: Sequence[int] | None = None, delay: float | None = None) -> None:
-        """Ask for redelivery, after ``delay`` seconds if given."""
-        self._native.nak(_rows_arg(rows), delay)
-
-    def term(self, rows: Sequence[int] | None = None, reason: str | None = None) -> None:
-        """Stop redelivery of these messages for good."""
-        self._native.term(_rows_arg(rows), reason)
-
-    def in_progress(self, rows: Sequence[int] | None = None) -> None:
-        """Reset the ack timer: still working on these."""
-        self._native.in_progress(_rows_arg(rows))
-
-
-class PullConsumer:
-    """A durable pull consumer, bound by name with no info lookup on the server."""
-
-    def __init__(self, native: _core.PullConsumer) -> None:
-        self._native = native
-
-    @property
-    def stream(self) -> str:
-        return self._native.stream
-
-    @property
-    def name(self) -> str:
-        return self._native.name
-
-    def fetch(
-        self,
-        max_messages: int = _core.DEFAULT_FETCH_MAX_MESSAGES,
-        *,
-        max_bytes: int | None = None,
-        expires: float = _core.DEFAULT_FETCH_EXPIRES,
-        no_wait: bool = False,
-        heartbeat: float | None = None,
-        include_headers: bool = False,
-    ) -> ConsumedBatch:
-        """One pull request: up to ``max_messages`` (or ``max_bytes``) within ``expires``."""
-        return ConsumedBatch(
-            self._native.fetch(
-                max_messages,
-                max_bytes=max_bytes,
-                expires=expires,
-                no_wait=no_wait,
-                heartbeat=heartbeat,
-                include_headers=include_headers,
-            )
-        )
-
-    def messages(
-        self,
-        *,
-        max_messages: int = _core.DEFAULT_CONSUME_MAX_MESSAGES,
-        max_bytes: int | None = None,
-        threshold_messages: int | None = None,
-        threshold_bytes: int | None = None,
-        expires: float = _core.DEFAULT_CONSUME_EXPIRES,
-        heartbeat: float = _core.DEFAULT_HEARTBEAT,
-        batch_rows: int = _core.DEFAULT_CONSUME_BATCH_ROWS,
-        batch_wait: float = _core.DEFAULT_CONSUME_BATCH_WAIT,
-        include_headers: bool = False,
-    ) -> Iterator[ConsumedBatch]:
-        """Continuous, pre-buffered consumption, like nats.go's ``Messages()``.
-
-        Up to ``max_messages`` (or ``max_bytes``) are kept buffered; a new pull is
-        sent when the buffer falls to the threshold (default half). Raises
-        ``MissedHeartbeatsError`` after two missed heartbeats and
-        ``ConsumerDeletedError`` when the consumer goes away.
-        """
-        stream = self._native.messages(
-            max_messages=max_messages,
-            max_bytes=max_bytes,
-            threshold_messages=threshold_messages,
-            threshold_bytes=threshold_bytes,
-            expires=expires,
-            heartbeat=heartbeat,
-            batch_rows=batch_rows,
-            batch_wait=batch_wait,
-            include_headers=include_headers,
-        )
-        try:
-            for native_batch in stream:
-                yield ConsumedBatch(native_batch)
-        finally:
-            stream.close()
 
 
 class Client(ManagementMixin):

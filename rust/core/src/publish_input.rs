@@ -1,5 +1,8 @@
 //! Reading publish input: an Arrow record batch in the message schema becomes NATS
 //! messages, validated row by row with errors that name the column and the row.
+//!
+//! One module because every column kind (subject, data, headers, msg id) is read by
+//! the same row accessor with the same error wording; split, they would repeat it.
 
 use arrow_array::cast::AsArray;
 use arrow_array::{

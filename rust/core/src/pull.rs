@@ -3,6 +3,9 @@
 //! threshold, watches idle heartbeats, and turns the server's status replies into
 //! accounting or errors (404/408/409 replies carry Nats-Pending-*).
 //!
+//! One module for the continuous loop and the one-shot fetch: both speak the same
+//! pull protocol and must treat each status alike.
+//!
 //! The client's subscription buffer is the prefetch buffer: the loop never asks for
 //! more than `max_messages` beyond what it has handed out, so memory stays bounded
 //! while the caller (Python) is busy with the previous batch.

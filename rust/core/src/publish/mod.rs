@@ -1,0 +1,344 @@
+//! The publish engine: rows go out pipelined through a bounded window of
+//! unacknowledged messages; acks come back on one wildcard inbox subscription.
+//!
+//! Each message's reply subject is `<inbox>.<token>`, so an ack names its message
+//! without a per-request future or channel. Backpressure from the server
+//! (`429 Too Many Requests`, `503 No Responders`) is retried with the same message
+//! (same `Nats-Msg-Id`); an ack timeout is retried only when the message has a msg
+//! id, because without one the server cannot tell a retry from a new message.
+//! Every row ends stored, duplicate, or failed with its reason.
+//!
+//! [`window`] holds the messages awaiting acks, [`run`] the state of one call (acks,
+//! retries, expiry), [`outcome`] what became of each row; this module reads the input
+//! and drives the loop.
+
+mod outcome;
+mod rows;
+mod run;
+mod window;
+
+use std::time::Duration;
+
+use arrow_array::RecordBatch;
+use async_nats::{HeaderMap, Subject, Subscriber};
+use futures::{FutureExt, StreamExt};
+use tokio::time::Instant;
+
+use crate::connection::Connection;
+use crate::defaults;
+use crate::error::{Error, Result};
+use crate::publish_input::{MessageDefaults, OutgoingMessage};
+
+pub use outcome::PublishOutcome;
+use rows::{refuse_all, refuse_rest, RowSource};
+use run::{PublishRun, RetryQueue};
+use window::Window;
+
+/// The largest window: acks must fit the client's subscription buffer (64 Ki).
+pub const MAX_WINDOW: usize = 65_536;
+
+/// Payload bytes in flight at most, whatever the window. With large messages the
+/// count alone would hold window × size in memory (8192 × 16 KiB = 128 MiB), while
+/// 32 MiB in flight already keeps a server busy: at 1 GB/s it allows 30 ms from
+/// sending a message to its ack.
+pub const MAX_BYTES_IN_FLIGHT: usize = 32 << 20;
+
+/// How a publisher sends.
+#[derive(Debug, Clone)]
+pub struct PublishOptions {
+    /// Unacknowledged messages in flight at most.
+    pub window: usize,
+    /// When the window is full: refuse the remaining rows instead of waiting.
+    pub fail_when_full: bool,
+    pub ack_timeout: Duration,
+    /// Retries of a message after backpressure or an ack timeout.
+    pub max_retries: u32,
+    /// The first retry waits this long; each further one twice as long (at most 2 s).
+    pub retry_backoff: Duration,
+    pub defaults: MessageDefaults,
+    /// The number generated msg ids start from.
+    pub msg_id_start: u64,
+    pub expected_last_seq: Option<u64>,
+    pub expected_last_msg_id: Option<String>,
+    pub expected_last_subject_seq: Option<u64>,
+}
+
+impl Default for PublishOptions {
+    fn default() -> Self {
+        Self {
+            window: defaults::WINDOW,
+            fail_when_full: false,
+            ack_timeout: defaults::ACK_TIMEOUT,
+            max_retries: defaults::MAX_RETRIES,
+            retry_backoff: defaults::RETRY_BACKOFF,
+            defaults: MessageDefaults::default(),
+            msg_id_start: 0,
+            expected_last_seq: None,
+            expected_last_msg_id: None,
+            expected_last_subject_seq: None,
+        }
+    }
+}
+
+impl PublishOptions {
+    pub fn validate(&self) -> Result<()> {
+        if self.window == 0 || self.window > MAX_WINDOW {
+            return Err(Error::bad_input(format!(
+                "option 'window' must be between 1 and {MAX_WINDOW}, got {}",
+                self.window
+            )));
+        }
+        if self.ack_timeout.is_zero() {
+            return Err(Error::bad_input("option 'ack_timeout' must be positive"));
+        }
+        if let Some(prefix) = &self.defaults.msg_id_prefix {
+            if prefix.contains(['\r', '\n']) {
+                return Err(Error::bad_input(
+                    "option 'msg_id_prefix' may not contain line breaks",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn has_expectations(&self) -> bool {
+        self.expected_last_seq.is_some()
+            || self.expected_last_msg_id.is_some()
+            || self.expected_last_subject_seq.is_some()
+    }
+}
+
+/// A publisher: one ack inbox and one window, reused across many publish calls.
+pub struct Publisher {
+    conn: Connection,
+    options: PublishOptions,
+    inbox_prefix: String,
+    acks: Subscriber,
+    next_token: u64,
+    /// Rows published by earlier calls: generated msg ids keep counting across calls.
+    rows_before: u64,
+    max_payload: usize,
+}
+
+impl Publisher {
+    pub async fn new(conn: Connection, options: PublishOptions) -> Result<Self> {
+        options.validate()?;
+        let inbox = conn.client.new_inbox();
+        let acks = conn.client.subscribe(format!("{inbox}.*")).await?;
+        let max_payload = conn.max_payload();
+        Ok(Self {
+            conn,
+            options,
+            inbox_prefix: format!("{inbox}."),
+            acks,
+            next_token: 0,
+            rows_before: 0,
+            max_payload,
+        })
+    }
+
+    /// Publish every row of `batches`. Returns the outcome of every row read, and
+    /// the error that stopped reading input early, if any (bad input, lost
+    /// connection). Messages already in flight are always seen to the end first,
+    /// so the outcome says exactly which rows were stored.
+    pub async fn publish<I>(
+        &mut self,
+        batches: I,
+        subject: Option<String>,
+    ) -> (PublishOutcome, Option<Error>)
+    where
+        I: Iterator<Item = Result<RecordBatch>>,
+    {
+        let mut outcome = PublishOutcome::default();
+        let mut source = RowSource {
+            batches,
+            current: None,
+            subject: subject.or_else(|| self.options.defaults.subject.clone()),
+            taken: 0,
+            exhausted: false,
+        };
+        let result = self.run(&mut source, &mut outcome).await;
+        self.rows_before += source.taken as u64;
+        (outcome, result.err())
+    }
+
+    async fn run<I>(
+        &mut self,
+        source: &mut RowSource<I>,
+        outcome: &mut PublishOutcome,
+    ) -> Result<()>
+    where
+        I: Iterator<Item = Result<RecordBatch>>,
+    {
+        let window = self.options.window;
+        let mut run = PublishRun {
+            options: &self.options,
+            conn: &self.conn,
+            in_flight: Window::default(),
+            retries: RetryQueue::default(),
+            // With expected-last-* checks, the first row goes alone; the rest follows
+            // only if it was stored, so a failed expectation stores nothing.
+            gate: self.options.has_expectations().then_some(0),
+            outcome,
+        };
+        let mut stop: Option<Error> = None;
+        let id_base = self.rows_before + self.options.msg_id_start;
+
+        loop {
+            // 1. Fill the window: due retries first, then new rows.
+            let now = Instant::now();
+            while run.in_flight.has_room(window) {
+                if let Some(r) = run.retries.pop_due(now) {
+                    let token = send(
+                        &self.conn,
+                        &self.inbox_prefix,
+                        &mut self.next_token,
+                        &r.message,
+                    )
+                    .await
+                    .map_err(|e| e.context(format!("row {}", r.row)))?;
+                    run.in_flight.push(
+                        token,
+                        r.row,
+                        r.attempt,
+                        r.message,
+                        self.options.ack_timeout,
+                    );
+                    continue;
+                }
+                if stop.is_some() || run.gate.is_some_and(|g| g < source.taken) {
+                    break;
+                }
+                let next = match source.next_row(run.outcome) {
+                    Ok(next) => next,
+                    Err(e) => {
+                        stop = Some(e);
+                        break;
+                    }
+                };
+                let Some((index, batch, row)) = next else {
+                    break;
+                };
+                let mut message = match batch.message(
+                    row,
+                    index as u64,
+                    id_base + index as u64,
+                    &self.options.defaults,
+                    self.max_payload,
+                ) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        stop = Some(e);
+                        break;
+                    }
+                };
+                if index == 0 {
+                    add_expectations(&self.options, &mut message);
+                }
+                let token = send(
+                    &self.conn,
+                    &self.inbox_prefix,
+                    &mut self.next_token,
+                    &message,
+                )
+                .await
+                .map_err(|e| e.context(format!("row {index}")))?;
+                run.in_flight
+                    .push(token, index, 0, message, self.options.ack_timeout);
+            }
+            if self.options.fail_when_full && run.in_flight.len() >= window && stop.is_none() {
+                refuse_rest(source, run.outcome, window)?;
+            }
+            let input_done = source.exhausted || stop.is_some();
+            if run.is_idle() && input_done {
+                break;
+            }
+            if run.is_idle() {
+                if let Some(g) = run.gate {
+                    // The gated first row failed: nothing else may be sent.
+                    let why = format!(
+                        "not sent: row {g} failed its expected-last check ({})",
+                        run.outcome.error(g).unwrap_or("?")
+                    );
+                    refuse_all(source, run.outcome, &why)?;
+                    break;
+                }
+            }
+
+            // 2. Wait for acks, the oldest deadline, or the next retry.
+            let wake = run.next_wake();
+            tokio::select! {
+                ack = self.acks.next() => match ack {
+                    Some(ack) => run.on_ack(ack),
+                    None => return Err(Error::connection("the ack subscription closed: the connection was closed")),
+                },
+                _ = tokio::time::sleep_until(wake) => {}
+            }
+            // Take every ack already here before sending more.
+            while let Some(Some(ack)) = self.acks.next().now_or_never() {
+                run.on_ack(ack);
+            }
+            run.expire();
+        }
+        match stop {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+}
+
+/// The optimistic-concurrency headers of the first row of a call.
+fn add_expectations(options: &PublishOptions, message: &mut OutgoingMessage) {
+    if !options.has_expectations() {
+        return;
+    }
+    let headers = message.headers.get_or_insert_with(HeaderMap::new);
+    if let Some(seq) = options.expected_last_seq {
+        headers.insert("Nats-Expected-Last-Sequence", seq.to_string().as_str());
+    }
+    if let Some(id) = &options.expected_last_msg_id {
+        headers.insert("Nats-Expected-Last-Msg-Id", id.as_str());
+    }
+    if let Some(seq) = options.expected_last_subject_seq {
+        headers.insert(
+            "Nats-Expected-Last-Subject-Sequence",
+            seq.to_string().as_str(),
+        );
+    }
+}
+
+/// Send `message` with the reply subject `<inbox>.<token>`; returns the token its ack
+/// will carry.
+async fn send(
+    conn: &Connection,
+    inbox_prefix: &str,
+    next_token: &mut u64,
+    message: &OutgoingMessage,
+) -> Result<u64> {
+    let token = *next_token;
+    *next_token += 1;
+    let reply = Subject::from(format!("{inbox_prefix}{token}"));
+    let client = &conn.client;
+    match &message.headers {
+        Some(h) => {
+            client
+                .publish_with_reply_and_headers(
+                    message.subject.clone(),
+                    reply,
+                    h.clone(),
+                    message.payload.clone(),
+                )
+                .await?
+        }
+        None => {
+            client
+                .publish_with_reply(message.subject.clone(), reply, message.payload.clone())
+                .await?
+        }
+    }
+    Ok(token)
+}

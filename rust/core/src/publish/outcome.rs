@@ -1,0 +1,100 @@
+//! What became of each row of a publish call: stored (with its sequence), a
+//! duplicate, or failed with its reason; as counts and as an Arrow batch.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow_array::builder::{BooleanBuilder, Int64Builder, StringBuilder};
+use arrow_array::{ArrayRef, RecordBatch};
+
+use crate::schema::ack_schema;
+
+/// What happened to each row of one publish call.
+#[derive(Debug, Default)]
+pub struct PublishOutcome {
+    /// Stream sequence per row; 0 while pending or when failed.
+    seqs: Vec<u64>,
+    duplicate: Vec<bool>,
+    errors: HashMap<usize, String>,
+    pub stored: usize,
+    pub duplicates: usize,
+}
+
+impl PublishOutcome {
+    pub fn rows(&self) -> usize {
+        self.seqs.len()
+    }
+
+    pub fn failed(&self) -> usize {
+        self.errors.len()
+    }
+
+    /// The error of `row`, if it failed.
+    pub fn error(&self, row: usize) -> Option<&str> {
+        self.errors.get(&row).map(String::as_str)
+    }
+
+    pub fn seq(&self, row: usize) -> Option<u64> {
+        Some(self.seqs[row]).filter(|&s| s > 0)
+    }
+
+    pub(super) fn add_rows(&mut self, n: usize) {
+        self.seqs.resize(self.seqs.len() + n, 0);
+        self.duplicate.resize(self.duplicate.len() + n, false);
+    }
+
+    pub(super) fn acked(&mut self, row: usize, seq: u64, duplicate: bool) {
+        self.seqs[row] = seq;
+        if duplicate {
+            self.duplicate[row] = true;
+            self.duplicates += 1;
+        } else {
+            self.stored += 1;
+        }
+    }
+
+    pub(super) fn fail(&mut self, row: usize, why: String) {
+        self.errors.insert(row, why);
+    }
+
+    /// `seq` (int64, null unless acked), `duplicate` (bool), `error` (utf8, null when ok).
+    pub fn to_record_batch(&self) -> RecordBatch {
+        let n = self.rows();
+        let mut seq = Int64Builder::with_capacity(n);
+        let mut dup = BooleanBuilder::with_capacity(n);
+        let mut err = StringBuilder::with_capacity(n, 0);
+        for row in 0..n {
+            match self.seqs[row] {
+                0 => seq.append_null(),
+                s => seq.append_value(s as i64),
+            }
+            dup.append_value(self.duplicate[row]);
+            err.append_option(self.errors.get(&row));
+        }
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(seq.finish()),
+            Arc::new(dup.finish()),
+            Arc::new(err.finish()),
+        ];
+        RecordBatch::try_new(ack_schema(), columns).expect("ack columns match ack_schema")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcome_reports_each_row() {
+        let mut o = PublishOutcome::default();
+        o.add_rows(3);
+        o.acked(0, 5, false);
+        o.acked(2, 4, true);
+        o.fail(1, "bad".into());
+        let b = o.to_record_batch();
+        assert_eq!(b.num_rows(), 3);
+        assert_eq!((o.stored, o.duplicates, o.failed()), (1, 1, 1));
+        assert_eq!(o.seq(1), None);
+        assert_eq!(o.error(1), Some("bad"));
+    }
+}

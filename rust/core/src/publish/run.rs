@@ -1,0 +1,267 @@
+//! The state of one publish call: acks classified, retries scheduled with backoff,
+//! expired messages retried or reported, and the expected-last gate.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::outcome::PublishOutcome;
+use super::window::{InFlight, Window};
+use super::PublishOptions;
+use crate::api::types::PublishReply;
+use crate::api::Status;
+use crate::connection::Connection;
+use crate::error::err_codes;
+use crate::publish_input::OutgoingMessage;
+
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+
+enum AckResult {
+    Stored {
+        seq: u64,
+        duplicate: bool,
+    },
+    /// Not stored, safe to send again (backpressure, no stream leader yet).
+    Retry(String),
+    Failed(String),
+}
+
+fn classify(message: &async_nats::Message, subject: &str) -> AckResult {
+    if let Some(status) = Status::of(message) {
+        return match status {
+            Status::NoResponders => AckResult::Retry(format!(
+                "no stream answers on subject {subject:?} (503 no responders): no stream \
+                 captures this subject, or its leader is not elected yet"
+            )),
+            Status::TooManyRequests => AckResult::Retry(format!(
+                "429 {}",
+                message.description.as_deref().unwrap_or_default()
+            )),
+            other => AckResult::Failed(format!("status {other:?}")),
+        };
+    }
+    match serde_json::from_slice::<PublishReply>(&message.payload) {
+        Ok(PublishReply { error: Some(e), .. }) => {
+            let why = format!(
+                "{} (code {}, err_code {})",
+                e.description, e.code, e.err_code
+            );
+            if e.code == 429 || e.err_code == err_codes::TOO_MANY_REQUESTS || e.code == 503 {
+                AckResult::Retry(why)
+            } else {
+                AckResult::Failed(why)
+            }
+        }
+        Ok(PublishReply { seq, duplicate, .. }) if seq > 0 => AckResult::Stored { seq, duplicate },
+        _ => AckResult::Failed(format!(
+            "unexpected publish reply: {}",
+            String::from_utf8_lossy(&message.payload)
+        )),
+    }
+}
+
+pub(super) struct Retry {
+    pub row: usize,
+    pub attempt: u32,
+    pub message: OutgoingMessage,
+}
+
+/// Messages waiting to be sent again, by the time they are due (ties in arrival order).
+#[derive(Default)]
+pub(super) struct RetryQueue {
+    due: BTreeMap<(Instant, u64), Retry>,
+    arrivals: u64,
+}
+
+impl RetryQueue {
+    pub(super) fn push(&mut self, at: Instant, retry: Retry) {
+        self.arrivals += 1;
+        self.due.insert((at, self.arrivals), retry);
+    }
+
+    /// The earliest retry, if it is due by `now`.
+    pub(super) fn pop_due(&mut self, now: Instant) -> Option<Retry> {
+        let entry = self.due.first_entry()?;
+        (entry.key().0 <= now).then(|| entry.remove())
+    }
+
+    pub(super) fn next_due(&self) -> Option<Instant> {
+        self.due.first_key_value().map(|(k, _)| k.0)
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.due.is_empty()
+    }
+}
+
+/// The state of one publish call: what is in flight, what waits to be retried, and
+/// what became of each row so far.
+pub(super) struct PublishRun<'a> {
+    pub options: &'a PublishOptions,
+    pub conn: &'a Connection,
+    pub in_flight: Window,
+    pub retries: RetryQueue,
+    /// With expected-last-* checks, the row that must be stored before any other is
+    /// sent (the first); None once it was stored, or without checks.
+    pub gate: Option<usize>,
+    pub outcome: &'a mut PublishOutcome,
+}
+
+impl PublishRun<'_> {
+    pub(super) fn on_ack(&mut self, ack: async_nats::Message) {
+        let token = ack
+            .subject
+            .rsplit('.')
+            .next()
+            .and_then(|t| t.parse::<u64>().ok());
+        // An ack for a message already timed out and resent (or from an earlier
+        // call) has no entry: the resend's own ack decides.
+        let Some(entry) = token.and_then(|t| self.in_flight.take(t)) else {
+            return;
+        };
+        match classify(&ack, entry.message.subject.as_str()) {
+            AckResult::Stored { seq, duplicate } => {
+                self.outcome.acked(entry.row, seq, duplicate);
+                if self.gate == Some(entry.row) {
+                    self.gate = None;
+                }
+            }
+            AckResult::Retry(why) => self.retry_or_fail(entry, why),
+            AckResult::Failed(why) => self.outcome.fail(entry.row, why),
+        }
+    }
+
+    pub(super) fn retry_or_fail(&mut self, entry: InFlight, why: String) {
+        if entry.attempt >= self.options.max_retries {
+            self.outcome.fail(
+                entry.row,
+                format!(
+                    "{why}; gave up after {} retries (option 'max_retries')",
+                    entry.attempt
+                ),
+            );
+            return;
+        }
+        let backoff = self
+            .options
+            .retry_backoff
+            .saturating_mul(1u32 << entry.attempt.min(16))
+            .min(MAX_BACKOFF);
+        self.retries.push(
+            Instant::now() + backoff,
+            Retry {
+                row: entry.row,
+                attempt: entry.attempt + 1,
+                message: entry.message,
+            },
+        );
+    }
+
+    /// Messages whose ack did not come in time: retried when a msg id makes that
+    /// safe, reported otherwise.
+    pub(super) fn expire(&mut self) {
+        let now = Instant::now();
+        while let Some(entry) = self.in_flight.pop_expired(now) {
+            let subject = entry.message.subject.to_string();
+            if let Some(violation) = self.conn.server_errors.permission_violation_for(&subject) {
+                self.outcome
+                    .fail(entry.row, format!("permission denied: {violation}"));
+                continue;
+            }
+            let why = format!(
+                "no ack within {:?} (option 'ack_timeout')",
+                self.options.ack_timeout
+            );
+            if entry.message.has_msg_id && self.gate != Some(entry.row) {
+                self.retry_or_fail(entry, why);
+            } else {
+                // Without a msg id the server cannot recognise a resend, so a retry
+                // could store the row twice; report it instead.
+                self.outcome.fail(
+                    entry.row,
+                    format!(
+                        "{why}; not retried because the row has no msg id, so it may or may not \
+                         be stored (give rows a msg_id or use msg_id_prefix to make retries safe)"
+                    ),
+                );
+            }
+        }
+    }
+
+    /// When to wake up if no ack comes: the oldest deadline or the next retry.
+    pub(super) fn next_wake(&self) -> Instant {
+        [self.in_flight.oldest_deadline(), self.retries.next_due()]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or_else(|| Instant::now() + self.options.ack_timeout)
+    }
+
+    pub(super) fn is_idle(&self) -> bool {
+        self.in_flight.is_empty() && self.retries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use async_nats::Subject;
+
+    fn message(status: Option<u16>, payload: &str) -> async_nats::Message {
+        async_nats::Message {
+            subject: Subject::from("_INBOX.x.1"),
+            reply: None,
+            payload: bytes::Bytes::from(payload.to_string()),
+            headers: None,
+            status: status.map(|s| async_nats::StatusCode::from_u16(s).unwrap()),
+            description: None,
+            length: 0,
+        }
+    }
+
+    #[test]
+    fn acks_are_classified() {
+        assert!(matches!(
+            classify(&message(None, r#"{"stream":"S","seq":7}"#), "a"),
+            AckResult::Stored {
+                seq: 7,
+                duplicate: false
+            }
+        ));
+        assert!(matches!(
+            classify(
+                &message(None, r#"{"stream":"S","seq":7,"duplicate":true}"#),
+                "a"
+            ),
+            AckResult::Stored {
+                seq: 7,
+                duplicate: true
+            }
+        ));
+        assert!(matches!(
+            classify(&message(Some(503), ""), "a"),
+            AckResult::Retry(_)
+        ));
+        assert!(matches!(
+            classify(
+                &message(
+                    None,
+                    r#"{"error":{"code":429,"err_code":10167,"description":"too many"}}"#
+                ),
+                "a"
+            ),
+            AckResult::Retry(_)
+        ));
+        match classify(
+            &message(
+                None,
+                r#"{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 3"}}"#,
+            ),
+            "a",
+        ) {
+            AckResult::Failed(why) => assert!(why.contains("wrong last sequence"), "{why}"),
+            _ => panic!("a 400 is final"),
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! The window of messages awaiting their ack, bounded by count and by payload bytes.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::MAX_BYTES_IN_FLIGHT;
+use crate::publish_input::OutgoingMessage;
+
+pub(super) struct InFlight {
+    pub row: usize,
+    pub attempt: u32,
+    pub message: OutgoingMessage,
+    deadline: Instant,
+}
+
+/// Messages awaiting their ack, in send order. Tokens are consecutive, so the slot
+/// of token `t` is `t - base`: no hashing per message, and since the ack timeout is
+/// constant the oldest deadline is always at the front.
+#[derive(Default)]
+pub(super) struct Window {
+    base: u64,
+    slots: VecDeque<Option<InFlight>>,
+    len: usize,
+    /// Payload bytes of the messages in flight.
+    bytes: usize,
+}
+
+impl Window {
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether another message may be sent: fewer than `window` messages and fewer
+    /// than [`MAX_BYTES_IN_FLIGHT`] payload bytes in flight.
+    pub(super) fn has_room(&self, window: usize) -> bool {
+        self.len < window && self.bytes < MAX_BYTES_IN_FLIGHT
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub(super) fn push(
+        &mut self,
+        token: u64,
+        row: usize,
+        attempt: u32,
+        message: OutgoingMessage,
+        ack_timeout: Duration,
+    ) {
+        let entry = InFlight {
+            row,
+            attempt,
+            message,
+            deadline: Instant::now() + ack_timeout,
+        };
+        if self.slots.is_empty() {
+            self.base = token;
+        }
+        debug_assert_eq!(token, self.base + self.slots.len() as u64);
+        self.bytes += entry.message.payload.len();
+        self.slots.push_back(Some(entry));
+        self.len += 1;
+    }
+
+    pub(super) fn take(&mut self, token: u64) -> Option<InFlight> {
+        let index = usize::try_from(token.checked_sub(self.base)?).ok()?;
+        let entry = self.slots.get_mut(index)?.take()?;
+        self.len -= 1;
+        self.bytes -= entry.message.payload.len();
+        while matches!(self.slots.front(), Some(None)) {
+            self.slots.pop_front();
+            self.base += 1;
+        }
+        Some(entry)
+    }
+
+    pub(super) fn oldest_deadline(&self) -> Option<Instant> {
+        self.slots
+            .front()
+            .and_then(|s| s.as_ref())
+            .map(|e| e.deadline)
+    }
+
+    /// The oldest message if its deadline has passed.
+    pub(super) fn pop_expired(&mut self, now: Instant) -> Option<InFlight> {
+        if self.oldest_deadline()? > now {
+            return None;
+        }
+        let token = self.base;
+        self.take(token)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use async_nats::Subject;
+
+    pub(super) fn push(w: &mut Window, token: u64, row: usize, size: usize) {
+        let message = OutgoingMessage {
+            subject: Subject::from("a"),
+            headers: None,
+            payload: bytes::Bytes::from(vec![b'x'; size]),
+            has_msg_id: false,
+        };
+        w.push(token, row, 0, message, Duration::ZERO);
+    }
+
+    #[test]
+    fn window_is_bounded_by_count_and_by_payload_bytes() {
+        let mut w = Window::default();
+        push(&mut w, 7, 0, 10);
+        push(&mut w, 8, 1, 10);
+        assert!(w.has_room(3));
+        assert!(!w.has_room(2), "two messages fill a window of two");
+        let big = MAX_BYTES_IN_FLIGHT - 20;
+        push(&mut w, 9, 2, big);
+        assert!(!w.has_room(100), "the payload bound is reached");
+        assert_eq!(w.take(9).map(|e| e.row), Some(2));
+        assert!(w.has_room(100));
+        assert_eq!(w.take(7).map(|e| e.row), Some(0));
+        assert_eq!((w.len(), w.bytes, w.base), (1, 10, 8));
+        assert!(
+            w.take(7).is_none(),
+            "an ack for a token already taken is ignored"
+        );
+    }
+}
