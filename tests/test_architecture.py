@@ -1,0 +1,154 @@
+"""The layering rules of docs/ARCHITECTURE.md, checked.
+
+- Every module of the package imports on its own.
+- No import cycle among the package's modules (imports inside ``if TYPE_CHECKING:``
+  do not run and do not count; imports inside functions do: a lazy import that closes
+  a cycle is still a cycle).
+- No module crosses into another module's private (underscore) names, except the
+  native module ``_core`` and the package-private helper modules whose name starts
+  with an underscore (``_time``, ``_read_ahead``), which exist to be shared.
+- A source file longer than 400 lines says at its top why it is one module.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+import jetstream_arrow
+import pyspark_jetstream
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = ROOT / "python"
+PACKAGES = ("jetstream_arrow", "pyspark_jetstream")
+LONG_MODULE_LINES = 400
+
+
+def all_modules() -> list[str]:
+    """Every module of the package, the native one included."""
+    names = []
+    for package in (jetstream_arrow, pyspark_jetstream):
+        names.append(package.__name__)
+        for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+            names.append(info.name)
+    return sorted(names)
+
+
+def python_modules() -> list[str]:
+    """The modules written in Python (the ones with imports of their own)."""
+    return [name for name in all_modules() if module_file(name).exists()]
+
+
+def module_file(name: str) -> Path:
+    path = PYTHON / Path(*name.split("."))
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
+def is_package(name: str) -> bool:
+    return (PYTHON / Path(*name.split("."))).is_dir()
+
+
+def known(name: str) -> bool:
+    return module_file(name).exists() or name.endswith("._core")
+
+
+def _type_checking_block(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    )
+
+
+def imports_of(name: str) -> list[tuple[str, list[str]]]:
+    """(module imported, names taken from it) for every import that runs."""
+    tree = ast.parse(module_file(name).read_text())
+    package = name if is_package(name) else name.rsplit(".", 1)[0]
+    found: list[tuple[str, list[str]]] = []
+
+    def visit(node: ast.AST) -> None:
+        if _type_checking_block(node):
+            return
+        if isinstance(node, ast.Import):
+            found.extend((alias.name, []) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            names = [alias.name for alias in node.names]
+            # `from pkg import module` depends on the module, not on pkg's __init__.
+            plain = [n for n in names if not known(f"{target}.{n}")]
+            found.extend((f"{target}.{n}", []) for n in names if known(f"{target}.{n}"))
+            if plain:
+                found.append((target, plain))
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return [(m, n) for m, n in found if m.split(".")[0] in PACKAGES and known(m)]
+
+
+def test_every_module_imports() -> None:
+    modules = all_modules()
+    assert len(modules) > 20, modules
+    for name in modules:
+        importlib.import_module(name)
+
+
+def test_no_import_cycles() -> None:
+    graph = {name: sorted({m for m, _ in imports_of(name)} - {name}) for name in python_modules()}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+    cycles: list[list[str]] = []
+
+    def walk(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for nxt in graph.get(node, []):
+            if state.get(nxt) == 1:
+                cycles.append([*path[path.index(nxt) :], nxt])
+            elif nxt not in state:
+                walk(nxt)
+        path.pop()
+        state[node] = 2
+
+    for node in graph:
+        if node not in state:
+            walk(node)
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_no_private_names_cross_modules() -> None:
+    crossings = []
+    for name in python_modules():
+        for target, names in imports_of(name):
+            if target.rsplit(".", 1)[-1].startswith("_"):
+                continue  # the native module and package-private helper modules
+            for imported in names:
+                if imported.startswith("_") and not imported.startswith("__"):
+                    crossings.append(f"{name} imports {target}.{imported}")
+    assert not crossings, "\n".join(crossings)
+
+
+def source_files() -> list[Path]:
+    files = sorted(PYTHON.rglob("*.py")) + sorted((ROOT / "rust").rglob("*.rs"))
+    return [f for f in files if "target" not in f.parts]
+
+
+@pytest.mark.parametrize("path", source_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_long_module_says_why_it_is_one(path: Path) -> None:
+    lines = path.read_text().splitlines()
+    if len(lines) <= LONG_MODULE_LINES:
+        return
+    head = " ".join(lines[:30]).lower()
+    assert "one module" in head, (
+        f"{path.relative_to(ROOT)} has {len(lines)} lines: say at its top why it is one "
+        "module (a line with the words 'one module'), or split it by concern"
+    )
