@@ -1,11 +1,18 @@
-"""The README's option table stays in step with ConnectOptions."""
+"""The README's option tables stay in step with the code's defaults (whose one home is
+the native core's `DEFAULT_*` constants)."""
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from jetstream_arrow import Client, PullConsumer, _core
 from jetstream_arrow.options import ConnectOptions
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -35,3 +42,65 @@ def test_every_connect_option_is_in_the_table_with_its_default() -> None:
         assert spark_name == camel(f.name), f.name
         expected = f'"{f.default}"' if isinstance(f.default, str) else repr(f.default)
         assert default == expected, f.name
+
+
+def option_table(section: str, after: str = "") -> dict[str, str]:
+    """`| `name` | default | meaning |` rows of the first table after ``after`` in ``section``."""
+    text = README.read_text().split(f"## {section}", 1)[1].split("\n## ", 1)[0]
+    text = text.split(after, 1)[1] if after else text
+    rows: dict[str, str] = {}
+    started = False
+    for line in text.splitlines():
+        # A row may name several options that share a default: | `a`, `b` | None | ...
+        match = re.match(r"\| ((?:`\w+`(?:, )?)+) \| ([^|]+) \|", line)
+        if match:
+            started = True
+            for name in re.findall(r"`(\w+)`", match.group(1)):
+                rows[name] = match.group(2).strip().strip("`")
+        elif started and not line.startswith("|"):
+            break
+    return rows
+
+
+def defaults_of(function: Callable[..., Any]) -> dict[str, Any]:
+    return {
+        name: p.default
+        for name, p in inspect.signature(function).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+
+
+@pytest.mark.parametrize(
+    ("section", "after", "function"),
+    [
+        ("Publishing", "", Client.publisher),
+        ("Reading", "", Client.read),
+        ("Pull consumers", "`fetch()`:", PullConsumer.fetch),
+        ("Pull consumers", "`messages()`:", PullConsumer.messages),
+    ],
+    ids=["publisher", "read", "fetch", "messages"],
+)
+def test_option_tables_show_the_defaults_of_the_code(
+    section: str, after: str, function: Callable[..., Any]
+) -> None:
+    rows = option_table(section, after)
+    defaults = defaults_of(function)
+    assert rows, f"no option table in section {section!r}"
+    for name, shown in rows.items():
+        assert name in defaults, f"{section}: {name!r} is not an option of {function.__qualname__}"
+        expected = (
+            f'"{defaults[name]}"' if isinstance(defaults[name], str) else repr(defaults[name])
+        )
+        assert shown == expected, f"{section}: {name!r} shows {shown}, the code says {expected}"
+    documented = set(rows) | {"subject", "raise_on_error", "rows_per_result"}
+    assert set(defaults) <= documented, set(defaults) - documented
+
+
+def test_the_facade_defaults_are_the_cores() -> None:
+    assert defaults_of(Client.publisher)["window"] == _core.DEFAULT_WINDOW
+    assert defaults_of(Client.read)["batch_rows"] == _core.DEFAULT_READ_BATCH_ROWS
+    assert defaults_of(PullConsumer.messages)["heartbeat"] == _core.DEFAULT_HEARTBEAT
+    assert ConnectOptions().max_reconnects == _core.DEFAULT_MAX_RECONNECTS
+    text = README.read_text()
+    assert f"default {_core.DEFAULT_ROWS_PER_RESULT:,}" in text
+    assert f"`ack_sync(timeout={_core.DEFAULT_ACK_SYNC_TIMEOUT})`" in text
