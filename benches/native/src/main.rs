@@ -9,6 +9,8 @@
 //!
 //! Each prints one JSON line: `{"op":..,"msgs":..,"bytes":..,"seconds":..}`.
 
+use jetstream_arrow_core::defaults;
+use jetstream_arrow_core::publish::MAX_BYTES_IN_FLIGHT;
 use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -124,12 +126,12 @@ async fn publish(args: &Args) -> Result<Value, Error> {
     let _stream = args.str("stream")?;
     let count = args.num("count", None)?;
     let size = args.num("size", None)? as usize;
-    // The same two bounds as the package's publisher: at most `window` messages and at
-    // most 32 MiB of payload in flight (with large messages the count alone would let
-    // window x size pile up in the server and stall it).
-    let max_bytes_in_flight = args.num("max-bytes-in-flight", Some(32 << 20))?;
+    // The same two bounds as the package's publisher, taken from it: at most `window`
+    // messages and at most MAX_BYTES_IN_FLIGHT payload bytes in flight (with large
+    // messages the count alone would let window x size pile up in the server).
+    let max_bytes_in_flight = args.num("max-bytes-in-flight", Some(MAX_BYTES_IN_FLIGHT as u64))?;
     let window = args
-        .num("window", Some(8192))?
+        .num("window", Some(defaults::WINDOW as u64))?
         .min(max_bytes_in_flight / (size as u64).max(1))
         .max(1);
     // With --msg-ids 1 every message carries `Nats-Msg-Id: <index>`, as idempotent
