@@ -5,13 +5,14 @@ from __future__ import annotations
 from . import exceptions
 from ._core import __version__
 from .client import Client, Publisher, PublishResult, connect
-from .consumers import ConsumedBatch, PullConsumer
+from .consumers import ConsumedBatch, OrderedConsumer, PullConsumer
 from .options import ConnectOptions
 
 __all__ = [
     "Client",
     "ConnectOptions",
     "ConsumedBatch",
+    "OrderedConsumer",
     "PublishResult",
     "Publisher",
     "PullConsumer",

@@ -26,6 +26,8 @@ DEFAULT_ROWS_PER_RESULT: int
 DEFAULT_READ_BATCH_ROWS: int
 DEFAULT_READ_MAX_BYTES: int
 DEFAULT_HEARTBEAT: float
+DEFAULT_RESUME_TIMEOUT: float
+DEFAULT_FOLLOW_BATCH_WAIT: float
 DEFAULT_FETCH_MAX_MESSAGES: int
 DEFAULT_FETCH_EXPIRES: float
 DEFAULT_CONSUME_MAX_MESSAGES: int
@@ -109,8 +111,25 @@ class Client:
         batch_rows: int = ...,
         max_bytes: int = ...,
         heartbeat: float = ...,
+        resume_timeout: float = ...,
     ) -> _ArrowStream:
         """Open a read (errors of the opening raise here); batches follow in sequence order."""
+    def follow(
+        self,
+        stream: str,
+        *,
+        subjects: list[str] | None = None,
+        start_seq: int | None = None,
+        start_time_ns: int | None = None,
+        deliver_new: bool = False,
+        include_headers: bool = False,
+        batch_rows: int = ...,
+        batch_wait: float = ...,
+        max_bytes: int = ...,
+        heartbeat: float = ...,
+        resume_timeout: float = ...,
+    ) -> OrderedStream:
+        """An open-ended ordered consumer of `stream`."""
     def pull_consumer(
         self, stream: str, name: str, *, ack_policy: str | None = None
     ) -> PullConsumer:
@@ -180,4 +199,13 @@ class PullConsumer:
 class MessageStream:
     def __iter__(self) -> MessageStream: ...
     def __next__(self) -> ConsumedBatch: ...
+    def close(self) -> None: ...
+
+@final
+class OrderedStream:
+    @property
+    def resets(self) -> int:
+        """How often the consumer was recreated to get past a failure."""
+    def __iter__(self) -> OrderedStream: ...
+    def __next__(self) -> _ArrowBatch: ...
     def close(self) -> None: ...

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from . import _core
 from ._time import to_epoch_ns
-from .consumers import PullConsumer
+from .consumers import OrderedConsumer, PullConsumer
 from .exceptions import BadInputError, JetStreamArrowError, PublishError
 from .management import ManagementMixin
 from .options import ConnectOptions
@@ -266,6 +266,7 @@ class Client(ManagementMixin):
         batch_rows: int = _core.DEFAULT_READ_BATCH_ROWS,
         max_bytes: int = _core.DEFAULT_READ_MAX_BYTES,
         heartbeat: float = _core.DEFAULT_HEARTBEAT,
+        resume_timeout: float = _core.DEFAULT_RESUME_TIMEOUT,
     ) -> pa.RecordBatchReader:
         """Replay a stream in sequence order as Arrow record batches.
 
@@ -274,6 +275,12 @@ class Client(ManagementMixin):
         and ``end_time``, only ``subjects`` if given. Memory is bounded by
         ``batch_rows`` and ``max_bytes`` per pull; the temporary consumer is
         deleted when the reader ends or is closed.
+
+        The read is an ordered consumer: when deliveries are lost, the server restarts,
+        the stream's leader changes or the consumer is deleted, it recreates its
+        consumer at the last delivered sequence + 1, so the range still comes out
+        exactly once and in order. It gives up (raising the last error) when that has
+        failed for ``resume_timeout`` seconds.
         """
         if isinstance(subjects, str):
             subjects = [subjects]
@@ -288,10 +295,42 @@ class Client(ManagementMixin):
             batch_rows=batch_rows,
             max_bytes=max_bytes,
             heartbeat=heartbeat,
+            resume_timeout=resume_timeout,
         )
         # pyarrow pulls batches with the GIL released; closing (or dropping) the
         # reader deletes the read's consumer on the server.
         return pa.RecordBatchReader.from_stream(native)
+
+    def ordered_consumer(
+        self,
+        stream: str,
+        subjects: Sequence[str] | str | None = None,
+        *,
+        start_seq: int | None = None,
+        start_time: datetime | str | float | None = None,
+        deliver: Literal["all", "new"] = "all",
+        heartbeat: float = _core.DEFAULT_HEARTBEAT,
+        resume_timeout: float = _core.DEFAULT_RESUME_TIMEOUT,
+    ) -> OrderedConsumer:
+        """An open-ended ordered consumer, like nats.go's ``OrderedConsumer``: every
+        message of ``stream`` (only ``subjects`` if given) from ``start_seq``,
+        ``start_time``, the first (``deliver="all"``) or the next one stored
+        (``deliver="new"``), then each new one as it is stored, exactly once and in
+        order, through server restarts and leader changes (see :meth:`read`)."""
+        if deliver not in ("all", "new"):
+            raise BadInputError(f"option 'deliver' must be 'all' or 'new', got {deliver!r}")
+        if isinstance(subjects, str):
+            subjects = [subjects]
+        return OrderedConsumer(
+            self._native,
+            stream,
+            subjects=None if subjects is None else list(subjects),
+            start_seq=start_seq,
+            start_time_ns=to_epoch_ns(start_time, "start_time"),
+            deliver_new=deliver == "new",
+            heartbeat=heartbeat,
+            resume_timeout=resume_timeout,
+        )
 
     # -- consumers -----------------------------------------------------------------
     def pull_consumer(

@@ -7,6 +7,7 @@ use only ``CONSUMER.MSG.NEXT`` and ``$JS.ACK`` works.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -126,3 +127,44 @@ class PullConsumer:
                 yield ConsumedBatch(native_batch)
         finally:
             stream.close()
+
+
+class OrderedConsumer:
+    """An open-ended ordered consumer (see ``Client.ordered_consumer``). Nothing to
+    acknowledge: it keeps no state on the server beyond an ephemeral consumer."""
+
+    def __init__(self, native_client: _core.Client, stream: str, **config: Any) -> None:
+        self._client = native_client
+        self.stream = stream
+        self._config = config
+
+    def messages(
+        self,
+        *,
+        batch_rows: int = _core.DEFAULT_READ_BATCH_ROWS,
+        batch_wait: float = _core.DEFAULT_FOLLOW_BATCH_WAIT,
+        max_bytes: int = _core.DEFAULT_READ_MAX_BYTES,
+        include_headers: bool = False,
+    ) -> Iterator[pa.RecordBatch]:
+        """Batches in stream order, without end: each waits for at least one message,
+        then takes what arrives within ``batch_wait`` seconds, up to ``batch_rows``
+        rows and ``max_bytes`` payload bytes. The consumer is created here, before the
+        first ``next()`` (so ``deliver="new"`` starts now); closing the iterator
+        deletes it."""
+        stream = self._client.follow(
+            self.stream,
+            batch_rows=batch_rows,
+            batch_wait=batch_wait,
+            max_bytes=max_bytes,
+            include_headers=include_headers,
+            **self._config,
+        )
+        return _batches(stream)
+
+
+def _batches(stream: _core.OrderedStream) -> Iterator[pa.RecordBatch]:
+    try:
+        for batch in stream:
+            yield pa.record_batch(batch)
+    finally:
+        stream.close()

@@ -34,6 +34,11 @@ pub const READ_BATCH_ROWS: usize = 65_536;
 pub const READ_MAX_BYTES: usize = 16 << 20;
 /// Idle heartbeat of reads and continuous consumption; two missed ones fail.
 pub const HEARTBEAT: Duration = Duration::from_secs(5);
+/// How long an ordered read keeps recreating its consumer after losing it (a server
+/// restart or a leader election takes seconds).
+pub const RESUME_TIMEOUT: Duration = Duration::from_secs(30);
+/// After the first message of a followed (open-ended) batch, how long to wait for more.
+pub const FOLLOW_BATCH_WAIT: Duration = Duration::from_millis(100);
 
 // -- consumers ----------------------------------------------------------------------
 pub const FETCH_MAX_MESSAGES: usize = 100;
@@ -76,6 +81,8 @@ pub const EXPORTED: &[(&str, Exported)] = &[
     ("READ_BATCH_ROWS", Exported::Int(READ_BATCH_ROWS as i64)),
     ("READ_MAX_BYTES", Exported::Int(READ_MAX_BYTES as i64)),
     ("HEARTBEAT", Exported::Seconds(HEARTBEAT)),
+    ("RESUME_TIMEOUT", Exported::Seconds(RESUME_TIMEOUT)),
+    ("FOLLOW_BATCH_WAIT", Exported::Seconds(FOLLOW_BATCH_WAIT)),
     (
         "FETCH_MAX_MESSAGES",
         Exported::Int(FETCH_MAX_MESSAGES as i64),

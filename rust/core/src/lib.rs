@@ -14,6 +14,7 @@ pub mod consumer;
 pub mod defaults;
 pub mod error;
 pub mod metadata;
+pub mod ordered;
 pub mod publish;
 pub mod publish_input;
 pub mod pull;

@@ -1,9 +1,12 @@
 //! Replaying a range of a stream in sequence order as Arrow batches.
 //!
-//! Mechanism: an ephemeral pull consumer with AckNone (nothing to acknowledge, in
-//! order, filtered by the server), kept fed by the pull loop. It is deleted when the
-//! read ends or is closed, and has an inactivity threshold in case the process dies,
-//! so a read leaves no state on the server.
+//! Mechanism: an ordered consumer ([`crate::ordered`]): an ephemeral AckNone pull
+//! consumer, recreated where it stopped when a server restarts, a leader changes or
+//! deliveries are lost, so the range comes out exactly once and in order. It is
+//! deleted when the read ends or is closed, and has an inactivity threshold in case
+//! the process dies, so a read leaves no state on the server.
+//!
+//! [`OrderedStream`] is the open-ended form: it follows the stream as it grows.
 
 use std::time::Duration;
 
@@ -11,14 +14,13 @@ use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 
 use crate::api::subjects;
-use crate::api::types::{
-    AckPolicy, ConsumerConfig, ConsumerInfo, CreateConsumer, DeliverPolicy, StreamInfo,
-};
+use crate::api::types::StreamInfo;
 use crate::batch_builder::BatchBuilder;
 use crate::connection::Connection;
 use crate::defaults;
 use crate::error::{Error, Result};
-use crate::pull::{PullLoop, PullSettings, MAX_BUFFERED_MESSAGES};
+use crate::ordered::{OrderedPull, Start};
+use crate::pull::{Delivered, PullSettings, MAX_BUFFERED_MESSAGES};
 use crate::schema::SchemaOptions;
 
 /// What to read. Sequences are inclusive; times are nanoseconds since the epoch.
@@ -35,6 +37,8 @@ pub struct ReadOptions {
     /// Payload bytes per output batch and per pull request, at most.
     pub max_bytes: usize,
     pub heartbeat: Duration,
+    /// How long to keep trying to recreate the read's consumer after losing it.
+    pub resume_timeout: Duration,
 }
 
 impl Default for ReadOptions {
@@ -49,55 +53,67 @@ impl Default for ReadOptions {
             batch_rows: defaults::READ_BATCH_ROWS,
             max_bytes: defaults::READ_MAX_BYTES,
             heartbeat: defaults::HEARTBEAT,
+            resume_timeout: defaults::RESUME_TIMEOUT,
         }
+    }
+}
+
+impl ReadOptions {
+    fn validate(&self) -> Result<()> {
+        if self.batch_rows == 0 {
+            return Err(Error::bad_input("option 'batch_rows' must be at least 1"));
+        }
+        if self.max_bytes == 0 {
+            return Err(Error::bad_input("option 'max_bytes' must be at least 1"));
+        }
+        if self.start_seq == Some(0) {
+            return Err(Error::bad_input(
+                "option 'start_seq': stream sequences start at 1",
+            ));
+        }
+        if self.start_seq.is_some() && self.start_time_ns.is_some() {
+            return Err(Error::bad_input(
+                "options 'start_seq' and 'start_time' exclude each other",
+            ));
+        }
+        Ok(())
+    }
+
+    fn start(&self) -> Start {
+        match (self.start_seq, self.start_time_ns) {
+            (Some(seq), _) => Start::Sequence(seq),
+            (None, Some(ns)) => Start::Time(ns),
+            (None, None) => Start::All,
+        }
+    }
+
+    /// Pull sizes: two batches' worth requested, so the next batch is on its way
+    /// while Python works on this one.
+    fn pull_settings(&self) -> PullSettings {
+        PullSettings::new(
+            (self.batch_rows * 2).clamp(1024, MAX_BUFFERED_MESSAGES),
+            Some(self.max_bytes.saturating_mul(2)),
+            Duration::from_secs(30).max(self.heartbeat * 4),
+            Some(self.heartbeat),
+        )
     }
 }
 
 /// An open read: yields batches until the end of the range.
 pub struct StreamReader {
-    conn: Connection,
-    stream: String,
-    consumer: Option<String>,
-    pull: Option<PullLoop>,
+    ordered: Option<OrderedPull>,
     builder: BatchBuilder,
     end_seq: u64,
     end_time_ns: Option<i64>,
     batch_rows: usize,
     max_bytes: usize,
-    done: bool,
     /// A message that did not fit the previous batch's byte budget.
-    carry: Option<crate::pull::Delivered>,
-    /// Where `Drop` deletes the consumer of a read that was abandoned.
-    runtime: tokio::runtime::Handle,
-    /// The consumer sequence of the last delivery. An AckNone consumer delivers
-    /// each message once with consecutive consumer sequences, so a hole means the
-    /// client lost messages: that must fail the read, never shorten it silently.
-    last_consumer_seq: u64,
-}
-
-fn start_time(ns: i64) -> Result<time::OffsetDateTime> {
-    time::OffsetDateTime::from_unix_timestamp_nanos(ns as i128)
-        .map_err(|e| Error::bad_input(format!("option 'start_time': {e}")))
+    carry: Option<Delivered>,
 }
 
 impl StreamReader {
     pub async fn open(conn: Connection, stream: &str, options: ReadOptions) -> Result<Self> {
-        if options.batch_rows == 0 {
-            return Err(Error::bad_input("option 'batch_rows' must be at least 1"));
-        }
-        if options.max_bytes == 0 {
-            return Err(Error::bad_input("option 'max_bytes' must be at least 1"));
-        }
-        if options.start_seq == Some(0) {
-            return Err(Error::bad_input(
-                "option 'start_seq': stream sequences start at 1",
-            ));
-        }
-        if options.start_seq.is_some() && options.start_time_ns.is_some() {
-            return Err(Error::bad_input(
-                "options 'start_seq' and 'start_time' exclude each other",
-            ));
-        }
+        options.validate()?;
         let schema_options = SchemaOptions {
             include_headers: options.include_headers,
             consumer_columns: false,
@@ -112,71 +128,30 @@ impl StreamReader {
             .unwrap_or(1)
             .max(info.state.first_sequence);
         let mut reader = Self {
+            ordered: None,
             builder: BatchBuilder::new(stream, schema_options),
-            conn: conn.clone(),
-            stream: stream.to_string(),
-            consumer: None,
-            pull: None,
             end_seq,
             end_time_ns: options.end_time_ns,
             batch_rows: options.batch_rows,
             max_bytes: options.max_bytes,
-            done: info.state.messages == 0 || end_seq < start,
             carry: None,
-            runtime: tokio::runtime::Handle::current(),
-            last_consumer_seq: 0,
         };
-        if reader.done {
+        if info.state.messages == 0 || end_seq < start {
             return Ok(reader);
         }
-
-        let deliver_policy = match (options.start_seq, options.start_time_ns) {
-            (Some(seq), _) => DeliverPolicy::ByStartSequence {
-                start_sequence: seq,
-            },
-            (None, Some(ns)) => DeliverPolicy::ByStartTime {
-                start_time: start_time(ns)?,
-            },
-            (None, None) => DeliverPolicy::All,
-        };
-        let (filter_subject, filter_subjects) = match options.subjects.as_slice() {
-            [one] => (one.clone(), Vec::new()),
-            many => (String::new(), many.to_vec()),
-        };
-        let config = ConsumerConfig {
-            deliver_policy,
-            ack_policy: AckPolicy::None,
-            memory_storage: true,
-            num_replicas: 1,
-            // A safety net: the consumer goes away by itself if this process dies.
-            inactive_threshold: Duration::from_secs(300),
-            filter_subject,
-            filter_subjects,
-            ..Default::default()
-        };
-        let created: ConsumerInfo = conn
-            .api_json(
-                &subjects::consumer_create(stream),
-                &CreateConsumer {
-                    stream_name: stream,
-                    config: &config,
-                },
-            )
-            .await
-            .map_err(|e| e.context(format!("starting a read of stream {stream:?}")))?;
-        reader.consumer = Some(created.name.clone());
-        if created.num_pending == 0 {
+        let (ordered, pending) = OrderedPull::open(
+            conn,
+            stream,
+            options.subjects.clone(),
+            options.start(),
+            options.pull_settings(),
+            options.resume_timeout,
+        )
+        .await?;
+        reader.ordered = Some(ordered);
+        if pending == 0 {
             reader.finish().await;
-            return Ok(reader);
         }
-        let max_messages = (options.batch_rows * 2).clamp(1024, MAX_BUFFERED_MESSAGES);
-        let settings = PullSettings::new(
-            max_messages,
-            Some(options.max_bytes.saturating_mul(2)),
-            Duration::from_secs(30).max(options.heartbeat * 4),
-            Some(options.heartbeat),
-        );
-        reader.pull = Some(PullLoop::new(conn, stream, &created.name, settings).await?);
         Ok(reader)
     }
 
@@ -190,31 +165,20 @@ impl StreamReader {
         if let Some(carried) = self.carry.take() {
             self.builder.append(&carried.message, &carried.meta);
         }
-        while !self.done && self.builder.len() < self.batch_rows {
-            let pull = self.pull.as_mut().expect("an open read has a pull loop");
-            let Some(delivered) = pull.next(None).await? else {
+        while self.builder.len() < self.batch_rows {
+            let Some(ordered) = self.ordered.as_mut() else {
+                break;
+            };
+            let Some(delivered) = ordered.next(None).await? else {
                 continue;
             };
             let meta = delivered.meta;
-            if meta.consumer_seq != self.last_consumer_seq + 1 {
-                let expected = self.last_consumer_seq + 1;
-                self.finish().await;
-                return Err(Error::connection(format!(
-                    "read of stream {:?}: deliveries {expected}..{} were lost on the way to this \
-                     client (consumer sequence jumped); the read stopped instead of returning \
-                     an incomplete range",
-                    self.stream,
-                    meta.consumer_seq - 1
-                )));
-            }
-            self.last_consumer_seq = meta.consumer_seq;
             let past_time = self.end_time_ns.is_some_and(|end| meta.timestamp_ns > end);
             if meta.stream_seq > self.end_seq || past_time {
                 self.finish().await;
                 break;
             }
-            let last = meta.stream_seq >= self.end_seq || meta.pending == 0;
-            if last {
+            if meta.stream_seq >= self.end_seq || meta.pending == 0 {
                 self.finish().await;
             }
             let size = delivered.message.payload.len();
@@ -230,31 +194,117 @@ impl StreamReader {
         Ok(Some(self.builder.finish()))
     }
 
-    /// Stop reading and delete the consumer (best effort; the inactivity
-    /// threshold removes it otherwise).
+    /// How often the read recreated its consumer to get past a failure.
+    pub fn resets(&self) -> u32 {
+        self.ordered.as_ref().map_or(0, |o| o.resets)
+    }
+
+    /// Stop reading and delete the consumer.
     pub async fn finish(&mut self) {
-        self.done = true;
-        self.pull = None;
-        if let Some(name) = self.consumer.take() {
-            let subject = subjects::consumer_delete(&self.stream, &name);
-            let _ = self
-                .conn
-                .api_request(&subject, bytes::Bytes::new(), None)
-                .await;
+        if let Some(mut ordered) = self.ordered.take() {
+            ordered.close().await;
         }
     }
 }
 
-impl Drop for StreamReader {
-    fn drop(&mut self) {
-        // An abandoned read (closed early, garbage-collected, interrupted) still
-        // removes its consumer; the inactivity threshold is the last resort.
-        if let Some(name) = self.consumer.take() {
-            let conn = self.conn.clone();
-            let subject = subjects::consumer_delete(&self.stream, &name);
-            self.runtime.spawn(async move {
-                let _ = conn.api_request(&subject, bytes::Bytes::new(), None).await;
-            });
+/// What to follow with an open-ended ordered consumer.
+#[derive(Debug, Clone)]
+pub struct FollowOptions {
+    pub subjects: Vec<String>,
+    pub start: Start,
+    pub include_headers: bool,
+    pub batch_rows: usize,
+    /// After the first message of a batch, how long to wait for more.
+    pub batch_wait: Duration,
+    pub max_bytes: usize,
+    pub heartbeat: Duration,
+    pub resume_timeout: Duration,
+}
+
+/// An open-ended ordered consumer (nats.go's `OrderedConsumer`): every message from
+/// the start, then every new one, exactly once and in order, as batches.
+pub struct OrderedStream {
+    ordered: OrderedPull,
+    builder: BatchBuilder,
+    batch_rows: usize,
+    batch_wait: Duration,
+    max_bytes: usize,
+    carry: Option<Delivered>,
+}
+
+impl OrderedStream {
+    pub async fn open(conn: Connection, stream: &str, options: FollowOptions) -> Result<Self> {
+        if options.batch_rows == 0 {
+            return Err(Error::bad_input("option 'batch_rows' must be at least 1"));
         }
+        let read = ReadOptions {
+            batch_rows: options.batch_rows,
+            max_bytes: options.max_bytes,
+            heartbeat: options.heartbeat,
+            ..ReadOptions::default()
+        };
+        let (ordered, _) = OrderedPull::open(
+            conn,
+            stream,
+            options.subjects,
+            options.start,
+            read.pull_settings(),
+            options.resume_timeout,
+        )
+        .await?;
+        Ok(Self {
+            ordered,
+            builder: BatchBuilder::new(
+                stream,
+                SchemaOptions {
+                    include_headers: options.include_headers,
+                    consumer_columns: false,
+                },
+            ),
+            batch_rows: options.batch_rows,
+            batch_wait: options.batch_wait,
+            max_bytes: options.max_bytes,
+            carry: None,
+        })
+    }
+
+    pub fn schema(&self) -> SchemaRef {
+        self.builder.schema()
+    }
+
+    /// Waits for at least one message, then takes what arrives within `batch_wait`,
+    /// up to `batch_rows` rows and `max_bytes` payload bytes.
+    pub async fn next_batch(&mut self) -> Result<RecordBatch> {
+        let first = match self.carry.take() {
+            Some(carried) => carried,
+            None => loop {
+                if let Some(d) = self.ordered.next(None).await? {
+                    break d;
+                }
+            },
+        };
+        self.builder.append(&first.message, &first.meta);
+        let until = tokio::time::Instant::now() + self.batch_wait;
+        while self.builder.len() < self.batch_rows {
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            let Some(delivered) = self.ordered.next(Some(left)).await? else {
+                break;
+            };
+            let size = delivered.message.payload.len();
+            if self.builder.data_bytes() + size > self.max_bytes {
+                self.carry = Some(delivered);
+                break;
+            }
+            self.builder.append(&delivered.message, &delivered.meta);
+        }
+        Ok(self.builder.finish())
+    }
+
+    pub fn resets(&self) -> u32 {
+        self.ordered.resets
+    }
+
+    pub async fn close(&mut self) {
+        self.ordered.close().await;
     }
 }

@@ -5,10 +5,12 @@ use std::sync::{Arc, Mutex};
 use arrow_array::RecordBatch;
 use jetstream_arrow_core::connection::Connection;
 use jetstream_arrow_core::defaults;
+use jetstream_arrow_core::ordered::Start;
 use jetstream_arrow_core::publish::{
     PublishOptions, PublishOutcome as CoreOutcome, Publisher as CorePublisher,
 };
 use jetstream_arrow_core::publish_input::MessageDefaults;
+use jetstream_arrow_core::read::{FollowOptions, OrderedStream as CoreOrderedStream};
 use jetstream_arrow_core::Error;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
@@ -19,6 +21,7 @@ use pyo3_arrow::{PyRecordBatch, PyRecordBatchReader};
 use crate::consumer::PullConsumer;
 use crate::errors::{GlueError, GlueResult};
 use crate::options::{connect_config, opt_seconds, seconds};
+use crate::ordered::OrderedStream;
 use crate::runtime::{wait, BlockingIter};
 
 /// A live connection. Not picklable, and usable only in the process that made it.
@@ -157,7 +160,8 @@ impl Client {
     #[pyo3(signature = (
         stream, *, start_seq=None, end_seq=None, subjects=None, start_time_ns=None,
         end_time_ns=None, include_headers=false, batch_rows=defaults::READ_BATCH_ROWS,
-        max_bytes=defaults::READ_MAX_BYTES, heartbeat=defaults::HEARTBEAT.as_secs_f64()
+        max_bytes=defaults::READ_MAX_BYTES, heartbeat=defaults::HEARTBEAT.as_secs_f64(),
+        resume_timeout=defaults::RESUME_TIMEOUT.as_secs_f64()
     ))]
     #[allow(clippy::too_many_arguments)]
     fn read(
@@ -173,6 +177,7 @@ impl Client {
         batch_rows: usize,
         max_bytes: usize,
         heartbeat: f64,
+        resume_timeout: f64,
     ) -> GlueResult<PyRecordBatchReader> {
         let options = jetstream_arrow_core::read::ReadOptions {
             start_seq,
@@ -184,8 +189,69 @@ impl Client {
             batch_rows,
             max_bytes,
             heartbeat: seconds(heartbeat, "heartbeat")?,
+            resume_timeout: seconds(resume_timeout, "resume_timeout")?,
         };
         crate::reader::open(py, self.connection()?, stream, options)
+    }
+
+    /// An open-ended ordered consumer: `deliver` is "all", "new", or (with
+    /// `start_seq` / `start_time_ns`) where to start.
+    #[pyo3(signature = (
+        stream, *, subjects=None, start_seq=None, start_time_ns=None, deliver_new=false,
+        include_headers=false, batch_rows=defaults::READ_BATCH_ROWS,
+        batch_wait=defaults::FOLLOW_BATCH_WAIT.as_secs_f64(), max_bytes=defaults::READ_MAX_BYTES,
+        heartbeat=defaults::HEARTBEAT.as_secs_f64(),
+        resume_timeout=defaults::RESUME_TIMEOUT.as_secs_f64()
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn follow(
+        &self,
+        py: Python<'_>,
+        stream: &str,
+        subjects: Option<Vec<String>>,
+        start_seq: Option<u64>,
+        start_time_ns: Option<i64>,
+        deliver_new: bool,
+        include_headers: bool,
+        batch_rows: usize,
+        batch_wait: f64,
+        max_bytes: usize,
+        heartbeat: f64,
+        resume_timeout: f64,
+    ) -> GlueResult<OrderedStream> {
+        let start = match (start_seq, start_time_ns, deliver_new) {
+            (Some(0), _, _) => {
+                return Err(
+                    Error::bad_input("option 'start_seq': stream sequences start at 1").into(),
+                )
+            }
+            (Some(seq), None, false) => Start::Sequence(seq),
+            (None, Some(ns), false) => Start::Time(ns),
+            (None, None, true) => Start::New,
+            (None, None, false) => Start::All,
+            _ => {
+                return Err(Error::bad_input(
+                    "options 'start_seq', 'start_time' and deliver='new' exclude each other",
+                )
+                .into())
+            }
+        };
+        let options = FollowOptions {
+            subjects: subjects.unwrap_or_default(),
+            start,
+            include_headers,
+            batch_rows,
+            batch_wait: seconds(batch_wait, "batch_wait")?,
+            max_bytes,
+            heartbeat: seconds(heartbeat, "heartbeat")?,
+            resume_timeout: seconds(resume_timeout, "resume_timeout")?,
+        };
+        let conn = self.connection()?;
+        let stream = stream.to_string();
+        let inner = wait(py, async move {
+            CoreOrderedStream::open(conn, &stream, options).await
+        })??;
+        Ok(OrderedStream::new(inner))
     }
 
     #[pyo3(signature = (stream, name, *, ack_policy=None))]

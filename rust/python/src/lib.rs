@@ -6,6 +6,7 @@ mod constants;
 mod consumer;
 mod errors;
 mod options;
+mod ordered;
 mod reader;
 mod runtime;
 
@@ -21,5 +22,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<consumer::PullConsumer>()?;
     m.add_class::<consumer::ConsumedBatch>()?;
     m.add_class::<consumer::MessageStream>()?;
+    m.add_class::<ordered::OrderedStream>()?;
     Ok(())
 }

@@ -1,0 +1,282 @@
+//! Ordered consumption: every message of a stream (or of some subjects) exactly once,
+//! in stream order, through failures.
+//!
+//! Mechanism (nats.go's ordered consumer): an ephemeral AckNone pull consumer in
+//! memory, fed by the pull loop. It is recreated at the last delivered stream
+//! sequence + 1 whenever continuity is in doubt: a hole in the consumer sequence
+//! (deliveries lost on the way), missed heartbeats (server gone or restarted), the
+//! consumer deleted, or nobody answering for it (a restarted server forgot it). A
+//! new consumer starts where the old one stopped, so nothing is skipped or repeated.
+//! Recovery is bounded in time: after `resume_timeout` without success the last
+//! error is raised, with its kind.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::api::subjects;
+use crate::api::types::{AckPolicy, ConsumerConfig, ConsumerInfo, CreateConsumer, DeliverPolicy};
+use crate::connection::Connection;
+use crate::error::{Error, ErrorKind, Result};
+use crate::pull::{Delivered, PullLoop, PullSettings};
+
+/// The longest pause between two attempts to recreate the consumer.
+const MAX_RESUME_BACKOFF: Duration = Duration::from_secs(2);
+/// Consumers of ours vanish by themselves this long after their process died.
+const INACTIVE_THRESHOLD: Duration = Duration::from_secs(300);
+
+/// Where an ordered consumer starts the first time.
+#[derive(Debug, Clone)]
+pub enum Start {
+    All,
+    Sequence(u64),
+    /// Nanoseconds since the epoch.
+    Time(i64),
+    /// Only messages stored after the consumer is created.
+    New,
+}
+
+/// An ephemeral, self-healing, in-order consumer of one stream.
+pub struct OrderedPull {
+    conn: Connection,
+    stream: String,
+    subjects: Vec<String>,
+    start: Start,
+    settings: PullSettings,
+    resume_timeout: Duration,
+    consumer: Option<String>,
+    pull: Option<PullLoop>,
+    /// The stream sequence of the last message handed out.
+    last_stream_seq: Option<u64>,
+    /// The consumer sequence of the last delivery of the current consumer: an AckNone
+    /// consumer numbers its deliveries 1, 2, 3, ..., so a hole means lost deliveries.
+    last_consumer_seq: u64,
+    /// Since when recovery has been failing, if it is.
+    failing_since: Option<Instant>,
+    /// How often the consumer was recreated.
+    pub resets: u32,
+    /// Where `Drop` deletes the consumer of an abandoned read.
+    runtime: tokio::runtime::Handle,
+}
+
+/// What a failure means to an ordered consumer: recreate and go on, or give up.
+fn recoverable(err: &Error) -> bool {
+    matches!(
+        err.kind(),
+        ErrorKind::MissedHeartbeats
+            | ErrorKind::ConsumerDeleted
+            | ErrorKind::NotFound
+            | ErrorKind::Timeout
+            | ErrorKind::Connection
+            | ErrorKind::JetStreamNotEnabled
+    )
+}
+
+impl OrderedPull {
+    /// Create the first consumer. Returns the consumer and how many messages it has
+    /// pending (0: nothing to read yet).
+    pub async fn open(
+        conn: Connection,
+        stream: &str,
+        subjects: Vec<String>,
+        start: Start,
+        settings: PullSettings,
+        resume_timeout: Duration,
+    ) -> Result<(Self, u64)> {
+        settings.validate()?;
+        let mut ordered = Self {
+            conn,
+            stream: stream.to_string(),
+            subjects,
+            start,
+            settings,
+            resume_timeout,
+            consumer: None,
+            pull: None,
+            last_stream_seq: None,
+            last_consumer_seq: 0,
+            failing_since: None,
+            resets: 0,
+            runtime: tokio::runtime::Handle::current(),
+        };
+        let pending = ordered.create().await?;
+        Ok((ordered, pending))
+    }
+
+    /// The stream sequence of the last message handed out.
+    pub fn last_stream_seq(&self) -> Option<u64> {
+        self.last_stream_seq
+    }
+
+    fn deliver_policy(&self) -> Result<DeliverPolicy> {
+        if let Some(last) = self.last_stream_seq {
+            return Ok(DeliverPolicy::ByStartSequence {
+                start_sequence: last + 1,
+            });
+        }
+        Ok(match self.start {
+            Start::All => DeliverPolicy::All,
+            Start::New => DeliverPolicy::New,
+            Start::Sequence(seq) => DeliverPolicy::ByStartSequence {
+                start_sequence: seq,
+            },
+            Start::Time(ns) => DeliverPolicy::ByStartTime {
+                start_time: time::OffsetDateTime::from_unix_timestamp_nanos(ns as i128)
+                    .map_err(|e| Error::bad_input(format!("option 'start_time': {e}")))?,
+            },
+        })
+    }
+
+    /// Create a consumer that starts where the last one stopped; returns its pending
+    /// count.
+    async fn create(&mut self) -> Result<u64> {
+        let (filter_subject, filter_subjects) = match self.subjects.as_slice() {
+            [one] => (one.clone(), Vec::new()),
+            many => (String::new(), many.to_vec()),
+        };
+        let config = ConsumerConfig {
+            deliver_policy: self.deliver_policy()?,
+            ack_policy: AckPolicy::None,
+            memory_storage: true,
+            num_replicas: 1,
+            inactive_threshold: INACTIVE_THRESHOLD,
+            filter_subject,
+            filter_subjects,
+            ..Default::default()
+        };
+        let created: ConsumerInfo = self
+            .conn
+            .api_json(
+                &subjects::consumer_create(&self.stream),
+                &CreateConsumer {
+                    stream_name: &self.stream,
+                    config: &config,
+                },
+            )
+            .await
+            .map_err(|e| e.context(format!("reading stream {:?}", self.stream)))?;
+        self.consumer = Some(created.name.clone());
+        self.last_consumer_seq = 0;
+        self.pull = Some(
+            PullLoop::new(
+                self.conn.clone(),
+                &self.stream,
+                &created.name,
+                self.settings.clone(),
+            )
+            .await?,
+        );
+        Ok(created.num_pending)
+    }
+
+    /// Drop the current consumer. Deleting it on the server is best effort and runs
+    /// in the background: during an outage nobody may answer, and recovery must not
+    /// wait for that.
+    fn discard(&mut self) {
+        self.pull = None;
+        if let Some(name) = self.consumer.take() {
+            let conn = self.conn.clone();
+            let subject = subjects::consumer_delete(&self.stream, &name);
+            self.runtime.spawn(async move {
+                let _ = conn.api_request(&subject, bytes::Bytes::new(), None).await;
+            });
+        }
+    }
+
+    /// After `err`, recreate the consumer (after a pause), or give up once recovery
+    /// has failed for `resume_timeout`.
+    async fn recover(&mut self, err: Error) -> Result<()> {
+        if !recoverable(&err) {
+            return Err(err);
+        }
+        let deadline = *self.failing_since.get_or_insert_with(Instant::now) + self.resume_timeout;
+        self.discard();
+        let mut last = err;
+        let mut attempt = 0u32;
+        loop {
+            let pause =
+                (Duration::from_millis(100) * (1 << attempt.min(5))).min(MAX_RESUME_BACKOFF);
+            attempt += 1;
+            if Instant::now() + pause >= deadline {
+                return Err(last.context(format!(
+                    "ordered read of stream {:?} could not resume within {:?} (option \
+                     'resume_timeout')",
+                    self.stream, self.resume_timeout
+                )));
+            }
+            tokio::time::sleep(pause).await;
+            self.resets += 1;
+            // Each attempt gets what is left of the budget, not the request timeout.
+            match tokio::time::timeout_at(deadline, self.create()).await {
+                Ok(Ok(_)) => return Ok(()),
+                Ok(Err(e)) if recoverable(&e) => last = e,
+                Ok(Err(e)) => return Err(e),
+                Err(_) => last = Error::timeout("recreating the consumer took too long"),
+            }
+        }
+    }
+
+    /// The next message in stream order; with `wait`, None when nothing came in that
+    /// time.
+    pub async fn next(&mut self, wait: Option<Duration>) -> Result<Option<Delivered>> {
+        loop {
+            let Some(pull) = self.pull.as_mut() else {
+                let gone = Error::new(ErrorKind::ConsumerDeleted, "the consumer is gone");
+                self.recover(gone).await?;
+                continue;
+            };
+            let delivered = match pull.next(wait).await {
+                Ok(Some(d)) => d,
+                Ok(None) => return Ok(None),
+                Err(e) => {
+                    self.recover(e).await?;
+                    continue;
+                }
+            };
+            let meta = delivered.meta;
+            if meta.consumer_seq != self.last_consumer_seq + 1 {
+                let lost = Error::new(
+                    ErrorKind::ConsumerDeleted,
+                    format!(
+                        "deliveries {}..{} were lost on the way to this client",
+                        self.last_consumer_seq + 1,
+                        meta.consumer_seq - 1
+                    ),
+                );
+                self.recover(lost).await?;
+                continue;
+            }
+            self.last_consumer_seq = meta.consumer_seq;
+            self.last_stream_seq = Some(meta.stream_seq);
+            self.failing_since = None;
+            return Ok(Some(delivered));
+        }
+    }
+
+    /// Stop and delete the consumer (best effort; its inactivity threshold removes it
+    /// otherwise).
+    pub async fn close(&mut self) {
+        self.pull = None;
+        if let Some(name) = self.consumer.take() {
+            let subject = subjects::consumer_delete(&self.stream, &name);
+            let _ = self
+                .conn
+                .api_request(&subject, bytes::Bytes::new(), None)
+                .await;
+        }
+    }
+}
+
+impl Drop for OrderedPull {
+    fn drop(&mut self) {
+        // An abandoned read (closed early, garbage-collected, interrupted) still
+        // removes its consumer; the inactivity threshold is the last resort.
+        if let Some(name) = self.consumer.take() {
+            let conn = self.conn.clone();
+            let subject = subjects::consumer_delete(&self.stream, &name);
+            self.runtime.spawn(async move {
+                let _ = conn.api_request(&subject, bytes::Bytes::new(), None).await;
+            });
+        }
+    }
+}
