@@ -195,10 +195,11 @@ def test_full_read_leaves_no_consumer(client: ja.Client, stream: str) -> None:
 
 def test_read_closed_early_leaves_no_consumer(client: ja.Client, stream: str) -> None:
     client.publish(rows(5_000, stream, headers=False))
-    reader = client.read(stream, batch_rows=100)
-    assert reader.read_next_batch().num_rows == 100
-    assert len(client.consumer_names(stream)) == 1  # the read is under way
-    reader.close()
+    with client.read(stream, batch_rows=100) as reader:
+        assert reader.read_next_batch().num_rows == 100
+        assert len(client.consumer_names(stream)) == 1  # the read is under way
+    # pyarrow's close() keeps the batch source until the reader itself goes.
+    del reader
     wait_no_consumers(client, stream)
 
 

@@ -62,10 +62,9 @@ class _ArrowBatch(Protocol):
     ) -> tuple[object, object]: ...
     def __arrow_c_schema__(self) -> object: ...
 
-class _ArrowStream(Protocol):
-    """A stream of record batches (pa.RecordBatchReader.from_stream takes it)."""
+class _ArrowSchema(Protocol):
+    """A schema exported through the PyCapsule interface (pa.schema takes it)."""
 
-    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object: ...
     def __arrow_c_schema__(self) -> object: ...
 
 @final
@@ -112,7 +111,7 @@ class Client:
         max_bytes: int = ...,
         heartbeat: float = ...,
         resume_timeout: float = ...,
-    ) -> _ArrowStream:
+    ) -> ReadBatches:
         """Open a read (errors of the opening raise here); batches follow in sequence order."""
     def follow(
         self,
@@ -209,3 +208,16 @@ class OrderedStream:
     def __iter__(self) -> OrderedStream: ...
     def __next__(self) -> _ArrowBatch: ...
     def close(self) -> None: ...
+
+@final
+class ReadBatches:
+    """The batches of a read, in sequence order; errors raise the package's classes."""
+
+    def schema(self) -> _ArrowSchema: ...
+    @property
+    def resets(self) -> int:
+        """How often the read recreated its consumer to get past a failure."""
+    def __iter__(self) -> ReadBatches: ...
+    def __next__(self) -> _ArrowBatch: ...
+    def close(self) -> None:
+        """Stop reading and delete the read's consumer."""

@@ -274,7 +274,7 @@ class Client(ManagementMixin):
         to ``end_seq`` inclusive (default: the last sequence when the read starts)
         and ``end_time``, only ``subjects`` if given. Memory is bounded by
         ``batch_rows`` and ``max_bytes`` per pull; the temporary consumer is
-        deleted when the reader ends or is closed.
+        deleted when the reader ends or is dropped.
 
         The read is an ordered consumer: when deliveries are lost, the server restarts,
         the stream's leader changes or the consumer is deleted, it recreates its
@@ -297,9 +297,10 @@ class Client(ManagementMixin):
             heartbeat=heartbeat,
             resume_timeout=resume_timeout,
         )
-        # pyarrow pulls batches with the GIL released; closing (or dropping) the
-        # reader deletes the read's consumer on the server.
-        return pa.RecordBatchReader.from_stream(native)
+        # Each batch is read natively with the GIL released. An error raised by the
+        # native iterator keeps its class through pyarrow (an Arrow C stream would turn
+        # it into text). Dropping the reader deletes the read's consumer on the server.
+        return pa.RecordBatchReader.from_batches(pa.schema(native.schema()), _read_batches(native))
 
     def ordered_consumer(
         self,
@@ -340,6 +341,15 @@ class Client(ManagementMixin):
         that may only use ``CONSUMER.MSG.NEXT`` and ``$JS.ACK`` works). Pass the
         consumer's ``ack_policy`` to let batch acks use one AckAll when it is "all"."""
         return PullConsumer(self._native.pull_consumer(stream, name, ack_policy=ack_policy))
+
+
+def _read_batches(native: _core.ReadBatches) -> Iterator[pa.RecordBatch]:
+    # Closing the pyarrow reader drops this generator, and so closes the native read.
+    try:
+        for batch in native:
+            yield pa.record_batch(batch)
+    finally:
+        native.close()
 
 
 def connect(servers: str | Sequence[str] | None = None, **options: Any) -> Client:

@@ -16,12 +16,13 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use pyo3_arrow::input::AnyRecordBatch;
-use pyo3_arrow::{PyRecordBatch, PyRecordBatchReader};
+use pyo3_arrow::PyRecordBatch;
 
 use crate::consumer::PullConsumer;
 use crate::errors::{GlueError, GlueResult};
 use crate::options::{connect_config, opt_seconds, seconds};
 use crate::ordered::OrderedStream;
+use crate::reader::ReadBatches;
 use crate::runtime::{wait, BlockingIter};
 
 /// A live connection. Not picklable, and usable only in the process that made it.
@@ -178,7 +179,7 @@ impl Client {
         max_bytes: usize,
         heartbeat: f64,
         resume_timeout: f64,
-    ) -> GlueResult<PyRecordBatchReader> {
+    ) -> GlueResult<ReadBatches> {
         let options = jetstream_arrow_core::read::ReadOptions {
             start_seq,
             end_seq,

@@ -15,7 +15,7 @@ use pyo3_arrow::PyRecordBatch;
 
 use crate::errors::GlueResult;
 use crate::options::{opt_seconds, seconds};
-use crate::runtime::wait;
+use crate::runtime::{step, wait};
 
 #[pyclass(module = "jetstream_arrow._core", frozen)]
 pub struct PullConsumer {
@@ -202,23 +202,14 @@ impl MessageStream {
     }
 
     fn __next__(&self, py: Python<'_>) -> GlueResult<ConsumedBatch> {
-        let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(mut stream) = guard.take() else {
-            return Err(PyStopIteration::new_err(()).into());
-        };
-        let (stream, next) = wait(py, async move {
+        let next = step(py, &self.inner, |mut stream| async move {
             let next = stream.next_batch().await;
             (stream, next)
         })?;
-        match next {
-            Ok(batch) => {
-                *guard = Some(stream);
-                Ok(ConsumedBatch {
-                    inner: Arc::new(batch),
-                })
-            }
-            Err(e) => Err(e.into()),
-        }
+        next.map(|batch| ConsumedBatch {
+            inner: Arc::new(batch),
+        })
+        .ok_or_else(|| PyStopIteration::new_err(()).into())
     }
 
     fn close(&self) {

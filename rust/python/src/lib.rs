@@ -23,5 +23,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<consumer::ConsumedBatch>()?;
     m.add_class::<consumer::MessageStream>()?;
     m.add_class::<ordered::OrderedStream>()?;
+    m.add_class::<reader::ReadBatches>()?;
     Ok(())
 }

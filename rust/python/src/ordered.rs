@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3_arrow::PyRecordBatch;
 
 use crate::errors::GlueResult;
-use crate::runtime::wait;
+use crate::runtime::{step, wait};
 
 #[pyclass(module = "jetstream_arrow._core", frozen)]
 pub struct OrderedStream {
@@ -30,18 +30,12 @@ impl OrderedStream {
     }
 
     fn __next__(&self, py: Python<'_>) -> GlueResult<PyRecordBatch> {
-        let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(mut stream) = guard.take() else {
-            return Err(PyStopIteration::new_err(()).into());
-        };
-        // The stream moves into the task and comes back with the batch; after an
-        // interrupt it is gone (its consumer is deleted) and iteration ends.
-        let (stream, next) = wait(py, async move {
+        let next = step(py, &self.inner, |mut stream| async move {
             let next = stream.next_batch().await;
             (stream, next)
         })?;
-        *guard = Some(stream);
-        Ok(PyRecordBatch::new(next?))
+        next.map(PyRecordBatch::new)
+            .ok_or_else(|| PyStopIteration::new_err(()).into())
     }
 
     /// How often the consumer was recreated to get past a failure.

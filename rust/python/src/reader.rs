@@ -1,54 +1,69 @@
-//! `Client.read` hands Python an Arrow C stream (a pyo3-arrow `RecordBatchReader`)
-//! that pyarrow turns into a `pa.RecordBatchReader`. pyarrow pulls each batch with
-//! the GIL released; closing or dropping the reader drops the core reader, which
-//! deletes the read's consumer on the server.
+//! `Client.read` hands Python a native iterator of Arrow batches, which the facade
+//! wraps in `pa.RecordBatchReader.from_batches`. Each batch is read with the GIL
+//! released; an error raised by `__next__` is the package's own exception class, and
+//! pyarrow passes it through unchanged (an Arrow C stream would turn it into text).
+//! Closing or dropping the iterator deletes the read's consumer on the server.
 
-use arrow_array::{RecordBatch, RecordBatchReader};
-use arrow_schema::{ArrowError, SchemaRef};
+use std::sync::Mutex;
+
+use arrow_schema::SchemaRef;
 use jetstream_arrow_core::connection::Connection;
 use jetstream_arrow_core::read::{ReadOptions, StreamReader};
+use pyo3::exceptions::PyStopIteration;
 use pyo3::prelude::*;
-use pyo3_arrow::PyRecordBatchReader;
+use pyo3_arrow::{PyRecordBatch, PySchema};
 
 use crate::errors::GlueResult;
-use crate::runtime::{runtime, wait};
+use crate::runtime::{step, wait};
 
-/// Drives a core reader batch by batch from the thread pyarrow reads on.
-struct BlockingStreamReader {
-    inner: Option<StreamReader>,
+#[pyclass(module = "jetstream_arrow._core", frozen)]
+pub struct ReadBatches {
+    inner: Mutex<Option<StreamReader>>,
     schema: SchemaRef,
 }
 
-impl Iterator for BlockingStreamReader {
-    type Item = Result<RecordBatch, ArrowError>;
+#[pymethods]
+impl ReadBatches {
+    /// The schema of every batch.
+    fn schema(&self) -> PySchema {
+        PySchema::new(self.schema.clone())
+    }
 
-    fn next(&mut self) -> Option<Self::Item> {
-        let mut reader = self.inner.take()?;
-        let rt = runtime();
-        // The read runs on a runtime worker beside the connection's tasks; this
-        // thread only waits for the batch.
-        let task = rt.spawn(async move {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> GlueResult<PyRecordBatch> {
+        let next = step(py, &self.inner, |mut reader| async move {
             let next = reader.next_batch().await;
             (reader, next)
-        });
-        let (reader, next) = match rt.block_on(task) {
-            Ok(done) => done,
-            Err(e) => return Some(Err(ArrowError::ExternalError(Box::new(e)))),
-        };
-        match next {
-            Ok(Some(batch)) => {
-                self.inner = Some(reader);
-                Some(Ok(batch))
+        })?;
+        match next.flatten() {
+            Some(batch) => Ok(PyRecordBatch::new(batch)),
+            None => {
+                self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
+                Err(PyStopIteration::new_err(()).into())
             }
-            Ok(None) => None,
-            Err(e) => Some(Err(ArrowError::ExternalError(Box::new(e)))),
         }
     }
-}
 
-impl RecordBatchReader for BlockingStreamReader {
-    fn schema(&self) -> SchemaRef {
-        self.schema.clone()
+    /// How often the read recreated its consumer to get past a failure.
+    #[getter]
+    fn resets(&self) -> u32 {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map_or(0, |r| r.resets())
+    }
+
+    /// Stop reading and delete the read's consumer.
+    fn close(&self, py: Python<'_>) -> GlueResult<()> {
+        let taken = self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(mut reader) = taken {
+            wait(py, async move { reader.finish().await })?;
+        }
+        Ok(())
     }
 }
 
@@ -59,14 +74,13 @@ pub fn open(
     conn: Connection,
     stream: &str,
     options: ReadOptions,
-) -> GlueResult<PyRecordBatchReader> {
+) -> GlueResult<ReadBatches> {
     let stream = stream.to_string();
     let reader = wait(py, async move {
         StreamReader::open(conn, &stream, options).await
     })??;
-    let schema = reader.schema();
-    Ok(PyRecordBatchReader::new(Box::new(BlockingStreamReader {
-        inner: Some(reader),
-        schema,
-    })))
+    Ok(ReadBatches {
+        schema: reader.schema(),
+        inner: Mutex::new(Some(reader)),
+    })
 }

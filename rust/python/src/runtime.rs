@@ -6,8 +6,11 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use jetstream_arrow_core::Error;
 use pyo3::prelude::*;
 use tokio::runtime::Runtime;
+
+use crate::errors::GlueResult;
 
 static RUNTIME: Mutex<Option<(u32, Arc<Runtime>)>> = Mutex::new(None);
 
@@ -80,4 +83,23 @@ impl<I: Iterator> Iterator for BlockingIter<I> {
     fn next(&mut self) -> Option<I::Item> {
         tokio::task::block_in_place(|| self.0.next())
     }
+}
+
+/// One step of a stateful native iterator: take the state out of `slot`, run `step` on
+/// the runtime with the GIL released, and put the state back. None when the slot is
+/// empty (closed, or lost to an interrupt, after which iteration ends).
+pub fn step<S, T, F, Fut>(py: Python<'_>, slot: &Mutex<Option<S>>, step: F) -> GlueResult<Option<T>>
+where
+    S: Send + 'static,
+    T: Send + 'static,
+    F: FnOnce(S) -> Fut,
+    Fut: Future<Output = (S, Result<T, Error>)> + Send + 'static,
+{
+    let mut guard = slot.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(state) = guard.take() else {
+        return Ok(None);
+    };
+    let (state, result) = wait(py, step(state))?;
+    *guard = Some(state);
+    Ok(Some(result?))
 }
