@@ -29,20 +29,27 @@ _GO_ZERO_TIME_PREFIX = "0001-01-01T00:00:00"
 TIME_HELP = "an aware datetime, ISO-8601 text such as '2026-01-31T12:00:00Z', or epoch seconds"
 
 
-def to_datetime(value: Any, option: str) -> datetime:
+#: The last time int64 nanoseconds since the epoch can hold (in 2262). A read bound
+#: after it is still meaningful: no message is stored that late.
+LAST_NS_TIME = EPOCH + timedelta(microseconds=(2**63 - 1) // 1000)
+
+
+def to_datetime(value: Any, option: str, *, beyond_ns_range: bool = False) -> datetime:
     """An aware UTC datetime from a datetime, ISO-8601 text or epoch seconds.
 
     A time without a zone is refused (naming ``option``): guessing local time or UTC
-    would silently move a read window by hours.
+    would silently move a read window by hours. Times outside what int64 nanoseconds
+    hold (1678-2262) are refused unless ``beyond_ns_range``, for bounds that are only
+    compared, never sent as nanoseconds.
     """
     if isinstance(value, datetime):
         parsed = value
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        parsed = _from_epoch_seconds(value, option)
+        parsed = _from_epoch_seconds(value, option, beyond_ns_range)
     elif isinstance(value, str):
         text = value.strip()
         try:
-            parsed = _from_epoch_seconds(float(text), option)
+            parsed = _from_epoch_seconds(float(text), option, beyond_ns_range)
         except ValueError:
             try:
                 parsed = datetime.fromisoformat(re.sub(r"[zZ]$", "+00:00", text))
@@ -56,15 +63,19 @@ def to_datetime(value: Any, option: str) -> datetime:
             "(e.g. 'Z' or tzinfo=timezone.utc for UTC)"
         )
     parsed = parsed.astimezone(timezone.utc)
-    if not -_NS_LIMIT < (parsed - EPOCH) // timedelta(microseconds=1) * 1000 < _NS_LIMIT:
+    in_range = -_NS_LIMIT < (parsed - EPOCH) // timedelta(microseconds=1) * 1000 < _NS_LIMIT
+    if not (in_range or beyond_ns_range):
         raise BadInputError(f"option {option!r}: {value!r} is out of range (years 1678-2262)")
     return parsed
 
 
-def _from_epoch_seconds(value: float, option: str) -> datetime:
-    if not -_NS_LIMIT < value * _NS_PER_SECOND < _NS_LIMIT:
+def _from_epoch_seconds(value: float, option: str, beyond_ns_range: bool = False) -> datetime:
+    if not (beyond_ns_range or -_NS_LIMIT < value * _NS_PER_SECOND < _NS_LIMIT):
         raise BadInputError(f"option {option!r}: {value!r} is out of range (years 1678-2262)")
-    return EPOCH + timedelta(seconds=value)
+    try:
+        return EPOCH + timedelta(seconds=value)
+    except OverflowError:
+        raise BadInputError(f"option {option!r}: {value!r} is out of range") from None
 
 
 def to_epoch_ns(value: Any, option: str) -> int | None:

@@ -168,6 +168,10 @@ class Client(ManagementMixin):
         """Flush and close the connection. Safe to call twice."""
         self._native.close()
 
+    def is_closed(self) -> bool:
+        """Whether :meth:`close` was called (a lost connection reconnects by itself)."""
+        return self._native.is_closed()
+
     def __enter__(self) -> Client:
         return self
 

@@ -24,11 +24,6 @@ _pid = os.getpid()
 _clients: dict[tuple[Any, ...], Client] = {}
 
 
-def _is_closed(client: Client) -> bool:
-    is_closed = getattr(client._native, "is_closed", None)
-    return bool(is_closed()) if is_closed is not None else False
-
-
 def get_client(options: ConnectOptions) -> Client:
     """The cached client for these options in this process, connecting on first use."""
     global _pid
@@ -39,7 +34,7 @@ def get_client(options: ConnectOptions) -> Client:
             _clients.clear()
             _pid = os.getpid()
         client = _clients.get(key)
-        if client is not None and not _is_closed(client):
+        if client is not None and not client.is_closed():
             return client
         client = connect(options=options)
         _clients[key] = client

@@ -14,11 +14,11 @@ import math
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from typing import Any
 
 from .._core import validate_name
-from .._time import EPOCH, to_datetime
+from .._time import to_datetime
 from ..exceptions import BadInputError
 from ..options import ConnectOptions
 from .option_specs import CONNECT_SPECS, READ_SPECS, WRITE_SPECS, OptionSpec, spec_defaults
@@ -80,41 +80,10 @@ def _parse_number(spec: OptionSpec, value: Any) -> int | float:
     return number
 
 
-#: The last time the engine can represent (int64 nanoseconds since the epoch, in 2262).
-#: A read bound after it is still meaningful: no message is stored that late.
-LAST_ENGINE_TIME = EPOCH + timedelta(microseconds=(2**63 - 1) // 1000)
-
-
 def _parse_time(spec: OptionSpec, value: Any) -> datetime:
-    try:
-        return to_datetime(value, _name(spec))
-    except BadInputError:
-        later = _after_engine_range(value)
-        if later is None:
-            raise
-        return later
-
-
-def _after_engine_range(value: Any) -> datetime | None:
-    """``value`` as an aware UTC datetime when it is one after :data:`LAST_ENGINE_TIME`,
-    which ``to_datetime`` refuses; None for anything else.
-
-    A read that starts after the engine's last time reads nothing, and one that ends
-    after it has no end (see ``first_seq_at``), so such a bound is accepted here."""
-    parsed: Any = value
-    try:
-        if isinstance(value, str):
-            try:
-                parsed = datetime.fromtimestamp(float(value), tz=timezone.utc)
-            except ValueError:
-                parsed = datetime.fromisoformat(value.strip().upper().replace("Z", "+00:00"))
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            parsed = datetime.fromtimestamp(value, tz=timezone.utc)
-    except (ValueError, OverflowError, OSError):
-        return None
-    if isinstance(parsed, datetime) and parsed.tzinfo is not None and parsed > LAST_ENGINE_TIME:
-        return parsed.astimezone(timezone.utc)
-    return None
+    # A bound after 2262 is accepted: a read starting then reads nothing, one ending
+    # then has no end (see ``first_seq_at``).
+    return to_datetime(value, _name(spec), beyond_ns_range=True)
 
 
 def _parse_subjects(spec: OptionSpec, value: Any) -> tuple[str, ...]:

@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.types import StructType
 
+from .._time import LAST_NS_TIME
 from ..client import Client
 from ..exceptions import (
     BadInputError,
@@ -25,7 +26,7 @@ from ..exceptions import (
     OperationTimeoutError,
 )
 from .columns import conform, message_schema
-from .options import LAST_ENGINE_TIME, ReadOptions
+from .options import ReadOptions
 
 log = logging.getLogger("jetstream_arrow.spark")
 
@@ -78,7 +79,7 @@ def first_available(state: Any) -> int:
 
 def first_seq_at(client: Client, stream: str, when: datetime) -> int | None:
     """The sequence of the first message stored at or after ``when``, or None."""
-    if when >= LAST_ENGINE_TIME:
+    if when >= LAST_NS_TIME:
         # No message is stored that late, and the engine cannot be asked.
         return None
     reader = client.read(stream, start_time=when, batch_rows=1)
