@@ -148,3 +148,11 @@ def test_server_without_jetstream(nats_server_factory: Callable[..., NatsServer]
         assert result.failed == 1
         assert "503" in result.acks.column("error")[0].as_py()
         assert time.monotonic() - t0 < 8
+
+
+def test_the_native_core_reads_exactly_the_fields_of_connect_options() -> None:
+    import dataclasses
+
+    from jetstream_arrow import _core
+
+    assert [f.name for f in dataclasses.fields(ja.ConnectOptions)] == list(_core.CONNECT_FIELDS)

@@ -1,11 +1,13 @@
 //! jetstream-arrow core: NATS JetStream in and out of Apache Arrow.
 //!
 //! Pure Rust, no Python: the `jetstream-arrow-python` crate wraps it. Modules by
-//! concept: [`connection`] (connect options), [`api`] (JetStream API requests),
-//! [`schema`] (the one message schema), [`publish_input`] and [`publish`] (rows to
-//! messages through the ack window), [`pull`] (the pull loop), [`read`] (ordered
-//! replay of a range), [`consumer`] (durable pull consumers and acks),
-//! [`batch_builder`] and [`metadata`] (messages to Arrow columns).
+//! concept: [`defaults`] (every default), [`connection`] (connect options), [`api`]
+//! (the JetStream vocabulary and API requests), [`schema`] (the one message schema),
+//! [`publish_input`] and [`publish`] (rows to messages through the ack window),
+//! [`pull`] (the pull loop), [`ordered`] (the self-healing ordered consumer), [`read`]
+//! (range reads and open-ended ordered streams), [`consumer`] (durable pull consumers
+//! and acks), [`batch_builder`] and [`metadata`] (messages to Arrow columns). See
+//! docs/ARCHITECTURE.md.
 
 pub mod api;
 pub mod batch_builder;
