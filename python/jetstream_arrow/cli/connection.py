@@ -1,19 +1,24 @@
 """Connection flags shared by every command, and connecting with errors a person can act on.
 
 Precedence: a flag, then its environment variable (the ones the ``nats`` CLI reads),
-then the NATS CLI context given by ``--context``/``$NATS_CONTEXT``, then the default
-``nats://127.0.0.1:4222``.
+then the NATS CLI context given by ``--context``/``$NATS_CONTEXT``, then the package's
+default servers.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .._core import DEFAULT_CONNECT_TIMEOUT, DEFAULT_SERVERS
 from ..options import ConnectOptions
 from .errors import CliError, UsageError
+
+if TYPE_CHECKING:
+    from ..client import Client
 
 # flag dest -> (ConnectOptions field, environment variable)
 _FLAGS: dict[str, tuple[str, str | None]] = {
@@ -40,7 +45,7 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
         "-s",
         "--servers",
         metavar="URL",
-        help="NATS server URL(s), comma-separated ($NATS_URL; default nats://127.0.0.1:4222)",
+        help=f"NATS server URL(s), comma-separated ($NATS_URL; default {DEFAULT_SERVERS})",
     )
     g.add_argument(
         "--context",
@@ -91,10 +96,25 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--connect-timeout",
         type=float,
-        default=None,
+        default=DEFAULT_CONNECT_TIMEOUT,
         metavar="SECONDS",
-        help="how long to try to connect (default 5)",
+        help="how long to try to connect (default %(default)g)",
     )
+
+
+def client_factory(args: argparse.Namespace) -> Callable[[], Client]:
+    """A function that connects as the flags describe.
+
+    The options are worked out now, so a wrong flag is reported before any work starts.
+    """
+    from .. import connect
+
+    options = connect_options(args)
+
+    def factory() -> Client:
+        return connect(options=options)
+
+    return factory
 
 
 def connect_options(args: argparse.Namespace) -> ConnectOptions:

@@ -13,6 +13,7 @@ import os
 import secrets
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 import warnings
@@ -24,8 +25,9 @@ from typing import Any, TypeVar
 from ..embedded_server import EmbeddedServer
 from ..exceptions import NotFoundError
 from ..options import ConnectOptions
+from .connection import add_connection_args, client_factory
 from .errors import CliError
-from .progress import human_count, human_duration, human_rate
+from .progress import add_output_args, human_count, human_duration, human_rate
 
 _T = TypeVar("_T")
 _SUBJECTS = 8
@@ -39,6 +41,48 @@ appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 """
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = commands.add_parser(
+        "demo",
+        help="write and read 1M rows through Spark, check them, report rows/s",
+        usage="%(prog)s [--rows N] [options]",
+        description=textwrap.dedent(
+            """\
+            The main job, end to end: start nats-server with JetStream on a free port
+            (unless --servers, --context or $NATS_URL names one), generate --rows rows in
+            Spark, write them with df.write.format("jetstream"), read them back with
+            spark.read.format("jetstream"), check count and content, print rows/s for
+            each step, and stop what was started."""
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.set_defaults(handler=run)
+    p.add_argument(
+        "--rows", type=int, default=1_000_000, help="rows to generate (default %(default)s)"
+    )
+    p.add_argument("--stream", help="stream to create (default DEMO; with --servers a unique name)")
+    p.add_argument("--master", default="local[2]", help="Spark master (default %(default)s)")
+    p.add_argument(
+        "--partitions",
+        type=int,
+        help="Spark partitions of the data set (default: cores, at least 2)",
+    )
+    p.add_argument(
+        "--step-timeout",
+        type=float,
+        default=900.0,
+        metavar="SECONDS",
+        help="give up on a Spark step (write, read, check) after this long (default %(default)g)",
+    )
+    p.add_argument(
+        "--keep-stream",
+        action="store_true",
+        help="with --servers, keep the demo stream (default: delete it)",
+    )
+    add_connection_args(p)
+    add_output_args(p)
 
 
 def _say(message: str) -> None:
@@ -127,9 +171,10 @@ def _fingerprint(df: Any) -> dict[str, Any]:
     return fingerprint
 
 
-def run(args: argparse.Namespace, client_factory: Any) -> int:
+def run(args: argparse.Namespace) -> int:
     from .. import connect
 
+    connect_as_given = client_factory(args)
     if args.rows < 1:
         raise CliError("--rows must be at least 1")
     partitions = args.partitions or max(2, os.cpu_count() or 2)
@@ -143,7 +188,7 @@ def run(args: argparse.Namespace, client_factory: Any) -> int:
             stream = args.stream or "DEMO"
             options = {"servers": url}
         else:
-            client = stack.enter_context(client_factory())
+            client = stack.enter_context(connect_as_given())
             stream = args.stream or f"JETSTREAM_ARROW_DEMO_{secrets.token_hex(4).upper()}"
             opts = client.options
             options = _spark_connect_options(opts)

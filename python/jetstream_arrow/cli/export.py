@@ -17,46 +17,140 @@ import pyarrow.csv as pacsv
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from ..exceptions import NotFoundError
+from .._core import DEFAULT_READ_BATCH_ROWS
+from .._time import EPOCH, to_datetime
+from ..exceptions import BadInputError, NotFoundError
+from .connection import add_connection_args, client_factory
 from .errors import CliError, UsageError
 from .json_rows import json_literals, json_rows, lines_buffer, parse_json_rows
-from .progress import Progress, human_count, human_duration, human_rate
-from .sources import guess_format
+from .progress import Progress, add_output_args, human_count, human_duration, human_rate
+from .sources import FORMATS, guess_format
 
 DATA_AS = ("binary", "text", "base64", "json")
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$")
+# A zone at the end of an ISO-8601 time of day: Z, +HH, +HHMM or +HH:MM (or -).
+_ZONE = re.compile(r"(?:[zZ]|[+-]\d\d(?::?\d\d(?::?\d\d(?:\.\d+)?)?)?)$")
+_NUMBER = re.compile(r"^[+-]?\d+(?:\.\d+)?$")
+
+_EPILOG = """\
+columns:
+  stream, subject, seq, timestamp, data, and headers with --include-headers.
+  --data-as decides how data is written: binary (parquet/arrow default), text (UTF-8;
+  csv/jsonl default), base64, or json (each message is a JSON object; its fields become
+  columns, fixed by the first batch). CSV holds headers as JSON text.
+
+The file is written under a temporary name and renamed when complete, so a failed
+export leaves no partial file. Memory is bounded by --batch-rows.
+"""
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = commands.add_parser(
+        "export",
+        help="write a stream's messages to a Parquet, CSV, JSON-lines or Arrow file",
+        usage="%(prog)s STREAM -o FILE [options]",
+        description="Write the messages of STREAM, in sequence order, to a file.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.set_defaults(handler=run)
+    p.add_argument("stream", metavar="STREAM")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="FILE",
+        help="output file ('-' for standard output, with --format)",
+    )
+    p.add_argument("--format", choices=FORMATS, help="output format (default: from the extension)")
+    p.add_argument(
+        "--start-seq", type=int, metavar="N", help="first stream sequence (default: the first)"
+    )
+    p.add_argument(
+        "--end-seq",
+        type=int,
+        metavar="N",
+        help="last stream sequence, inclusive (default: the last when the export starts)",
+    )
+    p.add_argument(
+        "--since",
+        metavar="TIME",
+        help="messages stored at or after TIME: ISO-8601, or a duration ago (15m, 2h, 1d)",
+    )
+    p.add_argument(
+        "--until", metavar="TIME", help="messages stored before TIME (same forms as --since)"
+    )
+    p.add_argument(
+        "--subjects",
+        action="append",
+        metavar="FILTER",
+        help="only these subjects (wildcards allowed; comma-separated or repeated)",
+    )
+    p.add_argument("--include-headers", action="store_true", help="add a headers column")
+    p.add_argument(
+        "--data-as",
+        choices=DATA_AS,
+        help="how to write the data column (see below)",
+    )
+    p.add_argument(
+        "--columns",
+        action="append",
+        metavar="C,...",
+        help="write only these columns, in this order",
+    )
+    p.add_argument(
+        "--compression",
+        metavar="CODEC",
+        help="parquet: zstd (default), snappy, gzip, none; arrow: zstd or lz4",
+    )
+    p.add_argument(
+        "--batch-rows",
+        type=int,
+        default=DEFAULT_READ_BATCH_ROWS,
+        metavar="N",
+        help="rows per read batch (default %(default)s)",
+    )
+    add_connection_args(p)
+    add_output_args(p)
 
 
 def parse_time(value: str, flag: str) -> datetime:
-    """An ISO-8601 time, or a duration (``90s``, ``15m``, ``2h``, ``1d12h``) ago."""
-    match = _DURATION.match(value.strip())
-    if match and value.strip() and any(match.groups()):
-        d, h, m, s = match.groups()
-        ago = timedelta(
-            days=int(d or 0), hours=int(h or 0), minutes=int(m or 0), seconds=float(s or 0)
-        )
-        return _in_range(datetime.now(timezone.utc) - ago, value, flag)
+    """An ISO-8601 time (UTC when it names no zone), or a duration (``90s``, ``15m``,
+    ``2h``, ``1d12h``) ago."""
+    text = value.strip()
+    wrong = UsageError(
+        f"{flag} {value!r}: give an ISO-8601 time (2026-01-31T12:00:00Z) between 1970 "
+        "and 2262, or a duration ago (90s, 15m, 2h, 1d)"
+    )
+    match = _DURATION.match(text)
     try:
-        when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise UsageError(
-            f"{flag} {value!r}: give an ISO-8601 time (2026-01-31T12:00:00Z) or a "
-            "duration ago (90s, 15m, 2h, 1d)"
-        ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return _in_range(when, value, flag)
-
-
-# Times travel as int64 nanoseconds since the epoch.
-_EARLIEST = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_LATEST = datetime(2262, 4, 11, tzinfo=timezone.utc)
-
-
-def _in_range(when: datetime, value: str, flag: str) -> datetime:
-    if not _EARLIEST <= when < _LATEST:
-        raise UsageError(f"{flag} {value!r}: give a time between 1970 and 2262")
+        if text and match and any(match.groups()):
+            d, h, m, s = match.groups()
+            ago = timedelta(
+                days=int(d or 0), hours=int(h or 0), minutes=int(m or 0), seconds=float(s or 0)
+            )
+            when = datetime.now(timezone.utc) - ago
+        else:
+            when = to_datetime(_utc_unless_zoned(text), flag)
+    except (BadInputError, OverflowError):
+        raise wrong from None
+    # Times travel as int64 nanoseconds since the epoch; none is stored before it.
+    if when < EPOCH:
+        raise wrong
     return when
+
+
+def _utc_unless_zoned(text: str) -> str:
+    """The CLI reads an ISO-8601 time without a zone as UTC; the package's time parser
+    wants the zone spelled out."""
+    if _NUMBER.match(text):
+        return text  # epoch seconds
+    date_and_clock = re.split(r"[Tt ]", text, maxsplit=1)
+    if len(date_and_clock) == 1:
+        return f"{text}T00:00:00+00:00"
+    if _ZONE.search(date_and_clock[1]):
+        return text
+    return f"{text}+00:00"
 
 
 class _JsonlWriter:
@@ -172,7 +266,8 @@ def _shape(
     return table
 
 
-def run(args: argparse.Namespace, client_factory: Any) -> int:
+def run(args: argparse.Namespace) -> int:
+    connect = client_factory(args)
     fmt = args.format or (None if args.output == "-" else guess_format(args.output, None))
     if fmt is None:
         raise UsageError("-o - (standard output) needs --format")
@@ -184,7 +279,7 @@ def run(args: argparse.Namespace, client_factory: Any) -> int:
     subjects = [s for item in (args.subjects or []) for s in item.split(",") if s] or None
     columns = [c for item in (args.columns or []) for c in item.split(",") if c] or None
 
-    with client_factory() as client:
+    with connect() as client:
         try:
             info = client.stream_info(args.stream)
         except NotFoundError:

@@ -12,13 +12,131 @@ from typing import Any
 
 import pyarrow as pa
 
+from .._core import DEFAULT_ACK_TIMEOUT, DEFAULT_WINDOW
 from .._read_ahead import ReadAhead
 from ..exceptions import BadInputError, NotFoundError
+from .connection import add_connection_args, client_factory
 from .errors import CliError, UsageError
 from .messages import MessageBuilder
-from .progress import Progress, human_count, human_duration, human_rate
-from .sources import InputFile, file_identity, guess_format
+from .progress import Progress, add_output_args, human_count, human_duration, human_rate
+from .sources import FORMATS, InputFile, file_identity, guess_format
 from .streams import check_subject_in_stream, describe_duplicate_window
+
+# Rows read, converted and handed to the publisher at a time (the CLI's own choice:
+# large enough to amortise each call, small enough that three fit in memory).
+BATCH_ROWS = 32768
+
+_EPILOG = """\
+message contents:
+  subject  --subject SUBJ for every row, or --subject-column C per row
+  data     --data-column C as is (binary or text; other types as their text), or, without
+           it, each row as one JSON object of all its columns except the headers and
+           msg-id columns (built with Arrow kernels, about 0.5 M rows/s a core)
+  headers  --headers-column C: a map, a struct, or text holding a JSON object per row
+  msg id   --msg-id-column C, else "ja-<file id>-<row number>"
+
+re-runs store each row once:
+  Without --msg-id-column every message gets the id ja-<file id>-<row number>, so
+  running the same load again (after a crash, Ctrl-C or a failure) publishes the same
+  ids and the server drops the rows it already has. The file id is --file-id:
+    content  SHA-256 of the file's size and bytes (default; reads the file once more
+             first, at disk speed; a moved or re-downloaded copy keeps its id)
+    quick    SHA-256 of the absolute path, size and modification time (no extra read)
+  The server deduplicates within the stream's duplicate window (default 2 minutes):
+  re-run within it, or create the stream with a longer --duplicate-window.
+
+memory:
+  Files are read a batch at a time (parquet: by row group pages; csv/jsonl: 8 MiB
+  blocks; arrow: memory-mapped batches); at most three batches are in memory, and
+  --window messages are in flight.
+"""
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = commands.add_parser(
+        "load",
+        help="publish the rows of Parquet, CSV, JSON-lines or Arrow files",
+        usage="%(prog)s FILE... --stream S (--subject SUBJ | --subject-column C) [options]",
+        description="Publish every row of FILES as one message into a JetStream stream.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.set_defaults(handler=run)
+    p.add_argument("files", nargs="+", metavar="FILE", help="input files (read in order)")
+    p.add_argument("--stream", required=True, metavar="S", help="the stream to load into")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--subject", metavar="SUBJ", help="publish every row to this subject")
+    which.add_argument("--subject-column", metavar="C", help="column holding each row's subject")
+    p.add_argument("--format", choices=FORMATS, help="input format (default: from the extension)")
+    p.add_argument(
+        "--data-column", metavar="C", help="column holding the payload (default: the row as JSON)"
+    )
+    p.add_argument("--headers-column", metavar="C", help="column holding message headers")
+    p.add_argument("--msg-id-column", metavar="C", help="column holding each message's Nats-Msg-Id")
+    p.add_argument(
+        "--file-id",
+        choices=("content", "quick"),
+        default="content",
+        help="how a file's identity in message ids is computed (see below)",
+    )
+    p.add_argument(
+        "--msg-id-prefix",
+        metavar="P",
+        help="message ids are P<row number> instead of ja-<file id>-<row number>",
+    )
+    p.add_argument(
+        "--create-stream", action="store_true", help="create the stream if it does not exist"
+    )
+    p.add_argument(
+        "--stream-subjects",
+        action="append",
+        metavar="SUBJ",
+        help="subjects of a stream made by --create-stream (repeatable; default: --subject)",
+    )
+    p.add_argument(
+        "--storage",
+        choices=("file", "memory"),
+        default="file",
+        help="storage of a stream made by --create-stream (default %(default)s)",
+    )
+    p.add_argument(
+        "--duplicate-window",
+        type=float,
+        metavar="SECONDS",
+        help="duplicate window of a stream made by --create-stream (server default 120)",
+    )
+    p.add_argument(
+        "--delimiter", default=",", metavar="CHAR", help="CSV field delimiter (default %(default)s)"
+    )
+    p.add_argument(
+        "--batch-rows",
+        type=int,
+        default=BATCH_ROWS,
+        metavar="N",
+        help="rows per published batch (default %(default)s)",
+    )
+    p.add_argument(
+        "--window",
+        type=int,
+        default=DEFAULT_WINDOW,
+        metavar="N",
+        help="messages in flight awaiting their ack (default %(default)s)",
+    )
+    p.add_argument(
+        "--ack-timeout",
+        type=float,
+        default=DEFAULT_ACK_TIMEOUT,
+        metavar="SECONDS",
+        help="how long to wait for each ack before retrying it (default %(default)g)",
+    )
+    p.add_argument(
+        "--max-rate",
+        type=float,
+        metavar="ROWS_PER_S",
+        help="publish at most this many rows a second",
+    )
+    add_connection_args(p)
+    add_output_args(p)
 
 
 @dataclass
@@ -40,7 +158,8 @@ def _converted(
         yield messages, batch.num_rows, nbytes, fraction
 
 
-def run(args: argparse.Namespace, client_factory: Any) -> int:
+def run(args: argparse.Namespace) -> int:
+    connect = client_factory(args)
     if args.batch_rows < 1:
         raise UsageError("--batch-rows must be at least 1")
     if args.window < 1:
@@ -74,7 +193,7 @@ def run(args: argparse.Namespace, client_factory: Any) -> int:
         # small batches keep a throttled load smooth
         batch_rows = max(1, min(batch_rows, int(args.max_rate // 10) or 1))
 
-    with client_factory() as client:
+    with connect() as client:
         info = _ensure_stream(client, args)
         if args.subject is not None:
             check_subject_in_stream(args.subject, info)

