@@ -5,7 +5,7 @@ from __future__ import annotations
 from . import exceptions
 from ._core import __version__
 from .client import Client, Publisher, PublishResult, connect
-from .consumers import ConsumedBatch, OrderedConsumer, PullConsumer
+from .consumers import ConsumedBatch, OrderedConsumer, PullConsumer, PushConsumer, PushMessages
 from .options import ConnectOptions
 
 __all__ = [
@@ -16,6 +16,8 @@ __all__ = [
     "PublishResult",
     "Publisher",
     "PullConsumer",
+    "PushConsumer",
+    "PushMessages",
     "__version__",
     "connect",
     "exceptions",

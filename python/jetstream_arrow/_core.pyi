@@ -133,6 +133,15 @@ class Client:
         self, stream: str, name: str, *, ack_policy: str | None = None
     ) -> PullConsumer:
         """Bind to an existing durable pull consumer without any info lookup."""
+    def push_consumer(
+        self,
+        stream: str,
+        name: str,
+        *,
+        deliver_subject: str | None = None,
+        ack_policy: str | None = None,
+    ) -> PushConsumer:
+        """Bind to a durable push consumer (info lookup unless deliver_subject is given)."""
     def flush(self, timeout: float | None = None) -> None: ...
     def close(self) -> None: ...
     def is_closed(self) -> bool: ...
@@ -221,3 +230,29 @@ class ReadBatches:
     def __next__(self) -> _ArrowBatch: ...
     def close(self) -> None:
         """Stop reading and delete the read's consumer."""
+
+@final
+class PushConsumer:
+    @property
+    def stream(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def deliver_subject(self) -> str: ...
+    def messages(
+        self,
+        *,
+        batch_rows: int = ...,
+        batch_wait: float = ...,
+        include_headers: bool = False,
+        heartbeat: float | None = None,
+    ) -> PushStream: ...
+
+@final
+class PushStream:
+    @property
+    def flow_control_answers(self) -> int:
+        """Flow-control answers sent so far."""
+    def __iter__(self) -> PushStream: ...
+    def __next__(self) -> ConsumedBatch: ...
+    def close(self) -> None: ...

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from . import _core
 from ._time import to_epoch_ns
-from .consumers import OrderedConsumer, PullConsumer
+from .consumers import OrderedConsumer, PullConsumer, PushConsumer
 from .exceptions import BadInputError, JetStreamArrowError, PublishError
 from .management import ManagementMixin
 from .options import ConnectOptions
@@ -338,6 +338,23 @@ class Client(ManagementMixin):
         )
 
     # -- consumers -----------------------------------------------------------------
+    def push_consumer(
+        self,
+        stream: str,
+        name: str,
+        *,
+        deliver_subject: str | None = None,
+        ack_policy: Literal["none", "all", "explicit", "flow_control"] | None = None,
+    ) -> PushConsumer:
+        """Bind to a durable push consumer. Without ``deliver_subject`` its info is
+        looked up (deliver subject, queue group, ack policy, heartbeat); with it,
+        nothing is (pass ``ack_policy`` then, and ``heartbeat`` to ``messages()``)."""
+        return PushConsumer(
+            self._native.push_consumer(
+                stream, name, deliver_subject=deliver_subject, ack_policy=ack_policy
+            )
+        )
+
     def pull_consumer(
         self, stream: str, name: str, ack_policy: Literal["none", "all", "explicit"] | None = None
     ) -> PullConsumer:

@@ -129,6 +129,79 @@ class PullConsumer:
             stream.close()
 
 
+class PushConsumer:
+    """A durable push consumer (see ``Client.push_consumer``)."""
+
+    def __init__(self, native: _core.PushConsumer) -> None:
+        self._native = native
+
+    @property
+    def stream(self) -> str:
+        return self._native.stream
+
+    @property
+    def name(self) -> str:
+        return self._native.name
+
+    @property
+    def deliver_subject(self) -> str:
+        return self._native.deliver_subject
+
+    def messages(
+        self,
+        *,
+        batch_rows: int = _core.DEFAULT_CONSUME_BATCH_ROWS,
+        batch_wait: float = _core.DEFAULT_CONSUME_BATCH_WAIT,
+        include_headers: bool = False,
+        heartbeat: float | None = None,
+    ) -> PushMessages:
+        """Continuous consumption from the deliver subject, as ``ConsumedBatch``es.
+
+        Each batch waits for one message, then takes what arrives within
+        ``batch_wait`` seconds, up to ``batch_rows``. Two missed idle heartbeats raise
+        ``MissedHeartbeatsError`` (``heartbeat``: the consumer's, when it was bound
+        without an info lookup); a deleted consumer raises ``ConsumerDeletedError``.
+        With ``ack_policy="flow_control"``, ``batch.ack()`` releases the batch and the
+        next flow-control answer acknowledges everything released, one ack message
+        per window; the subscription starts here, before the first ``next()``.
+        """
+        return PushMessages(
+            self._native.messages(
+                batch_rows=batch_rows,
+                batch_wait=batch_wait,
+                include_headers=include_headers,
+                heartbeat=heartbeat,
+            )
+        )
+
+
+class PushMessages:
+    """The batches of a push consumer, without end; ``close()`` unsubscribes."""
+
+    def __init__(self, native: _core.PushStream) -> None:
+        self._native = native
+
+    def __iter__(self) -> PushMessages:
+        return self
+
+    def __next__(self) -> ConsumedBatch:
+        return ConsumedBatch(next(self._native))
+
+    @property
+    def flow_control_answers(self) -> int:
+        """Flow-control answers sent (with flow-control acking: the ack messages)."""
+        return self._native.flow_control_answers
+
+    def close(self) -> None:
+        self._native.close()
+
+    def __enter__(self) -> PushMessages:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class OrderedConsumer:
     """An open-ended ordered consumer (see ``Client.ordered_consumer``). Nothing to
     acknowledge: it keeps no state on the server beyond an ephemeral consumer."""

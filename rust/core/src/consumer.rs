@@ -3,6 +3,7 @@
 //! batches, acknowledged per batch or per row.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use arrow_array::RecordBatch;
@@ -15,6 +16,7 @@ use crate::api::validate_name;
 use crate::batch_builder::BatchBuilder;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
+use crate::flow_control::FlowControl;
 use crate::pull::{fetch_once, Delivered, FetchRequest, PullLoop, PullSettings};
 use crate::schema::SchemaOptions;
 
@@ -24,6 +26,8 @@ pub enum AckPolicy {
     None,
     All,
     Explicit,
+    /// Acknowledged through flow-control answers (push consumers only).
+    FlowControl,
 }
 
 impl AckPolicy {
@@ -32,8 +36,10 @@ impl AckPolicy {
             "none" => Ok(Self::None),
             "all" => Ok(Self::All),
             "explicit" => Ok(Self::Explicit),
+            "flow_control" => Ok(Self::FlowControl),
             other => Err(Error::bad_input(format!(
-                "option 'ack_policy' must be 'none', 'all' or 'explicit', got {other:?}"
+                "option 'ack_policy' must be 'none', 'all', 'explicit' or 'flow_control', got \
+                 {other:?}"
             ))),
         }
     }
@@ -89,29 +95,13 @@ impl DurableConsumer {
     ) -> Result<ConsumedBatch> {
         let delivered = fetch_once(&self.conn, &self.stream, &self.name, request).await?;
         let mut builder = BatchBuilder::new(&self.stream, Self::schema_options(include_headers));
-        Ok(self.batch_from(&mut builder, delivered))
-    }
-
-    fn batch_from(&self, builder: &mut BatchBuilder, delivered: Vec<Delivered>) -> ConsumedBatch {
-        let mut replies = Vec::with_capacity(delivered.len());
-        let mut consumer_seqs = Vec::with_capacity(delivered.len());
-        for d in &delivered {
-            builder.append(&d.message, &d.meta);
-            replies.push(
-                d.message
-                    .reply
-                    .clone()
-                    .expect("deliveries have a reply subject"),
-            );
-            consumer_seqs.push(d.meta.consumer_seq);
-        }
-        ConsumedBatch {
-            conn: self.conn.clone(),
-            batch: builder.finish(),
-            replies,
-            consumer_seqs,
-            ack_all: self.ack_policy == Some(AckPolicy::All),
-        }
+        Ok(ConsumedBatch::build(
+            &self.conn,
+            &mut builder,
+            delivered,
+            self.ack_policy,
+            None,
+        ))
     }
 
     pub async fn messages(&self, options: ConsumeOptions) -> Result<MessageStream> {
@@ -163,7 +153,13 @@ impl MessageStream {
                 None => break,
             }
         }
-        Ok(self.consumer.batch_from(&mut self.builder, delivered))
+        Ok(ConsumedBatch::build(
+            &self.consumer.conn,
+            &mut self.builder,
+            delivered,
+            self.consumer.ack_policy,
+            None,
+        ))
     }
 }
 
@@ -197,11 +193,65 @@ pub struct ConsumedBatch {
     pub batch: RecordBatch,
     replies: Vec<Subject>,
     consumer_seqs: Vec<u64>,
+    /// (consumer seq, stream seq) of the last message, for flow-control release.
+    last: (u64, u64),
     /// The consumer acks everything up to a message with one ack.
     ack_all: bool,
+    /// Set for flow-control consumers: an ack releases the batch to the next answer.
+    flow: Option<Arc<FlowControl>>,
 }
 
 impl ConsumedBatch {
+    /// The batch of `delivered` messages, in delivery order.
+    pub(crate) fn build(
+        conn: &Connection,
+        builder: &mut BatchBuilder,
+        delivered: Vec<Delivered>,
+        ack_policy: Option<AckPolicy>,
+        flow: Option<Arc<FlowControl>>,
+    ) -> Self {
+        let mut replies = Vec::with_capacity(delivered.len());
+        let mut consumer_seqs = Vec::with_capacity(delivered.len());
+        let mut last = (0, 0);
+        for d in &delivered {
+            builder.append(&d.message, &d.meta);
+            replies.push(
+                d.message
+                    .reply
+                    .clone()
+                    .expect("deliveries have a reply subject"),
+            );
+            consumer_seqs.push(d.meta.consumer_seq);
+            if d.meta.consumer_seq > last.0 {
+                last = (d.meta.consumer_seq, d.meta.stream_seq);
+            }
+        }
+        Self {
+            conn: conn.clone(),
+            batch: builder.finish(),
+            replies,
+            consumer_seqs,
+            last,
+            ack_all: ack_policy == Some(AckPolicy::All),
+            flow,
+        }
+    }
+
+    /// The consumer sequence of the last message of the batch.
+    pub fn last_delivered(&self) -> u64 {
+        self.last.0
+    }
+
+    /// Flow-control consumers acknowledge cumulatively, through flow control only.
+    fn flow_only(&self, what: &str) -> Result<()> {
+        if self.flow.is_some() {
+            return Err(Error::bad_input(format!(
+                "{what} is not available on a flow-control consumer: it acknowledges \
+                 cumulatively, through ack() of whole batches"
+            )));
+        }
+        Ok(())
+    }
     pub fn len(&self) -> usize {
         self.replies.len()
     }
@@ -237,6 +287,12 @@ impl ConsumedBatch {
 
     /// Send `kind` for the chosen rows (all when None), pipelined, then flush.
     pub async fn acknowledge(&self, rows: Option<&[usize]>, kind: AckKind) -> Result<()> {
+        if let Some(flow) = &self.flow {
+            if kind != AckKind::Ack || rows.is_some() {
+                self.flow_only("acknowledging chosen rows, nak, term or in_progress")?;
+            }
+            return flow.release(self.last.0, self.last.1).await;
+        }
         let body = kind.body();
         for reply in self.targets(rows, &kind)? {
             self.conn.client.publish(reply, body.clone()).await?;
@@ -252,6 +308,7 @@ impl ConsumedBatch {
     /// until the server confirmed all of them or `timeout` passed. A repeated ack
     /// is a no-op on the server, so retrying is safe.
     pub async fn ack_sync(&self, rows: Option<&[usize]>, timeout: Duration) -> Result<()> {
+        self.flow_only("a double ack (ack_sync)")?;
         let targets = self.targets(rows, &AckKind::Ack)?;
         if targets.is_empty() {
             return Ok(());

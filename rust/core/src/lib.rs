@@ -4,7 +4,7 @@
 //! concept: [`defaults`] (every default), [`connection`] (connect options), [`api`]
 //! (the JetStream vocabulary and API requests), [`schema`] (the one message schema),
 //! [`publish_input`] and [`publish`] (rows to messages through the ack window),
-//! [`pull`] (the pull loop), [`ordered`] (the self-healing ordered consumer), [`read`]
+//! [`pull`] (the pull loop), [`push`] (push consumers and flow-control acking), [`ordered`] (the self-healing ordered consumer), [`read`]
 //! (range reads and open-ended ordered streams), [`consumer`] (durable pull consumers
 //! and acks), [`batch_builder`] and [`metadata`] (messages to Arrow columns). See
 //! docs/ARCHITECTURE.md.
@@ -15,11 +15,13 @@ pub mod connection;
 pub mod consumer;
 pub mod defaults;
 pub mod error;
+pub mod flow_control;
 pub mod metadata;
 pub mod ordered;
 pub mod publish;
 pub mod publish_input;
 pub mod pull;
+pub mod push;
 pub mod read;
 pub mod schema;
 

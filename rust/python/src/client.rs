@@ -22,6 +22,7 @@ use crate::consumer::PullConsumer;
 use crate::errors::{GlueError, GlueResult};
 use crate::options::{connect_config, opt_seconds, seconds};
 use crate::ordered::OrderedStream;
+use crate::push::PushConsumer;
 use crate::reader::ReadBatches;
 use crate::runtime::{wait, BlockingIter};
 
@@ -263,6 +264,25 @@ impl Client {
         ack_policy: Option<&str>,
     ) -> GlueResult<PullConsumer> {
         PullConsumer::bind(self.connection()?, stream, name, ack_policy)
+    }
+
+    #[pyo3(signature = (stream, name, *, deliver_subject=None, ack_policy=None))]
+    fn push_consumer(
+        &self,
+        py: Python<'_>,
+        stream: &str,
+        name: &str,
+        deliver_subject: Option<String>,
+        ack_policy: Option<&str>,
+    ) -> GlueResult<PushConsumer> {
+        PushConsumer::bind(
+            py,
+            self.connection()?,
+            stream,
+            name,
+            deliver_subject,
+            ack_policy,
+        )
     }
 
     #[pyo3(signature = (timeout=None))]

@@ -135,6 +135,10 @@ pub struct ConsumedBatch {
 }
 
 impl ConsumedBatch {
+    pub fn new(inner: Arc<CoreBatch>) -> Self {
+        Self { inner }
+    }
+
     fn send(&self, py: Python<'_>, rows: Option<Vec<usize>>, kind: AckKind) -> GlueResult<()> {
         let batch = self.inner.clone();
         Ok(wait(py, async move {

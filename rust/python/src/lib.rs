@@ -7,6 +7,7 @@ mod consumer;
 mod errors;
 mod options;
 mod ordered;
+mod push;
 mod reader;
 mod runtime;
 
@@ -24,5 +25,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<consumer::MessageStream>()?;
     m.add_class::<ordered::OrderedStream>()?;
     m.add_class::<reader::ReadBatches>()?;
+    m.add_class::<push::PushConsumer>()?;
+    m.add_class::<push::PushStream>()?;
     Ok(())
 }

@@ -53,6 +53,10 @@ impl Status {
     /// The meaning of `message`, or None when it is not a status message.
     pub fn of(message: &Message) -> Option<Self> {
         let code = message.status?;
+        // A flow-control request is the one `100` that expects an answer.
+        if code.as_u16() == 100 && message.reply.as_ref().is_some_and(|r| !r.is_empty()) {
+            return Some(Self::FlowControlRequest);
+        }
         let description = message.description.as_deref().unwrap_or_default();
         Some(Self::classify(code, description, message.headers.as_ref()))
     }

@@ -1,0 +1,134 @@
+//! Flow-control acking for push consumers. The server asks `100 FlowControl Request`
+//! (reply subject under `$JS.FC.`) when its window fills, and repeats the subject in
+//! the `Nats-Consumer-Stalled` header of idle heartbeats while it waits. The answer,
+//! sent to the latest such subject with headers `Nats-Last-Consumer` and
+//! `Nats-Last-Stream`, acknowledges every message up to that stream sequence (AckAll) and reopens
+//! the window. We answer only once the application has *released* (`batch.ack()`)
+//! everything delivered before the request, and we name the last released message: a
+//! window costs one ack message, nothing handed out but unreleased is ever acked, and a
+//! slow application keeps the window closed instead of buffering without bound. Other
+//! ack policies get an empty answer (it reopens the window, acks nothing) as soon as
+//! the request is reached, as every NATS client does.
+
+use std::sync::Mutex;
+
+use async_nats::{HeaderMap, Subject};
+
+use crate::connection::Connection;
+use crate::error::Result;
+
+const LAST_CONSUMER: &str = "Nats-Last-Consumer";
+const LAST_STREAM: &str = "Nats-Last-Stream";
+
+/// Where a flow-controlled consumer stands: what was delivered, what the application
+/// released, and the flow-control request waiting for an answer.
+#[derive(Debug, Default)]
+struct FlowState {
+    /// (consumer seq, stream seq) of the last message received.
+    delivered: (u64, u64),
+    /// (consumer seq, stream seq) of the last message the application released.
+    released: (u64, u64),
+    /// The latest flow-control subject and the consumer seq it covers.
+    waiting: Option<(Subject, u64)>,
+    /// Flow-control answers sent, for the curious (benches, tests).
+    answers: u64,
+}
+
+/// Flow-control requests and their answers, shared by a stream and its batches.
+#[derive(Debug)]
+pub struct FlowControl {
+    conn: Connection,
+    /// Answers acknowledge what was released (`ack_policy: flow_control`).
+    pub(crate) acks: bool,
+    state: Mutex<FlowState>,
+}
+
+impl FlowControl {
+    pub(crate) fn new(conn: Connection, acks: bool) -> Self {
+        Self {
+            conn,
+            acks,
+            state: Mutex::new(FlowState::default()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, FlowState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The number of flow-control answers sent so far.
+    pub fn answers(&self) -> u64 {
+        self.lock().answers
+    }
+
+    pub(crate) fn delivered(&self, consumer_seq: u64, stream_seq: u64) {
+        self.lock().delivered = (consumer_seq, stream_seq);
+    }
+
+    /// The server asks on `subject`: it covers everything delivered so far.
+    pub(crate) async fn requested(&self, subject: Subject) -> Result<()> {
+        {
+            let mut state = self.lock();
+            let covers = state.delivered.0;
+            state.waiting = Some((subject, covers));
+        }
+        self.answer_if_due().await
+    }
+
+    /// The application is done with everything up to this message.
+    pub async fn release(&self, consumer_seq: u64, stream_seq: u64) -> Result<()> {
+        {
+            let mut state = self.lock();
+            if consumer_seq > state.released.0 {
+                state.released = (consumer_seq, stream_seq);
+            }
+        }
+        self.answer_if_due().await
+    }
+
+    /// Without flow-control acks: the application has been handed everything up to
+    /// this consumer sequence.
+    pub(crate) async fn handed_out(&self, consumer_seq: u64) -> Result<()> {
+        {
+            let mut state = self.lock();
+            if consumer_seq > state.released.0 {
+                state.released.0 = consumer_seq;
+            }
+        }
+        self.answer_if_due().await
+    }
+
+    /// Answer the waiting request once everything it covers is released (without
+    /// flow-control acks: handed out).
+    pub(crate) async fn answer_if_due(&self) -> Result<()> {
+        let answer = {
+            let mut state = self.lock();
+            match &state.waiting {
+                Some((_, covers)) if state.released.0 >= *covers => {
+                    let (subject, _) = state.waiting.take().expect("checked");
+                    state.answers += 1;
+                    Some((subject, state.released))
+                }
+                _ => None,
+            }
+        };
+        let Some((subject, (consumer_seq, stream_seq))) = answer else {
+            return Ok(());
+        };
+        if self.acks && consumer_seq > 0 {
+            let mut headers = HeaderMap::new();
+            headers.insert(LAST_CONSUMER, consumer_seq.to_string().as_str());
+            headers.insert(LAST_STREAM, stream_seq.to_string().as_str());
+            self.conn
+                .client
+                .publish_with_headers(subject, headers, bytes::Bytes::new())
+                .await?;
+        } else {
+            self.conn
+                .client
+                .publish(subject, bytes::Bytes::new())
+                .await?;
+        }
+        Ok(())
+    }
+}

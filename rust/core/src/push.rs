@@ -1,0 +1,313 @@
+//! Durable push consumers, and flow-control acking for `ack_policy: flow_control`.
+//!
+//! A push consumer delivers to its deliver subject; this module subscribes there and
+//! turns deliveries into the same `ConsumedBatch`es as pull consumers. Idle heartbeats
+//! are watched: two missed periods fail with `MissedHeartbeats`.
+//!
+//! Flow-control requests and their answers live in [`crate::flow_control`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::{Subject, Subscriber};
+use futures::StreamExt;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::api::subjects;
+use crate::api::types::{AckPolicy as WireAckPolicy, ConsumerInfo};
+use crate::api::{validate_name, Status};
+use crate::batch_builder::BatchBuilder;
+use crate::connection::Connection;
+use crate::consumer::{AckPolicy, ConsumedBatch};
+use crate::error::{Error, ErrorKind, Result};
+use crate::flow_control::FlowControl;
+use crate::metadata::parse_ack_subject;
+use crate::pull::Delivered;
+use crate::schema::SchemaOptions;
+
+const CONSUMER_STALLED: &str = "Nats-Consumer-Stalled";
+
+/// A durable push consumer, bound by name.
+#[derive(Clone)]
+pub struct PushConsumer {
+    conn: Connection,
+    pub stream: String,
+    pub name: String,
+    pub deliver_subject: String,
+    deliver_group: Option<String>,
+    ack_policy: Option<AckPolicy>,
+    /// The consumer's idle heartbeat, if known.
+    heartbeat: Option<Duration>,
+}
+
+/// Options of push consumption.
+#[derive(Debug, Clone)]
+pub struct PushOptions {
+    pub batch_rows: usize,
+    /// After the first message of a batch, how long to wait for more.
+    pub batch_wait: Duration,
+    pub include_headers: bool,
+    /// The consumer's idle heartbeat when it was not looked up (no info request).
+    pub heartbeat: Option<Duration>,
+}
+
+impl PushConsumer {
+    /// Bind to `name`. With `deliver_subject` given nothing is looked up (a client
+    /// allowed only its deliver subject and `$JS.ACK`/`$JS.FC` works); otherwise the
+    /// consumer's info supplies the deliver subject, queue group, ack policy and
+    /// heartbeat.
+    pub async fn bind(
+        conn: Connection,
+        stream: &str,
+        name: &str,
+        deliver_subject: Option<String>,
+        ack_policy: Option<AckPolicy>,
+    ) -> Result<Self> {
+        validate_name(stream, "stream")?;
+        validate_name(name, "name")?;
+        if let Some(subject) = deliver_subject {
+            return Ok(Self {
+                conn,
+                stream: stream.into(),
+                name: name.into(),
+                deliver_subject: subject,
+                deliver_group: None,
+                ack_policy,
+                heartbeat: None,
+            });
+        }
+        let info: ConsumerInfo = conn
+            .api_get(&subjects::consumer_info(stream, name))
+            .await
+            .map_err(|e| e.context(format!("binding to push consumer {name:?}")))?;
+        let config = info.config;
+        let Some(subject) = config.deliver_subject.filter(|s| !s.is_empty()) else {
+            return Err(Error::bad_input(format!(
+                "consumer {name:?} of stream {stream:?} is a pull consumer (it has no \
+                 deliver_subject): use pull_consumer()"
+            )));
+        };
+        let policy = match config.ack_policy {
+            WireAckPolicy::None => AckPolicy::None,
+            WireAckPolicy::All => AckPolicy::All,
+            WireAckPolicy::Explicit => AckPolicy::Explicit,
+            WireAckPolicy::FlowControl => AckPolicy::FlowControl,
+        };
+        Ok(Self {
+            conn,
+            stream: stream.into(),
+            name: name.into(),
+            deliver_subject: subject,
+            deliver_group: config.deliver_group.filter(|g| !g.is_empty()),
+            ack_policy: Some(policy),
+            heartbeat: Some(config.idle_heartbeat).filter(|h| !h.is_zero()),
+        })
+    }
+
+    pub async fn messages(&self, options: PushOptions) -> Result<PushStream> {
+        if options.batch_rows == 0 {
+            return Err(Error::bad_input("option 'batch_rows' must be at least 1"));
+        }
+        let client = &self.conn.client;
+        let sub = match &self.deliver_group {
+            Some(group) => {
+                client
+                    .queue_subscribe(self.deliver_subject.clone(), group.clone())
+                    .await?
+            }
+            None => client.subscribe(self.deliver_subject.clone()).await?,
+        };
+        Ok(PushStream::start(self.clone(), sub, &options))
+    }
+}
+
+/// What the reading task hands the stream.
+enum Event {
+    Delivered(Delivered),
+    Failed(Error),
+}
+
+/// Continuous push consumption: each call yields the next batch.
+///
+/// A task reads the deliver subject, so heartbeats, flow-control requests and stalls
+/// are handled as they arrive, also while the application is busy or idle; it hands
+/// deliveries on in order. What it holds is bounded by the server's window
+/// (`max_ack_pending`, flow control), which opens only as batches are handed out or,
+/// with flow-control acking, released.
+pub struct PushStream {
+    consumer: PushConsumer,
+    events: mpsc::UnboundedReceiver<Event>,
+    reader: tokio::task::JoinHandle<()>,
+    builder: BatchBuilder,
+    batch_rows: usize,
+    batch_wait: Duration,
+    flow: Arc<FlowControl>,
+}
+
+impl Drop for PushStream {
+    fn drop(&mut self) {
+        // Dropping the task drops the subscription: the client unsubscribes.
+        self.reader.abort();
+    }
+}
+
+/// Read the deliver subject until it fails or the stream is dropped.
+async fn read_deliveries(
+    mut sub: Subscriber,
+    label: String,
+    heartbeat: Option<Duration>,
+    flow: Arc<FlowControl>,
+    events: mpsc::UnboundedSender<Event>,
+) {
+    let failed = loop {
+        let next = match heartbeat {
+            Some(hb) => match tokio::time::timeout(hb * 2, sub.next()).await {
+                Ok(next) => next,
+                Err(_) => {
+                    break Error::new(
+                        ErrorKind::MissedHeartbeats,
+                        format!(
+                            "{label}: no messages and no idle heartbeats for {:?} (two \
+                             heartbeat periods); the server or the consumer may be gone",
+                            hb * 2
+                        ),
+                    )
+                }
+            },
+            None => sub.next().await,
+        };
+        let Some(message) = next else {
+            break Error::new(
+                ErrorKind::Cancelled,
+                format!("{label}: the subscription closed (connection closed)"),
+            );
+        };
+        match Status::of(&message) {
+            None => {}
+            Some(Status::FlowControlRequest) | Some(Status::IdleHeartbeat) => {
+                let stalled = message
+                    .headers
+                    .as_ref()
+                    .and_then(|h| h.get(CONSUMER_STALLED))
+                    .map(|v| Subject::from(v.as_str()));
+                let request = message.reply.clone().filter(|r| !r.is_empty());
+                if let Some(subject) = request.or(stalled) {
+                    if let Err(e) = flow.requested(subject).await {
+                        break e;
+                    }
+                }
+                continue;
+            }
+            Some(Status::ConsumerDeleted) => {
+                break Error::new(ErrorKind::ConsumerDeleted, format!("{label} was deleted"))
+            }
+            Some(other) => {
+                break Error::new(
+                    ErrorKind::Api,
+                    format!("{label}: unexpected status {other:?}"),
+                )
+            }
+        }
+        let Some(meta) = message.reply.as_deref().and_then(parse_ack_subject) else {
+            continue; // not a JetStream delivery
+        };
+        flow.delivered(meta.consumer_seq, meta.stream_seq);
+        if events
+            .send(Event::Delivered(Delivered { message, meta }))
+            .is_err()
+        {
+            return; // the stream is gone
+        }
+    };
+    let _ = events.send(Event::Failed(failed));
+}
+
+impl PushStream {
+    fn start(consumer: PushConsumer, sub: Subscriber, options: &PushOptions) -> Self {
+        let flow_acks = consumer.ack_policy == Some(AckPolicy::FlowControl);
+        let flow = Arc::new(FlowControl::new(consumer.conn.clone(), flow_acks));
+        let (sender, events) = mpsc::unbounded_channel();
+        let label = format!(
+            "push consumer {:?} of stream {:?}",
+            consumer.name, consumer.stream
+        );
+        let reader = tokio::spawn(read_deliveries(
+            sub,
+            label,
+            consumer.heartbeat.or(options.heartbeat),
+            flow.clone(),
+            sender,
+        ));
+        Self {
+            builder: BatchBuilder::new(
+                &consumer.stream,
+                SchemaOptions {
+                    include_headers: options.include_headers,
+                    consumer_columns: true,
+                },
+            ),
+            consumer,
+            events,
+            reader,
+            batch_rows: options.batch_rows,
+            batch_wait: options.batch_wait,
+            flow,
+        }
+    }
+
+    /// Flow-control answers sent so far.
+    pub fn flow_control_answers(&self) -> u64 {
+        self.flow.answers()
+    }
+
+    /// The next delivery; None when `until` passed first.
+    async fn next(&mut self, until: Option<Instant>) -> Result<Option<Delivered>> {
+        let event = match until {
+            Some(until) => match tokio::time::timeout_at(until, self.events.recv()).await {
+                Ok(event) => event,
+                Err(_) => return Ok(None),
+            },
+            None => self.events.recv().await,
+        };
+        match event {
+            Some(Event::Delivered(d)) => Ok(Some(d)),
+            Some(Event::Failed(e)) => Err(e),
+            None => Err(Error::new(
+                ErrorKind::Cancelled,
+                "the push consumer's reader stopped",
+            )),
+        }
+    }
+
+    /// Waits for at least one message, then takes what arrives within `batch_wait`,
+    /// up to `batch_rows`.
+    pub async fn next_batch(&mut self) -> Result<ConsumedBatch> {
+        let first = loop {
+            if let Some(d) = self.next(None).await? {
+                break d;
+            }
+        };
+        let mut delivered = vec![first];
+        let until = Instant::now() + self.batch_wait;
+        while delivered.len() < self.batch_rows {
+            match self.next(Some(until)).await? {
+                Some(d) => delivered.push(d),
+                None => break,
+            }
+        }
+        let flow = self.flow.acks.then(|| self.flow.clone());
+        let batch = ConsumedBatch::build(
+            &self.consumer.conn,
+            &mut self.builder,
+            delivered,
+            self.consumer.ack_policy,
+            flow,
+        );
+        if !self.flow.acks {
+            // Without flow-control acks, a request is answered once it is handed out.
+            self.flow.handed_out(batch.last_delivered()).await?;
+        }
+        Ok(batch)
+    }
+}
