@@ -1,5 +1,5 @@
 """The one launcher of ``nats-server``: for ``jetstream-arrow server``, the demo, the
-tests and the benchmarks.
+tests and the benchmarks. One module, so each step of running a server is written once.
 
 The pieces, each written once:
 
