@@ -236,6 +236,40 @@ def ja_consume_batch_ack(p: Params, clock: Clock) -> Result:
     return {"msgs": msgs, "bytes": nbytes}
 
 
+def ja_consume_flow_control(p: Params, clock: Clock) -> Result:
+    """A durable push consumer with ``ack_policy="flow_control"``: each batch is
+    released with ``ack()``, and acks travel only in flow-control answers."""
+    import jetstream_arrow as ja
+
+    n = p["n"]
+    name = f"bench_fc_{os.getpid()}"
+    msgs = 0
+    nbytes = 0
+    with ja.connect(p["url"]) as client:
+        client.create_consumer(
+            p["stream"],
+            durable_name=name,
+            deliver_subject=f"bench.deliver.{name}",
+            ack_policy="flow_control",
+            max_ack_pending=65_536,
+        )
+        consumer = client.push_consumer(p["stream"], name)
+        try:
+            with consumer.messages(batch_rows=4096) as messages:
+                clock.start()
+                for batch in messages:
+                    msgs += len(batch)
+                    nbytes += _payload_bytes(batch.data.column("data"))
+                    batch.ack()
+                    if msgs >= n:
+                        break
+                clock.stop()
+                answers = messages.flow_control_answers
+        finally:
+            client.delete_consumer(p["stream"], name)
+    return {"msgs": msgs, "bytes": nbytes, "ack_messages_per_1000": answers * 1000 / max(msgs, 1)}
+
+
 # -- Spark through the data source ---------------------------------------------------------
 
 
@@ -358,6 +392,7 @@ CASES: dict[str, Callable[[Params, Clock], Result]] = {
     "ja-publish-ids": ja_publish_ids,
     "ja-read": ja_read,
     "ja-consume-batch-ack": ja_consume_batch_ack,
+    "ja-consume-flow-control": ja_consume_flow_control,
     "spark-write": spark_write,
     "spark-read": spark_read,
 }

@@ -53,6 +53,7 @@ CASES: list[tuple[str, str, bool, str]] = [
     ("natspy-fetch", "fetch", True, "natspy"),
     ("ja-read", "fetch", True, "ja"),
     ("ja-consume-batch-ack", "fetch", True, "ja"),
+    ("ja-consume-flow-control", "fetch", True, "ja"),
     ("spark-read", "fetch", True, "spark"),
 ]
 CASE_NAMES = [c[0] for c in CASES]
@@ -63,6 +64,7 @@ TARGETS = {
     "ja-publish": 0.90,
     "ja-read": 0.90,
     "ja-consume-batch-ack": 0.60,
+    "ja-consume-flow-control": 0.85,
     "spark-write": 0.75,
     "spark-read": 0.60,
 }
@@ -310,6 +312,9 @@ def median_run(runs: list[Run]) -> dict[str, Any]:
         row["mb_per_s"] = statistics.median(r.mb_per_s for r in ok)
         row["seconds"] = statistics.median(r.seconds for r in ok)
         row["all_msg_per_s"] = [round(r.msg_per_s) for r in ok]
+        acks = [r.extra["ack_messages_per_1000"] for r in ok if "ack_messages_per_1000" in r.extra]
+        if acks:
+            row["ack_messages_per_1000"] = statistics.median(acks)
     row["peak_rss_mb"] = max((r.peak_rss_mb for r in ok), default=None)
     over = [r.rss_over_base_mb for r in ok if r.rss_over_base_mb is not None]
     row["rss_over_base_mb"] = max(over) if over else None
@@ -391,6 +396,8 @@ def fmt_row(r: dict[str, Any]) -> list[str]:
     note = ""
     if r.get("vs_native_ids") is not None:
         note = f"{r['vs_native_ids']:.2f} of {NATIVE_WITH_IDS}"
+    if r.get("ack_messages_per_1000") is not None:
+        note = f"{r['ack_messages_per_1000']:.2f} ack messages per 1000"
     if r.get("error"):
         error = r["error"] if len(r["error"]) <= 140 else r["error"][:137] + "..."
         failed = f"{r['repeats'] - r['ok']}/{r['repeats']} failed: {error}"
