@@ -111,7 +111,8 @@ def shared_nats_server(_shared_server: NatsServer, request: pytest.FixtureReques
 def nats_server_factory(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[Callable[..., NatsServer]]:
-    """``make(config_extra="", *, jetstream=True, domain=None, max_payload=None)``
+    """``make(config_extra="", *, jetstream=True, domain=None, max_payload=None,
+    jetstream_extra="")``
     starts a server with ``config_extra`` appended to its config, e.g.::
 
         server = nats_server_factory('''
@@ -131,6 +132,7 @@ def nats_server_factory(
         jetstream: bool = True,
         domain: str | None = None,
         max_payload: int | None = None,
+        jetstream_extra: str = "",
     ) -> NatsServer:
         extra = config_extra
         if max_payload is not None:
@@ -143,6 +145,7 @@ def nats_server_factory(
                 jetstream=jetstream,
                 domain=domain,
                 config_extra=extra,
+                jetstream_extra=jetstream_extra,
             )
         )
         made.append(server)

@@ -80,6 +80,9 @@ class NatsServer:
     jetstream: bool = True
     domain: str | None = None
     config_extra: str = ""
+    #: Lines inside the ``jetstream { }`` block, e.g. ``sync_interval: always`` for a
+    #: store that must keep every acknowledged write through ``kill -9``.
+    jetstream_extra: str = ""
     port: int = field(default_factory=free_port)
     monitor_port: int = field(default_factory=free_port)
     launcher: ServerProcess = field(init=False, repr=False)
@@ -136,7 +139,11 @@ class NatsServer:
             store_dir=self.store_dir if self.jetstream else None,
             domain=self.domain,
             # Small limits: several servers share one test machine.
-            jetstream_settings=("max_memory_store: 256MB", "max_file_store: 4GB"),
+            jetstream_settings=(
+                "max_memory_store: 256MB",
+                "max_file_store: 4GB",
+                *self.jetstream_extra.strip().splitlines(),
+            ),
             extra=self.config_extra,
         )
 

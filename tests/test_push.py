@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 
 import pyarrow as pa
 import pytest
@@ -16,6 +17,7 @@ import jetstream_arrow as ja
 from jetstream_arrow.exceptions import (
     BadInputError,
     ConsumerDeletedError,
+    JetStreamArrowError,
     MissedHeartbeatsError,
 )
 from natsserver import NatsServer, wait_until
@@ -189,3 +191,73 @@ def test_a_paused_server_is_reported_within_two_heartbeats(nats_server: NatsServ
         messages.close()
     print(f"missed heartbeats reported after {waited:.1f} s")
     assert waited < 5.0
+
+
+@pytest.mark.slow
+def test_flow_control_consumption_across_two_kill_9_restarts_delivers_every_message(
+    nats_server_factory: Callable[..., NatsServer],
+) -> None:
+    """Two ``kill -9``s of the server (store synced on every write) while a WorkQueue
+    is drained through a flow-control consumer. Every message arrives; the ones whose
+    window was in flight at a kill arrive again (at-least-once, `delivered` > 1). The
+    server may keep messages it counts as acknowledged (below the consumer's ack
+    floor) after such a kill; they are exactly those, and purging up to the ack floor
+    empties the queue, as the README says."""
+    server = nats_server_factory(jetstream_extra="sync_interval: always")
+    n, kills, seen, errors = 12_000, 0, [], 0
+    with ja.connect(server.url, max_reconnects=None, reconnect_delay=0.2) as client:
+        client.create_stream("W", ["W.>"], retention="workqueue")
+        # Every write is synced to disk: a smaller window, a patient ack timeout, and
+        # msg ids so that a retried publish cannot store a job twice.
+        data = pa.table({"data": pa.array([f"m{i}".encode() for i in range(n)])})
+        stored = client.publish(
+            data, subject="W.jobs", window=1_000, ack_timeout=30.0, msg_id_prefix="job-"
+        )
+        assert stored.stored == n
+        flow_consumer(client, "W", max_ack_pending=1_500)
+
+        def bind() -> ja.PushMessages:
+            return client.push_consumer("W", "fc").messages(batch_rows=500, batch_wait=0.2)
+
+        messages = bind()
+        deadline = time.monotonic() + 120
+        while len(set(seen)) < n:
+            assert time.monotonic() < deadline, f"{len(set(seen))} of {n} after 120 s"
+            try:
+                batch = next(messages)
+            except JetStreamArrowError:
+                # The server went away (missed heartbeats): bind again once it is back.
+                errors += 1
+                time.sleep(0.5)
+                try:
+                    messages = bind()
+                except JetStreamArrowError:
+                    pass
+                continue
+            seen.extend(batch.data.column("seq").to_pylist())
+            batch.ack()
+            if kills < 2 and len(set(seen)) > (kills + 1) * n // 3:
+                server.kill()
+                server.start()
+                kills += 1
+        wait_until(
+            lambda: client.consumer_info("W", "fc").ack_floor.stream_seq == n,
+            20.0,
+            "the consumer's ack floor to reach the last message",
+        )
+        info = client.consumer_info("W", "fc")
+        state = client.stream_info("W").state
+        left = state.messages
+        print(
+            f"{n} messages, {kills} kill -9s, {errors} rebinds: {len(set(seen))} distinct "
+            f"delivered, {len(seen) - len(set(seen))} redelivered, 0 lost; "
+            f"{messages.flow_control_answers} ack messages after the last rebind; "
+            f"{left} acknowledged messages left in the queue by the server"
+        )
+        assert sorted(set(seen)) == list(range(1, n + 1))
+        assert info.num_ack_pending == 0
+        if left:
+            assert state.last_seq <= info.ack_floor.stream_seq
+            client.purge_stream("W", up_to_seq=info.ack_floor.stream_seq + 1)
+        assert client.stream_info("W").state.messages == 0
+        messages.close()
