@@ -1,0 +1,240 @@
+"""The management methods :class:`jetstream_arrow.Client` inherits: create, update,
+inspect, list, purge and delete streams and consumers, and read or delete one stored
+message, each over the JetStream JSON API with the types of ``streams`` and
+``consumers``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from typing import Any, TypeVar, cast
+
+from .. import _core
+from .._core import validate_name
+from ..exceptions import ApiError, BadInputError
+from .consumers import ConsumerConfig, ConsumerInfo
+from .streams import PurgeResult, StoredMessage, StreamConfig, StreamInfo
+
+_T = TypeVar("_T")
+
+
+def _check_kwargs(cls: type[Any], options: Mapping[str, Any], what: str) -> None:
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise BadInputError(
+            f"unknown {what} option(s) {', '.join(map(repr, unknown))}; "
+            f"known options: {', '.join(sorted(known))}"
+        )
+
+
+def _build(cls: type[_T], given: _T | None, options: dict[str, Any], what: str) -> _T:
+    """A config from an instance, keyword options, or an instance with overrides."""
+    _check_kwargs(cls, options, what)
+    if given is None:
+        return cls(**options)
+    if not isinstance(given, cls):
+        raise BadInputError(f"expected a {cls.__name__}, got {type(given).__name__}")
+    return dataclasses.replace(cast(Any, given), **options) if options else given
+
+
+class ManagementMixin:
+    """Stream and consumer management for :class:`jetstream_arrow.Client`.
+
+    Every method is one (or, for listings, a few) JetStream API requests. Errors are
+    raised as :class:`~jetstream_arrow.exceptions.ApiError`, or
+    :class:`~jetstream_arrow.exceptions.NotFoundError` for a missing stream, consumer
+    or message, by the request itself (the native client types every error reply).
+    """
+
+    def _api_json(self, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Request ``<api prefix>.<subject>`` with a JSON body; the JSON reply. Raises
+        ApiError (NotFoundError, ...) when the reply is an error. Provided by the class
+        that mixes this in."""
+        raise NotImplementedError
+
+    def _paged(self, subject: str, key: str, body: dict[str, Any] | None = None) -> list[Any]:
+        items: list[Any] = []
+        while True:
+            reply = self._api_json(subject, {**(body or {}), "offset": len(items)})
+            page = reply.get(key) or []
+            items.extend(page)
+            if not page or len(items) >= int(reply.get("total", 0)):
+                return items
+
+    # -- streams ----------------------------------------------------------------------
+    def create_stream(
+        self, name: str | StreamConfig, subjects: list[str] | None = None, **config: Any
+    ) -> StreamInfo:
+        """Create a stream: ``create_stream("ORDERS", ["orders.>"], max_age=3600)`` or
+        ``create_stream(StreamConfig(...))``. Creating a stream that exists with the
+        same config succeeds; with a different config it raises ApiError (10058)."""
+        return self._write_stream("CREATE", self._stream_config(name, subjects, config))
+
+    def update_stream(
+        self, name: str | StreamConfig, subjects: list[str] | None = None, **config: Any
+    ) -> StreamInfo:
+        """Replace a stream's config. Unset fields return to the server's defaults, so
+        start from ``stream_info(name).config`` to change one field::
+
+            client.update_stream(client.stream_info("S").config, max_msgs=100)
+        """
+        return self._write_stream("UPDATE", self._stream_config(name, subjects, config))
+
+    def create_or_update_stream(
+        self, name: str | StreamConfig, subjects: list[str] | None = None, **config: Any
+    ) -> StreamInfo:
+        cfg = self._stream_config(name, subjects, config)
+        try:
+            return self._write_stream("CREATE", cfg)
+        except ApiError as err:
+            if err.err_code != _core.ERR_STREAM_NAME_IN_USE:
+                raise
+        return self._write_stream("UPDATE", cfg)
+
+    def _write_stream(self, action: str, cfg: StreamConfig) -> StreamInfo:
+        return StreamInfo.from_api(self._api_json(f"STREAM.{action}.{cfg.name}", cfg.to_api()))
+
+    @staticmethod
+    def _stream_config(
+        name: str | StreamConfig, subjects: list[str] | None, config: dict[str, Any]
+    ) -> StreamConfig:
+        if subjects is not None:
+            config["subjects"] = subjects
+        if isinstance(name, StreamConfig):
+            return _build(StreamConfig, name, config, "stream")
+        _check_kwargs(StreamConfig, config, "stream")
+        return StreamConfig(name=name, **config)
+
+    def stream_info(self, name: str) -> StreamInfo:
+        validate_name(name, "stream")
+        return StreamInfo.from_api(self._api_json(f"STREAM.INFO.{name}"))
+
+    def delete_stream(self, name: str) -> bool:
+        validate_name(name, "stream")
+        return bool(self._api_json(f"STREAM.DELETE.{name}").get("success"))
+
+    def list_streams(self, subject: str | None = None) -> list[StreamInfo]:
+        """Every stream (that stores ``subject``, when given), with config and state."""
+        body = {"subject": subject} if subject else None
+        return [StreamInfo.from_api(s) for s in self._paged("STREAM.LIST", "streams", body)]
+
+    def stream_names(self, subject: str | None = None) -> list[str]:
+        body = {"subject": subject} if subject else None
+        return [str(s) for s in self._paged("STREAM.NAMES", "streams", body)]
+
+    def purge_stream(
+        self,
+        name: str,
+        subject: str | None = None,
+        up_to_seq: int | None = None,
+        keep: int | None = None,
+    ) -> int:
+        """Remove messages; returns how many. ``subject`` limits it to matching
+        messages, ``up_to_seq`` purges below that sequence (exclusive), ``keep``
+        keeps the newest N. ``up_to_seq`` and ``keep`` exclude each other."""
+        validate_name(name, "stream")
+        if up_to_seq is not None and keep is not None:
+            raise BadInputError("options 'up_to_seq' and 'keep' exclude each other")
+        body: dict[str, Any] = {}
+        if subject is not None:
+            body["filter"] = subject
+        if up_to_seq is not None:
+            body["seq"] = int(up_to_seq)
+        if keep is not None:
+            body["keep"] = int(keep)
+        reply = self._api_json(f"STREAM.PURGE.{name}", body or None)
+        return PurgeResult.from_api(reply).purged
+
+    def get_message(
+        self, stream: str, seq: int | None = None, last_by_subject: str | None = None
+    ) -> StoredMessage:
+        """One stored message, by sequence or as the last one on a subject."""
+        validate_name(stream, "stream")
+        if (seq is None) == (last_by_subject is None):
+            raise BadInputError("give exactly one of 'seq' and 'last_by_subject'")
+        body = {"seq": int(seq)} if seq is not None else {"last_by_subj": last_by_subject}
+        reply = self._api_json(f"STREAM.MSG.GET.{stream}", body)
+        return StoredMessage.from_api(reply["message"])
+
+    def delete_message(self, stream: str, seq: int, erase: bool = False) -> bool:
+        """Delete one message. ``erase=True`` also overwrites its bytes on disk."""
+        validate_name(stream, "stream")
+        body: dict[str, Any] = {"seq": int(seq)}
+        if not erase:
+            body["no_erase"] = True
+        return bool(self._api_json(f"STREAM.MSG.DELETE.{stream}", body).get("success"))
+
+    # -- consumers --------------------------------------------------------------------
+    def create_consumer(
+        self, stream: str, config: ConsumerConfig | None = None, **options: Any
+    ) -> ConsumerInfo:
+        """Create a consumer: durable with ``durable_name``/``name``, else ephemeral;
+        push when ``deliver_subject`` is set, else pull. A single filter may be given
+        as ``filter_subject="orders.new"``. Creating a consumer that exists with the
+        same config succeeds; with another config it raises ApiError."""
+        return self._write_consumer(stream, config, options, "create")
+
+    def update_consumer(
+        self, stream: str, config: ConsumerConfig | None = None, **options: Any
+    ) -> ConsumerInfo:
+        """Change an existing named consumer (not every field may change)."""
+        return self._write_consumer(stream, config, options, "update")
+
+    def create_or_update_consumer(
+        self, stream: str, config: ConsumerConfig | None = None, **options: Any
+    ) -> ConsumerInfo:
+        return self._write_consumer(stream, config, options, None)
+
+    def _write_consumer(
+        self,
+        stream: str,
+        config: ConsumerConfig | None,
+        options: dict[str, Any],
+        action: str | None,
+    ) -> ConsumerInfo:
+        validate_name(stream, "stream")
+        if "filter_subject" in options:
+            single = options.pop("filter_subject")
+            if options.get("filter_subjects"):
+                raise BadInputError("give 'filter_subject' or 'filter_subjects', not both")
+            options["filter_subjects"] = None if single is None else [single]
+        cfg = _build(ConsumerConfig, config, options, "consumer")
+        name = cfg.consumer_name
+        if name is None:
+            if action == "update":
+                raise BadInputError("update_consumer needs the consumer's 'durable_name' or 'name'")
+            subject = f"CONSUMER.CREATE.{stream}"
+        else:
+            subject = f"CONSUMER.CREATE.{stream}.{name}"
+            filters = cfg.filter_subjects or []
+            # The filter in the subject lets permissions restrict what a user may
+            # consume; a wildcard cannot travel as a literal subject token.
+            if len(filters) == 1 and not re.search(r"[*>]", filters[0]):
+                subject += f".{filters[0]}"
+        body: dict[str, Any] = {"stream_name": stream, "config": cfg.to_api()}
+        if action:
+            body["action"] = action
+        return ConsumerInfo.from_api(self._api_json(subject, body))
+
+    def consumer_info(self, stream: str, name: str) -> ConsumerInfo:
+        validate_name(stream, "stream")
+        validate_name(name, "consumer")
+        return ConsumerInfo.from_api(self._api_json(f"CONSUMER.INFO.{stream}.{name}"))
+
+    def delete_consumer(self, stream: str, name: str) -> bool:
+        validate_name(stream, "stream")
+        validate_name(name, "consumer")
+        return bool(self._api_json(f"CONSUMER.DELETE.{stream}.{name}").get("success"))
+
+    def list_consumers(self, stream: str) -> list[ConsumerInfo]:
+        validate_name(stream, "stream")
+        return [
+            ConsumerInfo.from_api(c) for c in self._paged(f"CONSUMER.LIST.{stream}", "consumers")
+        ]
+
+    def consumer_names(self, stream: str) -> list[str]:
+        validate_name(stream, "stream")
+        return [str(c) for c in self._paged(f"CONSUMER.NAMES.{stream}", "consumers")]
