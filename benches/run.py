@@ -59,7 +59,7 @@ CASES: list[tuple[str, str, bool, str]] = [
 CASE_NAMES = [c[0] for c in CASES]
 OP = {c[0]: c[1] for c in CASES}
 NEEDS_DATA = {c[0]: c[2] for c in CASES}
-# The targets: ratio to the native baseline of the same operation.
+# Targets: ratio to the native baseline of the same operation.
 TARGETS = {
     "ja-publish": 0.90,
     "ja-read": 0.90,
@@ -68,7 +68,7 @@ TARGETS = {
     "spark-write": 0.75,
     "spark-read": 0.60,
 }
-# The targets against nats-py (how many times faster).
+# Targets against nats-py (how many times faster).
 PEER_TARGETS = {"ja-publish": 5.0, "ja-read": 15.0}
 PEER = {"publish": "natspy-publish", "fetch": "natspy-fetch"}
 NATIVE = {"publish": "native-publish", "fetch": "native-fetch"}
