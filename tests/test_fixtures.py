@@ -103,6 +103,15 @@ def test_factory_with_accounts_and_users(nats_server_factory: Callable[..., Nats
     assert run(check()) == 1
 
 
+def test_factory_jetstream_extra_goes_inside_the_jetstream_block(
+    nats_server_factory: Callable[..., NatsServer],
+) -> None:
+    server = nats_server_factory(jetstream_extra="sync_interval: always")
+    block = server.config_path.read_text().split("jetstream {", 1)[1].split("}", 1)[0]
+    assert "sync_interval: always" in block
+    assert server.monitor("varz")["jetstream"]["config"]["sync_always"] is True
+
+
 def test_small_payload_server(small_payload_nats_server: NatsServer) -> None:
     async def max_payload() -> int:
         nc = await nats.connect(small_payload_nats_server.url)
