@@ -18,7 +18,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 Params = dict[str, Any]
@@ -156,6 +156,19 @@ def _payload_bytes(data: Any) -> int:
     return int(pc.sum(pc.binary_length(data)).as_py() or 0)
 
 
+def _consume(messages: Iterable[Any], n: int) -> tuple[int, int]:
+    """Messages and payload bytes of consumed batches, each acked, until ``n`` messages."""
+    msgs = 0
+    nbytes = 0
+    for batch in messages:
+        msgs += len(batch)
+        nbytes += _payload_bytes(batch.data.column("data"))
+        batch.ack()
+        if msgs >= n:
+            break
+    return msgs, nbytes
+
+
 def _ja_publish(p: Params, clock: Clock, msg_id_prefix: str | None) -> Result:
     import jetstream_arrow as ja
 
@@ -209,8 +222,6 @@ def ja_consume_batch_ack(p: Params, clock: Clock) -> Result:
     # (64 MB by default), which a starved client must not let the server reach, or the
     # server cuts it off as a slow consumer (seen as missed heartbeats).
     max_bytes = min(32 << 20, buffered * (size + 256))
-    msgs = 0
-    nbytes = 0
     with ja.connect(p["url"]) as client:
         # AckAll: one ack per batch acknowledges every message up to its last one.
         client.create_consumer(
@@ -223,12 +234,9 @@ def ja_consume_batch_ack(p: Params, clock: Clock) -> Result:
         cons = client.pull_consumer(p["stream"], name, ack_policy="all")
         try:
             clock.start()
-            for batch in cons.messages(max_messages=buffered, max_bytes=max_bytes, batch_rows=4096):
-                msgs += len(batch)
-                nbytes += _payload_bytes(batch.data.column("data"))
-                batch.ack()
-                if msgs >= n:
-                    break
+            msgs, nbytes = _consume(
+                cons.messages(max_messages=buffered, max_bytes=max_bytes, batch_rows=4096), n
+            )
             client.flush(timeout=30)
             clock.stop()
         finally:
@@ -243,8 +251,6 @@ def ja_consume_flow_control(p: Params, clock: Clock) -> Result:
 
     n = p["n"]
     name = f"bench_fc_{os.getpid()}"
-    msgs = 0
-    nbytes = 0
     with ja.connect(p["url"]) as client:
         client.create_consumer(
             p["stream"],
@@ -257,12 +263,7 @@ def ja_consume_flow_control(p: Params, clock: Clock) -> Result:
         try:
             with consumer.messages(batch_rows=4096) as messages:
                 clock.start()
-                for batch in messages:
-                    msgs += len(batch)
-                    nbytes += _payload_bytes(batch.data.column("data"))
-                    batch.ack()
-                    if msgs >= n:
-                        break
+                msgs, nbytes = _consume(messages, n)
                 clock.stop()
                 answers = messages.flow_control_answers
         finally:
@@ -306,58 +307,47 @@ def _spark() -> Any:
 WARM_UP_MESSAGES = 20_000
 
 
-def _spark_warm_up_write(spark: Any, df: Any, p: Params) -> None:
-    import jetstream_arrow as ja
-
-    warm_stream = p["stream"] + "_WARM"
-    with ja.connect(p["url"]) as client:
-        client.create_stream(warm_stream, [warm_stream + ".>"])
-        try:
-            (
-                df.limit(WARM_UP_MESSAGES)
-                .write.format("jetstream")
-                .option("servers", p["url"])
-                .option("stream", warm_stream)
-                .option("subject", warm_stream + ".warm")
-                .mode("append")
-                .save()
-            )
-        finally:
-            client.delete_stream(warm_stream)
+def _spark_write(df: Any, url: str, stream: str, subject: str) -> None:
+    (
+        df.write.format("jetstream")
+        .option("servers", url)
+        .option("stream", stream)
+        .option("subject", subject)
+        .mode("append")
+        .save()
+    )
 
 
-def _spark_warm_up_read(spark: Any, p: Params) -> None:
+def _spark_count(spark: Any, p: Params, **options: Any) -> Any:
+    """The row with ``n`` (messages) and ``b`` (payload bytes) of the stream read."""
     from pyspark.sql import functions as F
 
-    (
-        spark.read.format("jetstream")
-        .option("servers", p["url"])
-        .option("stream", p["stream"])
-        .option("endingSequence", WARM_UP_MESSAGES)
-        .load()
-        .agg(F.count("*"), F.sum(F.length("data")))
-        .collect()
-    )
+    reader = spark.read.format("jetstream").option("servers", p["url"])
+    for key, value in {"stream": p["stream"], **options}.items():
+        reader = reader.option(key, value)
+    df = reader.load()
+    return df.agg(F.count("*").alias("n"), F.sum(F.length("data")).alias("b")).collect()[0]
 
 
 def spark_write(p: Params, clock: Clock) -> Result:
     from pyspark.sql import functions as F
+
+    import jetstream_arrow as ja
 
     spark = _spark()
     try:
         hex_payload = "78" * p["size"]
         df = spark.range(p["n"], numPartitions=2).select(F.unhex(F.lit(hex_payload)).alias("data"))
         df.cache().count()
-        _spark_warm_up_write(spark, df, p)
+        warm = p["stream"] + "_WARM"  # the warm-up's own stream
+        with ja.connect(p["url"]) as client:
+            client.create_stream(warm, [warm + ".>"])
+            try:
+                _spark_write(df.limit(WARM_UP_MESSAGES), p["url"], warm, warm + ".warm")
+            finally:
+                client.delete_stream(warm)
         clock.start()
-        (
-            df.write.format("jetstream")
-            .option("servers", p["url"])
-            .option("stream", p["stream"])
-            .option("subject", p["subject"])
-            .mode("append")
-            .save()
-        )
+        _spark_write(df, p["url"], p["stream"], p["subject"])
         clock.stop()
     finally:
         spark.stop()
@@ -366,19 +356,11 @@ def spark_write(p: Params, clock: Clock) -> Result:
 
 
 def spark_read(p: Params, clock: Clock) -> Result:
-    from pyspark.sql import functions as F
-
     spark = _spark()
     try:
-        _spark_warm_up_read(spark, p)
+        _spark_count(spark, p, endingSequence=WARM_UP_MESSAGES)  # the warm-up
         clock.start()
-        df = (
-            spark.read.format("jetstream")
-            .option("servers", p["url"])
-            .option("stream", p["stream"])
-            .load()
-        )
-        row = df.agg(F.count("*").alias("n"), F.sum(F.length("data")).alias("b")).collect()[0]
+        row = _spark_count(spark, p)
         clock.stop()
     finally:
         spark.stop()
