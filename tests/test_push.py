@@ -216,7 +216,7 @@ def test_flow_control_consumption_across_two_kill_9_restarts_delivers_every_mess
         assert stored.stored == n
         flow_consumer(client, "W", max_ack_pending=1_500)
 
-        def bind() -> ja.PushMessages:
+        def bind() -> ja.Messages:
             return client.push_consumer("W", "fc").messages(batch_rows=500, batch_wait=0.2)
 
         messages = bind()

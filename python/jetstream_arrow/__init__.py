@@ -5,7 +5,7 @@ from __future__ import annotations
 from . import exceptions
 from ._core import __version__
 from .client import Client, Publisher, PublishResult, connect
-from .consumers import ConsumedBatch, OrderedConsumer, PullConsumer, PushConsumer, PushMessages
+from .consumers import ConsumedBatch, Messages, OrderedConsumer, PullConsumer, PushConsumer
 from .options import ConnectOptions
 
 __all__ = [
@@ -17,7 +17,7 @@ __all__ = [
     "Publisher",
     "PullConsumer",
     "PushConsumer",
-    "PushMessages",
+    "Messages",
     "__version__",
     "connect",
     "exceptions",

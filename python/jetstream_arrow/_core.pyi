@@ -48,7 +48,7 @@ ERR_TOO_MANY_REQUESTS: int
 # The fields ConnectOptions must have: the native core reads exactly these.
 CONNECT_FIELDS: list[str]
 
-def validate_name(value: str, option: str = "name") -> str:
+def validate_name(value: object, option: str = "name") -> str:
     """Return a valid stream or consumer name, or raise BadInputError naming `option`."""
 
 def js_api_prefix(domain: str | None = None, api_prefix: str | None = None) -> str:
@@ -127,8 +127,8 @@ class Client:
         max_bytes: int = ...,
         heartbeat: float = ...,
         resume_timeout: float = ...,
-    ) -> OrderedStream:
-        """An open-ended ordered consumer of `stream`."""
+    ) -> ReadBatches:
+        """An open-ended ordered consumer of `stream`: its batches never end."""
     def pull_consumer(
         self, stream: str, name: str, *, ack_policy: str | None = None
     ) -> PullConsumer:
@@ -205,22 +205,17 @@ class PullConsumer:
 
 @final
 class MessageStream:
+    @property
+    def flow_control_answers(self) -> int:
+        """Flow-control answers sent so far (push consumers; 0 for pull consumers)."""
     def __iter__(self) -> MessageStream: ...
     def __next__(self) -> ConsumedBatch: ...
     def close(self) -> None: ...
 
 @final
-class OrderedStream:
-    @property
-    def resets(self) -> int:
-        """How often the consumer was recreated to get past a failure."""
-    def __iter__(self) -> OrderedStream: ...
-    def __next__(self) -> _ArrowBatch: ...
-    def close(self) -> None: ...
-
-@final
 class ReadBatches:
-    """The batches of a read, in sequence order; errors raise the package's classes."""
+    """The batches of a read or an ordered consumer, in sequence order; errors raise
+    the package's classes."""
 
     def schema(self) -> _ArrowSchema: ...
     @property
@@ -246,13 +241,4 @@ class PushConsumer:
         batch_wait: float = ...,
         include_headers: bool = False,
         heartbeat: float | None = None,
-    ) -> PushStream: ...
-
-@final
-class PushStream:
-    @property
-    def flow_control_answers(self) -> int:
-        """Flow-control answers sent so far."""
-    def __iter__(self) -> PushStream: ...
-    def __next__(self) -> ConsumedBatch: ...
-    def close(self) -> None: ...
+    ) -> MessageStream: ...

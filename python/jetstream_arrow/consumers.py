@@ -103,7 +103,7 @@ class PullConsumer:
         batch_rows: int = _core.DEFAULT_CONSUME_BATCH_ROWS,
         batch_wait: float = _core.DEFAULT_CONSUME_BATCH_WAIT,
         include_headers: bool = False,
-    ) -> Iterator[ConsumedBatch]:
+    ) -> Messages:
         """Continuous, pre-buffered consumption, like nats.go's ``Messages()``.
 
         Up to ``max_messages`` (or ``max_bytes``) are kept buffered; a new pull is
@@ -111,22 +111,19 @@ class PullConsumer:
         ``MissedHeartbeatsError`` after two missed heartbeats and
         ``ConsumerDeletedError`` when the consumer goes away.
         """
-        stream = self._native.messages(
-            max_messages=max_messages,
-            max_bytes=max_bytes,
-            threshold_messages=threshold_messages,
-            threshold_bytes=threshold_bytes,
-            expires=expires,
-            heartbeat=heartbeat,
-            batch_rows=batch_rows,
-            batch_wait=batch_wait,
-            include_headers=include_headers,
+        return Messages(
+            self._native.messages(
+                max_messages=max_messages,
+                max_bytes=max_bytes,
+                threshold_messages=threshold_messages,
+                threshold_bytes=threshold_bytes,
+                expires=expires,
+                heartbeat=heartbeat,
+                batch_rows=batch_rows,
+                batch_wait=batch_wait,
+                include_headers=include_headers,
+            )
         )
-        try:
-            for native_batch in stream:
-                yield ConsumedBatch(native_batch)
-        finally:
-            stream.close()
 
 
 class PushConsumer:
@@ -154,7 +151,7 @@ class PushConsumer:
         batch_wait: float = _core.DEFAULT_CONSUME_BATCH_WAIT,
         include_headers: bool = False,
         heartbeat: float | None = None,
-    ) -> PushMessages:
+    ) -> Messages:
         """Continuous consumption from the deliver subject, as ``ConsumedBatch``es.
 
         Each batch waits for one message, then takes what arrives within
@@ -165,7 +162,7 @@ class PushConsumer:
         next flow-control answer acknowledges everything released, one ack message
         per window; the subscription starts here, before the first ``next()``.
         """
-        return PushMessages(
+        return Messages(
             self._native.messages(
                 batch_rows=batch_rows,
                 batch_wait=batch_wait,
@@ -175,13 +172,14 @@ class PushConsumer:
         )
 
 
-class PushMessages:
-    """The batches of a push consumer, without end; ``close()`` unsubscribes."""
+class Messages:
+    """The batches of a pull or push consumer, without end; ``close()`` (or leaving a
+    ``with`` block) stops consumption."""
 
-    def __init__(self, native: _core.PushStream) -> None:
+    def __init__(self, native: _core.MessageStream) -> None:
         self._native = native
 
-    def __iter__(self) -> PushMessages:
+    def __iter__(self) -> Messages:
         return self
 
     def __next__(self) -> ConsumedBatch:
@@ -189,13 +187,14 @@ class PushMessages:
 
     @property
     def flow_control_answers(self) -> int:
-        """Flow-control answers sent (with flow-control acking: the ack messages)."""
+        """Flow-control answers sent (push consumers; with flow-control acking, the ack
+        messages). Always 0 for pull consumers."""
         return self._native.flow_control_answers
 
     def close(self) -> None:
         self._native.close()
 
-    def __enter__(self) -> PushMessages:
+    def __enter__(self) -> Messages:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -235,7 +234,7 @@ class OrderedConsumer:
         return _batches(stream)
 
 
-def _batches(stream: _core.OrderedStream) -> Iterator[pa.RecordBatch]:
+def _batches(stream: _core.ReadBatches) -> Iterator[pa.RecordBatch]:
     try:
         for batch in stream:
             yield pa.record_batch(batch)

@@ -7,7 +7,7 @@ file paths), never a live connection. Secrets are kept out of ``repr``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +15,18 @@ from . import _core
 from .exceptions import BadInputError
 
 _SECRET_FIELDS = frozenset({"password", "token", "nkey_seed"})
+
+
+def check_known_options(cls: type[Any], options: Mapping[str, Any], what: str) -> None:
+    """Refuse keyword options that are not fields of the dataclass ``cls``, naming
+    them and the known ones: a misspelt option must never be silently ignored."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise BadInputError(
+            f"unknown {what} option(s) {', '.join(map(repr, unknown))}; "
+            f"known options: {', '.join(sorted(known))}"
+        )
 
 
 @dataclass(frozen=True)
@@ -92,13 +104,7 @@ class ConnectOptions:
         cls, servers: str | Sequence[str] | None = None, **options: Any
     ) -> ConnectOptions:
         """Build options from ``connect()``'s keyword arguments, naming unknown ones."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise BadInputError(
-                f"unknown connect option(s) {', '.join(map(repr, unknown))}; "
-                f"known options: {', '.join(sorted(known))}"
-            )
+        check_known_options(cls, options, "connect")
         if servers is not None and not isinstance(servers, str):
             servers = ",".join(servers)
         if servers is not None:

@@ -8,31 +8,21 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
 from typing import Any, TypeVar, cast
 
 from .. import _core
 from .._core import validate_name
 from ..exceptions import ApiError, BadInputError
+from ..options import check_known_options
 from .consumers import ConsumerConfig, ConsumerInfo
 from .streams import PurgeResult, StoredMessage, StreamConfig, StreamInfo
 
 _T = TypeVar("_T")
 
 
-def _check_kwargs(cls: type[Any], options: Mapping[str, Any], what: str) -> None:
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise BadInputError(
-            f"unknown {what} option(s) {', '.join(map(repr, unknown))}; "
-            f"known options: {', '.join(sorted(known))}"
-        )
-
-
 def _build(cls: type[_T], given: _T | None, options: dict[str, Any], what: str) -> _T:
     """A config from an instance, keyword options, or an instance with overrides."""
-    _check_kwargs(cls, options, what)
+    check_known_options(cls, options, what)
     if given is None:
         return cls(**options)
     if not isinstance(given, cls):
@@ -105,7 +95,7 @@ class ManagementMixin:
             config["subjects"] = subjects
         if isinstance(name, StreamConfig):
             return _build(StreamConfig, name, config, "stream")
-        _check_kwargs(StreamConfig, config, "stream")
+        check_known_options(StreamConfig, config, "stream")
         return StreamConfig(name=name, **config)
 
     def stream_info(self, name: str) -> StreamInfo:

@@ -21,9 +21,8 @@ use pyo3_arrow::PyRecordBatch;
 use crate::consumer::PullConsumer;
 use crate::errors::{GlueError, GlueResult};
 use crate::options::{connect_config, opt_seconds, seconds};
-use crate::ordered::OrderedStream;
 use crate::push::PushConsumer;
-use crate::reader::ReadBatches;
+use crate::reader::{Batches, ReadBatches};
 use crate::runtime::{wait, BlockingIter};
 
 /// A live connection. Not picklable, and usable only in the process that made it.
@@ -220,7 +219,7 @@ impl Client {
         max_bytes: usize,
         heartbeat: f64,
         resume_timeout: f64,
-    ) -> GlueResult<OrderedStream> {
+    ) -> GlueResult<ReadBatches> {
         let start = match (start_seq, start_time_ns, deliver_new) {
             (Some(0), _, _) => {
                 return Err(
@@ -253,7 +252,8 @@ impl Client {
         let inner = wait(py, async move {
             CoreOrderedStream::open(conn, &stream, options).await
         })??;
-        Ok(OrderedStream::new(inner))
+        let schema = inner.schema();
+        Ok(ReadBatches::new(Batches::Follow(Box::new(inner)), schema))
     }
 
     #[pyo3(signature = (stream, name, *, ack_policy=None))]

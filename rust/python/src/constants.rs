@@ -4,17 +4,26 @@
 use jetstream_arrow_core::api::validate_name as core_validate_name;
 use jetstream_arrow_core::defaults::{Exported, EXPORTED};
 use jetstream_arrow_core::error::err_codes;
+use jetstream_arrow_core::Error;
 use pyo3::prelude::*;
 
 use crate::errors::GlueResult;
 use crate::options::CONNECT_FIELDS;
 
-/// Check a stream or consumer name; raises `BadInputError` naming `option`.
+/// Check a stream or consumer name; raises `BadInputError` naming `option`, also
+/// for a value that is not a string at all.
 #[pyfunction]
 #[pyo3(signature = (value, option="name"))]
-fn validate_name(value: &str, option: &str) -> GlueResult<String> {
-    core_validate_name(value, option)?;
-    Ok(value.to_string())
+fn validate_name(value: &Bound<'_, PyAny>, option: &str) -> GlueResult<String> {
+    let Ok(name) = value.extract::<String>() else {
+        return Err(Error::bad_input(format!(
+            "option '{option}' must be a non-empty string, got {}",
+            value.repr()?
+        ))
+        .into());
+    };
+    core_validate_name(&name, option)?;
+    Ok(name)
 }
 
 /// The JetStream API prefix that `domain` or `api_prefix` select.

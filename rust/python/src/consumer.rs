@@ -9,6 +9,8 @@ use jetstream_arrow_core::consumer::{
 };
 use jetstream_arrow_core::defaults;
 use jetstream_arrow_core::pull::{FetchRequest, PullSettings};
+use jetstream_arrow_core::push::PushStream;
+use jetstream_arrow_core::Error;
 use pyo3::exceptions::PyStopIteration;
 use pyo3::prelude::*;
 use pyo3_arrow::PyRecordBatch;
@@ -122,9 +124,7 @@ impl PullConsumer {
         };
         let consumer = self.inner.clone();
         let stream = wait(py, async move { consumer.messages(options).await })??;
-        Ok(MessageStream {
-            inner: Mutex::new(Some(stream)),
-        })
+        Ok(MessageStream::new(Deliveries::Pull(Box::new(stream))))
     }
 }
 
@@ -193,10 +193,33 @@ impl ConsumedBatch {
     }
 }
 
-/// Continuous consumption; `__next__` yields the next `ConsumedBatch`.
+/// Where a `MessageStream`'s batches come from.
+pub enum Deliveries {
+    Pull(Box<CoreStream>),
+    Push(Box<PushStream>),
+}
+
+impl Deliveries {
+    async fn next_batch(&mut self) -> Result<CoreBatch, Error> {
+        match self {
+            Self::Pull(stream) => stream.next_batch().await,
+            Self::Push(stream) => stream.next_batch().await,
+        }
+    }
+}
+
+/// Continuous consumption, pull or push; `__next__` yields the next `ConsumedBatch`.
 #[pyclass(module = "jetstream_arrow._core", frozen)]
 pub struct MessageStream {
-    inner: Mutex<Option<CoreStream>>,
+    inner: Mutex<Option<Deliveries>>,
+}
+
+impl MessageStream {
+    pub fn new(deliveries: Deliveries) -> Self {
+        Self {
+            inner: Mutex::new(Some(deliveries)),
+        }
+    }
 }
 
 #[pymethods]
@@ -214,6 +237,21 @@ impl MessageStream {
             inner: Arc::new(batch),
         })
         .ok_or_else(|| PyStopIteration::new_err(()).into())
+    }
+
+    /// Flow-control answers sent so far (push consumers; with flow-control acking,
+    /// the ack messages). Always 0 for pull consumers.
+    #[getter]
+    fn flow_control_answers(&self) -> u64 {
+        match self
+            .inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            Some(Deliveries::Push(stream)) => stream.flow_control_answers(),
+            _ => 0,
+        }
     }
 
     fn close(&self) {

@@ -6,7 +6,6 @@ mod constants;
 mod consumer;
 mod errors;
 mod options;
-mod ordered;
 mod push;
 mod reader;
 mod runtime;
@@ -23,9 +22,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<consumer::PullConsumer>()?;
     m.add_class::<consumer::ConsumedBatch>()?;
     m.add_class::<consumer::MessageStream>()?;
-    m.add_class::<ordered::OrderedStream>()?;
     m.add_class::<reader::ReadBatches>()?;
     m.add_class::<push::PushConsumer>()?;
-    m.add_class::<push::PushStream>()?;
     Ok(())
 }

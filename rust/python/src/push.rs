@@ -1,21 +1,16 @@
-//! `PushConsumer` and `PushStream`: durable push consumers, flow-control acking
-//! included; batches are the same `ConsumedBatch` as pull consumers yield.
-
-use std::sync::{Arc, Mutex};
+//! `PushConsumer`: durable push consumers, flow-control acking included; its
+//! `messages()` is the same `MessageStream` of `ConsumedBatch`es as pull consumers'.
 
 use jetstream_arrow_core::connection::Connection;
 use jetstream_arrow_core::consumer::AckPolicy;
 use jetstream_arrow_core::defaults;
-use jetstream_arrow_core::push::{
-    PushConsumer as CoreConsumer, PushOptions, PushStream as CoreStream,
-};
-use pyo3::exceptions::PyStopIteration;
+use jetstream_arrow_core::push::{PushConsumer as CoreConsumer, PushOptions};
 use pyo3::prelude::*;
 
-use crate::consumer::ConsumedBatch;
+use crate::consumer::{Deliveries, MessageStream};
 use crate::errors::GlueResult;
 use crate::options::{opt_seconds, seconds};
-use crate::runtime::{step, wait};
+use crate::runtime::wait;
 
 #[pyclass(module = "jetstream_arrow._core", frozen)]
 pub struct PushConsumer {
@@ -69,7 +64,7 @@ impl PushConsumer {
         batch_wait: f64,
         include_headers: bool,
         heartbeat: Option<f64>,
-    ) -> GlueResult<PushStream> {
+    ) -> GlueResult<MessageStream> {
         let options = PushOptions {
             batch_rows,
             batch_wait: seconds(batch_wait, "batch_wait")?,
@@ -78,44 +73,6 @@ impl PushConsumer {
         };
         let consumer = self.inner.clone();
         let stream = wait(py, async move { consumer.messages(options).await })??;
-        Ok(PushStream {
-            inner: Mutex::new(Some(stream)),
-        })
-    }
-}
-
-/// Continuous push consumption; `__next__` yields the next `ConsumedBatch`.
-#[pyclass(module = "jetstream_arrow._core", frozen)]
-pub struct PushStream {
-    inner: Mutex<Option<CoreStream>>,
-}
-
-#[pymethods]
-impl PushStream {
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
-    }
-
-    fn __next__(&self, py: Python<'_>) -> GlueResult<ConsumedBatch> {
-        let next = step(py, &self.inner, |mut stream| async move {
-            let next = stream.next_batch().await;
-            (stream, next)
-        })?;
-        next.map(|batch| ConsumedBatch::new(Arc::new(batch)))
-            .ok_or_else(|| PyStopIteration::new_err(()).into())
-    }
-
-    /// Flow-control answers sent so far (with flow-control acking, the ack messages).
-    #[getter]
-    fn flow_control_answers(&self) -> u64 {
-        self.inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .map_or(0, |s| s.flow_control_answers())
-    }
-
-    fn close(&self) {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
+        Ok(MessageStream::new(Deliveries::Push(Box::new(stream))))
     }
 }

@@ -1,14 +1,17 @@
-//! `Client.read` hands Python a native iterator of Arrow batches, which the facade
-//! wraps in `pa.RecordBatchReader.from_batches`. Each batch is read with the GIL
+//! `Client.read` and `Client.follow` hand Python a native iterator of Arrow batches
+//! (a range, or an open-ended ordered stream), which the facade wraps in
+//! `pa.RecordBatchReader.from_batches` or iterates. Each batch is read with the GIL
 //! released; an error raised by `__next__` is the package's own exception class, and
 //! pyarrow passes it through unchanged (an Arrow C stream would turn it into text).
 //! Closing or dropping the iterator deletes the read's consumer on the server.
 
 use std::sync::Mutex;
 
+use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use jetstream_arrow_core::connection::Connection;
-use jetstream_arrow_core::read::{ReadOptions, StreamReader};
+use jetstream_arrow_core::read::{OrderedStream, ReadOptions, StreamReader};
+use jetstream_arrow_core::Error;
 use pyo3::exceptions::PyStopIteration;
 use pyo3::prelude::*;
 use pyo3_arrow::{PyRecordBatch, PySchema};
@@ -16,10 +19,50 @@ use pyo3_arrow::{PyRecordBatch, PySchema};
 use crate::errors::GlueResult;
 use crate::runtime::{step, wait};
 
+/// Where a `ReadBatches`' batches come from.
+pub enum Batches {
+    /// A range: ends.
+    Range(Box<StreamReader>),
+    /// An open-ended ordered stream: never ends by itself.
+    Follow(Box<OrderedStream>),
+}
+
+impl Batches {
+    async fn next_batch(&mut self) -> Result<Option<RecordBatch>, Error> {
+        match self {
+            Self::Range(reader) => reader.next_batch().await,
+            Self::Follow(stream) => stream.next_batch().await.map(Some),
+        }
+    }
+
+    async fn close(&mut self) {
+        match self {
+            Self::Range(reader) => reader.finish().await,
+            Self::Follow(stream) => stream.close().await,
+        }
+    }
+
+    fn resets(&self) -> u32 {
+        match self {
+            Self::Range(reader) => reader.resets(),
+            Self::Follow(stream) => stream.resets(),
+        }
+    }
+}
+
 #[pyclass(module = "jetstream_arrow._core", frozen)]
 pub struct ReadBatches {
-    inner: Mutex<Option<StreamReader>>,
+    inner: Mutex<Option<Batches>>,
     schema: SchemaRef,
+}
+
+impl ReadBatches {
+    pub fn new(batches: Batches, schema: SchemaRef) -> Self {
+        Self {
+            inner: Mutex::new(Some(batches)),
+            schema,
+        }
+    }
 }
 
 #[pymethods]
@@ -54,14 +97,14 @@ impl ReadBatches {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
-            .map_or(0, |r| r.resets())
+            .map_or(0, Batches::resets)
     }
 
     /// Stop reading and delete the read's consumer.
     fn close(&self, py: Python<'_>) -> GlueResult<()> {
         let taken = self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(mut reader) = taken {
-            wait(py, async move { reader.finish().await })?;
+        if let Some(mut batches) = taken {
+            wait(py, async move { batches.close().await })?;
         }
         Ok(())
     }
@@ -79,8 +122,6 @@ pub fn open(
     let reader = wait(py, async move {
         StreamReader::open(conn, &stream, options).await
     })??;
-    Ok(ReadBatches {
-        schema: reader.schema(),
-        inner: Mutex::new(Some(reader)),
-    })
+    let schema = reader.schema();
+    Ok(ReadBatches::new(Batches::Range(Box::new(reader)), schema))
 }
