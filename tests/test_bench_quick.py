@@ -24,6 +24,7 @@ QUICK_CASES = [
     "natspy-fetch",
     "ja-read",
     "ja-consume-batch-ack",
+    "ja-consume-flow-control",
 ]
 
 
