@@ -251,7 +251,8 @@ def test_flow_control_consumption_across_two_kill_9_restarts_delivers_every_mess
         print(
             f"{n} messages, {kills} kill -9s, {errors} rebinds: {len(set(seen))} distinct "
             f"delivered, {len(seen) - len(set(seen))} redelivered, 0 lost; "
-            f"{messages.flow_control_answers} ack messages after the last rebind; "
+            f"{messages.flow_control_answers} ack messages and {messages.consumer_resets} "
+            "resets after the last rebind; "
             f"{left} acknowledged messages left in the queue by the server"
         )
         assert sorted(set(seen)) == list(range(1, n + 1))

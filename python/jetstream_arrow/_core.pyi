@@ -40,6 +40,7 @@ DEFAULT_SPARK_MAX_MESSAGES_PER_PARTITION: int
 
 # JetStream error codes the package reacts to (rust/core/src/error.rs).
 ERR_CONSUMER_NOT_FOUND: int
+ERR_CONSUMER_INVALID_RESET: int
 ERR_NO_MESSAGE_FOUND: int
 ERR_STREAM_NAME_IN_USE: int
 ERR_STREAM_NOT_FOUND: int
@@ -208,6 +209,9 @@ class MessageStream:
     @property
     def flow_control_answers(self) -> int:
         """Flow-control answers sent so far (push consumers; 0 for pull consumers)."""
+    @property
+    def consumer_resets(self) -> int:
+        """Resets of a flow-control push consumer to its ack floor (0 for pull)."""
     def __iter__(self) -> MessageStream: ...
     def __next__(self) -> ConsumedBatch: ...
     def close(self) -> None: ...

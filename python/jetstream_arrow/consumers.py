@@ -191,6 +191,14 @@ class Messages:
         messages). Always 0 for pull consumers."""
         return self._native.flow_control_answers
 
+    @property
+    def consumer_resets(self) -> int:
+        """How often a flow-control push consumer was reset to its ack floor because it
+        fell out of step with the server (a delivery lost on the way, a server that
+        restarted from an older state); everything unacknowledged then comes again.
+        Always 0 for pull consumers."""
+        return self._native.consumer_resets
+
     def close(self) -> None:
         self._native.close()
 

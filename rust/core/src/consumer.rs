@@ -197,8 +197,9 @@ pub struct ConsumedBatch {
     last: (u64, u64),
     /// The consumer acks everything up to a message with one ack.
     ack_all: bool,
-    /// Set for flow-control consumers: an ack releases the batch to the next answer.
-    flow: Option<Arc<FlowControl>>,
+    /// Set for flow-control consumers, with the epoch the batch was delivered in: an
+    /// ack releases the batch to the next answer.
+    flow: Option<(Arc<FlowControl>, u64)>,
 }
 
 impl ConsumedBatch {
@@ -208,7 +209,7 @@ impl ConsumedBatch {
         builder: &mut BatchBuilder,
         delivered: Vec<Delivered>,
         ack_policy: Option<AckPolicy>,
-        flow: Option<Arc<FlowControl>>,
+        flow: Option<(Arc<FlowControl>, u64)>,
     ) -> Self {
         let mut replies = Vec::with_capacity(delivered.len());
         let mut consumer_seqs = Vec::with_capacity(delivered.len());
@@ -287,11 +288,11 @@ impl ConsumedBatch {
 
     /// Send `kind` for the chosen rows (all when None), pipelined, then flush.
     pub async fn acknowledge(&self, rows: Option<&[usize]>, kind: AckKind) -> Result<()> {
-        if let Some(flow) = &self.flow {
+        if let Some((flow, epoch)) = &self.flow {
             if kind != AckKind::Ack || rows.is_some() {
                 self.flow_only("acknowledging chosen rows, nak, term or in_progress")?;
             }
-            return flow.release(self.last.0, self.last.1).await;
+            return flow.release(*epoch, self.last.0, self.last.1).await;
         }
         let body = kind.body();
         for reply in self.targets(rows, &kind)? {

@@ -52,6 +52,8 @@ pub struct ApiErrorCode {
 /// `jetstream_arrow._core.ERR_<NAME>`.
 pub mod err_codes {
     pub const CONSUMER_NOT_FOUND: u32 = 10014;
+    /// `CONSUMER.RESET` refused: the consumer's deliver policy does not allow it.
+    pub const CONSUMER_INVALID_RESET: u32 = 10204;
     pub const NO_MESSAGE_FOUND: u32 = 10037;
     pub const STREAM_NAME_IN_USE: u32 = 10058;
     pub const STREAM_NOT_FOUND: u32 = 10059;
@@ -60,6 +62,7 @@ pub mod err_codes {
     /// Every code above by its exported name.
     pub const EXPORTED: &[(&str, u32)] = &[
         ("CONSUMER_NOT_FOUND", CONSUMER_NOT_FOUND),
+        ("CONSUMER_INVALID_RESET", CONSUMER_INVALID_RESET),
         ("NO_MESSAGE_FOUND", NO_MESSAGE_FOUND),
         ("STREAM_NAME_IN_USE", STREAM_NAME_IN_USE),
         ("STREAM_NOT_FOUND", STREAM_NOT_FOUND),

@@ -9,6 +9,11 @@
 //! slow application keeps the window closed instead of buffering without bound. Other
 //! ack policies get an empty answer (it reopens the window, acks nothing) as soon as
 //! the request is reached, as every NATS client does.
+//!
+//! Sequences are counted per *epoch*: a reset of the consumer (see `crate::push`)
+//! restarts its delivery sequence at 1, so releases of batches handed out before the
+//! reset name sequences the server no longer knows and are ignored (those messages
+//! are delivered again).
 
 use std::sync::Mutex;
 
@@ -17,7 +22,7 @@ use async_nats::{HeaderMap, Subject};
 use crate::connection::Connection;
 use crate::error::Result;
 
-const LAST_CONSUMER: &str = "Nats-Last-Consumer";
+pub(crate) const LAST_CONSUMER: &str = "Nats-Last-Consumer";
 const LAST_STREAM: &str = "Nats-Last-Stream";
 
 /// Where a flow-controlled consumer stands: what was delivered, what the application
@@ -32,6 +37,8 @@ struct FlowState {
     waiting: Option<(Subject, u64)>,
     /// Flow-control answers sent, for the curious (benches, tests).
     answers: u64,
+    /// Bumped by every reset of the consumer's delivery sequence.
+    epoch: u64,
 }
 
 /// Flow-control requests and their answers, shared by a stream and its batches.
@@ -75,11 +82,34 @@ impl FlowControl {
         self.answer_if_due().await
     }
 
-    /// The application is done with everything up to this message.
-    pub async fn release(&self, consumer_seq: u64, stream_seq: u64) -> Result<()> {
+    /// The current epoch: deliveries of an older one are stale.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.lock().epoch
+    }
+
+    /// The consumer's delivery sequence was reset: start a new epoch in which nothing
+    /// is delivered or released, and give a waiting request an empty answer (the
+    /// server keeps its request across a reset; the answer reopens the window and
+    /// acknowledges nothing).
+    pub(crate) async fn reset(&self) -> Result<()> {
         {
             let mut state = self.lock();
-            if consumer_seq > state.released.0 {
+            state.epoch += 1;
+            state.delivered = (0, 0);
+            state.released = (0, 0);
+            if let Some((_, covers)) = &mut state.waiting {
+                *covers = 0;
+            }
+        }
+        self.answer_if_due().await
+    }
+
+    /// The application is done with everything up to this message, delivered in
+    /// `epoch`.
+    pub async fn release(&self, epoch: u64, consumer_seq: u64, stream_seq: u64) -> Result<()> {
+        {
+            let mut state = self.lock();
+            if epoch == state.epoch && consumer_seq > state.released.0 {
                 state.released = (consumer_seq, stream_seq);
             }
         }

@@ -15,13 +15,13 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::api::subjects;
-use crate::api::types::{AckPolicy as WireAckPolicy, ConsumerInfo};
+use crate::api::types::{AckPolicy as WireAckPolicy, ConsumerInfo, ConsumerReset};
 use crate::api::{validate_name, Status};
 use crate::batch_builder::BatchBuilder;
 use crate::connection::Connection;
 use crate::consumer::{AckPolicy, ConsumedBatch};
-use crate::error::{Error, ErrorKind, Result};
-use crate::flow_control::FlowControl;
+use crate::error::{err_codes, Error, ErrorKind, Result};
+use crate::flow_control::{FlowControl, LAST_CONSUMER};
 use crate::metadata::parse_ack_subject;
 use crate::pull::Delivered;
 use crate::schema::SchemaOptions;
@@ -109,6 +109,7 @@ impl PushConsumer {
         if options.batch_rows == 0 {
             return Err(Error::bad_input("option 'batch_rows' must be at least 1"));
         }
+        let resync = self.start_in_step().await?;
         let client = &self.conn.client;
         let sub = match &self.deliver_group {
             Some(group) => {
@@ -118,13 +119,43 @@ impl PushConsumer {
             }
             None => client.subscribe(self.deliver_subject.clone()).await?,
         };
-        Ok(PushStream::start(self.clone(), sub, &options))
+        Ok(PushStream::start(self.clone(), sub, resync, &options))
+    }
+
+    /// A flow-control consumer starts from its ack floor, before anyone subscribes:
+    /// what an earlier subscriber was handed but did not release is never sent again
+    /// otherwise (there is no ack timeout). Returns the keeper of its sequence, or
+    /// None for other ack policies and for a consumer that may not be reset (its
+    /// deliver policy forbids it, or this client may not use `CONSUMER.RESET`).
+    async fn start_in_step(&self) -> Result<Option<Resync>> {
+        if self.ack_policy != Some(AckPolicy::FlowControl) {
+            return Ok(None);
+        }
+        match reset_consumer(&self.conn, &self.stream, &self.name).await {
+            Ok(_) => {}
+            Err(e)
+                if e.kind() == ErrorKind::Authorization
+                    || e.api_code().map(|c| c.err_code)
+                        == Some(err_codes::CONSUMER_INVALID_RESET) =>
+            {
+                return Ok(None)
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(Some(Resync {
+            conn: self.conn.clone(),
+            stream: self.stream.clone(),
+            name: self.name.clone(),
+            // Reset before subscribing: the first delivery is sequence 1.
+            sequence: Sequence::default(),
+        }))
     }
 }
 
 /// What the reading task hands the stream.
 enum Event {
-    Delivered(Delivered),
+    /// A delivery, with the flow-control epoch it arrived in.
+    Delivered(Delivered, u64),
     Failed(Error),
 }
 
@@ -143,6 +174,8 @@ pub struct PushStream {
     batch_rows: usize,
     batch_wait: Duration,
     flow: Arc<FlowControl>,
+    /// A delivery taken from `events` that belongs to the next batch.
+    held: Option<(Delivered, u64)>,
 }
 
 impl Drop for PushStream {
@@ -152,12 +185,124 @@ impl Drop for PushStream {
     }
 }
 
+/// Keeps a flow-control consumer in step with the server.
+///
+/// Such a consumer acknowledges cumulatively and has no ack timeout, so nothing the
+/// server counts as delivered is ever sent again by itself. A delivery lost on the
+/// way (a server killed mid-window, a reconnect, a subscription that overflowed) or a
+/// server that restarts from an older delivery state would stall it for good: the
+/// answers would name sequences the server does not expect, and the window would
+/// never reopen. So every delivery and heartbeat is checked against the consumer
+/// sequence (`Nats-Last-Consumer` on heartbeats), and on any mismatch the consumer is
+/// reset to its ack floor (`CONSUMER.RESET`, as the server's own stream sourcing
+/// does): everything not yet acknowledged is delivered again (at least once), from
+/// consumer sequence 1.
+struct Resync {
+    conn: Connection,
+    stream: String,
+    name: String,
+    sequence: Sequence,
+}
+
+/// The consumer sequence as this client has seen it since the last reset.
+#[derive(Debug, Default)]
+struct Sequence {
+    /// The consumer sequence of the last delivery accepted since the last reset.
+    last: u64,
+    /// False from a reset until the server's new numbering is seen (a delivery with
+    /// sequence 1, or a heartbeat naming 0): deliveries still in flight from before
+    /// the reset are dropped meanwhile.
+    restarting: bool,
+    /// Heartbeats naming an old sequence while restarting. One may have been sent
+    /// before the reset; a second means the new numbering's first deliveries were
+    /// lost, and the consumer must be reset again.
+    old_heartbeats: u32,
+}
+
+/// What to do with a delivery or a heartbeat.
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    Accept,
+    /// Sent before the last reset; it comes again.
+    Stale,
+    /// Out of step with the server: reset.
+    Gap,
+}
+
+impl Sequence {
+    fn on_delivery(&mut self, consumer_seq: u64) -> Verdict {
+        if self.restarting {
+            if consumer_seq != 1 {
+                return Verdict::Stale;
+            }
+            self.restarting = false;
+        } else if consumer_seq != self.last + 1 {
+            return Verdict::Gap;
+        }
+        self.last = consumer_seq;
+        Verdict::Accept
+    }
+
+    /// `last_consumer`: the heartbeat's `Nats-Last-Consumer`, the server's last
+    /// delivered consumer sequence.
+    fn on_heartbeat(&mut self, last_consumer: u64) -> Verdict {
+        if self.restarting {
+            if last_consumer != 0 {
+                self.old_heartbeats += 1;
+                return if self.old_heartbeats < 2 {
+                    Verdict::Stale
+                } else {
+                    Verdict::Gap
+                };
+            }
+            self.restarting = false;
+        }
+        if last_consumer == self.last {
+            Verdict::Accept
+        } else {
+            Verdict::Gap
+        }
+    }
+
+    /// The server numbers deliveries afresh from 1.
+    fn restart(&mut self) {
+        *self = Self {
+            restarting: true,
+            ..Self::default()
+        };
+    }
+}
+
+impl Resync {
+    /// Reset the consumer to its ack floor and start a new flow-control epoch.
+    async fn reset(&mut self, flow: &FlowControl) -> Result<()> {
+        flow.reset().await?;
+        self.sequence.restart();
+        reset_consumer(&self.conn, &self.stream, &self.name).await?;
+        Ok(())
+    }
+}
+
+/// `CONSUMER.RESET` to the ack floor; returns the next stream sequence to deliver.
+async fn reset_consumer(conn: &Connection, stream: &str, name: &str) -> Result<u64> {
+    let reply: ConsumerReset = conn
+        .api_get(&subjects::consumer_reset(stream, name))
+        .await
+        .map_err(|e| e.context(format!("resetting consumer {name:?} to its ack floor")))?;
+    Ok(reply.reset_seq)
+}
+
+fn header_u64(message: &async_nats::Message, name: &str) -> Option<u64> {
+    message.headers.as_ref()?.get(name)?.as_str().parse().ok()
+}
+
 /// Read the deliver subject until it fails or the stream is dropped.
 async fn read_deliveries(
     mut sub: Subscriber,
     label: String,
     heartbeat: Option<Duration>,
     flow: Arc<FlowControl>,
+    mut resync: Option<Resync>,
     events: mpsc::UnboundedSender<Event>,
 ) {
     let failed = loop {
@@ -185,7 +330,17 @@ async fn read_deliveries(
         };
         match Status::of(&message) {
             None => {}
-            Some(Status::FlowControlRequest) | Some(Status::IdleHeartbeat) => {
+            Some(status @ (Status::FlowControlRequest | Status::IdleHeartbeat)) => {
+                if let (Status::IdleHeartbeat, Some(resync), Some(last)) =
+                    (status, resync.as_mut(), header_u64(&message, LAST_CONSUMER))
+                {
+                    if resync.sequence.on_heartbeat(last) == Verdict::Gap {
+                        if let Err(e) = resync.reset(&flow).await {
+                            break e.context(&label);
+                        }
+                        continue;
+                    }
+                }
                 let stalled = message
                     .headers
                     .as_ref()
@@ -212,9 +367,22 @@ async fn read_deliveries(
         let Some(meta) = message.reply.as_deref().and_then(parse_ack_subject) else {
             continue; // not a JetStream delivery
         };
+        if let Some(resync) = resync.as_mut() {
+            match resync.sequence.on_delivery(meta.consumer_seq) {
+                Verdict::Accept => {}
+                Verdict::Stale => continue,
+                Verdict::Gap => {
+                    if let Err(e) = resync.reset(&flow).await {
+                        break e.context(&label);
+                    }
+                    continue;
+                }
+            }
+        }
         flow.delivered(meta.consumer_seq, meta.stream_seq);
+        let epoch = flow.epoch();
         if events
-            .send(Event::Delivered(Delivered { message, meta }))
+            .send(Event::Delivered(Delivered { message, meta }, epoch))
             .is_err()
         {
             return; // the stream is gone
@@ -224,7 +392,12 @@ async fn read_deliveries(
 }
 
 impl PushStream {
-    fn start(consumer: PushConsumer, sub: Subscriber, options: &PushOptions) -> Self {
+    fn start(
+        consumer: PushConsumer,
+        sub: Subscriber,
+        resync: Option<Resync>,
+        options: &PushOptions,
+    ) -> Self {
         let flow_acks = consumer.ack_policy == Some(AckPolicy::FlowControl);
         let flow = Arc::new(FlowControl::new(consumer.conn.clone(), flow_acks));
         let (sender, events) = mpsc::unbounded_channel();
@@ -237,6 +410,7 @@ impl PushStream {
             label,
             consumer.heartbeat.or(options.heartbeat),
             flow.clone(),
+            resync,
             sender,
         ));
         Self {
@@ -253,6 +427,7 @@ impl PushStream {
             batch_rows: options.batch_rows,
             batch_wait: options.batch_wait,
             flow,
+            held: None,
         }
     }
 
@@ -261,8 +436,16 @@ impl PushStream {
         self.flow.answers()
     }
 
-    /// The next delivery; None when `until` passed first.
-    async fn next(&mut self, until: Option<Instant>) -> Result<Option<Delivered>> {
+    /// Resets of the consumer to its ack floor after it fell out of step.
+    pub fn consumer_resets(&self) -> u64 {
+        self.flow.epoch()
+    }
+
+    /// The next delivery and its epoch; None when `until` passed first.
+    async fn next(&mut self, until: Option<Instant>) -> Result<Option<(Delivered, u64)>> {
+        if let Some(held) = self.held.take() {
+            return Ok(Some(held));
+        }
         let event = match until {
             Some(until) => match tokio::time::timeout_at(until, self.events.recv()).await {
                 Ok(event) => event,
@@ -271,7 +454,7 @@ impl PushStream {
             None => self.events.recv().await,
         };
         match event {
-            Some(Event::Delivered(d)) => Ok(Some(d)),
+            Some(Event::Delivered(d, epoch)) => Ok(Some((d, epoch))),
             Some(Event::Failed(e)) => Err(e),
             None => Err(Error::new(
                 ErrorKind::Cancelled,
@@ -282,21 +465,37 @@ impl PushStream {
 
     /// Waits for at least one message, then takes what arrives within `batch_wait`,
     /// up to `batch_rows`.
+    ///
+    /// A batch holds deliveries of one epoch. Deliveries of an epoch before the
+    /// consumer's last reset are dropped, and so is a batch whose epoch ended while
+    /// it was collected: the reset sends them again, numbered afresh (handing them
+    /// out would only add duplicates whose release is ignored). The first delivery
+    /// of a newer epoch waits for the next batch.
     pub async fn next_batch(&mut self) -> Result<ConsumedBatch> {
-        let first = loop {
-            if let Some(d) = self.next(None).await? {
-                break d;
+        let (delivered, epoch) = loop {
+            let Some((first, epoch)) = self.next(None).await? else {
+                continue;
+            };
+            if epoch != self.flow.epoch() {
+                continue;
+            }
+            let mut delivered = vec![first];
+            let until = Instant::now() + self.batch_wait;
+            while delivered.len() < self.batch_rows {
+                match self.next(Some(until)).await? {
+                    Some((d, e)) if e == epoch => delivered.push(d),
+                    Some(newer) => {
+                        self.held = Some(newer);
+                        break;
+                    }
+                    None => break,
+                }
+            }
+            if epoch == self.flow.epoch() {
+                break (delivered, epoch);
             }
         };
-        let mut delivered = vec![first];
-        let until = Instant::now() + self.batch_wait;
-        while delivered.len() < self.batch_rows {
-            match self.next(Some(until)).await? {
-                Some(d) => delivered.push(d),
-                None => break,
-            }
-        }
-        let flow = self.flow.acks.then(|| self.flow.clone());
+        let flow = self.flow.acks.then(|| (self.flow.clone(), epoch));
         let batch = ConsumedBatch::build(
             &self.consumer.conn,
             &mut self.builder,
@@ -309,5 +508,57 @@ impl PushStream {
             self.flow.handed_out(batch.last_delivered()).await?;
         }
         Ok(batch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Sequence, Verdict};
+
+    #[test]
+    fn deliveries_in_sequence_are_accepted_and_a_jump_is_a_gap() {
+        let mut seq = Sequence::default();
+        assert_eq!(seq.on_delivery(1), Verdict::Accept);
+        assert_eq!(seq.on_delivery(2), Verdict::Accept);
+        assert_eq!(seq.on_heartbeat(2), Verdict::Accept);
+        assert_eq!(seq.on_delivery(4), Verdict::Gap);
+        // A server restarted from an older state numbers backwards.
+        assert_eq!(seq.on_delivery(2), Verdict::Gap);
+        // A heartbeat naming what was never received.
+        assert_eq!(seq.on_heartbeat(5), Verdict::Gap);
+    }
+
+    #[test]
+    fn after_a_reset_old_deliveries_are_stale_until_sequence_one() {
+        let mut seq = Sequence::default();
+        for n in 1..=10 {
+            assert_eq!(seq.on_delivery(n), Verdict::Accept);
+        }
+        seq.restart();
+        assert_eq!(seq.on_delivery(11), Verdict::Stale);
+        assert_eq!(seq.on_delivery(12), Verdict::Stale);
+        assert_eq!(seq.on_delivery(1), Verdict::Accept);
+        assert_eq!(seq.on_delivery(2), Verdict::Accept);
+        assert_eq!(seq.on_heartbeat(2), Verdict::Accept);
+    }
+
+    #[test]
+    fn after_a_reset_with_nothing_to_deliver_a_heartbeat_naming_zero_syncs() {
+        let mut seq = Sequence::default();
+        assert_eq!(seq.on_delivery(1), Verdict::Accept);
+        seq.restart();
+        assert_eq!(seq.on_heartbeat(0), Verdict::Accept);
+        assert_eq!(seq.on_delivery(1), Verdict::Accept);
+    }
+
+    #[test]
+    fn a_lost_first_delivery_after_a_reset_asks_for_another_reset() {
+        let mut seq = Sequence::default();
+        seq.restart();
+        // Sent before the reset took effect: tolerated once.
+        assert_eq!(seq.on_heartbeat(7), Verdict::Stale);
+        // Sequences 1 and 2 were lost: the server names 2 again.
+        assert_eq!(seq.on_delivery(3), Verdict::Stale);
+        assert_eq!(seq.on_heartbeat(3), Verdict::Gap);
     }
 }

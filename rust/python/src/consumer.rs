@@ -220,6 +220,19 @@ impl MessageStream {
             inner: Mutex::new(Some(deliveries)),
         }
     }
+
+    /// A figure of a push stream; 0 for pull streams and closed ones.
+    fn push_figure(&self, figure: fn(&PushStream) -> u64) -> u64 {
+        match self
+            .inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            Some(Deliveries::Push(stream)) => figure(stream),
+            _ => 0,
+        }
+    }
 }
 
 #[pymethods]
@@ -243,15 +256,15 @@ impl MessageStream {
     /// the ack messages). Always 0 for pull consumers.
     #[getter]
     fn flow_control_answers(&self) -> u64 {
-        match self
-            .inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-        {
-            Some(Deliveries::Push(stream)) => stream.flow_control_answers(),
-            _ => 0,
-        }
+        self.push_figure(PushStream::flow_control_answers)
+    }
+
+    /// Resets of a flow-control push consumer to its ack floor after it fell out of
+    /// step with the server (a lost delivery, a restarted server). Always 0 for pull
+    /// consumers.
+    #[getter]
+    fn consumer_resets(&self) -> u64 {
+        self.push_figure(PushStream::consumer_resets)
     }
 
     fn close(&self) {

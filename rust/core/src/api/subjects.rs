@@ -17,6 +17,11 @@ pub fn consumer_info(stream: &str, consumer: &str) -> String {
     format!("CONSUMER.INFO.{stream}.{consumer}")
 }
 
+/// Moves a consumer's delivery back to its ack floor (empty body) or to `{"seq": N}`.
+pub fn consumer_reset(stream: &str, consumer: &str) -> String {
+    format!("CONSUMER.RESET.{stream}.{consumer}")
+}
+
 /// Where pull requests go; the only API subject (with `$JS.ACK.<stream>.<consumer>.>`)
 /// that a client bound to an existing consumer needs.
 pub fn consumer_msg_next(stream: &str, consumer: &str) -> String {

@@ -10,6 +10,7 @@ pub use async_nats::jetstream::consumer::pull::BatchConfig as PullRequest;
 pub use async_nats::jetstream::consumer::{
     AckPolicy, Config as ConsumerConfig, DeliverPolicy, Info as ConsumerInfo,
 };
+pub use async_nats::jetstream::stream::ConsumerResetResponse as ConsumerReset;
 pub use async_nats::jetstream::stream::Info as StreamInfo;
 
 /// `CONSUMER.CREATE.<stream>`'s body.
