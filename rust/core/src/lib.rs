@@ -14,6 +14,7 @@ pub mod batch_builder;
 pub mod connection;
 pub mod consumer;
 pub mod defaults;
+pub mod direct;
 pub mod error;
 pub mod flow_control;
 pub mod metadata;
@@ -23,6 +24,7 @@ pub mod publish_input;
 pub mod pull;
 pub mod push;
 pub mod read;
+pub mod resync;
 pub mod schema;
 
 pub use connection::{ConnectConfig, Connection};
