@@ -6,7 +6,7 @@
 # that implement them (turn them into pyarrow with pa.record_batch / pa.schema).
 # Durations are seconds (float), timestamps nanoseconds since the epoch (int).
 
-from typing import Any, Protocol, final
+from typing import Any, Literal, Protocol, final
 
 __version__: str
 
@@ -27,6 +27,7 @@ DEFAULT_READ_BATCH_ROWS: int
 DEFAULT_READ_MAX_BYTES: int
 DEFAULT_HEARTBEAT: float
 DEFAULT_RESUME_TIMEOUT: float
+DEFAULT_READ_METHOD: Literal["consumer", "direct"]
 DEFAULT_FOLLOW_BATCH_WAIT: float
 DEFAULT_FETCH_MAX_MESSAGES: int
 DEFAULT_FETCH_EXPIRES: float
@@ -112,6 +113,7 @@ class Client:
         max_bytes: int = ...,
         heartbeat: float = ...,
         resume_timeout: float = ...,
+        method: str = ...,
     ) -> ReadBatches:
         """Open a read (errors of the opening raise here); batches follow in sequence order."""
     def follow(

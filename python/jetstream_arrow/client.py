@@ -271,6 +271,7 @@ class Client(ManagementMixin):
         max_bytes: int = _core.DEFAULT_READ_MAX_BYTES,
         heartbeat: float = _core.DEFAULT_HEARTBEAT,
         resume_timeout: float = _core.DEFAULT_RESUME_TIMEOUT,
+        method: Literal["consumer", "direct"] = _core.DEFAULT_READ_METHOD,
     ) -> pa.RecordBatchReader:
         """Replay a stream in sequence order as Arrow record batches.
 
@@ -285,6 +286,11 @@ class Client(ManagementMixin):
         consumer at the last delivered sequence + 1, so the range still comes out
         exactly once and in order. It gives up (raising the last error) when that has
         failed for ``resume_timeout`` seconds.
+
+        ``method="direct"`` reads with batched direct gets instead, on a stream created
+        with ``allow_direct=True``: no consumer is created (fewer round trips for small
+        reads), and it is the one way to re-read a WorkQueue stream whose messages
+        belong to a durable consumer. ``subjects`` is then at most one filter.
         """
         if isinstance(subjects, str):
             subjects = [subjects]
@@ -300,6 +306,7 @@ class Client(ManagementMixin):
             max_bytes=max_bytes,
             heartbeat=heartbeat,
             resume_timeout=resume_timeout,
+            method=method,
         )
         # Each batch is read natively with the GIL released. An error raised by the
         # native iterator keeps its class through pyarrow (an Arrow C stream would turn

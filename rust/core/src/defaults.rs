@@ -37,6 +37,9 @@ pub const HEARTBEAT: Duration = Duration::from_secs(5);
 /// How long an ordered read keeps recreating its consumer after losing it (a server
 /// restart or a leader election takes seconds).
 pub const RESUME_TIMEOUT: Duration = Duration::from_secs(30);
+/// How a range is read: "consumer" (an ordered consumer) or "direct" (batched
+/// direct gets, on streams with `allow_direct`).
+pub const READ_METHOD: &str = "consumer";
 /// After the first message of a followed (open-ended) batch, how long to wait for more.
 pub const FOLLOW_BATCH_WAIT: Duration = Duration::from_millis(100);
 
@@ -82,6 +85,7 @@ pub const EXPORTED: &[(&str, Exported)] = &[
     ("READ_MAX_BYTES", Exported::Int(READ_MAX_BYTES as i64)),
     ("HEARTBEAT", Exported::Seconds(HEARTBEAT)),
     ("RESUME_TIMEOUT", Exported::Seconds(RESUME_TIMEOUT)),
+    ("READ_METHOD", Exported::Str(READ_METHOD)),
     ("FOLLOW_BATCH_WAIT", Exported::Seconds(FOLLOW_BATCH_WAIT)),
     (
         "FETCH_MAX_MESSAGES",

@@ -6,6 +6,9 @@
 //! deleted when the read ends or is closed, and has an inactivity threshold in case
 //! the process dies, so a read leaves no state on the server.
 //!
+//! Or, with [`ReadMethod::Direct`], batched direct gets ([`crate::direct`]): no
+//! consumer at all, on streams with `allow_direct`.
+//!
 //! [`OrderedStream`] is the open-ended form: it follows the stream as it grows.
 
 use std::time::Duration;
@@ -18,6 +21,7 @@ use crate::api::types::StreamInfo;
 use crate::batch_builder::BatchBuilder;
 use crate::connection::Connection;
 use crate::defaults;
+use crate::direct::{DirectRange, DirectStart};
 use crate::error::{Error, Result};
 use crate::ordered::{OrderedPull, Start};
 use crate::pull::{Delivered, PullSettings, MAX_BUFFERED_MESSAGES};
@@ -37,8 +41,31 @@ pub struct ReadOptions {
     /// Payload bytes per output batch and per pull request, at most.
     pub max_bytes: usize,
     pub heartbeat: Duration,
-    /// How long to keep trying to recreate the read's consumer after losing it.
+    /// How long to keep trying to recreate the read's consumer after losing it
+    /// (direct reads: to get an answer).
     pub resume_timeout: Duration,
+    pub method: ReadMethod,
+}
+
+/// How a range is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadMethod {
+    /// An ordered consumer, created for the read and deleted after it.
+    Consumer,
+    /// Batched direct gets: no consumer; the stream needs `allow_direct`.
+    Direct,
+}
+
+impl ReadMethod {
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "consumer" => Ok(Self::Consumer),
+            "direct" => Ok(Self::Direct),
+            other => Err(Error::bad_input(format!(
+                "option 'method' must be 'consumer' or 'direct', got {other:?}"
+            ))),
+        }
+    }
 }
 
 impl Default for ReadOptions {
@@ -54,6 +81,7 @@ impl Default for ReadOptions {
             max_bytes: defaults::READ_MAX_BYTES,
             heartbeat: defaults::HEARTBEAT,
             resume_timeout: defaults::RESUME_TIMEOUT,
+            method: ReadMethod::parse(defaults::READ_METHOD).expect("a known method"),
         }
     }
 }
@@ -75,6 +103,13 @@ impl ReadOptions {
             return Err(Error::bad_input(
                 "options 'start_seq' and 'start_time' exclude each other",
             ));
+        }
+        if self.method == ReadMethod::Direct && self.subjects.len() > 1 {
+            return Err(Error::bad_input(format!(
+                "option 'subjects': a direct read (method 'direct') takes one subject \
+                 filter (wildcards allowed), got {:?}",
+                self.subjects
+            )));
         }
         Ok(())
     }
@@ -99,9 +134,15 @@ impl ReadOptions {
     }
 }
 
+/// Where a read's messages come from.
+enum Source {
+    Ordered(Box<OrderedPull>),
+    Direct(Box<DirectRange>),
+}
+
 /// An open read: yields batches until the end of the range.
 pub struct StreamReader {
-    ordered: Option<OrderedPull>,
+    source: Option<Source>,
     builder: BatchBuilder,
     end_seq: u64,
     end_time_ns: Option<i64>,
@@ -128,7 +169,7 @@ impl StreamReader {
             .unwrap_or(1)
             .max(info.state.first_sequence);
         let mut reader = Self {
-            ordered: None,
+            source: None,
             builder: BatchBuilder::new(stream, schema_options),
             end_seq,
             end_time_ns: options.end_time_ns,
@@ -137,6 +178,30 @@ impl StreamReader {
             carry: None,
         };
         if info.state.messages == 0 || end_seq < start {
+            return Ok(reader);
+        }
+        if options.method == ReadMethod::Direct {
+            if !info.config.allow_direct {
+                return Err(Error::bad_input(format!(
+                    "option 'method': stream {stream:?} does not allow direct gets \
+                     (allow_direct is false); read it with method 'consumer', or update \
+                     the stream with allow_direct=True"
+                )));
+            }
+            let direct_start = match options.start_time_ns {
+                Some(ns) => DirectStart::Time(ns),
+                None => DirectStart::Sequence(start),
+            };
+            reader.source = Some(Source::Direct(Box::new(DirectRange::new(
+                conn,
+                stream,
+                options.subjects.first().cloned(),
+                direct_start,
+                end_seq,
+                options.batch_rows,
+                options.max_bytes,
+                options.resume_timeout,
+            ))));
             return Ok(reader);
         }
         let (ordered, pending) = OrderedPull::open(
@@ -148,7 +213,7 @@ impl StreamReader {
             options.resume_timeout,
         )
         .await?;
-        reader.ordered = Some(ordered);
+        reader.source = Some(Source::Ordered(Box::new(ordered)));
         if pending == 0 {
             reader.finish().await;
         }
@@ -166,11 +231,19 @@ impl StreamReader {
             self.builder.append(&carried.message, &carried.meta);
         }
         while self.builder.len() < self.batch_rows {
-            let Some(ordered) = self.ordered.as_mut() else {
-                break;
-            };
-            let Some(delivered) = ordered.next(None).await? else {
-                continue;
+            let delivered = match self.source.as_mut() {
+                None => break,
+                Some(Source::Ordered(ordered)) => match ordered.next(None).await? {
+                    Some(delivered) => delivered,
+                    None => continue,
+                },
+                Some(Source::Direct(direct)) => match direct.next().await? {
+                    Some(delivered) => delivered,
+                    None => {
+                        self.finish().await;
+                        break;
+                    }
+                },
             };
             let meta = delivered.meta;
             let past_time = self.end_time_ns.is_some_and(|end| meta.timestamp_ns > end);
@@ -196,13 +269,18 @@ impl StreamReader {
 
     /// How often the read recreated its consumer to get past a failure.
     pub fn resets(&self) -> u32 {
-        self.ordered.as_ref().map_or(0, |o| o.resets)
+        match &self.source {
+            Some(Source::Ordered(ordered)) => ordered.resets,
+            _ => 0,
+        }
     }
 
     /// Stop reading and delete the consumer.
     pub async fn finish(&mut self) {
-        if let Some(mut ordered) = self.ordered.take() {
-            ordered.close().await;
+        match self.source.take() {
+            Some(Source::Ordered(mut ordered)) => ordered.close().await,
+            Some(Source::Direct(mut direct)) => direct.close().await,
+            None => {}
         }
     }
 }

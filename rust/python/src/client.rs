@@ -162,7 +162,7 @@ impl Client {
         stream, *, start_seq=None, end_seq=None, subjects=None, start_time_ns=None,
         end_time_ns=None, include_headers=false, batch_rows=defaults::READ_BATCH_ROWS,
         max_bytes=defaults::READ_MAX_BYTES, heartbeat=defaults::HEARTBEAT.as_secs_f64(),
-        resume_timeout=defaults::RESUME_TIMEOUT.as_secs_f64()
+        resume_timeout=defaults::RESUME_TIMEOUT.as_secs_f64(), method=defaults::READ_METHOD
     ))]
     #[allow(clippy::too_many_arguments)]
     fn read(
@@ -179,8 +179,10 @@ impl Client {
         max_bytes: usize,
         heartbeat: f64,
         resume_timeout: f64,
+        method: &str,
     ) -> GlueResult<ReadBatches> {
         let options = jetstream_arrow_core::read::ReadOptions {
+            method: jetstream_arrow_core::read::ReadMethod::parse(method)?,
             start_seq,
             end_seq,
             subjects: subjects.unwrap_or_default(),

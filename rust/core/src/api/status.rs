@@ -23,6 +23,8 @@ pub enum Status {
     NoResponders,
     /// `429 Too Many Requests`: backpressure on a publish.
     TooManyRequests,
+    /// `204 EOB`: the end of a batched direct get.
+    EndOfBatch,
     /// Anything else, by code and description.
     Other { code: u16, description: String },
 }
@@ -74,6 +76,7 @@ impl Status {
                 Self::MaxBytesExceeded(Pending::of(headers))
             }
             409 => Self::RequestEnded(Pending::of(headers)),
+            204 => Self::EndOfBatch,
             429 => Self::TooManyRequests,
             503 => Self::NoResponders,
             code => Self::Other {

@@ -5,6 +5,12 @@ pub fn stream_info(stream: &str) -> String {
     format!("STREAM.INFO.{stream}")
 }
 
+/// Batched reads without a consumer, answered by every replica of a stream with
+/// `allow_direct`.
+pub fn direct_get(stream: &str) -> String {
+    format!("DIRECT.GET.{stream}")
+}
+
 pub fn consumer_create(stream: &str) -> String {
     format!("CONSUMER.CREATE.{stream}")
 }

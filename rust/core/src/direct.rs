@@ -1,0 +1,323 @@
+//! Reading a range of a stream with batched direct gets: `<prefix>.DIRECT.GET.<stream>`
+//! with `{"seq", "batch", "next_by_subj", "max_bytes"}`, answered by the stream's
+//! servers (it needs `allow_direct`) with the messages and a closing `204 EOB`.
+//!
+//! No consumer is created, so a direct read leaves no state on the server, costs no
+//! consumer create/delete round trips, and works where no second consumer may exist:
+//! a WorkQueue stream whose messages belong to a durable consumer can be re-read only
+//! this way (acknowledged messages are gone; the unacknowledged ones are read).
+//!
+//! The server does not bound a batch by sequence (`up_to_seq` applies to `multi_last`
+//! only), so each request asks for at most the rest of the range and anything past its
+//! end is dropped. A batch may end early (the request's byte budget); the next request
+//! starts after the last message received. A request that gets no answer within the
+//! request timeout (a reconnect, a restarted server, a leader election) is sent again
+//! from the same place, for up to the read's resume timeout.
+
+use std::time::Duration;
+
+use async_nats::{HeaderMap, Message, Subscriber};
+use futures::StreamExt;
+use serde::Serialize;
+use time::format_description::well_known::Rfc3339;
+use tokio::time::Instant;
+
+use crate::api::{subjects, Status};
+use crate::connection::Connection;
+use crate::error::{Error, ErrorKind, Result};
+use crate::metadata::MessageMetadata;
+use crate::pull::Delivered;
+
+/// Headers the server adds to each message of a direct get; the message's own
+/// headers are the others.
+const STREAM: &str = "Nats-Stream";
+const SUBJECT: &str = "Nats-Subject";
+const SEQUENCE: &str = "Nats-Sequence";
+const TIME_STAMP: &str = "Nats-Time-Stamp";
+const NUM_PENDING: &str = "Nats-Num-Pending";
+const LAST_SEQUENCE: &str = "Nats-Last-Sequence";
+const DIRECT_HEADERS: [&str; 6] = [
+    STREAM,
+    SUBJECT,
+    SEQUENCE,
+    TIME_STAMP,
+    NUM_PENDING,
+    LAST_SEQUENCE,
+];
+
+/// A batched direct get request.
+#[derive(Debug, Serialize)]
+struct DirectGetRequest<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seq: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    start_time: Option<String>,
+    batch: usize,
+    max_bytes: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_by_subj: Option<&'a str>,
+}
+
+/// Where a direct read starts.
+#[derive(Debug, Clone, Copy)]
+pub enum DirectStart {
+    Sequence(u64),
+    /// Nanoseconds since the epoch.
+    Time(i64),
+}
+
+/// An open direct read of `start..=end_seq`.
+pub struct DirectRange {
+    conn: Connection,
+    stream: String,
+    subject: String,
+    filter: Option<String>,
+    start: DirectStart,
+    end_seq: u64,
+    batch: usize,
+    max_bytes: usize,
+    resume_timeout: Duration,
+    /// Replies arrive on `<inbox>.<request number>`; older requests' late replies are
+    /// told apart by the number and dropped.
+    inbox: String,
+    sub: Option<Subscriber>,
+    request: u64,
+    in_flight: bool,
+    done: bool,
+    /// Since when requests have gone unanswered, while resending.
+    failing_since: Option<Instant>,
+}
+
+impl DirectRange {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        conn: Connection,
+        stream: &str,
+        filter: Option<String>,
+        start: DirectStart,
+        end_seq: u64,
+        batch: usize,
+        max_bytes: usize,
+        resume_timeout: Duration,
+    ) -> Self {
+        let inbox = conn.client.new_inbox();
+        Self {
+            subject: conn.api_subject(&subjects::direct_get(stream)),
+            conn,
+            stream: stream.to_string(),
+            filter,
+            start,
+            end_seq,
+            batch: batch.max(1),
+            max_bytes: max_bytes.max(1),
+            resume_timeout,
+            inbox,
+            sub: None,
+            request: 0,
+            in_flight: false,
+            done: false,
+            failing_since: None,
+        }
+    }
+
+    /// The next message of the range in sequence order; None at its end.
+    pub async fn next(&mut self) -> Result<Option<Delivered>> {
+        loop {
+            if self.done {
+                return Ok(None);
+            }
+            if !self.in_flight {
+                self.send_request().await?;
+            }
+            let sub = self.sub.as_mut().expect("subscribed by send_request");
+            let message = match tokio::time::timeout(self.conn.request_timeout, sub.next()).await {
+                Ok(Some(message)) => message,
+                Ok(None) => {
+                    return Err(Error::new(
+                        ErrorKind::Cancelled,
+                        format!(
+                            "direct read of stream {:?}: the connection closed",
+                            self.stream
+                        ),
+                    ))
+                }
+                Err(_) => {
+                    self.unanswered(format!(
+                        "no reply within {:?} (option 'request_timeout')",
+                        self.conn.request_timeout
+                    ))?;
+                    continue;
+                }
+            };
+            if !message
+                .subject
+                .as_str()
+                .ends_with(&format!(".{}", self.request))
+            {
+                continue; // a late reply to an earlier request
+            }
+            match Status::of(&message) {
+                None => {}
+                Some(Status::EndOfBatch) => {
+                    // The batch is over: ask for the rest, unless nothing is left.
+                    self.in_flight = false;
+                    let pending = header_u64(&message, NUM_PENDING);
+                    if pending == Some(0) {
+                        self.done = true;
+                    }
+                    continue;
+                }
+                Some(Status::RequestEnded(_)) => {
+                    // 404: no message at or after the cursor.
+                    self.done = true;
+                    continue;
+                }
+                Some(Status::NoResponders) => {
+                    self.unanswered(format!(
+                        "nobody answers direct gets on {} (the stream needs \
+                         allow_direct=True, and must exist)",
+                        self.subject
+                    ))?;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+                Some(other) => {
+                    return Err(Error::new(
+                        ErrorKind::Api,
+                        format!(
+                            "direct read of stream {:?}: unexpected status {other:?}",
+                            self.stream
+                        ),
+                    ))
+                }
+            }
+            self.failing_since = None;
+            let delivered = into_delivered(message, &self.stream)?;
+            let seq = delivered.meta.stream_seq;
+            if seq > self.end_seq {
+                self.done = true;
+                continue;
+            }
+            self.start = DirectStart::Sequence(seq + 1);
+            if seq == self.end_seq {
+                self.done = true;
+            }
+            return Ok(Some(delivered));
+        }
+    }
+
+    async fn send_request(&mut self) -> Result<()> {
+        if self.sub.is_none() {
+            self.sub = Some(
+                self.conn
+                    .client
+                    .subscribe(format!("{}.*", self.inbox))
+                    .await?,
+            );
+        }
+        let (seq, start_time, left) = match self.start {
+            DirectStart::Sequence(seq) if seq > self.end_seq => {
+                self.done = true;
+                return Ok(());
+            }
+            DirectStart::Sequence(seq) => (Some(seq), None, self.end_seq - seq + 1),
+            DirectStart::Time(ns) => (None, Some(rfc3339(ns)?), u64::MAX),
+        };
+        let request = DirectGetRequest {
+            seq,
+            start_time,
+            batch: usize::try_from(left).unwrap_or(usize::MAX).min(self.batch),
+            max_bytes: self.max_bytes,
+            next_by_subj: self.filter.as_deref(),
+        };
+        self.request += 1;
+        let body = serde_json::to_vec(&request).expect("a request body serializes");
+        self.conn
+            .client
+            .publish_with_reply(
+                self.subject.clone(),
+                format!("{}.{}", self.inbox, self.request),
+                body.into(),
+            )
+            .await?;
+        self.in_flight = true;
+        Ok(())
+    }
+
+    /// The request went unanswered: send it again, until `resume_timeout` is spent.
+    fn unanswered(&mut self, why: String) -> Result<()> {
+        let since = *self.failing_since.get_or_insert_with(Instant::now);
+        if since.elapsed() >= self.resume_timeout {
+            return Err(Error::timeout(format!(
+                "direct read of stream {:?}: {why}; gave up after {:?} (option \
+                 'resume_timeout')",
+                self.stream, self.resume_timeout
+            )));
+        }
+        self.in_flight = false;
+        Ok(())
+    }
+
+    /// Stop reading.
+    pub async fn close(&mut self) {
+        self.done = true;
+        if let Some(mut sub) = self.sub.take() {
+            let _ = sub.unsubscribe().await;
+        }
+    }
+}
+
+fn header_u64(message: &Message, name: &str) -> Option<u64> {
+    message.headers.as_ref()?.get(name)?.as_str().parse().ok()
+}
+
+fn rfc3339(ns: i64) -> Result<String> {
+    time::OffsetDateTime::from_unix_timestamp_nanos(ns.into())
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+        .ok_or_else(|| Error::bad_input(format!("option 'start_time': {ns} ns is out of range")))
+}
+
+/// A direct get reply as a delivery: the stored subject and headers back in place,
+/// the sequence and time stamp as metadata.
+fn into_delivered(mut message: Message, stream: &str) -> Result<Delivered> {
+    let malformed = |what: &str| {
+        Error::new(
+            ErrorKind::Api,
+            format!("direct get of stream {stream:?}: a reply without a valid {what} header"),
+        )
+    };
+    let headers = message.headers.take().ok_or_else(|| malformed(SEQUENCE))?;
+    let value = |name: &str| headers.get(name).map(|v| v.as_str());
+    let stream_seq = value(SEQUENCE)
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| malformed(SEQUENCE))?;
+    let timestamp_ns = value(TIME_STAMP)
+        .and_then(|v| time::OffsetDateTime::parse(v, &Rfc3339).ok())
+        .map(|t| t.unix_timestamp_nanos() as i64)
+        .ok_or_else(|| malformed(TIME_STAMP))?;
+    let subject = value(SUBJECT).ok_or_else(|| malformed(SUBJECT))?;
+    message.subject = subject.into();
+    let pending = value(NUM_PENDING).and_then(|v| v.parse().ok()).unwrap_or(0);
+    let mut own = HeaderMap::new();
+    for (name, values) in headers.iter() {
+        let name: &str = name.as_ref();
+        if DIRECT_HEADERS.contains(&name) {
+            continue;
+        }
+        for v in values {
+            own.append(name, v.as_str());
+        }
+    }
+    message.headers = (!own.is_empty()).then_some(own);
+    Ok(Delivered {
+        message,
+        meta: MessageMetadata {
+            delivered: 1,
+            stream_seq,
+            consumer_seq: 0,
+            timestamp_ns,
+            pending,
+        },
+    })
+}

@@ -1,0 +1,126 @@
+"""Reading with batched direct gets (``method="direct"``): the same rows as the
+consumer-based read on the same ranges, no consumer created, and a WorkQueue stream
+re-read while its messages belong to a durable consumer."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import pyarrow as pa
+import pytest
+
+import jetstream_arrow as ja
+from engine_helpers import read_all, rows, stream_state
+from jetstream_arrow.exceptions import BadInputError
+
+pytestmark = pytest.mark.timeout(90)
+
+
+@pytest.fixture
+def direct_stream(client: ja.Client, unique_name: Callable[[str], str]) -> Iterator[str]:
+    name = unique_name("direct")
+    client.create_stream(name, [f"{name}.>"], allow_direct=True)
+    yield name
+    client.delete_stream(name)
+
+
+def both(client: ja.Client, stream: str, **options: object) -> tuple[pa.Table, pa.Table]:
+    return (
+        read_all(client, stream, method="consumer", **options),
+        read_all(client, stream, method="direct", **options),
+    )
+
+
+def same_rows(a: pa.Table, b: pa.Table) -> bool:
+    """Equal tables; header maps compared as dicts (their key order is not kept)."""
+    if "headers" not in a.column_names:
+        return a.equals(b)
+    as_dicts = [
+        [dict(h) if h is not None else None for h in t.column("headers").to_pylist()]
+        for t in (a, b)
+    ]
+    rest = [t.drop_columns(["headers"]) for t in (a, b)]
+    return as_dicts[0] == as_dicts[1] and rest[0].equals(rest[1])
+
+
+def test_direct_reads_equal_consumer_reads_on_the_same_ranges(
+    client: ja.Client, direct_stream: str
+) -> None:
+    client.publish(rows(3_000, direct_stream, subjects=3))
+    client.delete_message(direct_stream, 17)
+    client.delete_message(direct_stream, 3_000)
+    cases: list[dict[str, object]] = [
+        {},
+        {"include_headers": True},
+        {"start_seq": 100, "end_seq": 2_500},
+        {"start_seq": 2_990},
+        {"subjects": f"{direct_stream}.1"},
+        {"subjects": [f"{direct_stream}.*"], "start_seq": 10, "end_seq": 20},
+        {"batch_rows": 7, "end_seq": 100},
+        {"max_bytes": 100, "end_seq": 300},
+    ]
+    for options in cases:
+        by_consumer, direct = both(client, direct_stream, **options)
+        assert direct.num_rows > 0, options
+        assert same_rows(direct, by_consumer), options
+    # No consumer was created by the direct reads (the consumer reads delete theirs).
+    assert stream_state(client, direct_stream).consumer_count == 0
+
+
+def test_direct_read_by_start_time(client: ja.Client, direct_stream: str) -> None:
+    client.publish(rows(50, direct_stream))
+    time.sleep(0.05)
+    middle = time.time()
+    time.sleep(0.05)
+    client.publish(rows(50, direct_stream, start=50))
+    by_consumer, direct = both(client, direct_stream, start_time=middle)
+    assert direct.column("seq").to_pylist() == list(range(51, 101))
+    assert direct.equals(by_consumer)
+
+
+def test_direct_read_of_an_empty_range(client: ja.Client, direct_stream: str) -> None:
+    assert read_all(client, direct_stream, method="direct").num_rows == 0
+    client.publish(rows(5, direct_stream))
+    assert read_all(client, direct_stream, method="direct", start_seq=6).num_rows == 0
+
+
+def test_direct_read_needs_allow_direct_and_one_filter(
+    client: ja.Client, stream: str, direct_stream: str
+) -> None:
+    client.publish(rows(5, stream))
+    with pytest.raises(BadInputError, match=r"option 'method'.*allow_direct"):
+        read_all(client, stream, method="direct")
+    with pytest.raises(BadInputError, match="option 'subjects'"):
+        read_all(client, direct_stream, method="direct", subjects=["a", "b"])
+    with pytest.raises(BadInputError, match="option 'method'"):
+        read_all(client, direct_stream, method="by-carrier-pigeon")  # type: ignore[arg-type]
+
+
+def test_a_work_queue_is_re_read_directly_while_a_durable_consumer_holds_it(
+    client: ja.Client, unique_name: Callable[[str], str]
+) -> None:
+    name = unique_name("wq")
+    client.create_stream(name, [f"{name}.>"], retention="workqueue", allow_direct=True)
+    try:
+        client.publish(rows(1_000, name))
+        client.create_consumer(name, durable_name="owner", ack_policy="explicit")
+        consumer = client.pull_consumer(name, "owner")
+        batch = consumer.fetch(max_messages=400)
+        batch.ack()
+        first_kept = 401
+        # Acknowledged work items are gone; the rest are read without a second
+        # consumer (a WorkQueue allows one per subject).
+        wait_messages(client, name, 600)
+        direct = read_all(client, name, method="direct")
+        assert direct.column("seq").to_pylist() == list(range(first_kept, 1_001))
+        assert stream_state(client, name).consumer_count == 1
+    finally:
+        client.delete_stream(name)
+
+
+def wait_messages(client: ja.Client, stream: str, n: int) -> None:
+    deadline = time.monotonic() + 5
+    while stream_state(client, stream).messages != n:
+        assert time.monotonic() < deadline, f"{stream} never held {n} messages"
+        time.sleep(0.02)
