@@ -214,6 +214,16 @@ class ManagementMixin:
         validate_name(name, "consumer")
         return ConsumerInfo.from_api(self._api_json(f"CONSUMER.INFO.{stream}.{name}"))
 
+    def reset_consumer(self, stream: str, name: str, seq: int | None = None) -> int:
+        """Move a consumer's delivery back to its ack floor (or to stream sequence
+        ``seq``): everything not yet acknowledged is delivered again at once, from
+        consumer sequence 1 (server 2.14+). Returns the next stream sequence it delivers."""
+        validate_name(stream, "stream")
+        validate_name(name, "consumer")
+        body = {} if seq is None else {"seq": int(seq)}
+        reply = self._api_json(f"CONSUMER.RESET.{stream}.{name}", body)
+        return int(reply.get("reset_seq", 0))
+
     def delete_consumer(self, stream: str, name: str) -> bool:
         validate_name(stream, "stream")
         validate_name(name, "consumer")

@@ -23,6 +23,7 @@ from .reading import checked_schema
 from .sink import JetStreamWriter, refuse_overwrite
 from .source import JetStreamPushdownReader, JetStreamReader
 from .streaming import JetStreamStreamReader, JetStreamStreamWriter
+from .work_queue import WorkQueueStreamReader
 
 
 class JetStreamDataSource(DataSource):
@@ -55,6 +56,8 @@ class JetStreamDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         opts = parse_read_options(self.options, queries="stream")
+        if opts.consumer is not None:
+            return WorkQueueStreamReader(opts, checked_schema(opts, schema))
         return JetStreamStreamReader(opts, checked_schema(opts, schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:

@@ -190,6 +190,16 @@ READ_SPECS = [
         minimum=1,
     ),
     OptionSpec(
+        "consumer",
+        "consumer",
+        "str",
+        None,
+        "read through this durable consumer (created if missing), acking each micro-batch's messages after Spark commits it: for WorkQueue and Interest streams, which then empty as the query progresses; the stream needs `allow_direct`; spark.readStream only",
+        "read",
+        nullable=True,
+        queries="stream",
+    ),
+    OptionSpec(
         "max_messages_per_trigger",
         "maxMessagesPerTrigger",
         "int",

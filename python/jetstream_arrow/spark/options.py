@@ -216,6 +216,7 @@ class ReadOptions:
     min_partitions: int = _READ_DEFAULTS["min_partitions"]
     max_messages_per_partition: int = _READ_DEFAULTS["max_messages_per_partition"]
     max_messages_per_trigger: int | None = None
+    consumer: str | None = None
     include_headers: bool = _READ_DEFAULTS["include_headers"]
     fail_on_data_loss: bool = _READ_DEFAULTS["fail_on_data_loss"]
     batch_rows: int = _READ_DEFAULTS["batch_rows"]
@@ -295,6 +296,20 @@ def parse_read_options(
         )
     if values["end_seq"] is not None and values["end_time"] is not None:
         raise BadInputError("options 'endingSequence' and 'endingTime' exclude each other")
+    if values["consumer"] is not None:
+        validate_name(values["consumer"], "consumer")
+        starts = ("starting_offsets", "start_seq", "start_time")
+        start_options = [_READ_INDEX[_norm(k)].spark for k in starts if values[k] is not None]
+        if start_options:
+            raise BadInputError(
+                f"option 'consumer': the query starts where the consumer stands (its ack "
+                f"floor), so {start_options[0]!r} does not apply; drop it"
+            )
+        if values["subjects"] is not None and len(values["subjects"]) > 1:
+            raise BadInputError(
+                "option 'subjects': a read through option 'consumer' takes one subject "
+                f"filter (wildcards allowed), got {list(values['subjects'])}"
+            )
     if (
         values["start_seq"] is not None
         and values["end_seq"] is not None

@@ -52,7 +52,7 @@ from .sink import (
 # -- read ----------------------------------------------------------------------------------
 
 
-def _next_seq(offset: Any) -> int:
+def next_seq_of(offset: Any) -> int:
     """The sequence an offset points at, refusing offsets this source did not make
     (a checkpoint of another source, or one edited by hand)."""
     seq = offset.get("seq") if isinstance(offset, dict) else None
@@ -113,7 +113,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, int]:
         """The end (exclusive) of the next micro-batch: the stream's end, at most
         ``limit`` sequences after ``start``; ``start`` itself when there is nothing new."""
-        next_seq = _next_seq(start)
+        next_seq = next_seq_of(start)
         state = stream_state(get_client(self.opts.connect), self.opts.stream)
         end = self.seen_end = int(state.last_seq) + 1
         if self.available_now_end is not None:
@@ -147,7 +147,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         """Sequences ``start..end - 1`` in ranges, split like a batch read's."""
         opts = self.opts
-        first, last = _next_seq(start), _next_seq(end) - 1
+        first, last = next_seq_of(start), next_seq_of(end) - 1
         if first > last:
             return []
         client = get_client(opts.connect)

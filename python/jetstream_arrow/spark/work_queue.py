@@ -1,0 +1,209 @@
+"""``spark.readStream.format("jetstream").option("consumer", name)``: a streaming read
+through a durable consumer, for WorkQueue and Interest streams.
+
+The consumer claims messages and the query acknowledges them only after Spark has
+committed the micro-batch that holds them, so the stream empties as the query
+progresses and a query killed at any moment loses nothing.
+
+How, by the server's rules:
+
+- The consumer (created if missing) is a durable pull consumer with explicit acks,
+  ``max_deliver`` -1 and ``headers_only``: the driver learns which messages it claims
+  (their stream sequences) without moving their payloads. On a WorkQueue stream it is
+  the one consumer of its subject filter.
+- A micro-batch is a range of stream sequences, like any jetstream streaming read
+  (offset ``{"seq": <next sequence>}`` in the checkpoint). Executors read its messages
+  by batched direct gets (the stream needs ``allow_direct``): no second consumer,
+  which a WorkQueue would refuse. Nothing in a range is acknowledged before the
+  micro-batch is committed, so a micro-batch that Spark re-runs after a crash reads
+  exactly the same messages, split into the same partitions.
+- ``latestOffset(start)`` runs only once every micro-batch before ``start`` is
+  committed in the checkpoint, so it first acknowledges everything below ``start``
+  (and so does ``commit``). A driver that starts (or restarts) resets the consumer to
+  its ack floor, so whatever an earlier driver claimed but did not acknowledge is
+  delivered again: below ``start`` it is acknowledged, above it goes into the next
+  micro-batch.
+
+The guarantee: every message reaches the sink at least once, and each micro-batch is
+the same when re-run; into the jetstream sink (message ids per micro-batch, partition
+and row) or Spark's file sink, that is exactly once. A micro-batch holds at most the
+consumer's ``max_ack_pending`` messages (:data:`MAX_ACK_PENDING` when this source
+creates it) and ``maxMessagesPerTrigger`` if set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.types import StructType
+
+from ..client import Client
+from ..consumers import ConsumedBatch, PullConsumer
+from ..exceptions import BadInputError, NotFoundError
+from .connection_cache import get_client
+from .options import ReadOptions
+from .partitions import read_partition, split_range
+from .reading import stream_state
+from .streaming import next_seq_of
+
+#: Messages in flight of a consumer this source creates: one micro-batch at most.
+MAX_ACK_PENDING = 100_000
+#: How long the server waits for an ack before delivering a message again. Only
+#: redelivery noise depends on it (a redelivered message the driver already holds is
+#: acknowledged or planned once): longer than a slow micro-batch.
+ACK_WAIT = 600.0
+#: Messages claimed per fetch.
+FETCH_MESSAGES = 10_000
+
+
+def prepare_consumer(client: Client, opts: ReadOptions) -> PullConsumer:
+    """The query's durable consumer, created if missing and checked if not, reset to
+    its ack floor so that what an earlier driver claimed is delivered again."""
+    assert opts.consumer is not None
+    stream, name = opts.stream, opts.consumer
+    info = client.stream_info(stream)
+    if not info.config.allow_direct:
+        raise BadInputError(
+            f"option 'consumer': stream {stream!r} does not allow direct gets, which "
+            "the executors read a micro-batch with (a WorkQueue allows no second "
+            f"consumer); update it: client.update_stream({stream!r}, allow_direct=True)"
+        )
+    wanted = list(opts.subjects) if opts.subjects else None
+    try:
+        config = client.consumer_info(stream, name).config
+    except NotFoundError:
+        client.create_consumer(
+            stream,
+            durable_name=name,
+            ack_policy="explicit",
+            deliver_policy="all",
+            filter_subjects=wanted,
+            max_deliver=-1,
+            ack_wait=ACK_WAIT,
+            max_ack_pending=MAX_ACK_PENDING,
+            headers_only=True,
+        )
+    else:
+        problem = None
+        if config.deliver_subject:
+            problem = "is a push consumer"
+        elif config.ack_policy != "explicit":
+            problem = f"acknowledges with ack_policy {config.ack_policy!r}, not 'explicit'"
+        elif (config.filter_subjects or None) != wanted:
+            problem = (
+                f"filters {config.filter_subjects or 'no subjects'}, the query "
+                f"{wanted or 'none'} (option 'subjects')"
+            )
+        if problem:
+            raise BadInputError(
+                f"option 'consumer': consumer {name!r} of stream {stream!r} {problem}; "
+                "name a pull consumer with explicit acks and the query's subject "
+                "filter, or a new name (the source creates it)"
+            )
+    client.reset_consumer(stream, name)
+    return client.pull_consumer(stream, name)
+
+
+class WorkQueueStreamReader(DataSourceStreamReader):
+    """Micro-batches of the messages a durable consumer claims; acknowledged once
+    committed. Offset and planning methods run on the driver; ``read`` on executors."""
+
+    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.schema = schema
+        self._consumer: PullConsumer | None = None
+        # Claimed messages not yet acknowledged: their batch and (row, seq) pairs.
+        self._held: list[tuple[ConsumedBatch, list[tuple[int, int]]]] = []
+        self.seen_end: int | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"WorkQueueStreamReader(stream={self.opts.stream!r}, consumer={self.opts.consumer!r})"
+        )
+
+    def _claimer(self) -> PullConsumer:
+        if self._consumer is None:
+            self._consumer = prepare_consumer(get_client(self.opts.connect), self.opts)
+        return self._consumer
+
+    def initialOffset(self) -> dict[str, int]:
+        """Where the consumer stands: the sequence after its ack floor."""
+        self._claimer()
+        info = get_client(self.opts.connect).consumer_info(
+            self.opts.stream, self.opts.consumer or ""
+        )
+        return {"seq": int(info.ack_floor.stream_seq) + 1}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_messages_per_trigger is not None:
+            return ReadMaxRows(self.opts.max_messages_per_trigger)
+        return ReadAllAvailable()
+
+    def _ack_below(self, seq: int) -> None:
+        """Acknowledge every held message below ``seq``: its micro-batch is committed."""
+        still: list[tuple[ConsumedBatch, list[tuple[int, int]]]] = []
+        for batch, rows in self._held:
+            done = [row for row, s in rows if s < seq]
+            if done:
+                batch.ack(done)
+            left = [(row, s) for row, s in rows if s >= seq]
+            if left:
+                still.append((batch, left))
+        self._held = still
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        """Acknowledge what lies below ``start`` (committed), claim new messages, and
+        end the next micro-batch after the last one claimed (within ``limit``)."""
+        next_seq = next_seq_of(start)
+        if isinstance(limit, ReadMaxRows):
+            most: int | None = limit.max_rows
+        elif isinstance(limit, ReadAllAvailable):
+            most = None
+        else:
+            raise BadInputError(
+                f"a jetstream read through option 'consumer' limits micro-batches by "
+                f"messages (option 'maxMessagesPerTrigger'), not by {type(limit).__name__}"
+            )
+        consumer = self._claimer()
+        self._ack_below(next_seq)
+        claimed = sorted({s for _, rows in self._held for _, s in rows})
+        while most is None or len(claimed) < most:
+            want = FETCH_MESSAGES if most is None else min(FETCH_MESSAGES, most - len(claimed))
+            batch = consumer.fetch(want, no_wait=True)
+            if len(batch) == 0:
+                break
+            seqs = batch.data.column("seq").to_pylist()
+            self._held.append((batch, list(enumerate(seqs))))
+            self._ack_below(next_seq)
+            claimed = sorted(set(claimed).union(s for s in seqs if s >= next_seq))
+        if most is not None:
+            claimed = claimed[:most]
+        return {"seq": claimed[-1] + 1} if claimed else {"seq": next_seq}
+
+    def reportLatestOffset(self) -> dict[str, int]:
+        """The stream's end, for the query's progress."""
+        state = stream_state(get_client(self.opts.connect), self.opts.stream)
+        return {"seq": int(state.last_seq) + 1}
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        """Sequences ``start..end - 1``, split by the options alone, so that a re-run
+        micro-batch has the same partitions (and the same message ids in a sink)."""
+        first, last = next_seq_of(start), next_seq_of(end) - 1
+        opts = self.opts
+        return list(split_range(first, last, opts.min_partitions, opts.max_messages_per_partition))
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_partition(self.opts, partition, self.opts.subjects, self.schema)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """The micro-batch ending before ``end`` is committed: acknowledge it."""
+        self._ack_below(next_seq_of(end))
+
+    def stop(self) -> None:
+        """Claimed but unacknowledged messages are left to the server: the next driver
+        resets the consumer and gets them again."""
+        self._held = []

@@ -1,0 +1,183 @@
+"""Spark Structured Streaming over a WorkQueue stream through a durable consumer
+(option ``consumer``): messages are acknowledged only after their micro-batch is
+committed, the queue empties as the query progresses, and a driver SIGKILLed at any
+moment and restarted from its checkpoint leaves each message exactly once in the sink."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import functions as F
+
+import jetstream_arrow as ja
+from conftest_spark import SPARK_ERRORS, make_stream, publish, spark
+
+pytestmark = pytest.mark.spark
+__all__ = ["spark"]
+
+DRIVER = Path(__file__).parent / "drivers" / "work_queue_query.py"
+
+
+def wait_for(what: str, condition: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {timeout} s for {what}")
+        time.sleep(0.2)
+
+
+def state(url: str, stream: str) -> Any:
+    with ja.connect(url) as client:
+        return client.stream_info(stream).state
+
+
+def sink_data(url: str, stream: str) -> list[bytes]:
+    with ja.connect(url) as client:
+        return client.read(stream).read_all().column("data").to_pylist()
+
+
+def work_queue(url: str, name: str) -> None:
+    make_stream(url, name, retention="workqueue", allow_direct=True)
+
+
+def test_a_query_drains_a_work_queue_through_its_consumer(
+    spark: Any, shared_nats_server: Any, unique_name: Any, tmp_path: Path
+) -> None:
+    url, queue, sink = shared_nats_server.url, unique_name("WQ"), unique_name("WQS")
+    work_queue(url, queue)
+    make_stream(url, sink)
+    publish(url, queue, 2_500)
+    source = (
+        spark.readStream.format("jetstream")
+        .option("servers", url)
+        .option("stream", queue)
+        .option("consumer", "drain")
+        .option("maxMessagesPerTrigger", 1_000)
+        .load()
+    )
+    moved = source.withColumn("subject", F.regexp_replace("subject", f"^{queue}", sink))
+    query = (
+        moved.writeStream.format("jetstream")
+        .option("servers", url)
+        .option("stream", sink)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        wait_for("the sink to hold 2,500 messages", lambda: state(url, sink).messages >= 2_500, 120)
+        # The last micro-batch is acknowledged once Spark plans the next trigger.
+        wait_for("the work queue to empty", lambda: state(url, queue).messages == 0, 30)
+        publish(url, queue, 500, start=2_500)
+        wait_for("the sink to hold 3,000", lambda: state(url, sink).messages >= 3_000, 60)
+        wait_for("the work queue to empty again", lambda: state(url, queue).messages == 0, 30)
+        batches = [p["numInputRows"] for p in query.recentProgress]
+    finally:
+        query.stop()
+    data = sink_data(url, sink)
+    assert sorted(data) == sorted(f"m{i}".encode() for i in range(3_000))
+    # At most maxMessagesPerTrigger per micro-batch.
+    assert max(batches) <= 1_000, batches
+    with ja.connect(url) as client:
+        info = client.consumer_info(queue, "drain")
+        assert info.num_ack_pending == 0
+        assert info.config.headers_only
+
+
+def test_consumer_option_needs_direct_gets_and_a_matching_consumer(
+    spark: Any, shared_nats_server: Any, unique_name: Any, tmp_path: Path
+) -> None:
+    url, plain, queue = shared_nats_server.url, unique_name("WQP"), unique_name("WQC")
+    make_stream(url, plain, retention="workqueue")
+    work_queue(url, queue)
+    with ja.connect(url) as client:
+        client.create_consumer(
+            queue, durable_name="pusher", deliver_subject="x.y", ack_policy="explicit"
+        )
+
+    def start(stream: str, consumer: str) -> None:
+        df = (
+            spark.readStream.format("jetstream")
+            .option("servers", url)
+            .option("stream", stream)
+            .option("consumer", consumer)
+            .load()
+        )
+        query = (
+            df.writeStream.format("memory")
+            .queryName(f"q_{stream}_{consumer}")
+            .option("checkpointLocation", str(tmp_path / f"{stream}-{consumer}"))
+            .start()
+        )
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
+
+    with pytest.raises(SPARK_ERRORS, match="allow_direct"):
+        start(plain, "c")
+    with pytest.raises(SPARK_ERRORS, match="is a push consumer"):
+        start(queue, "pusher")
+
+
+@pytest.mark.timeout(900)
+def test_a_driver_killed_three_times_leaves_each_message_once_and_the_queue_empty(
+    shared_nats_server: Any, unique_name: Any, tmp_path: Path
+) -> None:
+    url, queue, sink = shared_nats_server.url, unique_name("WQK"), unique_name("WQKS")
+    n, kills = 12_000, 0
+    work_queue(url, queue)
+    make_stream(url, sink)
+    publish(url, queue, n)
+    checkpoint = str(tmp_path / "checkpoint")
+    log = tmp_path / "driver.log"
+
+    def start_driver() -> subprocess.Popen[bytes]:
+        with log.open("ab") as out:
+            return subprocess.Popen(
+                [sys.executable, str(DRIVER), url, queue, "drain", sink, checkpoint],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its JVM and Python workers die with it
+            )
+
+    driver = start_driver()
+    try:
+        while kills < 3:
+            target = (kills + 1) * n // 4
+
+            def passed(target: int = target, driver: subprocess.Popen[bytes] = driver) -> bool:
+                return state(url, sink).messages >= target or driver.poll() is not None
+
+            wait_for(f"the sink to pass {target} messages (driver log {log})", passed, 180)
+            assert driver.poll() is None, log.read_text()[-3000:]
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait(30)
+            kills += 1
+            driver = start_driver()
+        wait_for(
+            f"the sink to hold {n} messages and the queue to empty (driver log {log})",
+            lambda: state(url, sink).messages >= n and state(url, queue).messages == 0,
+            240,
+        )
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait(30)
+    data = sink_data(url, sink)
+    duplicates = len(data) - len(set(data))
+    print(
+        f"{n} messages, {kills} driver SIGKILLs: {len(set(data))} distinct in the sink, "
+        f"{duplicates} duplicated, {n - len(set(data))} lost; work queue left with "
+        f"{state(url, queue).messages}"
+    )
+    assert sorted(data) == sorted(f"m{i}".encode() for i in range(n))
+    assert state(url, queue).messages == 0
