@@ -3,10 +3,14 @@
 //! the `Nats-Consumer-Stalled` header of idle heartbeats while it waits. The answer,
 //! sent to the latest such subject with headers `Nats-Last-Consumer` and
 //! `Nats-Last-Stream`, acknowledges every message up to that stream sequence (AckAll) and reopens
-//! the window. We answer only once the application has *released* (`batch.ack()`)
-//! everything delivered before the request, and we name the last released message: a
-//! window costs one ack message, nothing handed out but unreleased is ever acked, and a
-//! slow application keeps the window closed instead of buffering without bound. Other
+//! the window. We answer once the application has *released* (`batch.ack()`) half of
+//! what was delivered before the request and not yet answered for, and we name the
+//! last released message: nothing handed out but unreleased is ever acked, a slow
+//! application keeps the window closed instead of buffering without bound, and a
+//! window costs about two ack messages. Answering at half (not at all) keeps the
+//! server sending while the application works through the rest of the window, as
+//! double buffering does: waiting for the whole window stopped the flow once per
+//! window, for a round trip and the application's last batch. Other
 //! ack policies get an empty answer (it reopens the window, acks nothing) as soon as
 //! the request is reached, as every NATS client does.
 //!
@@ -37,6 +41,8 @@ struct FlowState {
     waiting: Option<(Subject, u64)>,
     /// Flow-control answers sent, for the curious (benches, tests).
     answers: u64,
+    /// The consumer seq named by the last answer of this epoch.
+    answered: u64,
     /// Bumped by every reset of the consumer's delivery sequence.
     epoch: u64,
 }
@@ -68,8 +74,11 @@ impl FlowControl {
         self.lock().answers
     }
 
-    pub(crate) fn delivered(&self, consumer_seq: u64, stream_seq: u64) {
-        self.lock().delivered = (consumer_seq, stream_seq);
+    /// A delivery arrived; returns the epoch it belongs to.
+    pub(crate) fn delivered(&self, consumer_seq: u64, stream_seq: u64) -> u64 {
+        let mut state = self.lock();
+        state.delivered = (consumer_seq, stream_seq);
+        state.epoch
     }
 
     /// The server asks on `subject`: it covers everything delivered so far.
@@ -97,6 +106,7 @@ impl FlowControl {
             state.epoch += 1;
             state.delivered = (0, 0);
             state.released = (0, 0);
+            state.answered = 0;
             if let Some((_, covers)) = &mut state.waiting {
                 *covers = 0;
             }
@@ -128,18 +138,25 @@ impl FlowControl {
         self.answer_if_due().await
     }
 
-    /// Answer the waiting request once everything it covers is released (without
-    /// flow-control acks: handed out).
+    /// Answer the waiting request once half of what it covers beyond the last answer
+    /// is released (without flow-control acks: handed out).
     pub(crate) async fn answer_if_due(&self) -> Result<()> {
         let answer = {
             let mut state = self.lock();
-            match &state.waiting {
-                Some((_, covers)) if state.released.0 >= *covers => {
-                    let (subject, _) = state.waiting.take().expect("checked");
-                    state.answers += 1;
-                    Some((subject, state.released))
+            let due = match &state.waiting {
+                Some((_, covers)) => {
+                    let outstanding = covers.saturating_sub(state.answered);
+                    state.released.0 >= state.answered + outstanding.div_ceil(2)
                 }
-                _ => None,
+                None => false,
+            };
+            if due {
+                let (subject, _) = state.waiting.take().expect("checked");
+                state.answers += 1;
+                state.answered = state.answered.max(state.released.0);
+                Some((subject, state.released))
+            } else {
+                None
             }
         };
         let Some((subject, (consumer_seq, stream_seq))) = answer else {

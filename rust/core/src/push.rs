@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::{Subject, Subscriber};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -177,8 +177,11 @@ async fn read_deliveries(
     events: mpsc::UnboundedSender<Event>,
 ) {
     let failed = loop {
-        let next = match heartbeat {
-            Some(hb) => match tokio::time::timeout(hb * 2, sub.next()).await {
+        // A message already buffered needs no heartbeat timer (at full speed, most).
+        let ready = sub.next().now_or_never();
+        let next = match (ready, heartbeat) {
+            (Some(next), _) => next,
+            (None, Some(hb)) => match tokio::time::timeout(hb * 2, sub.next()).await {
                 Ok(next) => next,
                 Err(_) => {
                     break Error::new(
@@ -191,7 +194,7 @@ async fn read_deliveries(
                     )
                 }
             },
-            None => sub.next().await,
+            (None, None) => sub.next().await,
         };
         let Some(message) = next else {
             break Error::new(
@@ -250,8 +253,7 @@ async fn read_deliveries(
                 }
             }
         }
-        flow.delivered(meta.consumer_seq, meta.stream_seq);
-        let epoch = flow.epoch();
+        let epoch = flow.delivered(meta.consumer_seq, meta.stream_seq);
         if events
             .send(Event::Delivered(Delivered { message, meta }, epoch))
             .is_err()
@@ -317,12 +319,17 @@ impl PushStream {
         if let Some(held) = self.held.take() {
             return Ok(Some(held));
         }
-        let event = match until {
-            Some(until) => match tokio::time::timeout_at(until, self.events.recv()).await {
-                Ok(event) => event,
-                Err(_) => return Ok(None),
+        // What is queued already needs no timer (most deliveries, at full speed).
+        let event = match self.events.try_recv() {
+            Ok(event) => Some(event),
+            Err(mpsc::error::TryRecvError::Disconnected) => None,
+            Err(mpsc::error::TryRecvError::Empty) => match until {
+                Some(until) => match tokio::time::timeout_at(until, self.events.recv()).await {
+                    Ok(event) => event,
+                    Err(_) => return Ok(None),
+                },
+                None => self.events.recv().await,
             },
-            None => self.events.recv().await,
         };
         match event {
             Some(Event::Delivered(d, epoch)) => Ok(Some((d, epoch))),
