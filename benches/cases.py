@@ -192,7 +192,7 @@ def ja_publish_ids(p: Params, clock: Clock) -> Result:
     return _ja_publish(p, clock, msg_id_prefix="bench-")
 
 
-def ja_read(p: Params, clock: Clock) -> Result:
+def ja_read(p: Params, clock: Clock, method: str = "consumer") -> Result:
     import jetstream_arrow as ja
 
     n = p["n"]
@@ -200,7 +200,7 @@ def ja_read(p: Params, clock: Clock) -> Result:
     nbytes = 0
     with ja.connect(p["url"]) as client:
         clock.start()
-        reader = client.read(p["stream"], start_seq=1)
+        reader = client.read(p["stream"], start_seq=1, method=method)  # type: ignore[arg-type]
         for batch in reader:
             msgs += batch.num_rows
             nbytes += _payload_bytes(batch.column("data"))
@@ -209,6 +209,11 @@ def ja_read(p: Params, clock: Clock) -> Result:
         clock.stop()
         reader.close()
     return {"msgs": msgs, "bytes": nbytes}
+
+
+def ja_read_direct(p: Params, clock: Clock) -> Result:
+    """``ja_read`` by batched direct gets: no consumer."""
+    return ja_read(p, clock, method="direct")
 
 
 def ja_consume_batch_ack(p: Params, clock: Clock) -> Result:
@@ -373,6 +378,7 @@ CASES: dict[str, Callable[[Params, Clock], Result]] = {
     "ja-publish": ja_publish,
     "ja-publish-ids": ja_publish_ids,
     "ja-read": ja_read,
+    "ja-read-direct": ja_read_direct,
     "ja-consume-batch-ack": ja_consume_batch_ack,
     "ja-consume-flow-control": ja_consume_flow_control,
     "spark-write": spark_write,

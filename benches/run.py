@@ -52,7 +52,9 @@ CASES: list[tuple[str, str, bool, str]] = [
     ("native-fetch", "fetch", True, "native"),
     ("natspy-fetch", "fetch", True, "natspy"),
     ("ja-read", "fetch", True, "ja"),
+    ("ja-read-direct", "fetch", True, "ja"),
     ("ja-consume-batch-ack", "fetch", True, "ja"),
+    ("native-consume-flow-control", "fetch", True, "native"),
     ("ja-consume-flow-control", "fetch", True, "ja"),
     ("spark-read", "fetch", True, "spark"),
 ]
@@ -77,6 +79,10 @@ NATIVE = {"publish": "native-publish", "fetch": "native-fetch"}
 # message is larger then, and so is the limit.
 NATIVE_WITH_IDS = "native-publish-ids"
 WITH_IDS = ("ja-publish-ids", "spark-write")
+# Flow-control consumption is also compared with the native client consuming the same
+# kind of consumer: the server's work per acknowledged message is the larger part.
+NATIVE_FLOW = "native-consume-flow-control"
+WITH_FLOW = ("ja-consume-flow-control",)
 
 # The same window for every windowed publisher (passed to cases.py): the package's own.
 PUBLISH_WINDOW = DEFAULT_WINDOW
@@ -111,7 +117,11 @@ class Admin:
         self._run(
             self.js.add_stream(
                 StreamConfig(
-                    name=stream, subjects=[subject], storage=StorageType.FILE, num_replicas=1
+                    name=stream,
+                    subjects=[subject],
+                    storage=StorageType.FILE,
+                    num_replicas=1,
+                    allow_direct=True,  # for the direct-get read
                 )
             )
         )
@@ -268,6 +278,8 @@ def case_command(
             "--msg-ids",
             "1" if case == "native-publish-ids" else "0",
         ]
+    if case == NATIVE_FLOW:
+        return [str(binary), "flow", "--url", url, "--stream", stream, "--count", str(n)]
     if case == "native-fetch":
         return [
             str(binary),
@@ -374,6 +386,9 @@ def bench_size(
         native_ids = medians.get(NATIVE_WITH_IDS, {}).get("msg_per_s")
         if case in WITH_IDS and native_ids and "msg_per_s" in row:
             row["vs_native_ids"] = row["msg_per_s"] / native_ids
+        native_flow = medians.get(NATIVE_FLOW, {}).get("msg_per_s")
+        if case in WITH_FLOW and native_flow and "msg_per_s" in row:
+            row["vs_native_flow"] = row["msg_per_s"] / native_flow
         peer = medians.get(PEER[OP[case]], {}).get("msg_per_s")
         if peer and "msg_per_s" in row and not case.startswith(("native", "natspy")):
             row["vs_natspy"] = row["msg_per_s"] / peer
@@ -398,6 +413,8 @@ def fmt_row(r: dict[str, Any]) -> list[str]:
         note = f"{r['vs_native_ids']:.2f} of {NATIVE_WITH_IDS}"
     if r.get("ack_messages_per_1000") is not None:
         note = f"{r['ack_messages_per_1000']:.2f} ack messages per 1000"
+    if r.get("vs_native_flow") is not None:
+        note += f"; {r['vs_native_flow']:.2f} of {NATIVE_FLOW}"
     if r.get("error"):
         error = r["error"] if len(r["error"]) <= 140 else r["error"][:137] + "..."
         failed = f"{r['repeats'] - r['ok']}/{r['repeats']} failed: {error}"

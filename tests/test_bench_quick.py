@@ -23,7 +23,9 @@ QUICK_CASES = [
     "native-fetch",
     "natspy-fetch",
     "ja-read",
+    "ja-read-direct",
     "ja-consume-batch-ack",
+    "native-consume-flow-control",
     "ja-consume-flow-control",
 ]
 

@@ -5,6 +5,7 @@
 //! ```text
 //! native-baseline publish --url U --stream S --subject X --count N --size B [--window W]
 //! native-baseline fetch   --url U --stream S --count N [--batch K] [--max-bytes M]
+//! native-baseline flow    --url U --stream S --count N [--max-ack-pending P]
 //! ```
 //!
 //! Each prints one JSON line: `{"op":..,"msgs":..,"bytes":..,"seconds":..}`.
@@ -30,7 +31,8 @@ const STALL: Duration = Duration::from_secs(30);
 
 const USAGE: &str = "usage:
   native-baseline publish --url U --stream S --subject X --count N --size B [--window W] [--max-bytes-in-flight B] [--msg-ids 0/1]
-  native-baseline fetch   --url U --stream S --count N [--batch K] [--max-bytes M]";
+  native-baseline fetch   --url U --stream S --count N [--batch K] [--max-bytes M]
+  native-baseline flow    --url U --stream S --count N [--max-ack-pending P]";
 
 struct Args {
     op: String,
@@ -339,11 +341,103 @@ async fn fetch(args: &Args) -> Result<Value, Error> {
     }))
 }
 
+/// A durable push consumer with `ack_policy: flow_control`, each flow-control request
+/// (and stalled heartbeat) answered at once with the last message received: what
+/// flow-control consumption costs the server, with nothing in between.
+async fn flow(args: &Args) -> Result<Value, Error> {
+    let url = args.str("url")?;
+    let stream = args.str("stream")?;
+    let count = args.num("count", None)?;
+    let max_ack_pending = args.num("max-ack-pending", Some(65_536))?;
+
+    let client = connect(&url).await?;
+    let consumer = format!(
+        "nbfc_{}",
+        client.new_inbox().rsplit('.').next().unwrap_or("c")
+    );
+    let deliver = client.new_inbox();
+    let mut msgs = client.subscribe(deliver.clone()).await?;
+    client.flush().await?;
+    api(
+        &client,
+        format!("$JS.API.CONSUMER.CREATE.{stream}.{consumer}"),
+        json!({
+            "stream_name": stream,
+            "config": {
+                "durable_name": consumer,
+                "deliver_subject": deliver,
+                "ack_policy": "flow_control",
+                "flow_control": true,
+                "idle_heartbeat": 1_000_000_000u64,
+                "max_ack_pending": max_ack_pending,
+                "deliver_policy": "all",
+            },
+        }),
+    )
+    .await?;
+
+    let mut received: u64 = 0;
+    let mut bytes: u64 = 0;
+    let mut answers: u64 = 0;
+    let mut last = (0u64, 0u64);
+    let started = Instant::now();
+    while received < count {
+        let msg = tokio::time::timeout(STALL, msgs.next())
+            .await
+            .map_err(|_| format!("no message for {STALL:?} ({received} of {count})"))?
+            .ok_or("subscription closed")?;
+        let answer_to = match msg.status {
+            None => {
+                let meta = msg
+                    .reply
+                    .as_deref()
+                    .and_then(jetstream_arrow_core::metadata::parse_ack_subject)
+                    .ok_or("a delivery without an ack subject")?;
+                last = (meta.consumer_seq, meta.stream_seq);
+                received += 1;
+                bytes += msg.payload.len() as u64;
+                None
+            }
+            Some(StatusCode::IDLE_HEARTBEAT) => msg.reply.clone().or_else(|| {
+                msg.headers
+                    .as_ref()
+                    .and_then(|h| h.get("Nats-Consumer-Stalled"))
+                    .map(|v| Subject::from(v.as_str()))
+            }),
+            Some(status) => return Err(format!("unexpected status {status}").into()),
+        };
+        if let Some(subject) = answer_to.filter(|s| !s.is_empty()) {
+            let mut headers = HeaderMap::new();
+            headers.insert("Nats-Last-Consumer", last.0.to_string().as_str());
+            headers.insert("Nats-Last-Stream", last.1.to_string().as_str());
+            client
+                .publish_with_headers(subject, headers, Bytes::new())
+                .await?;
+            answers += 1;
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let _ = api(
+        &client,
+        format!("$JS.API.CONSUMER.DELETE.{stream}.{consumer}"),
+        json!({}),
+    )
+    .await;
+    Ok(json!({
+        "op": "flow",
+        "msgs": received,
+        "bytes": bytes,
+        "seconds": seconds,
+        "ack_messages_per_1000": answers as f64 * 1000.0 / received.max(1) as f64,
+    }))
+}
+
 async fn run() -> Result<Value, Error> {
     let args = Args::parse()?;
     match args.op.as_str() {
         "publish" => publish(&args).await,
         "fetch" => fetch(&args).await,
+        "flow" => flow(&args).await,
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             std::process::exit(0);
