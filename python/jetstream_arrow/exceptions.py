@@ -82,6 +82,11 @@ class PublishError(JetStreamArrowError):
         self.result = result
 
 
+class SparkSetupError(JetStreamArrowError, RuntimeError):
+    """Spark cannot run this package here: Java is missing or too old, or Spark's
+    Python workers cannot import ``jetstream_arrow``. The message says what to set."""
+
+
 __all__ = [
     "ApiError",
     "AuthorizationError",
@@ -94,4 +99,5 @@ __all__ = [
     "NotFoundError",
     "OperationTimeoutError",
     "PublishError",
+    "SparkSetupError",
 ]

@@ -89,11 +89,20 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _spark_session(master: str, partitions: int) -> Any:
+def _spark_preflight() -> None:
+    """PySpark importable and a Java that Spark can run, or one line saying what is missing."""
     try:
-        from pyspark.sql import SparkSession
+        import pyspark  # noqa: F401
     except ImportError:
         raise CliError("the demo needs PySpark: pip install 'jetstream-arrow[spark]'") from None
+    from ..spark.preflight import check_java
+
+    check_java()
+
+
+def _spark_session(master: str, partitions: int) -> Any:
+    from pyspark.sql import SparkSession
+
     # Spark's Python workers must run this interpreter, which has jetstream_arrow.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -113,12 +122,9 @@ def _spark_session(master: str, partitions: int) -> Any:
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
             .getOrCreate()
         )
-    except Exception as e:  # Java missing, no free port, ...
+    except Exception as e:  # no free port, a JVM that dies at start, ...
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise CliError(
-            f"cannot start Spark ({master}): {first}. Spark needs Java 17 or newer "
-            "(`java -version`)"
-        ) from None
+        raise CliError(f"cannot start Spark ({master}): {first}") from None
     spark.sparkContext.setLogLevel("ERROR")
     try:
         from .. import spark as jetstream_spark
@@ -177,6 +183,8 @@ def run(args: argparse.Namespace) -> int:
     connect_as_given = client_factory(args)
     if args.rows < 1:
         raise CliError("--rows must be at least 1")
+    # Before any server starts: without Java the demo can only fail later.
+    _spark_preflight()
     partitions = args.partitions or max(2, os.cpu_count() or 2)
     with ExitStack() as stack:
         if args.servers is None and args.context is None and not os.environ.get("NATS_URL"):

@@ -29,6 +29,7 @@ from .datasource import JetStreamDataSource
 from .functions import publish_fn, read_fn
 from .options import ReadOptions, WriteOptions, parse_read_options, parse_write_options
 from .partitions import SequenceRange
+from .preflight import check_java, check_worker_python
 from .reading import DataLossError
 from .sink import JetStreamWriter
 from .source import JetStreamReader
@@ -37,7 +38,11 @@ from .streaming import JetStreamStreamReader, JetStreamStreamWriter
 
 def register(spark: Any) -> None:
     """Register format ``"jetstream"`` with this SparkSession (needed only where the
-    automatic registration through ``pyspark_jetstream`` is not available)."""
+    automatic registration through ``pyspark_jetstream`` is not available).
+
+    Raises :class:`~jetstream_arrow.exceptions.SparkSetupError` when Spark's Python
+    workers cannot import this package."""
+    check_worker_python(spark)
     spark.dataSource.register(JetStreamDataSource)
 
 
@@ -52,6 +57,8 @@ __all__ = [
     "ReadOptions",
     "SequenceRange",
     "WriteOptions",
+    "check_java",
+    "check_worker_python",
     "message_schema",
     "parse_read_options",
     "parse_write_options",

@@ -18,6 +18,7 @@ from ..exceptions import BadInputError
 from .columns import ACK_SCHEMA, PublishColumns, arrow_schema, conform, message_schema
 from .connection_cache import get_client
 from .options import parse_read_options, parse_write_options
+from .preflight import check_worker_python
 from .reading import read_range
 from .sink import PublishTally, publish_batches, task_ids
 
@@ -44,7 +45,11 @@ def publish_fn(**options: Any) -> ArrowFn:
     another job (another action on the DataFrame) publishes again. With an explicit
     ``write_id`` the ids are ``<write id>-<partition>-<n>``: running the same input
     again, in any job, is deduplicated (inside the stream's duplicate window).
+
+    Raises :class:`~jetstream_arrow.exceptions.SparkSetupError` at once when the active
+    session's Python workers cannot import this package.
     """
+    check_worker_python()
     explicit_id = any(k.replace("_", "").lower() == "writeid" for k in options)
     opts = parse_write_options(options)
     write_id = opts.write_id if explicit_id else uuid.uuid4().hex
@@ -86,7 +91,11 @@ def read_fn(**options: Any) -> ArrowFn:
     Options: the connection options of :func:`jetstream_arrow.connect`, ``stream``,
     ``subjects``, ``include_headers``, ``fail_on_data_loss``, ``batch_rows``,
     ``max_bytes``, ``heartbeat``.
+
+    Raises :class:`~jetstream_arrow.exceptions.SparkSetupError` at once when the active
+    session's Python workers cannot import this package.
     """
+    check_worker_python()
     opts = parse_read_options(options, need_stream=False)
     for name, value in (
         ("starting_offsets", opts.starting_offsets),
