@@ -91,15 +91,6 @@ def test_round_trip_record_batch_reader_of_several_batches(client: ja.Client, st
     check_round_trip(read_all(client, stream, include_headers=True), table, stream, t0)
 
 
-def test_round_trip_polars_dataframe(client: ja.Client, stream: str) -> None:
-    pl = pytest.importorskip("polars")  # optional: polars is not a dependency
-    table = rows(1_000, stream, headers=False)
-    result = client.publish(pl.from_arrow(table))
-    assert result.stored == 1_000
-    back = read_all(client, stream)
-    assert back.column("subject").equals(table.column("subject"))
-
-
 def test_headers_as_map_of_strings_are_accepted(client: ja.Client, stream: str) -> None:
     headers = pa.array(
         [[("A", "1"), ("B", "two")], None, [("A", "3")]],
