@@ -55,11 +55,10 @@ class ConsumedBatch:
         self._native.in_progress(_rows_arg(rows))
 
 
-class PullConsumer:
-    """A durable pull consumer, bound by name with no info lookup on the server."""
+class _BoundConsumer:
+    """What every bound durable consumer has: its stream and its name."""
 
-    def __init__(self, native: _core.PullConsumer) -> None:
-        self._native = native
+    _native: _core.PullConsumer | _core.PushConsumer
 
     @property
     def stream(self) -> str:
@@ -68,6 +67,13 @@ class PullConsumer:
     @property
     def name(self) -> str:
         return self._native.name
+
+
+class PullConsumer(_BoundConsumer):
+    """A durable pull consumer, bound by name with no info lookup on the server."""
+
+    def __init__(self, native: _core.PullConsumer) -> None:
+        self._native: _core.PullConsumer = native
 
     def fetch(
         self,
@@ -126,19 +132,11 @@ class PullConsumer:
         )
 
 
-class PushConsumer:
+class PushConsumer(_BoundConsumer):
     """A durable push consumer (see ``Client.push_consumer``)."""
 
     def __init__(self, native: _core.PushConsumer) -> None:
-        self._native = native
-
-    @property
-    def stream(self) -> str:
-        return self._native.stream
-
-    @property
-    def name(self) -> str:
-        return self._native.name
+        self._native: _core.PushConsumer = native
 
     @property
     def deliver_subject(self) -> str:
