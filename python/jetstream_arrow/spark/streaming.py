@@ -6,6 +6,16 @@ Spark's checkpoint. Each micro-batch reads the sequences from its start offset u
 partitions and executor reads), and ``maxMessagesPerTrigger`` bounds how many
 sequences one micro-batch may span.
 
+How far a query is behind shows in its progress (``query.lastProgress``): beside the
+``endOffset`` of each micro-batch, the source reports as ``latestOffset`` the stream's
+end when the micro-batch was planned (through option ``consumer``: the end of what the
+consumer can claim), so ``latestOffset.seq - endOffset.seq`` is how many sequences the
+query had still to read after that micro-batch, 0 once it has caught up. (Sequences
+are messages unless the stream deleted some or the read filters subjects.) A Python
+source cannot report custom metrics like the Kafka source's ``minOffsetsBehindLatest``:
+Spark asks the JVM object of the source for them, and the one of a Python source has
+none; ``reportLatestOffset`` is what it passes on.
+
 A streaming write publishes each micro-batch like a batch write, with message ids
 ``<query id>-<batch id>-<partition>-<row>``. Spark keeps the query id in the
 checkpoint and re-runs an unfinished micro-batch under its old batch id after a
@@ -80,6 +90,8 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         # The stream's end as latestOffset last saw it: Spark asks reportLatestOffset
         # right after latestOffset, and each costs a JetStream API request otherwise.
         self.seen_end: int | None = None
+        # The end latestOffset last gave, the one of the micro-batch being planned.
+        self.planned_end = 1
 
     def __repr__(self) -> str:
         return f"JetStreamStreamReader(stream={self.opts.stream!r})"
@@ -113,7 +125,11 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, int]:
         """The end (exclusive) of the next micro-batch: the stream's end, at most
         ``limit`` sequences after ``start``; ``start`` itself when there is nothing new."""
-        next_seq = next_seq_of(start)
+        offset = self._next_end(next_seq_of(start), limit)
+        self.planned_end = offset["seq"]
+        return offset
+
+    def _next_end(self, next_seq: int, limit: ReadLimit) -> dict[str, int]:
         state = stream_state(get_client(self.opts.connect), self.opts.stream)
         end = self.seen_end = int(state.last_seq) + 1
         if self.available_now_end is not None:
@@ -137,12 +153,18 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return {"seq": end}
 
     def reportLatestOffset(self) -> dict[str, int]:
-        """The stream's end, for the query's progress (how far behind it is), as
-        latestOffset saw it a moment ago."""
+        """The stream's end, for the query's progress, as latestOffset saw it a moment
+        ago: Spark shows it as the source's ``latestOffset`` beside the ``endOffset``
+        that latestOffset gave, and their difference is how far behind the query is.
+
+        It is never below that end: a query started past the stream's end
+        (``startingSequence``) waits for messages, it is not behind. With
+        trigger(availableNow=True) it is the stream's end all the same, so the last
+        progress of a run shows what it left for the next one."""
         if self.seen_end is None:
             state = stream_state(get_client(self.opts.connect), self.opts.stream)
             self.seen_end = int(state.last_seq) + 1
-        return {"seq": self.seen_end}
+        return {"seq": max(self.seen_end, self.planned_end)}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         """Sequences ``start..end - 1`` in ranges, split like a batch read's."""

@@ -24,6 +24,11 @@ How, by the server's rules:
   delivered again: below ``start`` it is acknowledged, above it goes into the next
   micro-batch.
 
+The query's progress reports, as the source's ``latestOffset``, the sequence after the
+last message the consumer can claim (``reportLatestOffset``): a query that has caught
+up shows it equal to its ``endOffset`` even when the stream's last messages are on
+subjects of other consumers.
+
 The guarantee: every message reaches the sink at least once, and each micro-batch is
 the same when re-run; into the jetstream sink (message ids per micro-batch, partition
 and row) or Spark's file sink, that is exactly once. A micro-batch holds at most the
@@ -108,6 +113,17 @@ def prepare_consumer(client: Client, opts: ReadOptions) -> PullConsumer:
     return client.pull_consumer(stream, name)
 
 
+def last_seq_on(client: Client, stream: str, subjects: tuple[str, ...] | None) -> int:
+    """The sequence of the stream's last message on ``subjects`` (one filter, wildcards
+    allowed, as option 'consumer' takes), 0 when there is none."""
+    if not subjects:
+        return int(stream_state(client, stream).last_seq)
+    try:
+        return int(client.get_message(stream, last_by_subject=subjects[0]).seq)
+    except NotFoundError:
+        return 0
+
+
 class WorkQueueStreamReader(DataSourceStreamReader):
     """Micro-batches of the messages a durable consumer claims; acknowledged once
     committed. Offset and planning methods run on the driver; ``read`` on executors."""
@@ -118,7 +134,8 @@ class WorkQueueStreamReader(DataSourceStreamReader):
         self._consumer: PullConsumer | None = None
         # Claimed messages not yet acknowledged: their batch and (row, seq) pairs.
         self._held: list[tuple[ConsumedBatch, list[tuple[int, int]]]] = []
-        self.seen_end: int | None = None
+        # The end latestOffset last gave, the one of the micro-batch being planned.
+        self.planned_end = 1
 
     def __repr__(self) -> str:
         return (
@@ -182,12 +199,27 @@ class WorkQueueStreamReader(DataSourceStreamReader):
             claimed = sorted(set(claimed).union(s for s in seqs if s >= next_seq))
         if most is not None:
             claimed = claimed[:most]
-        return {"seq": claimed[-1] + 1} if claimed else {"seq": next_seq}
+        self.planned_end = claimed[-1] + 1 if claimed else next_seq
+        return {"seq": self.planned_end}
 
     def reportLatestOffset(self) -> dict[str, int]:
-        """The stream's end, for the query's progress."""
-        state = stream_state(get_client(self.opts.connect), self.opts.stream)
-        return {"seq": int(state.last_seq) + 1}
+        """For the query's progress (Spark shows it as the source's ``latestOffset``,
+        beside the ``endOffset`` latestOffset gave a moment ago): the sequence after the
+        last message the consumer can claim, never below that end.
+
+        While the consumer has messages pending, that is the sequence after the
+        stream's last message on the consumer's subject filter. Once it has none,
+        everything on its subjects is claimed, and it is the sequence after the last
+        claimed message: the stream's later messages, on subjects of other consumers,
+        are no lag of this query. (The consumer's info answers whether any are
+        pending; the last message, payload and all, is fetched only when some are.)"""
+        client = get_client(self.opts.connect)
+        stream = self.opts.stream
+        if client.consumer_info(stream, self.opts.consumer or "").num_pending:
+            last = last_seq_on(client, stream, self.opts.subjects)
+        else:
+            last = max((s for _, rows in self._held for _, s in rows), default=0)
+        return {"seq": max(last + 1, self.planned_end)}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         """Sequences ``start..end - 1``, split by the options alone, so that a re-run

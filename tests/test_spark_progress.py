@@ -1,0 +1,159 @@
+"""How far a streaming query is behind, as its progress shows it: each micro-batch's
+source progress carries ``endOffset`` and ``latestOffset`` (``{"seq": ...}``), and
+``latestOffset.seq - endOffset.seq`` is the lag after that micro-batch. Real queries
+against a real nats-server and a local[2] session."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+from conftest_spark import make_stream, publish, spark
+from jetstream_arrow.spark import message_schema
+from jetstream_arrow.spark.options import parse_read_options
+from jetstream_arrow.spark.streaming import JetStreamStreamReader
+
+pytestmark = pytest.mark.spark
+__all__ = ["spark"]
+
+#: Seconds a streaming query may run before the test fails.
+QUERY_TIMEOUT = 240
+
+
+def _read_stream(spark: Any, url: str, name: str, /, **options: Any) -> Any:
+    reader = spark.readStream.format("jetstream").option("servers", url).option("stream", name)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def _run_available_now(writer: Any) -> Any:
+    query = writer.trigger(availableNow=True).start()
+    try:
+        if not query.awaitTermination(QUERY_TIMEOUT):
+            raise AssertionError(f"the streaming query did not finish in {QUERY_TIMEOUT} s")
+    finally:
+        query.stop()
+    return query
+
+
+def _seq(offset: str) -> int:
+    seq = json.loads(offset)["seq"]
+    assert isinstance(seq, int)
+    return seq
+
+
+def _batches(query: Any) -> list[tuple[int, int, int]]:
+    """(rows, endOffset.seq, latestOffset.seq) of each micro-batch that read rows."""
+    return [
+        (p["numInputRows"], _seq(s["endOffset"]), _seq(s["latestOffset"]))
+        for p in query.recentProgress
+        if p["numInputRows"] > 0
+        for s in p["sources"]
+    ]
+
+
+def _lag(progress: Any) -> int:
+    """What a user computes from ``query.lastProgress``."""
+    source = progress["sources"][0]
+    return _seq(source["latestOffset"]) - _seq(source["endOffset"])
+
+
+class _PublishDuringFirstBatch:
+    """A foreachBatch function that keeps each micro-batch's ``seq`` values and, while
+    micro-batch 0 runs, publishes ``count`` more messages."""
+
+    def __init__(self, url: str, name: str, count: int, start: int) -> None:
+        self.url, self.name, self.count, self.start = url, name, count, start
+        self.seqs: list[int] = []
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        # One scan of the micro-batch (a sort would scan it twice, and the progress
+        # counts input rows per scan).
+        self.seqs.extend(sorted(r.seq for r in df.select("seq").collect()))
+        if batch_id == 0:
+            publish(self.url, self.name, self.count, start=self.start)
+
+
+def test_progress_shows_the_latest_sequence_and_the_lag_of_each_micro_batch(
+    spark: Any, shared_nats_server: Any, unique_name: Any, tmp_path: Path
+) -> None:
+    url, name = shared_nats_server.url, unique_name("PL")
+    make_stream(url, name)
+    publish(url, name, 250)
+    checkpoint = str(tmp_path / "checkpoint")
+    sink = _PublishDuringFirstBatch(url, name, 20, start=250)
+    df = _read_stream(spark, url, name, startingOffsets="earliest", maxMessagesPerTrigger=100)
+    query = _run_available_now(
+        df.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
+    )
+    assert sink.seqs == list(range(1, 251))
+    # Micro-batch 0 was planned with 250 messages in the stream; 20 more arrived while
+    # it ran. availableNow reads only the first 250, and the progress shows the rest.
+    assert _batches(query) == [(100, 101, 251), (100, 201, 271), (50, 251, 271)]
+    assert [_lag(p) for p in query.recentProgress if p["numInputRows"] > 0] == [150, 70, 20]
+
+    # The next run reads what was left and has caught up.
+    again = _run_available_now(
+        _read_stream(spark, url, name, startingOffsets="earliest")
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", checkpoint)
+    )
+    assert sink.seqs == list(range(1, 271))
+    assert _batches(again) == [(20, 271, 271)]
+    assert _lag(again.lastProgress) == 0
+
+
+def test_consumer_progress_counts_only_the_consumers_subjects(
+    spark: Any, shared_nats_server: Any, unique_name: Any, tmp_path: Path
+) -> None:
+    url, name = shared_nats_server.url, unique_name("PC")
+    make_stream(url, name, retention="workqueue", allow_direct=True)
+    # 150 messages on <name>.a (odd sequences 1..299), 150 on <name>.b (even, 2..300).
+    publish(url, name, 300)
+    df = _read_stream(
+        spark, url, name, consumer="only-a", subjects=f"{name}.a", maxMessagesPerTrigger=50
+    )
+    query = (
+        df.writeStream.format("memory")
+        .queryName(f"progress_{name.lower()}")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+        batches = _batches(query)
+        last = query.lastProgress
+    finally:
+        query.stop()
+    # Each micro-batch claims 50 messages on .a, ending after the 50th, 100th and 150th;
+    # the last message on .a is 299. The stream's last message (300, on .b) is not
+    # this query's to read: once everything on .a is claimed, the lag is 0.
+    assert batches == [(50, 100, 300), (50, 200, 300), (50, 300, 300)]
+    assert _lag(last) == 0
+
+
+def test_a_query_started_past_the_streams_end_is_not_behind(
+    shared_nats_server: Any, unique_name: Any
+) -> None:
+    """The driver side, called as Spark calls it: latestOffset, then reportLatestOffset."""
+    url, name = shared_nats_server.url, unique_name("PE")
+    make_stream(url, name)
+    publish(url, name, 30)
+
+    def reader(**options: Any) -> JetStreamStreamReader:
+        opts = parse_read_options({"servers": url, "stream": name, **options}, queries="stream")
+        return JetStreamStreamReader(opts, message_schema())
+
+    ahead = reader(startingSequence=100)
+    assert ahead.latestOffset({"seq": 100}, ReadAllAvailable()) == {"seq": 100}
+    assert ahead.reportLatestOffset() == {"seq": 100}
+
+    limited = reader(maxMessagesPerTrigger=8)
+    assert limited.latestOffset({"seq": 1}, ReadMaxRows(8)) == {"seq": 9}
+    assert limited.reportLatestOffset() == {"seq": 31}
