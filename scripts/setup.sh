@@ -11,10 +11,23 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 EXTRAS="${1:-test}"
 
+# The requirements the README lists, each refused in one line naming what to install.
+PY="${PYTHON:-python3}"
+if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
+    echo "error: Python 3.10 or newer is needed (tried '$PY'; set PYTHON to another)" >&2
+    exit 1
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "error: a Rust toolchain (cargo) is needed to build the native module: install it with rustup or your system's packages" >&2
+    exit 1
+fi
+# Pip's downloads and built wheels (pyspark's is 450 MB) stay in the clone, like the rest.
+export PIP_CACHE_DIR="${PIP_CACHE_DIR:-$ROOT/.cache/pip}"
+
 # A venv whose creation was interrupted has no pip: make it again.
 if ! .venv/bin/python -m pip --version >/dev/null 2>&1; then
     echo "==> creating .venv with $(command -v "${PYTHON:-python3}")"
-    "${PYTHON:-python3}" -m venv --clear .venv
+    "$PY" -m venv --clear .venv
 fi
 export VIRTUAL_ENV="$ROOT/.venv"
 export PATH="$VIRTUAL_ENV/bin:$PATH"
@@ -28,3 +41,10 @@ python -m pip install --quiet --disable-pip-version-check "maturin>=1.9,<2"
 
 echo "==> building jetstream_arrow._core (release) and installing extras [$EXTRAS]"
 maturin develop --release --extras "$EXTRAS"
+
+# Spark runs on Java 17+; without it every Spark step would fail with a JVM trace.
+case ",$EXTRAS," in
+    *,spark,* | *,test,*)
+        python -m jetstream_arrow.spark || exit 1
+        ;;
+esac

@@ -16,6 +16,13 @@ cargo fmt --all --check
 step "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 
+step "cargo machete: no declared crate goes unused"
+# Installed into the clone (target/tools/) once, from crates.io.
+if [ ! -x target/tools/bin/cargo-machete ]; then
+    cargo install --quiet --locked --root target/tools cargo-machete@0.9.2
+fi
+target/tools/bin/cargo-machete
+
 step "cargo test"
 # The pyo3 crate's test binary links libpython, whose directory (pyenv's, say) the
 # dynamic loader may not search; the interpreter itself finds it through its rpath.
@@ -23,8 +30,8 @@ py_libdir="$(python -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR
 LD_LIBRARY_PATH="$py_libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" cargo test --workspace --release
 
 step "ruff"
-ruff check python tests benches
-ruff format --check python tests benches
+ruff check python tests benches smoke
+ruff format --check python tests benches smoke
 
 step "stubtest: _core.pyi against the built module"
 stubtest_args=(jetstream_arrow._core)
@@ -43,4 +50,9 @@ if [ "$rc" -eq 5 ]; then
     echo "pytest collected no tests: that is a failure here" >&2
     exit 1
 fi
-exit "$rc"
+if [ "$rc" -ne 0 ]; then
+    exit "$rc"
+fi
+
+step "smoke: the wheel and the sdist, installed outside the tree"
+bash scripts/smoke.sh

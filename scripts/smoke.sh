@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Build what users install and test it as they get it.
+#
+# Builds the abi3 wheel and the sdist into target/dist/, builds the sdist into a wheel
+# once (it must compile on its own), installs the wheel with the "server" and "spark"
+# extras into a fresh virtualenv (target/smoke-venv/), and runs smoke/ from a directory
+# outside the repository with that interpreter and no path into the source tree.
+#
+# Run by scripts/test.sh; alone: `bash scripts/smoke.sh` (after `source scripts/setup.sh`).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+if [ -z "${VIRTUAL_ENV:-}" ]; then
+    source scripts/setup.sh test
+fi
+
+step() { echo; echo "==> $*"; }
+
+DIST="$ROOT/target/dist"
+rm -rf "$DIST"
+step "maturin build --release (abi3 wheel) and maturin sdist"
+maturin build --release --out "$DIST"
+maturin sdist --out "$DIST"
+wheel="$(ls "$DIST"/jetstream_arrow-*.whl)"
+sdist="$(ls "$DIST"/jetstream_arrow-*.tar.gz)"
+echo "wheel: $wheel"
+echo "sdist: $sdist"
+
+step "the sdist builds a wheel on its own"
+# Built from the unpacked sdist alone; the shared target/ only spares recompiling
+# the crates.io dependencies.
+python -m pip wheel --quiet --no-deps --no-build-isolation -w "$DIST/from-sdist" "$sdist"
+ls "$DIST"/from-sdist/jetstream_arrow-*.whl
+
+step "a fresh virtualenv with the wheel and its server and spark extras"
+VENV="$ROOT/target/smoke-venv"
+"${PYTHON:-python3}" -m venv --clear "$VENV"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+    "${wheel}[server,spark]" "pytest>=8.3" "pytest-timeout>=2.3"
+
+step "smoke suite, from outside the repository, against the installed wheel"
+outside="$(mktemp -d "${TMPDIR:-/tmp}/jetstream-arrow-smoke.XXXXXX")"
+trap 'rm -rf "$outside"' EXIT
+cp smoke/test_installed.py "$outside/"
+cd "$outside"
+# Only the fresh virtualenv's bin ahead of the system's: nothing from .venv/ or the tree.
+clean_path="$(echo "$PATH" | tr ':' '\n' | grep -v -x -F "$ROOT/.venv/bin" | paste -sd: -)"
+env -u PYTHONPATH -u VIRTUAL_ENV -u PYSPARK_PYTHON -u PYSPARK_DRIVER_PYTHON \
+    PATH="$VENV/bin:$clean_path" JETSTREAM_ARROW_SOURCE_TREE="$ROOT" \
+    "$VENV/bin/python" -m pytest -p no:cacheprovider -ra test_installed.py
