@@ -7,8 +7,10 @@ default, chosen by ``run.py``), so the comparison is fair.
 
 Everything a case needs (connection, input data, consumer) is set up before the clock
 starts; the timed region is only the data movement. The last line on stdout is one
-JSON object: ``msgs``, ``bytes``, ``seconds``, ``rss_base_mb`` (resident memory just
-before the timed region) and ``rss_peak_mb`` (this process's high-water mark).
+JSON object: ``msgs``, ``bytes``, ``seconds``, ``cpu_seconds`` (the client side's CPU
+in the timed region: every process of the case's session, see ``session_cpu_seconds``),
+``rss_base_mb`` (resident memory just before the timed region) and ``rss_peak_mb``
+(this process's high-water mark).
 """
 
 from __future__ import annotations
@@ -34,20 +36,52 @@ def _status_mb(field: str) -> float:
     return 0.0
 
 
+def session_cpu_seconds() -> float:
+    """User + system CPU seconds used so far by every process of this case's session.
+
+    ``run.py`` starts each case as a session leader, so the session is the case's
+    interpreter and, for Spark, its JVM and Spark's Python workers (none of them starts
+    a session of its own); nats-server runs in the harness's session and is not counted.
+    A process's reaped children count through its ``cutime``/``cstime``, so work done
+    by short-lived processes is kept once they are waited for.
+    """
+    sid = os.getsid(0)
+    ticks = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                stat = f.read()
+        except OSError:  # gone since the scan
+            continue
+        # Fields after "(comm)": state, ppid, pgrp, session, ..., utime (14th field of
+        # the line), stime, cutime, cstime.
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[3]) == sid:
+            ticks += sum(int(v) for v in fields[11:15])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 class Clock:
-    """Marks the timed region and the memory at its start."""
+    """Marks the timed region: its wall time, the client side's CPU in it, and the
+    memory at its start."""
 
     def __init__(self) -> None:
         self.rss_base_mb = 0.0
         self.started = 0.0
         self.seconds = 0.0
+        self.cpu_started = 0.0
+        self.cpu_seconds = 0.0
 
     def start(self) -> None:
         self.rss_base_mb = _status_mb("VmRSS")
+        self.cpu_started = session_cpu_seconds()
         self.started = time.perf_counter()
 
     def stop(self) -> None:
         self.seconds = time.perf_counter() - self.started
+        self.cpu_seconds = session_cpu_seconds() - self.cpu_started
 
 
 # -- nats-py: the peer ---------------------------------------------------------------
@@ -282,8 +316,13 @@ def ja_consume_flow_control(p: Params, clock: Clock) -> Result:
 def _spark() -> Any:
     from pyspark.sql import SparkSession
 
-    # Spark's Python workers must run this interpreter (the one with the package).
+    # Spark's Python workers must run this interpreter (the one with the package), and
+    # import spark_ceiling from benches/.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    benches = os.path.dirname(os.path.abspath(__file__))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (benches, os.environ.get("PYTHONPATH", "")) if p
+    )
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("jetstream-arrow-bench")
@@ -372,6 +411,35 @@ def spark_read(p: Params, clock: Clock) -> Result:
     return {"msgs": int(row["n"]), "bytes": int(row["b"] or 0)}
 
 
+def spark_read_ceiling(p: Params, clock: Clock) -> Result:
+    """``spark-read``'s query over a source that yields pre-built batches: what any
+    Python data source can hand Spark here."""
+    from pyspark.sql import functions as F
+
+    from spark_ceiling import CeilingDataSource
+
+    spark = _spark()
+    try:
+        spark.dataSource.register(CeilingDataSource)
+
+        def count(rows: int) -> Any:
+            df = (
+                spark.read.format(CeilingDataSource.name())
+                .option("rows", rows)
+                .option("size", p["size"])
+                .load()
+            )
+            return df.agg(F.count("*").alias("n"), F.sum(F.length("data")).alias("b")).collect()[0]
+
+        count(WARM_UP_MESSAGES)
+        clock.start()
+        row = count(p["n"])
+        clock.stop()
+    finally:
+        spark.stop()
+    return {"msgs": int(row["n"]), "bytes": int(row["b"] or 0)}
+
+
 CASES: dict[str, Callable[[Params, Clock], Result]] = {
     "natspy-publish": natspy_publish,
     "natspy-fetch": natspy_fetch,
@@ -383,6 +451,7 @@ CASES: dict[str, Callable[[Params, Clock], Result]] = {
     "ja-consume-flow-control": ja_consume_flow_control,
     "spark-write": spark_write,
     "spark-read": spark_read,
+    "spark-read-ceiling": spark_read_ceiling,
 }
 
 
@@ -395,6 +464,7 @@ def main(argv: list[str]) -> int:
     result = CASES[argv[1]](params, clock)
     result.update(
         seconds=clock.seconds,
+        cpu_seconds=round(clock.cpu_seconds, 3),
         rss_base_mb=round(clock.rss_base_mb, 1),
         rss_peak_mb=round(_status_mb("VmHWM"), 1),
     )

@@ -57,6 +57,8 @@ CASES: list[tuple[str, str, bool, str]] = [
     ("native-consume-flow-control", "fetch", True, "native"),
     ("ja-consume-flow-control", "fetch", True, "ja"),
     ("spark-read", "fetch", True, "spark"),
+    # Reads nothing (pre-built batches); it needs no data, but reads like spark-read.
+    ("spark-read-ceiling", "fetch", True, "spark"),
 ]
 CASE_NAMES = [c[0] for c in CASES]
 OP = {c[0]: c[1] for c in CASES}
@@ -83,6 +85,10 @@ WITH_IDS = ("ja-publish-ids", "spark-write")
 # kind of consumer: the server's work per acknowledged message is the larger part.
 NATIVE_FLOW = "native-consume-flow-control"
 WITH_FLOW = ("ja-consume-flow-control",)
+# The Spark read is also compared with a Python data source that only yields pre-built
+# batches: Spark's own ceiling for any Python source on this machine.
+SPARK_CEILING = "spark-read-ceiling"
+WITH_CEILING = ("spark-read",)
 
 # The same window for every windowed publisher (passed to cases.py): the package's own.
 PUBLISH_WINDOW = DEFAULT_WINDOW
@@ -171,6 +177,8 @@ class Run:
     seconds: float = 0.0
     peak_rss_mb: float = 0.0
     rss_over_base_mb: float | None = None
+    # Client-side CPU (user + system) of the timed region, all the case's processes.
+    cpu_seconds: float | None = None
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -245,6 +253,10 @@ def run_process(cmd: list[str], timeout: float) -> Run:
     )
     if "rss_base_mb" in data:
         run.rss_over_base_mb = float(data["rss_peak_mb"]) - float(data["rss_base_mb"])
+    # Python cases measure their timed region; the native baseline's whole process is
+    # its data movement (its set-up is one connect and one request).
+    cpu = data.pop("cpu_seconds", None)
+    run.cpu_seconds = float(cpu) if cpu is not None else usage.ru_utime + usage.ru_stime
     run.extra = data
     return run
 
@@ -324,6 +336,9 @@ def median_run(runs: list[Run]) -> dict[str, Any]:
         row["mb_per_s"] = statistics.median(r.mb_per_s for r in ok)
         row["seconds"] = statistics.median(r.seconds for r in ok)
         row["all_msg_per_s"] = [round(r.msg_per_s) for r in ok]
+        cpu = [r.cpu_seconds / r.msgs * 1e6 for r in ok if r.cpu_seconds is not None and r.msgs]
+        if cpu:
+            row["cpu_s_per_million"] = statistics.median(cpu)
         acks = [r.extra["ack_messages_per_1000"] for r in ok if "ack_messages_per_1000" in r.extra]
         if acks:
             row["ack_messages_per_1000"] = statistics.median(acks)
@@ -383,9 +398,15 @@ def bench_size(
         native = medians.get(NATIVE[OP[case]], {}).get("msg_per_s")
         if native and "msg_per_s" in row:
             row["vs_native"] = row["msg_per_s"] / native
+        native_cpu = medians.get(NATIVE[OP[case]], {}).get("cpu_s_per_million")
+        if native_cpu and row.get("cpu_s_per_million") is not None:
+            row["cpu_vs_native"] = row["cpu_s_per_million"] / native_cpu
         native_ids = medians.get(NATIVE_WITH_IDS, {}).get("msg_per_s")
         if case in WITH_IDS and native_ids and "msg_per_s" in row:
             row["vs_native_ids"] = row["msg_per_s"] / native_ids
+        ceiling = medians.get(SPARK_CEILING, {}).get("msg_per_s")
+        if case in WITH_CEILING and ceiling and "msg_per_s" in row:
+            row["vs_ceiling"] = row["msg_per_s"] / ceiling
         native_flow = medians.get(NATIVE_FLOW, {}).get("msg_per_s")
         if case in WITH_FLOW and native_flow and "msg_per_s" in row:
             row["vs_native_flow"] = row["msg_per_s"] / native_flow
@@ -415,12 +436,17 @@ def fmt_row(r: dict[str, Any]) -> list[str]:
         note = f"{r['ack_messages_per_1000']:.2f} ack messages per 1000"
     if r.get("vs_native_flow") is not None:
         note += f"; {r['vs_native_flow']:.2f} of {NATIVE_FLOW}"
+    if r.get("vs_ceiling") is not None:
+        note = f"{r['vs_ceiling']:.2f} of {SPARK_CEILING}"
     if r.get("error"):
         error = r["error"] if len(r["error"]) <= 140 else r["error"][:137] + "..."
         failed = f"{r['repeats'] - r['ok']}/{r['repeats']} failed: {error}"
         note = f"{note}; {failed}" if note else failed
     size = r["size"]
     label = f"{size // 1024} KiB" if size % 1024 == 0 else f"{size} B"
+    cpu = num(r.get("cpu_s_per_million"), ",.1f")
+    if cpu and r.get("cpu_vs_native") is not None:
+        cpu += f" ({r['cpu_vs_native']:.1f}x)"
     return [
         r["case"],
         label,
@@ -428,6 +454,7 @@ def fmt_row(r: dict[str, Any]) -> list[str]:
         num(r.get("mb_per_s"), ",.1f"),
         vs,
         peer,
+        cpu,
         num(r.get("peak_rss_mb"), ",.0f"),
         num(r.get("rss_over_base_mb"), ",.0f"),
         note.replace("|", "/"),
@@ -441,6 +468,7 @@ HEADER = [
     "MB/s",
     "vs native (target)",
     "vs nats-py",
+    "client CPU s per 1M msgs (vs native)",
     "peak RSS MB",
     "RSS over base MB",
     "note",
@@ -455,7 +483,7 @@ def markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         + ("." if meta["complete"] else "; incomplete run."),
         "",
         "| " + " | ".join(HEADER) + " |",
-        "|" + "|".join("---" if i in (0, 1, 8) else "---:" for i in range(len(HEADER))) + "|",
+        "|" + "|".join("---" if i in (0, 1, 9) else "---:" for i in range(len(HEADER))) + "|",
     ]
     lines += ["| " + " | ".join(fmt_row(r)) + " |" for r in rows]
     return "\n".join(lines) + "\n"
