@@ -19,8 +19,11 @@ from __future__ import annotations
 import atexit
 import itertools
 import re
+import shutil
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -112,7 +115,7 @@ def nats_server_factory(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[Callable[..., NatsServer]]:
     """``make(config_extra="", *, jetstream=True, domain=None, max_payload=None,
-    jetstream_extra="")``
+    jetstream_extra="", tmpfs=False)``
     starts a server with ``config_extra`` appended to its config, e.g.::
 
         server = nats_server_factory('''
@@ -122,9 +125,14 @@ def nats_server_factory(
         ''')
 
     Note that with an ``accounts`` block, JetStream must be enabled per account.
+    ``tmpfs=True`` puts the server's directory (so its store) on ``/dev/shm``, for a
+    store with ``sync_interval: always`` that must take many writes: each write is
+    still made before its ack, so a ``kill -9`` keeps it, but the sync costs nothing
+    (the test is skipped where there is no ``/dev/shm``).
     Every server made is stopped after the test.
     """
     made: list[NatsServer] = []
+    in_memory: list[Path] = []
 
     def make(
         config_extra: str = "",
@@ -133,11 +141,18 @@ def nats_server_factory(
         domain: str | None = None,
         max_payload: int | None = None,
         jetstream_extra: str = "",
+        tmpfs: bool = False,
     ) -> NatsServer:
         extra = config_extra
         if max_payload is not None:
             extra = f"max_payload: {int(max_payload)}\n{extra}"
-        workdir = tmp_path_factory.mktemp("nats")
+        if tmpfs:
+            if not TMPFS.is_dir():
+                pytest.skip(f"no {TMPFS} to hold the server's store")
+            workdir = Path(tempfile.mkdtemp(prefix="nats-", dir=TMPFS))
+            in_memory.append(workdir)
+        else:
+            workdir = tmp_path_factory.mktemp("nats")
         server = start_server(
             lambda: NatsServer(
                 workdir,
@@ -157,7 +172,12 @@ def nats_server_factory(
     finally:
         for server in made:
             server.stop()
+        for workdir in in_memory:
+            shutil.rmtree(workdir, ignore_errors=True)
 
+
+#: A memory-backed file system, for stores that sync every write.
+TMPFS = Path("/dev/shm")
 
 SMALL_MAX_PAYLOAD = 8192
 

@@ -85,7 +85,11 @@ class PullConsumer(_BoundConsumer):
         heartbeat: float | None = None,
         include_headers: bool = False,
     ) -> ConsumedBatch:
-        """One pull request: up to ``max_messages`` (or ``max_bytes``) within ``expires``."""
+        """One pull request: up to ``max_messages`` (or ``max_bytes``) within ``expires``.
+
+        With ``heartbeat``, the server sends an idle heartbeat each period while the
+        request waits, and two silent periods raise ``MissedHeartbeatsError`` (or
+        return what was delivered before them) instead of waiting for ``expires``."""
         return ConsumedBatch(
             self._native.fetch(
                 max_messages,

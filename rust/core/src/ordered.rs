@@ -8,7 +8,8 @@
 //! consumer deleted, or nobody answering for it (a restarted server forgot it). A
 //! new consumer starts where the old one stopped, so nothing is skipped or repeated.
 //! Recovery is bounded in time: after `resume_timeout` without success the last
-//! error is raised, with its kind.
+//! error is raised, with its kind (for a server that stays silent, the missed
+//! heartbeats that started the recovery).
 
 use std::time::Duration;
 
@@ -211,6 +212,9 @@ impl OrderedPull {
                 Ok(Ok(_)) => return Ok(()),
                 Ok(Err(e)) if recoverable(&e) => last = e,
                 Ok(Err(e)) => return Err(e),
+                // No answer at all: the server is as silent as when heartbeats were
+                // missed, and saying so (with that class) tells more than a timeout.
+                Err(_) if last.kind() == ErrorKind::MissedHeartbeats => {}
                 Err(_) => last = Error::timeout("recreating the consumer took too long"),
             }
         }

@@ -357,10 +357,32 @@ pub async fn fetch_once(
         };
     let mut out = Vec::new();
     let mut bytes = 0usize;
+    // With a heartbeat the server speaks at least once per period while the request
+    // is open; two silent periods mean it is gone (paused, partitioned), which must
+    // be said then, not at `expires`.
+    let mut last_activity = Instant::now();
     while out.len() < max_messages && max_bytes.is_none_or(|m| bytes < m) {
-        let message = match tokio::time::timeout_at(deadline, sub.next()).await {
+        let silent_until = heartbeat.map(|hb| last_activity + hb * 2);
+        let wake = silent_until.map_or(deadline, |s| s.min(deadline));
+        let message = match tokio::time::timeout_at(wake, sub.next()).await {
             Ok(Some(m)) => m,
             Ok(None) => return Err(Error::connection("fetch: the connection closed")),
+            Err(_) if wake < deadline => {
+                // Messages already delivered are handed out; the next call fails
+                // the same way if the server is still silent.
+                if !out.is_empty() {
+                    break;
+                }
+                return Err(Error::new(
+                    ErrorKind::MissedHeartbeats,
+                    format!(
+                        "fetch from consumer {consumer:?} of stream {stream:?}: no messages \
+                         and no idle heartbeats for {:?} (two heartbeat periods); the server \
+                         or the consumer may be gone",
+                        heartbeat.unwrap_or_default() * 2
+                    ),
+                ));
+            }
             Err(_) if !out.is_empty() || !no_wait => break,
             Err(_) => {
                 return Err(Error::timeout(format!(
@@ -368,6 +390,7 @@ pub async fn fetch_once(
                 )))
             }
         };
+        last_activity = Instant::now();
         match Status::of(&message) {
             None => {}
             Some(Status::IdleHeartbeat | Status::FlowControlRequest) => continue,
