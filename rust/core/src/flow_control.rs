@@ -91,6 +91,12 @@ impl FlowControl {
         self.answer_if_due().await
     }
 
+    /// A flow-control request waits for releases (`ack_policy: flow_control`): the
+    /// server may send nothing more until the application releases what it holds.
+    pub(crate) fn awaits_release(&self) -> bool {
+        self.acks && self.lock().waiting.is_some()
+    }
+
     /// The current epoch: deliveries of an older one are stale.
     pub(crate) fn epoch(&self) -> u64 {
         self.lock().epoch

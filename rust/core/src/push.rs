@@ -342,7 +342,8 @@ impl PushStream {
     }
 
     /// Waits for at least one message, then takes what arrives within `batch_wait`,
-    /// up to `batch_rows`.
+    /// up to `batch_rows`; with a flow-control request waiting for releases, only what
+    /// has already arrived.
     ///
     /// A batch holds deliveries of one epoch. Deliveries of an epoch before the
     /// consumer's last reset are dropped, and so is a batch whose epoch ended while
@@ -360,7 +361,16 @@ impl PushStream {
             let mut delivered = vec![first];
             let until = Instant::now() + self.batch_wait;
             while delivered.len() < self.batch_rows {
-                match self.next(Some(until)).await? {
+                // While a flow-control request waits for releases, the server sends
+                // little or nothing more until this batch is released: waiting out
+                // `batch_wait` would stall the flow once per window. Take what has
+                // arrived and hand it out.
+                let deadline = if self.flow.awaits_release() {
+                    Instant::now()
+                } else {
+                    until
+                };
+                match self.next(Some(deadline)).await? {
                     Some((d, e)) if e == epoch => delivered.push(d),
                     Some(newer) => {
                         self.held = Some(newer);
