@@ -203,14 +203,18 @@ def _consume(messages: Iterable[Any], n: int) -> tuple[int, int]:
     return msgs, nbytes
 
 
-def _ja_publish(p: Params, clock: Clock, msg_id_prefix: str | None) -> Result:
+def _ja_publish(p: Params, clock: Clock, msg_id_prefix: str | None, mode: str = "acked") -> Result:
     import jetstream_arrow as ja
 
     data = _input_reader(p["n"], p["size"])
     with ja.connect(p["url"]) as client:
         clock.start()
         res = client.publish(
-            data, subject=p["subject"], window=p["window"], msg_id_prefix=msg_id_prefix
+            data,
+            subject=p["subject"],
+            window=p["window"],
+            msg_id_prefix=msg_id_prefix,
+            mode=mode,  # type: ignore[arg-type]
         )
         clock.stop()
     return {"msgs": res.stored, "bytes": res.stored * p["size"], "duplicates": res.duplicates}
@@ -224,6 +228,17 @@ def ja_publish_ids(p: Params, clock: Clock) -> Result:
     """``ja_publish`` with a message id on every row (``msg_id_prefix``), the way the
     Spark writer and the loader publish so that a re-run stores nothing twice."""
     return _ja_publish(p, clock, msg_id_prefix="bench-")
+
+
+def ja_publish_fast(p: Params, clock: Clock) -> Result:
+    """``ja_publish`` with ``mode="fast"``: fast-ingest batches, acked every N messages
+    (the harness creates the stream with ``allow_batched``)."""
+    return _ja_publish(p, clock, msg_id_prefix=None, mode="fast")
+
+
+def ja_publish_fast_ids(p: Params, clock: Clock) -> Result:
+    """``ja_publish_fast`` with a message id on every row."""
+    return _ja_publish(p, clock, msg_id_prefix="bench-", mode="fast")
 
 
 def ja_read(p: Params, clock: Clock, method: str = "consumer") -> Result:
@@ -445,6 +460,8 @@ CASES: dict[str, Callable[[Params, Clock], Result]] = {
     "natspy-fetch": natspy_fetch,
     "ja-publish": ja_publish,
     "ja-publish-ids": ja_publish_ids,
+    "ja-publish-fast": ja_publish_fast,
+    "ja-publish-fast-ids": ja_publish_fast_ids,
     "ja-read": ja_read,
     "ja-read-direct": ja_read_direct,
     "ja-consume-batch-ack": ja_consume_batch_ack,

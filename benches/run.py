@@ -48,6 +48,8 @@ CASES: list[tuple[str, str, bool, str]] = [
     ("natspy-publish", "publish", False, "natspy"),
     ("ja-publish", "publish", False, "ja"),
     ("ja-publish-ids", "publish", False, "ja"),
+    ("ja-publish-fast", "publish", False, "ja"),
+    ("ja-publish-fast-ids", "publish", False, "ja"),
     ("spark-write", "publish", False, "spark"),
     ("native-fetch", "fetch", True, "native"),
     ("natspy-fetch", "fetch", True, "natspy"),
@@ -80,7 +82,9 @@ NATIVE = {"publish": "native-publish", "fetch": "native-fetch"}
 # also compared with the native publisher that does the same: the server's work per
 # message is larger then, and so is the limit.
 NATIVE_WITH_IDS = "native-publish-ids"
-WITH_IDS = ("ja-publish-ids", "spark-write")
+# Publishes in fast-ingest batches: their stream needs `allow_batched`.
+FAST_INGEST = ("ja-publish-fast", "ja-publish-fast-ids")
+WITH_IDS = ("ja-publish-ids", "ja-publish-fast-ids", "spark-write")
 # Flow-control consumption is also compared with the native client consuming the same
 # kind of consumer: the server's work per acknowledged message is the larger part.
 NATIVE_FLOW = "native-consume-flow-control"
@@ -112,7 +116,7 @@ class Admin:
     def _run(self, coro: Any, timeout: float = 60) -> Any:
         return self.loop.run_until_complete(asyncio.wait_for(coro, timeout))
 
-    def recreate(self, stream: str, subject: str) -> None:
+    def recreate(self, stream: str, subject: str, batched: bool = False) -> None:
         from nats.js.api import StorageType, StreamConfig
         from nats.js.errors import NotFoundError
 
@@ -128,6 +132,7 @@ class Admin:
                     storage=StorageType.FILE,
                     num_replicas=1,
                     allow_direct=True,  # for the direct-get read
+                    allow_batched=batched or None,  # for fast-ingest publishing
                 )
             )
         )
@@ -374,7 +379,7 @@ def bench_size(
                 stream, subject = read_stream, read_subject
             else:
                 stream, subject = write_stream, write_subject
-                admin.recreate(stream, subject)
+                admin.recreate(stream, subject, batched=case in FAST_INGEST)
             cmd = case_command(case, binary, server.url, stream, subject, n, size)
             run = run_process(cmd, case_timeout(case, n))
             if run.error is None and not NEEDS_DATA[case]:

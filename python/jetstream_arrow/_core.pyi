@@ -19,6 +19,7 @@ DEFAULT_MAX_RECONNECTS: int
 DEFAULT_RECONNECT_DELAY: float
 DEFAULT_PING_INTERVAL: float
 DEFAULT_WINDOW: int
+DEFAULT_PUBLISH_MODE: Literal["acked", "fast"]
 DEFAULT_ACK_TIMEOUT: float
 DEFAULT_MAX_RETRIES: int
 DEFAULT_RETRY_BACKOFF: float
@@ -46,6 +47,10 @@ ERR_NO_MESSAGE_FOUND: int
 ERR_STREAM_NAME_IN_USE: int
 ERR_STREAM_NOT_FOUND: int
 ERR_TOO_MANY_REQUESTS: int
+ERR_BATCH_PUBLISH_DISABLED: int
+ERR_BATCH_PUBLISH_INVALID_PATTERN: int
+ERR_BATCH_PUBLISH_INVALID_ID: int
+ERR_BATCH_PUBLISH_UNKNOWN_ID: int
 
 # The fields ConnectOptions must have: the native core reads exactly these.
 CONNECT_FIELDS: list[str]
@@ -55,6 +60,9 @@ def validate_name(value: object, option: str = "name") -> str:
 
 def js_api_prefix(domain: str | None = None, api_prefix: str | None = None) -> str:
     """`api_prefix`, or `$JS.<domain>.API`, or `$JS.API`."""
+
+def redact_servers(servers: str) -> str:
+    """`servers` with each URL's user info (a password or a token) shown as `***`."""
 
 class _ArrowBatch(Protocol):
     """A record batch exported through the PyCapsule interface (pa.record_batch takes it)."""
@@ -98,6 +106,7 @@ class Client:
         expected_last_seq: int | None = None,
         expected_last_msg_id: str | None = None,
         expected_last_subject_seq: int | None = None,
+        mode: str = ...,
     ) -> Publisher: ...
     def read(
         self,

@@ -2,7 +2,9 @@
 
 Everything here is thin: the native core (``jetstream_arrow._core``) does the work
 with the GIL released; this module turns its PyCapsule outputs into pyarrow objects
-and its options into keyword arguments with defaults a Python user can read.
+and its options into keyword arguments with defaults a Python user can read. It is one
+module because ``Client`` is the facade's one entry point: its methods are each a
+signature, a docstring and one native call.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from .management import ManagementMixin
 from .options import ConnectOptions
 
 OnFull = Literal["wait", "fail"]
+PublishMode = Literal["acked", "fast"]
 
 
 @dataclass(frozen=True)
@@ -185,7 +188,8 @@ class Client(ManagementMixin):
         )
 
     def __repr__(self) -> str:
-        return f"Client(servers={self.options.servers!r}, api_prefix={self.api_prefix!r})"
+        servers = _core.redact_servers(self.options.servers)
+        return f"Client(servers={servers!r}, api_prefix={self.api_prefix!r})"
 
     @property
     def api_prefix(self) -> str:
@@ -218,6 +222,7 @@ class Client(ManagementMixin):
         expected_last_seq: int | None = None,
         expected_last_msg_id: str | None = None,
         expected_last_subject_seq: int | None = None,
+        mode: PublishMode = _core.DEFAULT_PUBLISH_MODE,
         raise_on_error: bool = True,
     ) -> Publisher:
         """A publisher with a bounded window of unacknowledged messages.
@@ -232,6 +237,10 @@ class Client(ManagementMixin):
         so re-running the same input is deduplicated by the server.
         ``expected_*``: optimistic-concurrency checks on the first row of each call
         (``expected_stream`` on every row); the rest is sent only once it passed.
+        ``mode``: ``"acked"`` (an ack per message) or ``"fast"`` (fast-ingest
+        batches into a stream with ``allow_batched``, nats-server 2.14+: the server
+        acks every N messages; a batch that fails part-way reports the rows after
+        its last ack, which a re-run with msg ids stores once; ``acks.seq`` is null).
         """
         native = self._native.publisher(
             subject=subject,
@@ -246,6 +255,7 @@ class Client(ManagementMixin):
             expected_last_seq=expected_last_seq,
             expected_last_msg_id=expected_last_msg_id,
             expected_last_subject_seq=expected_last_subject_seq,
+            mode=mode,
         )
         return Publisher(native, raise_on_error)
 

@@ -1,7 +1,8 @@
 """Connection options: a plain, picklable value.
 
 Spark ships these to executors, so they hold only configuration (strings, numbers,
-file paths), never a live connection. Secrets are kept out of ``repr``.
+file paths), never a live connection. Secrets are kept out of ``repr``, and so is
+the user info of server URLs (``nats://user:password@host``, ``nats://token@host``).
 """
 
 from __future__ import annotations
@@ -86,6 +87,13 @@ class ConnectOptions:
                     f"option {name!r} must be a positive number of seconds, got {value!r}"
                 )
 
+    def __repr__(self) -> str:
+        # The dataclass repr without the secret fields (repr=False) and with the user
+        # info of the server URLs hidden: a URL may carry a password or a token.
+        shown = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.repr}
+        shown["servers"] = _core.redact_servers(self.servers)
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
+
     @property
     def js_api_prefix(self) -> str:
         """The subject prefix of the JetStream API these options talk to."""
@@ -114,6 +122,7 @@ class ConnectOptions:
     def redacted(self) -> dict[str, Any]:
         """The options with secrets replaced, for logs and error messages."""
         out = self.to_dict()
+        out["servers"] = _core.redact_servers(self.servers)
         for name in _SECRET_FIELDS:
             if out.get(name) is not None:
                 out[name] = "***"

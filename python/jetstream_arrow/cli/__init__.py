@@ -71,7 +71,7 @@ def _explain(error: BaseException, args: argparse.Namespace) -> str:
     try:
         from .connection import connect_options
 
-        servers = connect_options(args).servers
+        servers = connect_options(args).redacted()["servers"]
     except Exception:
         pass
     text = str(error).strip() or type(error).__name__

@@ -200,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
             stream = args.stream or f"JETSTREAM_ARROW_DEMO_{secrets.token_hex(4).upper()}"
             opts = client.options
             options = _spark_connect_options(opts)
-            _say(f"using {opts.servers}")
+            _say(f"using {opts.redacted()['servers']}")
         try:
             client.stream_info(stream)
             raise CliError(

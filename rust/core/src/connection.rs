@@ -9,6 +9,7 @@ use async_nats::{Client, ConnectOptions, Event, ServerError};
 
 use crate::defaults;
 use crate::error::{Error, ErrorKind, Result};
+use crate::server_urls::{redact_servers, redact_url, url_credentials, UrlCredentials};
 
 /// Everything needed to reach NATS and its JetStream API. Mirrors the Python
 /// `ConnectOptions`; durations are already `Duration`s here.
@@ -105,13 +106,23 @@ impl ServerErrors {
 
     /// The newest permission violation that mentions `subject`, if any.
     pub fn permission_violation_for(&self, subject: &str) -> Option<String> {
+        self.newest("permissions violation", subject)
+    }
+
+    /// The newest refused subscription under `inbox_prefix`, if any.
+    pub fn subscription_violation_under(&self, inbox_prefix: &str) -> Option<String> {
+        self.newest(
+            "permissions violation for subscription",
+            &format!("{inbox_prefix}."),
+        )
+    }
+
+    fn newest(&self, what: &str, mentioning: &str) -> Option<String> {
         let recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
         recent
             .iter()
             .rev()
-            .find(|m| {
-                m.to_ascii_lowercase().contains("permissions violation") && m.contains(subject)
-            })
+            .find(|m| m.to_ascii_lowercase().contains(what) && m.contains(mentioning))
             .cloned()
     }
 }
@@ -128,7 +139,6 @@ pub struct Connection {
 impl Connection {
     pub async fn connect(config: &ConnectConfig) -> Result<Self> {
         let server_errors = Arc::new(ServerErrors::default());
-        let options = build_options(config, server_errors.clone()).await?;
         let servers: Vec<async_nats::ServerAddr> = config
             .servers
             .split(',')
@@ -136,6 +146,7 @@ impl Connection {
             .filter(|s| !s.is_empty())
             .map(|s| {
                 s.parse().map_err(|e| {
+                    let s = redact_url(s);
                     Error::bad_input(format!("option 'servers': cannot parse {s:?}: {e}"))
                 })
             })
@@ -145,6 +156,22 @@ impl Connection {
                 "option 'servers' is empty: give a URL such as nats://127.0.0.1:4222",
             ));
         }
+        let mut options = build_options(config, server_errors.clone()).await?;
+        match url_credentials(&servers)? {
+            Some(_) if config.user.is_some() || config.token.is_some() => {
+                return Err(Error::bad_input(
+                    "credentials given twice: in a URL of option 'servers' and in option \
+                     'user' or 'token'; give them once",
+                ))
+            }
+            Some(UrlCredentials::UserPassword(user, password)) => {
+                options = options.user_and_password(user, password)
+            }
+            Some(UrlCredentials::Token(token)) => options = options.token(token),
+            None => {}
+        }
+        // Messages below name the servers; a URL may carry a password or a token.
+        let shown = redact_servers(&config.servers);
         // connect() has its own connection timeout, but with several servers and
         // TLS it can take longer; the outer bound keeps the promise that nothing hangs.
         let outer = config.connect_timeout * (servers.len() as u32 + 1);
@@ -152,11 +179,10 @@ impl Connection {
             .await
             .map_err(|_| {
                 Error::timeout(format!(
-                    "connecting to {} took longer than {:?} (option 'connect_timeout')",
-                    config.servers, outer
+                    "connecting to {shown} took longer than {outer:?} (option 'connect_timeout')"
                 ))
             })?
-            .map_err(|e| Error::from(e).context(format!("cannot connect to {}", config.servers)))?;
+            .map_err(|e| Error::from(e).context(format!("cannot connect to {shown}")))?;
         Ok(Self {
             client,
             api_prefix: config.js_api_prefix(),
@@ -183,6 +209,23 @@ impl Connection {
     pub async fn close(&self) {
         let _ = self.flush(None).await;
         let _ = tokio::time::timeout(self.request_timeout, self.client.drain()).await;
+    }
+
+    /// Why no reply can reach this connection, when the server refused the
+    /// subscription to its reply inboxes (a user allowed to subscribe only under some
+    /// prefix, and no matching option 'inbox_prefix'): said instead of a bare timeout.
+    pub fn inbox_refused(&self) -> Option<String> {
+        let inbox = self.client.new_inbox();
+        let prefix = inbox.rsplit_once('.').map_or(inbox.as_str(), |(p, _)| p);
+        self.server_errors
+            .subscription_violation_under(prefix)
+            .map(|violation| {
+                format!(
+                    "the server refused the subscription to this connection's reply inbox \
+                     ({violation}); set option 'inbox_prefix' to a prefix this user may \
+                     subscribe to"
+                )
+            })
     }
 
     /// The largest payload (headers included) the server accepts.

@@ -25,6 +25,21 @@ pub const WINDOW: usize = 8192;
 pub const ACK_TIMEOUT: Duration = Duration::from_secs(5);
 pub const MAX_RETRIES: u32 = 5;
 pub const RETRY_BACKOFF: Duration = Duration::from_millis(50);
+/// How rows are sent: "acked" (an ack per message) or "fast" (fast-ingest batches,
+/// acked every N messages; the stream needs `allow_batched`, nats-server 2.14+).
+pub const PUBLISH_MODE: &str = "acked";
+/// Fast publishing: the most messages per ack the client allows. The server steers
+/// the actual number below it (2.15 starts at and caps it at 500).
+pub const FAST_FLOW: u16 = 500;
+/// Fast publishing: flow acks awaited at most before sending waits. Two lets the
+/// server store one group while the next is on its way.
+pub const FAST_OUTSTANDING_ACKS: u64 = 2;
+/// Fast publishing: while waiting, no reply for this long sends a ping, which makes
+/// the server repeat its latest flow ack (or report a gap): acks can be lost.
+pub const FAST_PING_INTERVAL: Duration = Duration::from_secs(1);
+/// Fast publishing: the server abandons a batch idle for 10 s, so a batch whose
+/// input paused this long is ended first and the next row starts a new one.
+pub const FAST_MAX_IDLE: Duration = Duration::from_secs(4);
 /// Rows per result of `Publisher.publish_batches`: bounds the memory of the acks.
 pub const ROWS_PER_RESULT: usize = 1_000_000;
 
@@ -81,6 +96,7 @@ pub const EXPORTED: &[(&str, Exported)] = &[
     ("MAX_RETRIES", Exported::Int(MAX_RETRIES as i64)),
     ("RETRY_BACKOFF", Exported::Seconds(RETRY_BACKOFF)),
     ("ROWS_PER_RESULT", Exported::Int(ROWS_PER_RESULT as i64)),
+    ("PUBLISH_MODE", Exported::Str(PUBLISH_MODE)),
     ("READ_BATCH_ROWS", Exported::Int(READ_BATCH_ROWS as i64)),
     ("READ_MAX_BYTES", Exported::Int(READ_MAX_BYTES as i64)),
     ("HEARTBEAT", Exported::Seconds(HEARTBEAT)),

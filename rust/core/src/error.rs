@@ -58,6 +58,15 @@ pub mod err_codes {
     pub const STREAM_NAME_IN_USE: u32 = 10058;
     pub const STREAM_NOT_FOUND: u32 = 10059;
     pub const TOO_MANY_REQUESTS: u32 = 10167;
+    /// Fast-ingest publishing into a stream without `allow_batched`.
+    pub const BATCH_PUBLISH_DISABLED: u32 = 10205;
+    /// A fast-ingest reply subject the server does not accept.
+    pub const BATCH_PUBLISH_INVALID_PATTERN: u32 = 10206;
+    /// A fast-ingest batch id over 64 characters.
+    pub const BATCH_PUBLISH_INVALID_ID: u32 = 10207;
+    /// A fast-ingest batch the server does not know (any more): abandoned after its
+    /// idle timeout, or lost in a restart or a leader change.
+    pub const BATCH_PUBLISH_UNKNOWN_ID: u32 = 10208;
 
     /// Every code above by its exported name.
     pub const EXPORTED: &[(&str, u32)] = &[
@@ -67,6 +76,13 @@ pub mod err_codes {
         ("STREAM_NAME_IN_USE", STREAM_NAME_IN_USE),
         ("STREAM_NOT_FOUND", STREAM_NOT_FOUND),
         ("TOO_MANY_REQUESTS", TOO_MANY_REQUESTS),
+        ("BATCH_PUBLISH_DISABLED", BATCH_PUBLISH_DISABLED),
+        (
+            "BATCH_PUBLISH_INVALID_PATTERN",
+            BATCH_PUBLISH_INVALID_PATTERN,
+        ),
+        ("BATCH_PUBLISH_INVALID_ID", BATCH_PUBLISH_INVALID_ID),
+        ("BATCH_PUBLISH_UNKNOWN_ID", BATCH_PUBLISH_UNKNOWN_ID),
     ];
 }
 

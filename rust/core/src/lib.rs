@@ -1,7 +1,8 @@
 //! jetstream-arrow core: NATS JetStream in and out of Apache Arrow.
 //!
 //! Pure Rust, no Python: the `jetstream-arrow-python` crate wraps it. Modules by
-//! concept: [`defaults`] (every default), [`connection`] (connect options), [`api`]
+//! concept: [`defaults`] (every default), [`connection`] (connect options),
+//! [`server_urls`] (credentials in server URLs, and redacting them), [`api`]
 //! (the JetStream vocabulary and API requests), [`schema`] (the one message schema),
 //! [`publish_input`] and [`publish`] (rows to messages through the ack window),
 //! [`pull`] (the pull loop), [`push`] (push consumers and flow-control acking), [`ordered`] (the self-healing ordered consumer), [`read`]
@@ -26,6 +27,7 @@ pub mod push;
 pub mod read;
 pub mod resync;
 pub mod schema;
+pub mod server_urls;
 
 pub use connection::{ConnectConfig, Connection};
 pub use error::{Error, ErrorKind, Result};

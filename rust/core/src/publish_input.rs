@@ -10,6 +10,7 @@ use arrow_array::{
     StringArray,
 };
 use arrow_schema::DataType;
+use async_nats::header::{HeaderName, HeaderValue};
 use async_nats::{HeaderMap, Subject};
 use bytes::Bytes;
 
@@ -36,12 +37,30 @@ pub struct MessageDefaults {
     pub expected_stream: Option<String>,
 }
 
+/// The server's default `max_control_line`: it refuses a `PUB`/`HPUB` line whose
+/// arguments (subject, reply subject, sizes) are longer, and closes the connection,
+/// losing the acks in flight. The server does not announce its limit, so the default
+/// is assumed.
+pub const MAX_CONTROL_LINE: usize = 4096;
+
+/// The longest subject whose `HPUB` line fits [`MAX_CONTROL_LINE`] with a reply
+/// subject of `reply_len` bytes and sizes up to `max_payload`.
+pub fn max_subject_len(reply_len: usize, max_payload: usize) -> usize {
+    let size_digits = max_payload.max(1).ilog10() as usize + 1;
+    // "<subject> <reply> <header bytes> <total bytes>"
+    MAX_CONTROL_LINE.saturating_sub(reply_len + 2 * size_digits + 3)
+}
+
 /// Checks a subject the way the server would, with a message a person can act on.
+///
+/// White space is any Unicode white space, not only the ASCII the server splits on:
+/// the client delivering messages splits its control lines on all of it, so a
+/// message stored under such a subject could not be read back.
 pub fn validate_subject(subject: &str) -> std::result::Result<(), &'static str> {
     if subject.is_empty() {
         return Err("the subject is empty");
     }
-    if subject.bytes().any(|b| b.is_ascii_whitespace()) {
+    if subject.chars().any(char::is_whitespace) {
         return Err("the subject contains white space");
     }
     for token in subject.split('.') {
@@ -134,28 +153,38 @@ impl HeadersColumn {
         Ok(Self { map, keys, values })
     }
 
-    fn append_row(&self, row: usize, headers: &mut HeaderMap) -> Result<()> {
+    /// Append the headers of `row` (of this batch); errors name `global_row`.
+    fn append_row(&self, row: usize, global_row: u64, headers: &mut HeaderMap) -> Result<()> {
         if self.map.is_null(row) {
             return Ok(());
         }
         let offsets = self.map.value_offsets();
         for entry in offsets[row] as usize..offsets[row + 1] as usize {
             let key = self.keys.value(entry);
-            if key.is_empty() || key.bytes().any(|b| b == b':' || b.is_ascii_whitespace()) {
-                return Err(Error::bad_input(format!(
-                    "column 'headers', row {row}: {key:?} is not a valid header name"
-                )));
-            }
+            // async-nats's own rule (printable ASCII but ':'), and not empty; its
+            // infallible conversions panic on anything else, so only checked values
+            // reach it.
+            let name: HeaderName = Some(key)
+                .filter(|k| !k.is_empty())
+                .and_then(|k| k.parse().ok())
+                .ok_or_else(|| {
+                    Error::bad_input(format!(
+                        "column 'headers', row {global_row}: {key:?} is not a valid header \
+                         name (one or more printable ASCII characters other than ':')"
+                    ))
+                })?;
             match &self.values {
                 HeaderValues::Single(values) => {
                     if values.is_valid(entry) {
-                        headers.append(key, check_header_value(values.value(entry), row)?);
+                        let value = header_value(values.value(entry), "headers", global_row)?;
+                        headers.append(name.clone(), value);
                     }
                 }
                 HeaderValues::Lists { offsets, items } => {
                     for item in offsets[entry] as usize..offsets[entry + 1] as usize {
                         if items.is_valid(item) {
-                            headers.append(key, check_header_value(items.value(item), row)?);
+                            let value = header_value(items.value(item), "headers", global_row)?;
+                            headers.append(name.clone(), value);
                         }
                     }
                 }
@@ -165,13 +194,14 @@ impl HeadersColumn {
     }
 }
 
-fn check_header_value(value: &str, row: usize) -> Result<&str> {
-    if value.contains(['\r', '\n']) {
-        return Err(Error::bad_input(format!(
-            "column 'headers', row {row}: a header value may not contain a line break"
-        )));
-    }
-    Ok(value)
+/// `value` of column `column`, row `row`, as a header value: anything but a line
+/// break. The error does not show the value (headers may carry credentials).
+fn header_value(value: &str, column: &str, row: u64) -> Result<HeaderValue> {
+    value.parse().map_err(|_| {
+        Error::bad_input(format!(
+            "column '{column}', row {row}: a header value may not contain a line break"
+        ))
+    })
 }
 
 fn to_utf8(array: &ArrayRef, column: &str) -> Result<StringArray> {
@@ -217,18 +247,35 @@ pub struct PublishBatch {
     headers: Option<HeadersColumn>,
     msg_id: Option<StringArray>,
     rows: usize,
+    max_subject: usize,
+}
+
+/// A subject over `max` bytes (see [`max_subject_len`]), as the reason of an error.
+fn subject_too_long(subject: &str, max: usize) -> Option<String> {
+    (subject.len() > max).then(|| {
+        format!(
+            "the subject is {} bytes, over the {max} that fit the server's control line of \
+             {MAX_CONTROL_LINE} bytes with the reply subject",
+            subject.len()
+        )
+    })
 }
 
 impl PublishBatch {
     /// Check the columns of `batch`; `subject` (the call's constant) wins over the defaults'.
-    pub fn new(batch: &RecordBatch, subject: Option<&str>) -> Result<Self> {
+    /// Subjects may be `max_subject` bytes long at most.
+    pub fn new(batch: &RecordBatch, subject: Option<&str>, max_subject: usize) -> Result<Self> {
         let schema = batch.schema();
         let column = |name: &str| schema.index_of(name).ok().map(|i| batch.column(i).clone());
         let subject = match (column(SUBJECT), subject) {
             (_, Some(constant)) => {
-                validate_subject(constant).map_err(|why| {
-                    Error::bad_input(format!("option 'subject' {constant:?}: {why}"))
-                })?;
+                validate_subject(constant)
+                    .map_err(str::to_string)
+                    .and_then(|()| subject_too_long(constant, max_subject).map_or(Ok(()), Err))
+                    .map_err(|why| {
+                        let shown = shown_subject(constant);
+                        Error::bad_input(format!("option 'subject' {shown}: {why}"))
+                    })?;
                 SubjectColumn::Constant(Subject::from(constant))
             }
             (Some(array), None) => SubjectColumn::Column(to_utf8(&array, SUBJECT)?),
@@ -259,6 +306,7 @@ impl PublishBatch {
             headers,
             msg_id,
             rows: batch.num_rows(),
+            max_subject,
         })
     }
 
@@ -285,9 +333,15 @@ impl PublishBatch {
                     )));
                 }
                 let s = col.value(row);
-                validate_subject(s).map_err(|why| {
-                    Error::bad_input(format!("column 'subject', row {global_row} ({s:?}): {why}"))
-                })?;
+                validate_subject(s)
+                    .map_err(str::to_string)
+                    .and_then(|()| subject_too_long(s, self.max_subject).map_or(Ok(()), Err))
+                    .map_err(|why| {
+                        let shown = shown_subject(s);
+                        Error::bad_input(format!(
+                            "column 'subject', row {global_row} ({shown}): {why}"
+                        ))
+                    })?;
                 Subject::from(s)
             }
         };
@@ -296,33 +350,36 @@ impl PublishBatch {
         let mut headers: Option<HeaderMap> = None;
         if let Some(h) = &self.headers {
             let mut map = HeaderMap::new();
-            h.append_row(row, &mut map)
-                .map_err(|e| e.context(format!("row {global_row}")))?;
+            h.append_row(row, global_row, &mut map)?;
             if !map.is_empty() {
                 headers = Some(map);
             }
         }
-        let msg_id = self
+        let msg_id = match self
             .msg_id
             .as_ref()
             .filter(|ids| ids.is_valid(row) && !ids.value(row).is_empty())
-            .map(|ids| ids.value(row).to_string())
-            .or_else(|| {
-                defaults
-                    .msg_id_prefix
-                    .as_ref()
-                    .map(|p| format!("{p}{id_number}"))
-            });
+        {
+            Some(ids) => Some(header_value(ids.value(row), MSG_ID, global_row)?),
+            // The prefix has no line break (`PublishOptions::validate`).
+            None => defaults
+                .msg_id_prefix
+                .as_ref()
+                .map(|p| header_value(&format!("{p}{id_number}"), MSG_ID, global_row))
+                .transpose()?,
+        };
         let has_msg_id = msg_id.is_some();
         if let Some(id) = msg_id {
             headers
                 .get_or_insert_with(HeaderMap::new)
-                .insert("Nats-Msg-Id", id.as_str());
+                .insert(async_nats::header::NATS_MESSAGE_ID, id);
         }
         if let Some(stream) = &defaults.expected_stream {
+            // Checked for line breaks by `PublishOptions::validate`.
+            let stream = header_value(stream, "expected_stream", global_row)?;
             headers
                 .get_or_insert_with(HeaderMap::new)
-                .insert("Nats-Expected-Stream", stream.as_str());
+                .insert(async_nats::header::NATS_EXPECTED_STREAM, stream);
         }
         let size = value.len() + subject.len() + headers.as_ref().map_or(0, header_size);
         if size > max_payload {
@@ -351,6 +408,15 @@ fn header_size(headers: &HeaderMap) -> usize {
     size
 }
 
+/// A subject as an error message shows it: quoted, and cut short when long.
+fn shown_subject(subject: &str) -> String {
+    const SHOWN: usize = 80;
+    match subject.char_indices().nth(SHOWN) {
+        Some((end, _)) => format!("{:?}...", &subject[..end]),
+        None => format!("{subject:?}"),
+    }
+}
+
 fn column_names(batch: &RecordBatch) -> String {
     batch
         .schema()
@@ -370,7 +436,19 @@ mod tests {
     fn subjects_are_validated_like_the_server() {
         assert!(validate_subject("orders.new").is_ok());
         assert!(validate_subject("a*b.c>").is_ok());
-        for bad in ["", "a b", "a..b", ".a", "a.", "a.*", "a.>", "tab\there"] {
+        for bad in [
+            "",
+            "a b",
+            "a..b",
+            ".a",
+            "a.",
+            "a.*",
+            "a.>",
+            "tab\there",
+            "a\u{b}b",
+            "a\u{a0}b",
+            "a\u{2028}b",
+        ] {
             assert!(validate_subject(bad).is_err(), "{bad:?} should be refused");
         }
     }
@@ -391,7 +469,7 @@ mod tests {
                 Arc::new(StringArray::from(vec!["x", "y"])) as ArrayRef,
             ),
         ]);
-        let input = PublishBatch::new(&b, None).unwrap();
+        let input = PublishBatch::new(&b, None, 4000).unwrap();
         let defaults = MessageDefaults {
             msg_id_prefix: Some("w-".into()),
             ..Default::default()
@@ -413,7 +491,7 @@ mod tests {
             "data",
             Arc::new(StringArray::from(vec!["x"])) as ArrayRef,
         )]);
-        let err = PublishBatch::new(&b, None).err().unwrap();
+        let err = PublishBatch::new(&b, None, 4000).err().unwrap();
         assert!(err.message().contains("no 'subject' column"), "{err}");
         let b = batch(vec![
             (
@@ -425,7 +503,7 @@ mod tests {
                 Arc::new(arrow_array::Int64Array::from(vec![1])) as ArrayRef,
             ),
         ]);
-        let err = PublishBatch::new(&b, None).err().unwrap();
+        let err = PublishBatch::new(&b, None, 4000).err().unwrap();
         assert!(
             err.message()
                 .contains("column 'data' must be binary or utf8"),
@@ -439,10 +517,77 @@ mod tests {
             "data",
             Arc::new(BinaryArray::from(vec![&[0u8; 100][..]])) as ArrayRef,
         )]);
-        let input = PublishBatch::new(&b, Some("s")).unwrap();
+        let input = PublishBatch::new(&b, Some("s"), 4000).unwrap();
         let err = input
             .message(0, 0, 0, &MessageDefaults::default(), 50)
             .unwrap_err();
         assert!(err.message().contains("max_payload"), "{err}");
+    }
+
+    #[test]
+    fn subjects_longer_than_the_control_line_allows_are_refused() {
+        let max = max_subject_len("_INBOX.abcdefghijklmnopqrstuv.".len() + 20, 1 << 20);
+        assert_eq!(max, MAX_CONTROL_LINE - 30 - 20 - 2 * 7 - 3);
+        let ok = "a".repeat(max);
+        let long = "a".repeat(max + 1);
+        let b = batch(vec![
+            (
+                "subject",
+                Arc::new(StringArray::from(vec![ok.as_str(), long.as_str()])) as ArrayRef,
+            ),
+            (
+                "data",
+                Arc::new(StringArray::from(vec!["x", "y"])) as ArrayRef,
+            ),
+        ]);
+        let input = PublishBatch::new(&b, None, max).unwrap();
+        let defaults = MessageDefaults::default();
+        assert!(input.message(0, 0, 0, &defaults, 1 << 20).is_ok());
+        let err = input.message(1, 1, 1, &defaults, 1 << 20).unwrap_err();
+        assert!(err.message().contains("column 'subject', row 1"), "{err}");
+        assert!(err.message().contains("control line"), "{err}");
+        let err = PublishBatch::new(&b, Some(&long), max).err().unwrap();
+        assert!(err.message().contains("option 'subject'"), "{err}");
+    }
+
+    #[test]
+    fn header_names_and_ids_the_client_cannot_send_are_bad_input_not_panics() {
+        let headers = MapArray::new_from_strings(
+            ["ok", "é", "nul\0", "K", ""].into_iter(),
+            &StringArray::from(vec!["1", "2", "3", "line\nbreak", "5"]),
+            &[0, 1, 2, 3, 4, 5],
+        )
+        .unwrap();
+        let b = batch(vec![
+            (
+                "subject",
+                Arc::new(StringArray::from(vec!["a"; 5])) as ArrayRef,
+            ),
+            (
+                "data",
+                Arc::new(StringArray::from(vec!["x"; 5])) as ArrayRef,
+            ),
+            ("headers", Arc::new(headers) as ArrayRef),
+            (
+                "msg_id",
+                Arc::new(StringArray::from(vec!["id\r\n", "b", "c", "d", "e"])) as ArrayRef,
+            ),
+        ]);
+        let input = PublishBatch::new(&b, None, 4000).unwrap();
+        let defaults = MessageDefaults::default();
+        for (row, named) in [
+            (0, "column 'msg_id', row 10"),
+            (1, "column 'headers', row 11"),
+        ] {
+            let err = input
+                .message(row, row as u64 + 10, 0, &defaults, 1 << 20)
+                .unwrap_err();
+            assert!(err.message().contains(named), "{err}");
+            assert!(!err.message().contains(&format!("row {row}:")), "{err}");
+        }
+        for row in 2..5 {
+            let err = input.message(row, 0, 0, &defaults, 1 << 20).unwrap_err();
+            assert!(err.message().contains("column 'headers'"), "{err}");
+        }
     }
 }

@@ -7,7 +7,7 @@ use jetstream_arrow_core::connection::Connection;
 use jetstream_arrow_core::defaults;
 use jetstream_arrow_core::ordered::Start;
 use jetstream_arrow_core::publish::{
-    PublishOptions, PublishOutcome as CoreOutcome, Publisher as CorePublisher,
+    PublishMode, PublishOptions, PublishOutcome as CoreOutcome, Publisher as CorePublisher,
 };
 use jetstream_arrow_core::publish_input::MessageDefaults;
 use jetstream_arrow_core::read::{FollowOptions, OrderedStream as CoreOrderedStream};
@@ -106,7 +106,7 @@ impl Client {
         ack_timeout=defaults::ACK_TIMEOUT.as_secs_f64(), max_retries=defaults::MAX_RETRIES,
         retry_backoff=defaults::RETRY_BACKOFF.as_secs_f64(), msg_id_prefix=None, msg_id_start=0,
         expected_stream=None, expected_last_seq=None, expected_last_msg_id=None,
-        expected_last_subject_seq=None
+        expected_last_subject_seq=None, mode=defaults::PUBLISH_MODE
     ))]
     #[allow(clippy::too_many_arguments)]
     fn publisher(
@@ -124,6 +124,7 @@ impl Client {
         expected_last_seq: Option<u64>,
         expected_last_msg_id: Option<String>,
         expected_last_subject_seq: Option<u64>,
+        mode: &str,
     ) -> GlueResult<Publisher> {
         let fail_when_full = match on_full {
             "wait" => false,
@@ -150,6 +151,7 @@ impl Client {
             expected_last_seq,
             expected_last_msg_id,
             expected_last_subject_seq,
+            mode: PublishMode::parse(mode)?,
         };
         let conn = self.connection()?;
         let inner = wait(py, CorePublisher::new(conn, options))??;
@@ -332,6 +334,7 @@ impl Publisher {
         subject: Option<String>,
     ) -> GlueResult<PublishOutcome> {
         let reader = data.into_reader()?;
+        let schema = reader.schema();
         let mut guard = self
             .inner
             .lock()
@@ -343,7 +346,7 @@ impl Publisher {
         // The publisher moves into the task and comes back with the outcome; after
         // an interrupt it is gone and the next call says it is closed.
         let (publisher, outcome, error) = wait(py, async move {
-            let (outcome, error) = publisher.publish(batches, subject).await;
+            let (outcome, error) = publisher.publish(schema, batches, subject).await;
             (publisher, outcome, error)
         })?;
         *guard = Some(publisher);

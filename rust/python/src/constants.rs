@@ -1,5 +1,6 @@
-//! The core's defaults, error codes, name rule and API prefix rule, exported as module attributes so
-//! Python code and documentation take them from their one home.
+//! The core's defaults, error codes, name rule, API prefix rule and the redacted form
+//! of server URLs, exported as module attributes so Python code and documentation take
+//! them from their one home.
 
 use jetstream_arrow_core::api::validate_name as core_validate_name;
 use jetstream_arrow_core::defaults::{Exported, EXPORTED};
@@ -33,6 +34,13 @@ fn js_api_prefix(domain: Option<String>, api_prefix: Option<String>) -> String {
     jetstream_arrow_core::connection::js_api_prefix(domain.as_deref(), api_prefix.as_deref())
 }
 
+/// `servers` as messages and `repr`s show it: each URL's user info (a password or a
+/// token) replaced by `***`.
+#[pyfunction]
+fn redact_servers(servers: &str) -> String {
+    jetstream_arrow_core::server_urls::redact_servers(servers)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     for (name, value) in EXPORTED {
         let name = format!("DEFAULT_{name}");
@@ -48,5 +56,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CONNECT_FIELDS", CONNECT_FIELDS.to_vec())?;
     m.add_function(wrap_pyfunction!(validate_name, m)?)?;
     m.add_function(wrap_pyfunction!(js_api_prefix, m)?)?;
+    m.add_function(wrap_pyfunction!(redact_servers, m)?)?;
     Ok(())
 }

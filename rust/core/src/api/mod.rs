@@ -100,6 +100,11 @@ fn request_error(
         K::TimedOut => {
             if let Some(violation) = conn.server_errors.permission_violation_for(subject) {
                 Error::new(ErrorKind::Authorization, format!("{subject}: {violation}"))
+            } else if let Some(why) = conn.inbox_refused() {
+                Error::new(
+                    ErrorKind::Authorization,
+                    format!("no reply from the JetStream API {subject}: {why}"),
+                )
             } else {
                 Error::timeout(format!(
                     "no reply from the JetStream API {subject} within {timeout:?} \

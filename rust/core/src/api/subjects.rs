@@ -33,3 +33,25 @@ pub fn consumer_reset(stream: &str, consumer: &str) -> String {
 pub fn consumer_msg_next(stream: &str, consumer: &str) -> String {
     format!("CONSUMER.MSG.NEXT.{stream}.{consumer}")
 }
+
+/// Fast-ingest publishing keeps a batch's state in each message's reply subject:
+/// `<inbox>.<batch id>.<flow>.<gap mode>.<batch seq>.<op>.$FI`, where `<inbox>.<batch id>`
+/// is one fresh inbox per batch and `flow` the most messages per ack the client allows.
+pub mod fast_batch {
+    /// Starts a batch (batch sequence 1).
+    pub const OP_START: u8 = 0;
+    /// Appends to a batch (batch sequence 2 and on).
+    pub const OP_APPEND: u8 = 1;
+    /// Ends a batch without storing this message ("end of batch").
+    pub const OP_COMMIT_EOB: u8 = 3;
+    /// Asks for the latest flow ack (and any gap) without adding to the batch; carries
+    /// the highest batch sequence sent.
+    pub const OP_PING: u8 = 4;
+    /// Any gap ends the batch, so an ack for batch sequence N means 1..=N are stored.
+    pub const GAP_FAIL: &str = "fail";
+
+    /// The reply subject of one message of the batch whose inbox is `batch_inbox`.
+    pub fn reply(batch_inbox: &str, flow: u16, seq: u64, op: u8) -> String {
+        format!("{batch_inbox}.{flow}.{GAP_FAIL}.{seq}.{op}.$FI")
+    }
+}

@@ -31,3 +31,26 @@ pub struct PublishReply {
     pub duplicate: bool,
     pub error: Option<ApiErrorCode>,
 }
+
+/// A reply on a fast-ingest batch's inbox: a flow ack (`"type":"ack"`: batch
+/// sequences up to `seq` are stored, acks now come every `msgs` messages), a gap
+/// (`"type":"gap"`: sequences `last_seq..seq` never reached the server), a failed
+/// message (`"type":"err"` with `seq` and `error`), or, without a type, a PubAck: the
+/// batch's end (`batch`, `count` stored) or its refusal (`error`).
+#[derive(Debug, Deserialize)]
+pub struct FastBatchReply {
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub seq: u64,
+    #[serde(default)]
+    pub msgs: u64,
+    #[serde(default)]
+    pub last_seq: u64,
+    pub batch: Option<String>,
+    #[serde(default)]
+    pub count: u64,
+    #[serde(default)]
+    pub duplicate: bool,
+    pub error: Option<ApiErrorCode>,
+}

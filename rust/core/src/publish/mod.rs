@@ -9,104 +9,33 @@
 //! Every row ends stored, duplicate, or failed with its reason.
 //!
 //! [`window`] holds the messages awaiting acks, [`run`] the state of one call (acks,
-//! retries, expiry), [`outcome`] what became of each row; this module reads the input
-//! and drives the loop.
+//! retries, expiry), [`outcome`] what became of each row, [`options`] how a publisher
+//! sends; this module reads the input and drives the loop.
 
+mod fast;
+mod options;
 mod outcome;
 mod rows;
 mod run;
 mod window;
 
-use std::time::Duration;
-
 use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use async_nats::header::{self as nats_header, HeaderValue};
 use async_nats::{HeaderMap, Subject, Subscriber};
 use futures::{FutureExt, StreamExt};
 use tokio::time::Instant;
 
 use crate::connection::Connection;
-use crate::defaults;
 use crate::error::{Error, Result};
-use crate::publish_input::{MessageDefaults, OutgoingMessage};
+use crate::publish_input::{max_subject_len, OutgoingMessage, PublishBatch};
 
+use options::MAX_ACK_TIMEOUT;
+pub use options::{PublishMode, PublishOptions, MAX_BYTES_IN_FLIGHT, MAX_WINDOW};
 pub use outcome::PublishOutcome;
 use rows::{refuse_all, refuse_rest, RowSource};
 use run::{PublishRun, RetryQueue};
 use window::Window;
-
-/// The largest window: acks must fit the client's subscription buffer (64 Ki).
-pub const MAX_WINDOW: usize = 65_536;
-
-/// Payload bytes in flight at most, whatever the window. With large messages the
-/// count alone would hold window × size in memory (8192 × 16 KiB = 128 MiB), while
-/// 32 MiB in flight already keeps a server busy: at 1 GB/s it allows 30 ms from
-/// sending a message to its ack.
-pub const MAX_BYTES_IN_FLIGHT: usize = 32 << 20;
-
-/// How a publisher sends.
-#[derive(Debug, Clone)]
-pub struct PublishOptions {
-    /// Unacknowledged messages in flight at most.
-    pub window: usize,
-    /// When the window is full: refuse the remaining rows instead of waiting.
-    pub fail_when_full: bool,
-    pub ack_timeout: Duration,
-    /// Retries of a message after backpressure or an ack timeout.
-    pub max_retries: u32,
-    /// The first retry waits this long; each further one twice as long (at most 2 s).
-    pub retry_backoff: Duration,
-    pub defaults: MessageDefaults,
-    /// The number generated msg ids start from.
-    pub msg_id_start: u64,
-    pub expected_last_seq: Option<u64>,
-    pub expected_last_msg_id: Option<String>,
-    pub expected_last_subject_seq: Option<u64>,
-}
-
-impl Default for PublishOptions {
-    fn default() -> Self {
-        Self {
-            window: defaults::WINDOW,
-            fail_when_full: false,
-            ack_timeout: defaults::ACK_TIMEOUT,
-            max_retries: defaults::MAX_RETRIES,
-            retry_backoff: defaults::RETRY_BACKOFF,
-            defaults: MessageDefaults::default(),
-            msg_id_start: 0,
-            expected_last_seq: None,
-            expected_last_msg_id: None,
-            expected_last_subject_seq: None,
-        }
-    }
-}
-
-impl PublishOptions {
-    pub fn validate(&self) -> Result<()> {
-        if self.window == 0 || self.window > MAX_WINDOW {
-            return Err(Error::bad_input(format!(
-                "option 'window' must be between 1 and {MAX_WINDOW}, got {}",
-                self.window
-            )));
-        }
-        if self.ack_timeout.is_zero() {
-            return Err(Error::bad_input("option 'ack_timeout' must be positive"));
-        }
-        if let Some(prefix) = &self.defaults.msg_id_prefix {
-            if prefix.contains(['\r', '\n']) {
-                return Err(Error::bad_input(
-                    "option 'msg_id_prefix' may not contain line breaks",
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    pub(crate) fn has_expectations(&self) -> bool {
-        self.expected_last_seq.is_some()
-            || self.expected_last_msg_id.is_some()
-            || self.expected_last_subject_seq.is_some()
-    }
-}
 
 /// A publisher: one ack inbox and one window, reused across many publish calls.
 pub struct Publisher {
@@ -118,31 +47,40 @@ pub struct Publisher {
     /// Rows published by earlier calls: generated msg ids keep counting across calls.
     rows_before: u64,
     max_payload: usize,
+    /// The longest subject a message may have (see [`max_subject_len`]).
+    max_subject: usize,
 }
 
 impl Publisher {
-    pub async fn new(conn: Connection, options: PublishOptions) -> Result<Self> {
+    pub async fn new(conn: Connection, mut options: PublishOptions) -> Result<Self> {
         options.validate()?;
+        options.ack_timeout = options.ack_timeout.min(MAX_ACK_TIMEOUT);
         let inbox = conn.client.new_inbox();
         let acks = conn.client.subscribe(format!("{inbox}.*")).await?;
         let max_payload = conn.max_payload();
+        let inbox_prefix = format!("{inbox}.");
+        // Reply subjects are the inbox prefix and at most 64 more bytes (a token of up
+        // to 20 digits; in fast mode, the batch state).
+        let max_subject = max_subject_len(inbox_prefix.len() + 64, max_payload);
         Ok(Self {
             conn,
             options,
-            inbox_prefix: format!("{inbox}."),
+            inbox_prefix,
             acks,
             next_token: 0,
             rows_before: 0,
             max_payload,
+            max_subject,
         })
     }
 
-    /// Publish every row of `batches`. Returns the outcome of every row read, and
-    /// the error that stopped reading input early, if any (bad input, lost
-    /// connection). Messages already in flight are always seen to the end first,
-    /// so the outcome says exactly which rows were stored.
+    /// Publish every row of `batches`, all of them in `schema`. Returns the outcome
+    /// of every row read, and the error that stopped reading input early, if any (bad
+    /// input, lost connection). Messages already in flight are always seen to the end
+    /// first, so the outcome says exactly which rows were stored.
     pub async fn publish<I>(
         &mut self,
+        schema: SchemaRef,
         batches: I,
         subject: Option<String>,
     ) -> (PublishOutcome, Option<Error>)
@@ -150,14 +88,25 @@ impl Publisher {
         I: Iterator<Item = Result<RecordBatch>>,
     {
         let mut outcome = PublishOutcome::default();
+        let subject = subject.or_else(|| self.options.defaults.subject.clone());
+        // The columns are checked before any row, so an input is refused for a
+        // missing or mistyped column whether or not it has rows.
+        let empty = RecordBatch::new_empty(schema);
+        if let Err(e) = PublishBatch::new(&empty, subject.as_deref(), self.max_subject) {
+            return (outcome, Some(e));
+        }
         let mut source = RowSource {
             batches,
             current: None,
-            subject: subject.or_else(|| self.options.defaults.subject.clone()),
+            subject,
+            max_subject: self.max_subject,
             taken: 0,
             exhausted: false,
         };
-        let result = self.run(&mut source, &mut outcome).await;
+        let result = match self.options.mode {
+            PublishMode::Acked => self.run(&mut source, &mut outcome).await,
+            PublishMode::Fast => self.run_fast(&mut source, &mut outcome).await,
+        };
         self.rows_before += source.taken as u64;
         (outcome, result.err())
     }
@@ -207,6 +156,12 @@ impl Publisher {
                     continue;
                 }
                 if stop.is_some() || run.gate.is_some_and(|g| g < source.taken) {
+                    break;
+                }
+                if !run
+                    .in_flight
+                    .has_room_for_new(window, run.retries.len(), run.retries.bytes())
+                {
                     break;
                 }
                 let next = match source.next_row(run.outcome) {
@@ -298,15 +253,21 @@ fn add_expectations(options: &PublishOptions, message: &mut OutgoingMessage) {
     }
     let headers = message.headers.get_or_insert_with(HeaderMap::new);
     if let Some(seq) = options.expected_last_seq {
-        headers.insert("Nats-Expected-Last-Sequence", seq.to_string().as_str());
+        headers.insert(
+            nats_header::NATS_EXPECTED_LAST_SEQUENCE,
+            HeaderValue::from(seq),
+        );
     }
     if let Some(id) = &options.expected_last_msg_id {
-        headers.insert("Nats-Expected-Last-Msg-Id", id.as_str());
+        // Free of line breaks (`PublishOptions::validate`), so this cannot fail.
+        if let Ok(id) = id.parse::<HeaderValue>() {
+            headers.insert(nats_header::NATS_EXPECTED_LAST_MESSAGE_ID, id);
+        }
     }
     if let Some(seq) = options.expected_last_subject_seq {
         headers.insert(
-            "Nats-Expected-Last-Subject-Sequence",
-            seq.to_string().as_str(),
+            nats_header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
+            HeaderValue::from(seq),
         );
     }
 }

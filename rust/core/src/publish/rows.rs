@@ -12,6 +12,7 @@ pub(super) struct RowSource<I> {
     pub batches: I,
     pub current: Option<(PublishBatch, usize)>,
     pub subject: Option<String>,
+    pub max_subject: usize,
     /// Rows taken so far in this call.
     pub taken: usize,
     pub exhausted: bool,
@@ -40,7 +41,8 @@ impl<I: Iterator<Item = Result<RecordBatch>>> RowSource<I> {
                     }
                     Some(batch) => {
                         let batch = batch.map_err(|e| e.context("reading the input"))?;
-                        let checked = PublishBatch::new(&batch, self.subject.as_deref())?;
+                        let checked =
+                            PublishBatch::new(&batch, self.subject.as_deref(), self.max_subject)?;
                         outcome.add_rows(checked.num_rows());
                         self.current = Some((checked, 0));
                     }

@@ -68,22 +68,40 @@ pub(super) struct Retry {
 }
 
 /// Messages waiting to be sent again, by the time they are due (ties in arrival order).
+///
+/// A message waiting for its retry still holds its place in the window (see
+/// [`Window::has_room_for_new`]): under backpressure (`429`) new rows then wait for
+/// the retries instead of taking their places, so the load on the server falls and
+/// retries succeed instead of running out of attempts.
 #[derive(Default)]
 pub(super) struct RetryQueue {
     due: BTreeMap<(Instant, u64), Retry>,
     arrivals: u64,
+    /// Payload bytes of the messages waiting.
+    bytes: usize,
 }
 
 impl RetryQueue {
     pub(super) fn push(&mut self, at: Instant, retry: Retry) {
         self.arrivals += 1;
+        self.bytes += retry.message.payload.len();
         self.due.insert((at, self.arrivals), retry);
     }
 
     /// The earliest retry, if it is due by `now`.
     pub(super) fn pop_due(&mut self, now: Instant) -> Option<Retry> {
         let entry = self.due.first_entry()?;
-        (entry.key().0 <= now).then(|| entry.remove())
+        let retry = (entry.key().0 <= now).then(|| entry.remove())?;
+        self.bytes -= retry.message.payload.len();
+        Some(retry)
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.due.len()
+    }
+
+    pub(super) fn bytes(&self) -> usize {
+        self.bytes
     }
 
     pub(super) fn next_due(&self) -> Option<Instant> {
@@ -167,6 +185,12 @@ impl PublishRun<'_> {
             if let Some(violation) = self.conn.server_errors.permission_violation_for(&subject) {
                 self.outcome
                     .fail(entry.row, format!("permission denied: {violation}"));
+                continue;
+            }
+            if let Some(why) = self.conn.inbox_refused() {
+                // No ack can ever arrive: retrying would only wait again.
+                self.outcome
+                    .fail(entry.row, format!("permission denied: no ack: {why}"));
                 continue;
             }
             let why = format!(

@@ -38,6 +38,17 @@ impl Window {
         self.len < window && self.bytes < MAX_BYTES_IN_FLIGHT
     }
 
+    /// Whether a new row may be sent: room in the window also for the messages
+    /// waiting to be resent (`waiting`, `waiting_bytes`), which keep their places.
+    pub(super) fn has_room_for_new(
+        &self,
+        window: usize,
+        waiting: usize,
+        waiting_bytes: usize,
+    ) -> bool {
+        self.len + waiting < window && self.bytes + waiting_bytes < MAX_BYTES_IN_FLIGHT
+    }
+
     pub(super) fn is_empty(&self) -> bool {
         self.len == 0
     }

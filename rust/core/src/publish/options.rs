@@ -1,0 +1,122 @@
+//! How a publisher sends: its options, their bounds and their checks.
+
+use std::time::Duration;
+
+use crate::defaults;
+use crate::error::{Error, Result};
+use crate::publish_input::MessageDefaults;
+
+/// The largest window: acks must fit the client's subscription buffer (64 Ki).
+pub const MAX_WINDOW: usize = 65_536;
+
+/// Payload bytes in flight at most, whatever the window. With large messages the
+/// count alone would hold window × size in memory (8192 × 16 KiB = 128 MiB), while
+/// 32 MiB in flight already keeps a server busy: at 1 GB/s it allows 30 ms from
+/// sending a message to its ack.
+pub const MAX_BYTES_IN_FLIGHT: usize = 32 << 20;
+
+/// The longest ack timeout honoured: a deadline is an instant, and one too far ahead
+/// overflows it. Thirty years is "never" for a publish, and what tokio itself uses.
+pub(super) const MAX_ACK_TIMEOUT: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
+
+/// How a publisher sends.
+#[derive(Debug, Clone)]
+pub struct PublishOptions {
+    /// Unacknowledged messages in flight at most.
+    pub window: usize,
+    /// When the window is full: refuse the remaining rows instead of waiting.
+    pub fail_when_full: bool,
+    pub ack_timeout: Duration,
+    /// Retries of a message after backpressure or an ack timeout.
+    pub max_retries: u32,
+    /// The first retry waits this long; each further one twice as long (at most 2 s).
+    pub retry_backoff: Duration,
+    pub defaults: MessageDefaults,
+    /// The number generated msg ids start from.
+    pub msg_id_start: u64,
+    pub expected_last_seq: Option<u64>,
+    pub expected_last_msg_id: Option<String>,
+    pub expected_last_subject_seq: Option<u64>,
+    /// Per-message acks, or fast-ingest batches ([`fast`]).
+    pub mode: PublishMode,
+}
+
+/// How messages are acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PublishMode {
+    /// Each message has its own ack; failed messages are retried one by one.
+    #[default]
+    Acked,
+    /// Fast-ingest batches (streams with `allow_batched`): the server acks every N
+    /// messages and steers N.
+    Fast,
+}
+
+impl PublishMode {
+    pub fn parse(value: &str) -> Result<Self> {
+        match value {
+            "acked" => Ok(Self::Acked),
+            "fast" => Ok(Self::Fast),
+            other => Err(Error::bad_input(format!(
+                "option 'mode' must be 'acked' or 'fast', got {other:?}"
+            ))),
+        }
+    }
+}
+
+impl Default for PublishOptions {
+    fn default() -> Self {
+        Self {
+            window: defaults::WINDOW,
+            fail_when_full: false,
+            ack_timeout: defaults::ACK_TIMEOUT,
+            max_retries: defaults::MAX_RETRIES,
+            retry_backoff: defaults::RETRY_BACKOFF,
+            defaults: MessageDefaults::default(),
+            msg_id_start: 0,
+            expected_last_seq: None,
+            expected_last_msg_id: None,
+            expected_last_subject_seq: None,
+            mode: PublishMode::parse(defaults::PUBLISH_MODE).expect("the default mode is valid"),
+        }
+    }
+}
+
+impl PublishOptions {
+    pub fn validate(&self) -> Result<()> {
+        if self.window == 0 || self.window > MAX_WINDOW {
+            return Err(Error::bad_input(format!(
+                "option 'window' must be between 1 and {MAX_WINDOW}, got {}",
+                self.window
+            )));
+        }
+        if self.ack_timeout.is_zero() {
+            return Err(Error::bad_input("option 'ack_timeout' must be positive"));
+        }
+        if self.mode == PublishMode::Fast && self.fail_when_full {
+            // A fast batch cannot drop rows from its middle: any gap ends it.
+            return Err(Error::bad_input(
+                "option on_full='fail' works with mode='acked' only",
+            ));
+        }
+        // These become header values, which cannot hold a line break.
+        for (option, value) in [
+            ("msg_id_prefix", &self.defaults.msg_id_prefix),
+            ("expected_stream", &self.defaults.expected_stream),
+            ("expected_last_msg_id", &self.expected_last_msg_id),
+        ] {
+            if value.as_ref().is_some_and(|v| v.contains(['\r', '\n'])) {
+                return Err(Error::bad_input(format!(
+                    "option '{option}' may not contain line breaks"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn has_expectations(&self) -> bool {
+        self.expected_last_seq.is_some()
+            || self.expected_last_msg_id.is_some()
+            || self.expected_last_subject_seq.is_some()
+    }
+}
