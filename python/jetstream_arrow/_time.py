@@ -70,6 +70,8 @@ def to_datetime(value: Any, option: str, *, beyond_ns_range: bool = False) -> da
 
 
 def _from_epoch_seconds(value: float, option: str, beyond_ns_range: bool = False) -> datetime:
+    if value != value:  # NaN: no time at all, and no comparison would say so
+        raise BadInputError(f"option {option!r}: expected {TIME_HELP}, got {value!r}")
     if not (beyond_ns_range or -_NS_LIMIT < value * _NS_PER_SECOND < _NS_LIMIT):
         raise BadInputError(f"option {option!r}: {value!r} is out of range (years 1678-2262)")
     try:

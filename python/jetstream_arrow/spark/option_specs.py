@@ -42,13 +42,25 @@ class OptionSpec:
     scope: str  # connect, read, write
     secret: bool = False
     minimum: float | None = None
-    nullable: bool = False  # "none" (or "null") gives None
+    # The largest value the engine takes (ints only); see INT64_MAX.
+    maximum: int | None = None
+    nullable: bool = False  # None is a value; for a number also "none" (or "null")
     choices: tuple[str, ...] = ()  # the accepted values of a "str" option (lower case)
     # Which queries honour the option: "batch" (spark.read, df.write), "stream"
     # (spark.readStream, df.writeStream) or "both". Given to the other kind it is an
     # error, never silently ignored.
     queries: str = "both"
 
+
+#: The largest count or sequence an option takes: Spark's LongType and Arrow's int64
+#: hold it, and so do the engine's u64 and usize. A larger number would be refused by
+#: the engine later, on an executor, without naming the option.
+INT64_MAX = 2**63 - 1
+#: The publisher's largest window (``MAX_WINDOW`` in rust/core/src/publish/options.rs,
+#: the README's 1..65536); tests/test_fuzz.py checks that the publisher agrees.
+MAX_WINDOW = 65_536
+#: Retries are counted in a u32 by the engine.
+MAX_RETRIES = 2**32 - 1
 
 _CONNECT_MEANING = {
     "servers": "NATS server URL, or several separated by commas",
@@ -92,15 +104,17 @@ def _connect_specs() -> list[OptionSpec]:
     hints = typing.get_type_hints(ConnectOptions)
     specs = []
     for f in dataclasses.fields(ConnectOptions):
+        kind = _connect_kind(hints[f.name])
         specs.append(
             OptionSpec(
                 python=f.name,
                 spark=_camel(f.name),
-                kind=_connect_kind(hints[f.name]),
+                kind=kind,
                 default=f.default,
                 meaning=_CONNECT_MEANING.get(f.name, "see `jetstream_arrow.connect`"),
                 scope="connect",
                 secret=not f.repr,
+                maximum=INT64_MAX if kind == "int" else None,
                 nullable=type(None) in typing.get_args(hints[f.name]),
             )
         )
@@ -141,6 +155,7 @@ READ_SPECS = [
         "first stream sequence to read (default: see `startingOffsets`)",
         "read",
         minimum=1,
+        maximum=INT64_MAX,
     ),
     OptionSpec(
         "end_seq",
@@ -150,6 +165,7 @@ READ_SPECS = [
         "last stream sequence to read, inclusive (default: the last when the query is planned); spark.read only",
         "read",
         minimum=1,
+        maximum=INT64_MAX,
         queries="batch",
     ),
     OptionSpec(
@@ -177,6 +193,7 @@ READ_SPECS = [
         "at least this many Spark partitions (at most one per sequence)",
         "read",
         minimum=1,
+        maximum=INT64_MAX,
     ),
     OptionSpec(
         "max_messages_per_partition",
@@ -188,6 +205,7 @@ READ_SPECS = [
         "split the sequence range so no partition spans more sequences than this",
         "read",
         minimum=1,
+        maximum=INT64_MAX,
     ),
     OptionSpec(
         "consumer",
@@ -207,6 +225,7 @@ READ_SPECS = [
         "at most this many stream sequences (so at most this many rows) per micro-batch (Kafka: `maxOffsetsPerTrigger`); spark.readStream only",
         "read",
         minimum=1,
+        maximum=INT64_MAX,
         queries="stream",
     ),
     OptionSpec(
@@ -233,6 +252,7 @@ READ_SPECS = [
         "rows per Arrow batch (Spark's own default batch size)",
         "read",
         minimum=1,
+        maximum=INT64_MAX,
     ),
     OptionSpec(
         "max_bytes",
@@ -242,6 +262,7 @@ READ_SPECS = [
         "payload bytes per Arrow batch (and per pull)",
         "read",
         minimum=1,
+        maximum=INT64_MAX,
     ),
     OptionSpec(
         "heartbeat",
@@ -288,6 +309,7 @@ WRITE_SPECS = [
         "publishes in flight per task before waiting for acks",
         "write",
         minimum=1,
+        maximum=MAX_WINDOW,
     ),
     OptionSpec(
         "ack_timeout",
@@ -306,6 +328,7 @@ WRITE_SPECS = [
         "retries of a publish after 429, 503 or an ack timeout",
         "write",
         minimum=0,
+        maximum=MAX_RETRIES,
     ),
     OptionSpec(
         "retry_backoff",

@@ -5,12 +5,15 @@ Spark hands a data source its options as strings in a case-insensitive dict. The
 names serve the mapInArrow helpers, which take Python keyword arguments. Both
 spellings of every option in the table (:mod:`.option_specs`) are accepted
 everywhere, and an unknown name is an error that lists the known ones (a typo must
-not be silently ignored).
+not be silently ignored). It is one module because every value parser here serves
+both kinds of options, and the read and write results are checked against each other
+(a write's ``stream`` and ``expectedStream``).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -77,6 +80,8 @@ def _parse_number(spec: OptionSpec, value: Any) -> int | float:
     if spec.minimum is not None and number < spec.minimum:
         bound = int(spec.minimum) if spec.kind == "int" else spec.minimum
         raise BadInputError(f"option {_name(spec)!r} must be at least {bound}, got {value!r}")
+    if spec.maximum is not None and number > spec.maximum:
+        raise BadInputError(f"option {_name(spec)!r} must be at most {spec.maximum}, got {value!r}")
     return number
 
 
@@ -86,21 +91,51 @@ def _parse_time(spec: OptionSpec, value: Any) -> datetime:
     return to_datetime(value, _name(spec), beyond_ns_range=True)
 
 
+def _is_filter(subject: str) -> bool:
+    """A subject filter the server takes: tokens neither empty nor holding white
+    space, and '>' only as the last token."""
+    tokens = subject.split(".")
+    return not any(c.isspace() for c in subject) and all(tokens) and ">" not in tokens[:-1]
+
+
 def _parse_subjects(spec: OptionSpec, value: Any) -> tuple[str, ...]:
-    items = value.split(",") if isinstance(value, str) else list(value)
-    subjects = tuple(str(s).strip() for s in items)
-    if not subjects or any(not s or " " in s for s in subjects):
+    if isinstance(value, str):
+        items: list[Any] = value.split(",")
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        items = []
+    subjects = tuple(s.strip() if isinstance(s, str) else s for s in items)
+    if not subjects or not all(isinstance(s, str) and _is_filter(s) for s in subjects):
         raise BadInputError(
             f"option {_name(spec)!r} must be comma-separated subject filters such as "
-            f"'orders.*,invoices.>', got {value!r}"
+            f"'orders.*,invoices.>' (or a list of them), got {value!r}"
         )
     return subjects
+
+
+def _parse_text(spec: OptionSpec, value: Any) -> str:
+    # Spark hands over strings; a Python caller may give a path for a file option.
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise BadInputError(f"option {_name(spec)!r} must be a string, got {value!r}")
+    if value.strip() == "":
+        raise BadInputError(f"option {_name(spec)!r} is empty")
+    return value
 
 
 def _parse_value(spec: OptionSpec, value: Any) -> Any:
     if value is None:
         return None
-    if spec.nullable and isinstance(value, str) and value.strip().lower() in ("none", "null"):
+    # "none" stands for no value where a string cannot be one (maxReconnects=none);
+    # as a text option's value it is that text: a password, a consumer named "none".
+    if (
+        spec.nullable
+        and spec.kind != "str"
+        and isinstance(value, str)
+        and value.strip().lower() in ("none", "null")
+    ):
         return None
     if spec.kind == "bool":
         return _parse_bool(spec, value)
@@ -110,9 +145,7 @@ def _parse_value(spec: OptionSpec, value: Any) -> Any:
         return _parse_time(spec, value)
     if spec.kind == "subjects":
         return _parse_subjects(spec, value)
-    text = str(value)
-    if text.strip() == "":
-        raise BadInputError(f"option {_name(spec)!r} is empty")
+    text = _parse_text(spec, value)
     if spec.choices:
         choice = text.strip().lower()
         if choice not in spec.choices:
@@ -136,6 +169,10 @@ _ONE_KIND_ONLY = {
     "end_seq": "a streaming query has no end: it reads what arrives",
     "end_time": "a streaming query has no end: it reads what arrives",
     "max_messages_per_trigger": "a batch read reads its whole range at once",
+    "consumer": (
+        "the consumer's messages are acknowledged as a streaming query commits its "
+        "micro-batches; a batch read reads a range of the stream without one"
+    ),
     "write_id": (
         "a streaming write makes its message ids from the query id (kept in the "
         "checkpoint) and the micro-batch id, so a restarted query re-sends the same ids"
@@ -170,6 +207,10 @@ def _collect(
         spec = index.get(_norm(key))
         if spec is None:
             unknown.append(key)
+            continue
+        if raw is None and not spec.nullable:
+            # An option set to None (Spark: .option(name, None)) is not given; only
+            # options that document None as a value (e.g. maxReconnects) take it.
             continue
         if spec.python in values:
             raise BadInputError(f"option {spec.spark!r} is given twice (as {key!r} too)")
@@ -335,15 +376,22 @@ def parse_write_options(options: Mapping[str, Any], *, queries: str = "batch") -
     """
     options = dict(options)
     stream = None
-    for key in list(options):
-        if _norm(key) == "stream":
-            stream = options.pop(key)
+    stream_keys = [key for key in options if _norm(key) == "stream"]
+    if len(stream_keys) > 1:
+        raise BadInputError(f"option 'stream' is given twice (as {stream_keys[1]!r} too)")
+    for key in stream_keys:
+        stream = options.pop(key)
     # Spark hands a streaming sink its own option checkpointLocation too.
     ignore = ("path", "checkpointlocation") if queries == "stream" else ("path",)
     values = _collect(options, _WRITE_INDEX, "write", ignore=ignore, queries=queries)
     connect = _connect_options(values)
     values = {**_WRITE_DEFAULTS, **values}
+    # Both name the stream every message must land in: a name the server could never
+    # match would fail every row at run time instead.
+    if values["expected_stream"] is not None:
+        validate_name(values["expected_stream"], "expectedStream")
     if stream is not None:
+        stream = validate_name(stream, "stream")
         if values["expected_stream"] not in (None, stream):
             raise BadInputError(
                 f"options 'stream' ({stream!r}) and 'expectedStream' "
