@@ -5,9 +5,8 @@ Spark hands a data source its options as strings in a case-insensitive dict. The
 names serve the mapInArrow helpers, which take Python keyword arguments. Both
 spellings of every option in the table (:mod:`.option_specs`) are accepted
 everywhere, and an unknown name is an error that lists the known ones (a typo must
-not be silently ignored). It is one module because every value parser here serves
-both kinds of options, and the read and write results are checked against each other
-(a write's ``stream`` and ``expectedStream``).
+not be silently ignored). It is one module because the value parsers, the name
+matching and the query-kind checks here serve the read and the write options alike.
 """
 
 from __future__ import annotations
