@@ -8,17 +8,21 @@ means the same thing, and loses no message silently, whichever API asked for it.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from pyspark.sql.types import StructType
 
+from .._core import DEFAULT_RESUME_TIMEOUT
 from .._time import LAST_NS_TIME
 from ..client import Client
 from ..exceptions import (
+    ApiError,
     BadInputError,
     ConnectionFailedError,
     JetStreamArrowError,
@@ -34,6 +38,40 @@ log = logging.getLogger("jetstream_arrow.spark")
 MAX_SEQ = 2**63 - 1
 # Resumptions of one range read after mid-read failures (see read_range).
 _MAX_RESUMES = 10_000
+# Longest pause between two attempts of a request that failed transiently.
+_MAX_RETRY_DELAY = 2.0
+
+_T = TypeVar("_T")
+
+
+def transient(err: BaseException) -> bool:
+    """Whether ``err`` is what a cluster answers while a stream's leader is being
+    elected or a server restarts: no reply in time, a lost connection, or a 503
+    (JetStream temporarily unavailable)."""
+    if isinstance(err, ApiError):
+        return err.code == 503
+    return isinstance(err, (OperationTimeoutError, ConnectionFailedError))
+
+
+def retry_transient(
+    call: Callable[[], _T], what: str, timeout: float = DEFAULT_RESUME_TIMEOUT
+) -> _T:
+    """``call()``, tried again after a transient error until ``timeout`` seconds have
+    passed, then the last error is raised with its class. An engine read recovers
+    its consumer for as long (its ``resume_timeout``); the requests around it (the
+    stream's state, opening a read) must outlast a leader election as well, or a
+    partition fails where the read itself would have gone on."""
+    deadline = time.monotonic() + timeout
+    delay = 0.1
+    while True:
+        try:
+            return call()
+        except JetStreamArrowError as err:
+            if not transient(err) or time.monotonic() + delay > deadline:
+                raise
+            log.info("%s failed, trying again in %.1f s: %s", what, delay, err)
+        time.sleep(delay)
+        delay = min(delay * 2, _MAX_RETRY_DELAY)
 
 
 class DataLossError(JetStreamArrowError):
@@ -62,9 +100,12 @@ def checked_schema(opts: ReadOptions, schema: StructType) -> StructType:
 
 
 def stream_state(client: Client, stream: str) -> Any:
-    """The stream's state, with a missing stream reported against option 'stream'."""
+    """The stream's state, with a missing stream reported against option 'stream';
+    transient errors are retried (:func:`retry_transient`)."""
     try:
-        return client.stream_info(stream).state
+        return retry_transient(
+            lambda: client.stream_info(stream).state, f"the state of stream {stream!r}"
+        )
     except NotFoundError as err:
         raise BadInputError(
             f"option 'stream': there is no stream {stream!r} "
@@ -141,16 +182,20 @@ def read_range(
     next_seq, received, resumes = start, 0, 0
     while next_seq <= last:
         progressed = False
-        reader = client.read(
-            stream,
-            start_seq=next_seq,
-            end_seq=last,
-            subjects=list(subjects) if subjects else None,
-            include_headers=opts.include_headers,
-            batch_rows=opts.batch_rows,
-            max_bytes=opts.max_bytes,
-            heartbeat=opts.heartbeat,
-            method="direct" if through_consumer else "consumer",
+        reader = retry_transient(
+            functools.partial(
+                client.read,
+                stream,
+                start_seq=next_seq,
+                end_seq=last,
+                subjects=list(subjects) if subjects else None,
+                include_headers=opts.include_headers,
+                batch_rows=opts.batch_rows,
+                max_bytes=opts.max_bytes,
+                heartbeat=opts.heartbeat,
+                method="direct" if through_consumer else "consumer",
+            ),
+            f"opening a read of stream {stream!r} at sequence {next_seq}",
         )
         try:
             for batch in reader:
