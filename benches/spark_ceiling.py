@@ -29,11 +29,12 @@ class CeilingReader(DataSourceReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.rows = int(options["rows"])
         self.size = int(options["size"])
-        self.partitions = int(options.get("partitions", "2"))
+        self.partition_count = int(options.get("partitions", "2"))
 
     def partitions(self) -> list[InputPartition]:  # type: ignore[override]
-        share, extra = divmod(self.rows, self.partitions)
-        return [CeilingPartition(share + (1 if i < extra else 0)) for i in range(self.partitions)]
+        share, extra = divmod(self.rows, self.partition_count)
+        count = self.partition_count
+        return [CeilingPartition(share + (1 if i < extra else 0)) for i in range(count)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         rows = partition.rows  # type: ignore[attr-defined]
