@@ -73,6 +73,12 @@ fn recoverable(err: &Error) -> bool {
     )
 }
 
+/// Errors of a request that may succeed when sent again soon.
+fn transient(err: &Error) -> bool {
+    matches!(err.kind(), ErrorKind::Timeout | ErrorKind::Connection)
+        || err.api_code().is_some_and(|code| code.code == 503)
+}
+
 impl OrderedPull {
     /// Create the first consumer. Returns the consumer and how many messages it has
     /// pending (0: nothing to read yet).
@@ -100,7 +106,14 @@ impl OrderedPull {
             resets: 0,
             runtime: tokio::runtime::Handle::current(),
         };
-        let pending = ordered.create().await?;
+        let pending = match ordered.create().await {
+            Ok(pending) => pending,
+            // No answer, a lost connection or no leader yet (an election, a restarting
+            // server): keep trying for `resume_timeout`, as a read under way does. A
+            // missing stream or a refused request fails at once.
+            Err(e) if transient(&e) => ordered.recover(e).await?,
+            Err(e) => return Err(e),
+        };
         Ok((ordered, pending))
     }
 
@@ -186,8 +199,9 @@ impl OrderedPull {
 
     /// After `err`, recreate the consumer (after a pause), or give up once recovery
     /// has failed for `resume_timeout`.
-    async fn recover(&mut self, err: Error) -> Result<()> {
-        if !recoverable(&err) {
+    /// Returns what the new consumer has pending.
+    async fn recover(&mut self, err: Error) -> Result<u64> {
+        if !recoverable(&err) && !transient(&err) {
             return Err(err);
         }
         let deadline = *self.failing_since.get_or_insert_with(Instant::now) + self.resume_timeout;
@@ -209,8 +223,8 @@ impl OrderedPull {
             self.resets += 1;
             // Each attempt gets what is left of the budget, not the request timeout.
             match tokio::time::timeout_at(deadline, self.create()).await {
-                Ok(Ok(_)) => return Ok(()),
-                Ok(Err(e)) if recoverable(&e) => last = e,
+                Ok(Ok(pending)) => return Ok(pending),
+                Ok(Err(e)) if recoverable(&e) || transient(&e) => last = e,
                 Ok(Err(e)) => return Err(e),
                 // No answer at all: the server is as silent as when heartbeats were
                 // missed, and saying so (with that class) tells more than a timeout.
