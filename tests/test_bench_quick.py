@@ -20,6 +20,8 @@ QUICK_CASES = [
     "natspy-publish",
     "ja-publish",
     "ja-publish-ids",
+    "ja-publish-fast",
+    "ja-publish-fast-ids",
     "native-fetch",
     "natspy-fetch",
     "ja-read",
@@ -49,6 +51,7 @@ def test_bench_quick(tmp_path: Path) -> None:
     for case, row in rows.items():
         assert row.get("error") is None, (case, row)
         assert row["msg_per_s"] > 0, (case, row)
+        assert row["cpu_s_per_million"] > 0, (case, row)
         assert row["msgs"] == results["meta"]["counts"]["128"], (case, row)
     assert results["meta"]["server_version"].startswith("v")
     assert "| native-publish |" in out.with_suffix(".md").read_text()
