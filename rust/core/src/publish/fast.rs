@@ -30,7 +30,7 @@ use tokio::time::Instant;
 
 use super::outcome::PublishOutcome;
 use super::rows::{refuse_all, RowSource};
-use super::{add_expectations, Publisher, MAX_BYTES_IN_FLIGHT};
+use super::{send_with_reply, Publisher, MAX_BYTES_IN_FLIGHT};
 use crate::api::subjects::fast_batch;
 use crate::api::types::FastBatchReply;
 use crate::api::Status;
@@ -268,32 +268,14 @@ impl Publisher {
         let mut stop: Option<Error> = None;
         let mut halted: Option<String> = None;
         loop {
-            let next = match source.next_row(outcome) {
-                Ok(next) => next,
+            let (index, message) = match self.next_message(source, outcome, id_base) {
+                Ok(Some(next)) => next,
+                Ok(None) => break,
                 Err(e) => {
                     stop = Some(e);
                     break;
                 }
             };
-            let Some((index, rows, row)) = next else {
-                break;
-            };
-            let mut message = match rows.message(
-                row,
-                index as u64,
-                id_base + index as u64,
-                &self.options.defaults,
-                self.max_payload,
-            ) {
-                Ok(m) => m,
-                Err(e) => {
-                    stop = Some(e);
-                    break;
-                }
-            };
-            if index == 0 {
-                add_expectations(&self.options, &mut message);
-            }
             // A batch whose input paused would be abandoned by the server: end it
             // while it is known, and start a new one.
             if let Some(mut b) = batch.take() {
@@ -386,25 +368,7 @@ impl Publisher {
             fast_batch::OP_APPEND
         };
         let reply = Subject::from(fast_batch::reply(&b.inbox, defaults::FAST_FLOW, seq, op));
-        let client = &self.conn.client;
-        let sent = match &message.headers {
-            Some(h) => {
-                client
-                    .publish_with_reply_and_headers(
-                        message.subject.clone(),
-                        reply,
-                        h.clone(),
-                        message.payload.clone(),
-                    )
-                    .await
-            }
-            None => {
-                client
-                    .publish_with_reply(message.subject.clone(), reply, message.payload.clone())
-                    .await
-            }
-        };
-        if let Err(e) = sent {
+        if let Err(e) = send_with_reply(&self.conn, message, reply).await {
             let e = Error::from(e).context(format!("row {}", b.row(seq)));
             outcome.fail(b.row(seq), e.to_string());
             b.finish(outcome, Some(e.to_string()));

@@ -164,32 +164,14 @@ impl Publisher {
                 {
                     break;
                 }
-                let next = match source.next_row(run.outcome) {
-                    Ok(next) => next,
+                let (index, message) = match self.next_message(source, run.outcome, id_base) {
+                    Ok(Some(next)) => next,
+                    Ok(None) => break,
                     Err(e) => {
                         stop = Some(e);
                         break;
                     }
                 };
-                let Some((index, batch, row)) = next else {
-                    break;
-                };
-                let mut message = match batch.message(
-                    row,
-                    index as u64,
-                    id_base + index as u64,
-                    &self.options.defaults,
-                    self.max_payload,
-                ) {
-                    Ok(m) => m,
-                    Err(e) => {
-                        stop = Some(e);
-                        break;
-                    }
-                };
-                if index == 0 {
-                    add_expectations(&self.options, &mut message);
-                }
                 let token = send(
                     &self.conn,
                     &self.inbox_prefix,
@@ -247,6 +229,33 @@ impl Publisher {
 }
 
 /// The optimistic-concurrency headers of the first row of a call.
+impl Publisher {
+    /// The next row of `source` as a message: its msg id numbered from `id_base`, the
+    /// expectations on the call's first row; None at the end of the input. An error
+    /// is bad input naming the column and row, after which no row may be taken.
+    fn next_message<I: Iterator<Item = Result<RecordBatch>>>(
+        &self,
+        source: &mut RowSource<I>,
+        outcome: &mut PublishOutcome,
+        id_base: u64,
+    ) -> Result<Option<(usize, OutgoingMessage)>> {
+        let Some((index, batch, row)) = source.next_row(outcome)? else {
+            return Ok(None);
+        };
+        let mut message = batch.message(
+            row,
+            index as u64,
+            id_base + index as u64,
+            &self.options.defaults,
+            self.max_payload,
+        )?;
+        if index == 0 {
+            add_expectations(&self.options, &mut message);
+        }
+        Ok(Some((index, message)))
+    }
+}
+
 fn add_expectations(options: &PublishOptions, message: &mut OutgoingMessage) {
     if !options.has_expectations() {
         return;
@@ -283,6 +292,16 @@ async fn send(
     let token = *next_token;
     *next_token += 1;
     let reply = Subject::from(format!("{inbox_prefix}{token}"));
+    send_with_reply(conn, message, reply).await?;
+    Ok(token)
+}
+
+/// Send `message` with `reply` as its reply subject, with its headers if it has any.
+async fn send_with_reply(
+    conn: &Connection,
+    message: &OutgoingMessage,
+    reply: Subject,
+) -> std::result::Result<(), async_nats::client::PublishError> {
     let client = &conn.client;
     match &message.headers {
         Some(h) => {
@@ -293,13 +312,12 @@ async fn send(
                     h.clone(),
                     message.payload.clone(),
                 )
-                .await?
+                .await
         }
         None => {
             client
                 .publish_with_reply(message.subject.clone(), reply, message.payload.clone())
-                .await?
+                .await
         }
     }
-    Ok(token)
 }
