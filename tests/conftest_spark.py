@@ -106,6 +106,30 @@ def read_df(spark: Any, url: str, name: str, /, **options: Any) -> Any:
     return reader.load()
 
 
+#: Seconds a streaming query may run before the test fails.
+QUERY_TIMEOUT = 240
+
+
+def read_stream(spark: Any, url: str, name: str, /, **options: Any) -> Any:
+    """``spark.readStream.format("jetstream")`` of stream ``name`` with ``options``."""
+    reader = spark.readStream.format("jetstream").option("servers", url).option("stream", name)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def run_available_now(writer: Any) -> Any:
+    """Start ``writer`` with trigger(availableNow=True) and wait until the query has
+    processed what was available; raises what the query failed with."""
+    query = writer.trigger(availableNow=True).start()
+    try:
+        if not query.awaitTermination(QUERY_TIMEOUT):
+            raise AssertionError(f"the streaming query did not finish in {QUERY_TIMEOUT} s")
+    finally:
+        query.stop()
+    return query
+
+
 def error_text(excinfo: pytest.ExceptionInfo[BaseException]) -> str:
     """The whole text of an error raised through Spark (Python traceback included)."""
     err = excinfo.value

@@ -12,33 +12,13 @@ from typing import Any
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from conftest_spark import make_stream, publish, spark
+from conftest_spark import make_stream, publish, read_stream, run_available_now, spark
 from jetstream_arrow.spark import message_schema
 from jetstream_arrow.spark.options import parse_read_options
 from jetstream_arrow.spark.streaming import JetStreamStreamReader
 
 pytestmark = pytest.mark.spark
 __all__ = ["spark"]
-
-#: Seconds a streaming query may run before the test fails.
-QUERY_TIMEOUT = 240
-
-
-def _read_stream(spark: Any, url: str, name: str, /, **options: Any) -> Any:
-    reader = spark.readStream.format("jetstream").option("servers", url).option("stream", name)
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.load()
-
-
-def _run_available_now(writer: Any) -> Any:
-    query = writer.trigger(availableNow=True).start()
-    try:
-        if not query.awaitTermination(QUERY_TIMEOUT):
-            raise AssertionError(f"the streaming query did not finish in {QUERY_TIMEOUT} s")
-    finally:
-        query.stop()
-    return query
 
 
 def _seq(offset: str) -> int:
@@ -89,8 +69,8 @@ def test_progress_shows_the_latest_sequence_and_the_lag_of_each_micro_batch(
     publish(url, name, 250)
     checkpoint = str(tmp_path / "checkpoint")
     sink = _PublishDuringFirstBatch(url, name, 20, start=250)
-    df = _read_stream(spark, url, name, startingOffsets="earliest", maxMessagesPerTrigger=100)
-    query = _run_available_now(
+    df = read_stream(spark, url, name, startingOffsets="earliest", maxMessagesPerTrigger=100)
+    query = run_available_now(
         df.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
     )
     assert sink.seqs == list(range(1, 251))
@@ -100,8 +80,8 @@ def test_progress_shows_the_latest_sequence_and_the_lag_of_each_micro_batch(
     assert [_lag(p) for p in query.recentProgress if p["numInputRows"] > 0] == [150, 70, 20]
 
     # The next run reads what was left and has caught up.
-    again = _run_available_now(
-        _read_stream(spark, url, name, startingOffsets="earliest")
+    again = run_available_now(
+        read_stream(spark, url, name, startingOffsets="earliest")
         .writeStream.foreachBatch(sink)
         .option("checkpointLocation", checkpoint)
     )
@@ -117,7 +97,7 @@ def test_consumer_progress_counts_only_the_consumers_subjects(
     make_stream(url, name, retention="workqueue", allow_direct=True)
     # 150 messages on <name>.a (odd sequences 1..299), 150 on <name>.b (even, 2..300).
     publish(url, name, 300)
-    df = _read_stream(
+    df = read_stream(
         spark, url, name, consumer="only-a", subjects=f"{name}.a", maxMessagesPerTrigger=50
     )
     query = (

@@ -17,7 +17,16 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
 import jetstream_arrow as ja
-from conftest_spark import SPARK_ERRORS, error_text, make_stream, publish, read_df, spark
+from conftest_spark import (
+    SPARK_ERRORS,
+    error_text,
+    make_stream,
+    publish,
+    read_df,
+    read_stream,
+    run_available_now,
+    spark,
+)
 from jetstream_arrow.exceptions import BadInputError, JetStreamArrowError
 from jetstream_arrow.spark import message_schema
 from jetstream_arrow.spark.columns import PublishColumns
@@ -31,28 +40,6 @@ from jetstream_arrow.spark.streaming import (
 
 pytestmark = pytest.mark.spark
 __all__ = ["spark"]
-
-#: Seconds a streaming query may run before the test fails.
-QUERY_TIMEOUT = 240
-
-
-def _read_stream(spark: Any, url: str, name: str, /, **options: Any) -> Any:
-    reader = spark.readStream.format("jetstream").option("servers", url).option("stream", name)
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.load()
-
-
-def _run_available_now(writer: Any) -> Any:
-    """Start ``writer`` with trigger(availableNow=True) and wait until the query has
-    processed what was available; raises what the query failed with."""
-    query = writer.trigger(availableNow=True).start()
-    try:
-        if not query.awaitTermination(QUERY_TIMEOUT):
-            raise AssertionError(f"the streaming query did not finish in {QUERY_TIMEOUT} s")
-    finally:
-        query.stop()
-    return query
 
 
 class _Batches:
@@ -96,8 +83,8 @@ def test_read_stream_reads_every_message_in_order_once_across_runs(
 
     def run() -> _Batches:
         sink = _Batches()
-        df = _read_stream(spark, url, name, startingOffsets="earliest")
-        _run_available_now(
+        df = read_stream(spark, url, name, startingOffsets="earliest")
+        run_available_now(
             df.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
         )
         return sink
@@ -126,15 +113,15 @@ def test_read_stream_starts_at_the_latest_message_by_default(
     checkpoint = str(tmp_path / "checkpoint")
     sink = _Batches()
     writer = (
-        _read_stream(spark, url, name)
+        read_stream(spark, url, name)
         .writeStream.foreachBatch(sink)
         # The memory of where the first run started is the checkpoint.
         .option("checkpointLocation", checkpoint)
     )
-    _run_available_now(writer)
+    run_available_now(writer)
     assert sink.seqs() == []
     publish(url, name, 20, start=50)
-    _run_available_now(writer)
+    run_available_now(writer)
     assert sink.seqs() == list(range(51, 71))
 
 
@@ -145,10 +132,10 @@ def test_max_messages_per_trigger_bounds_each_micro_batch(
     make_stream(url, name)
     publish(url, name, 250)
     sink = _Batches()
-    df = _read_stream(
+    df = read_stream(
         spark, url, name, startingSequence=11, maxMessagesPerTrigger=100, minPartitions=2
     )
-    query = _run_available_now(
+    query = run_available_now(
         df.writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "c"))
     )
     assert [len(sink.batches[b]) for b in sorted(sink.batches)] == [100, 100, 40]
@@ -229,7 +216,7 @@ def test_stream_reader_offsets_limits_and_data_loss(
 
 def _copy_of(spark: Any, url: str, src: str, dst: str, **options: Any) -> Any:
     """A streaming read of ``src`` with its subjects moved to ``dst``."""
-    return _read_stream(spark, url, src, startingOffsets="earliest", **options).withColumn(
+    return read_stream(spark, url, src, startingOffsets="earliest", **options).withColumn(
         "subject", F.regexp_replace("subject", f"^{src}", dst)
     )
 
@@ -254,7 +241,7 @@ def test_write_stream_stores_every_row_once_with_ids_per_micro_batch(
     publish(url, src, 250)
     copy = _copy_of(spark, url, src, dst, maxMessagesPerTrigger=100, minPartitions=2)
     writer = _write_stream(copy, url, tmp_path / "checkpoint", stream=dst)
-    query = _run_available_now(writer)
+    query = run_available_now(writer)
 
     table = _messages(url, dst)
     assert table.num_rows == 250
@@ -269,10 +256,10 @@ def test_write_stream_stores_every_row_once_with_ids_per_micro_batch(
     assert {(b, p) for b, p, _ in parts} == {(str(b), str(p)) for b in range(3) for p in range(2)}
 
     # A second run from the checkpoint publishes only what is new.
-    _run_available_now(writer)
+    run_available_now(writer)
     assert _count(url, dst) == 250
     publish(url, src, 30, start=250)
-    again = _run_available_now(writer)
+    again = run_available_now(writer)
     assert again.id == query.id
     assert _count(url, dst) == 280
 
@@ -316,14 +303,14 @@ def test_restarted_query_re_runs_its_failed_micro_batch_without_duplicates(
     writer = _write_stream(flaky, url, tmp_path / "checkpoint", stream=dst)
 
     with pytest.raises(SPARK_ERRORS) as excinfo:
-        _run_available_now(writer)
+        run_available_now(writer)
     assert "injected failure" in error_text(excinfo)
     # Partition 1 stored its rows, but micro-batch 0 failed: the checkpoint has no commit.
     first_ids = _msg_ids(_messages(url, dst))
     assert len(first_ids) == 200
 
     marker.unlink()
-    query = _run_available_now(writer)
+    query = run_available_now(writer)
     # The re-run of batch 0 sent every row, partition 1's under the first run's ids.
     table = _messages(url, dst)
     assert table.num_rows == 400
@@ -409,24 +396,24 @@ def test_bad_options_fail_the_streaming_query_naming_the_option(
 
     def fails(writer: Any) -> str:
         with pytest.raises(SPARK_ERRORS) as excinfo:
-            _run_available_now(writer)
+            run_available_now(writer)
         return error_text(excinfo)
 
-    ending = _read_stream(spark, url, name, endingSequence=3)
+    ending = read_stream(spark, url, name, endingSequence=3)
     text = fails(
         ending.writeStream.format("console").option("checkpointLocation", str(tmp_path / "a"))
     )
     assert "'endingSequence'" in text and "spark.readStream" in text
 
     with pytest.raises(SPARK_ERRORS) as excinfo:
-        _read_stream(spark, url, name, maxMessagesPerTrigger=0)
+        read_stream(spark, url, name, maxMessagesPerTrigger=0)
     assert "'maxMessagesPerTrigger'" in error_text(excinfo)
 
     with pytest.raises(SPARK_ERRORS) as excinfo:
         read_df(spark, url, name, maxMessagesPerTrigger=10).count()
     assert "'maxMessagesPerTrigger'" in error_text(excinfo)
 
-    source = _read_stream(spark, url, name, startingOffsets="earliest")
+    source = read_stream(spark, url, name, startingOffsets="earliest")
     text = fails(_write_stream(source, url, tmp_path / "b", writeId="w"))
     assert "'writeId'" in text and "df.writeStream" in text
 
