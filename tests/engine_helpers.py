@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -88,3 +89,18 @@ def stored_rows(result: Any) -> list[int]:
     )
     seqs = acks.column("seq").to_pylist()
     return [i for i, s in enumerate(seqs) if s is not None]
+
+
+def runs_of(rows: list[int]) -> Iterator[tuple[int, int]]:
+    """Consecutive row numbers as ``(start, stop)`` ranges."""
+    start = prev = None
+    for row in rows:
+        if start is None or prev is None:
+            start = prev = row
+        elif row == prev + 1:
+            prev = row
+        else:
+            yield start, prev + 1
+            start = prev = row
+    if start is not None and prev is not None:
+        yield start, prev + 1

@@ -25,7 +25,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 import pytest
 
 import jetstream_arrow as ja
-from engine_helpers import as_dicts, read_all, stream_state
+from engine_helpers import as_dicts, read_all, runs_of, stream_state
 from jetstream_arrow import _core
 from jetstream_arrow.client import PublishResult
 from jetstream_arrow.exceptions import MissedHeartbeatsError
@@ -80,21 +80,6 @@ class Killer(threading.Thread):
                 time.sleep(0.005)
         except BaseException as err:  # reported by the test, not lost in the thread
             self.error = err
-
-
-def runs_of(rows: list[int]) -> Iterator[tuple[int, int]]:
-    """Consecutive row numbers as ``(start, stop)`` ranges."""
-    start = prev = None
-    for row in rows:
-        if start is None or prev is None:
-            start = prev = row
-        elif row == prev + 1:
-            prev = row
-        else:
-            yield start, prev + 1
-            start = prev = row
-    if start is not None and prev is not None:
-        yield start, prev + 1
 
 
 #: How a publish treats rows whose ack was lost at a kill: the defaults retry them by

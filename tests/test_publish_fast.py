@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pytest
 
 import jetstream_arrow as ja
-from engine_helpers import as_dicts, read_all, rows, stream_state
+from engine_helpers import as_dicts, read_all, rows, runs_of, stream_state
 from jetstream_arrow.client import PublishResult
 from jetstream_arrow.exceptions import BadInputError, PublishError
 from natsserver import NatsServer
@@ -107,21 +107,6 @@ def test_bad_input_in_a_fast_publish_names_column_and_row(
     assert (state.messages, state.last_seq) == (7_321, 7_321)
     back = read_all(client, fast_stream)
     assert back.column("data").to_pylist() == [f"payload-{i}".encode() for i in range(7_321)]
-
-
-def runs_of(rows: list[int]) -> Iterator[tuple[int, int]]:
-    """Consecutive row numbers as ``(start, stop)`` ranges."""
-    start = prev = None
-    for row in rows:
-        if start is None or prev is None:
-            start = prev = row
-        elif row == prev + 1:
-            prev = row
-        else:
-            yield start, prev + 1
-            start = prev = row
-    if start is not None and prev is not None:
-        yield start, prev + 1
 
 
 @pytest.mark.fault
