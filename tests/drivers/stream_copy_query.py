@@ -13,26 +13,15 @@ serialization failed: Illegal size ... of collection", a race of Spark's own.)
 
 from __future__ import annotations
 
-import os
 import sys
-import time
+
+from driver_session import run_until_killed, spark_session
 
 
 def main(url: str, source: str, kind: str, sink: str, checkpoint: str) -> None:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName(f"stream-copy-{kind}")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "1g")
-        .config("spark.pyspark.python", sys.executable)
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = spark_session(f"stream-copy-{kind}")
     messages = (
         spark.readStream.format("jetstream")
         .option("servers", url)
@@ -53,15 +42,7 @@ def main(url: str, source: str, kind: str, sink: str, checkpoint: str) -> None:
         writer = moved.writeStream.format("jetstream").option("servers", url).option("stream", sink)
     else:
         raise SystemExit(f"unknown sink {kind!r}: parquet or jetstream")
-    query = (
-        writer.option("checkpointLocation", checkpoint)
-        .trigger(processingTime="200 milliseconds")
-        .start()
-    )
-    print("query started", flush=True)
-    while query.isActive:
-        time.sleep(0.5)
-    raise SystemExit(f"the query stopped: {query.exception()}")
+    run_until_killed(writer, checkpoint)
 
 
 if __name__ == "__main__":

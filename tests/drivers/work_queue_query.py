@@ -9,26 +9,15 @@ and start it again from the same checkpoint.
 
 from __future__ import annotations
 
-import os
 import sys
-import time
+
+from driver_session import run_until_killed, spark_session
 
 
 def main(url: str, queue: str, consumer: str, sink: str, checkpoint: str) -> None:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("work-queue-query")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "1g")
-        .config("spark.pyspark.python", sys.executable)
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = spark_session("work-queue-query")
     source = (
         spark.readStream.format("jetstream")
         .option("servers", url)
@@ -39,18 +28,8 @@ def main(url: str, queue: str, consumer: str, sink: str, checkpoint: str) -> Non
         .load()
     )
     moved = source.withColumn("subject", F.regexp_replace("subject", f"^{queue}", sink))
-    query = (
-        moved.writeStream.format("jetstream")
-        .option("servers", url)
-        .option("stream", sink)
-        .option("checkpointLocation", checkpoint)
-        .trigger(processingTime="200 milliseconds")
-        .start()
-    )
-    print("query started", flush=True)
-    while query.isActive:
-        time.sleep(0.5)
-    raise SystemExit(f"the query stopped: {query.exception()}")
+    writer = moved.writeStream.format("jetstream").option("servers", url).option("stream", sink)
+    run_until_killed(writer, checkpoint)
 
 
 if __name__ == "__main__":
