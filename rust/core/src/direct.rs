@@ -13,12 +13,22 @@
 //! starts after the last message received. A request that gets no answer within the
 //! request timeout (a reconnect, a restarted server, a leader election) is sent again
 //! from the same place, for up to the read's resume timeout.
+//!
+//! Replicas of the stream and mirrors with `mirror_direct` answer direct gets too, from
+//! what they have applied so far, so "nothing more" may come from one that trails the
+//! leader. A read told so before the end of its range asks the leader
+//! (`STREAM.MSG.GET` with `next_by_subj`) whether a message is left in the range; if
+//! one is, it asks again until an answer is current, so a direct read is never
+//! silently short.
+//!
+//! One module because the requests, the replies' statuses and headers, and the
+//! checks of who answered all move one cursor through the range.
 
 use std::time::Duration;
 
 use async_nats::{HeaderMap, Message, Subscriber};
 use futures::StreamExt;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use time::format_description::well_known::Rfc3339;
 use tokio::time::Instant;
 
@@ -57,6 +67,31 @@ struct DirectGetRequest<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     next_by_subj: Option<&'a str>,
 }
+
+/// A `STREAM.MSG.GET` request for the first message at or after `seq` (or
+/// `start_time`) on `next_by_subj`.
+#[derive(Debug, Serialize)]
+struct NextMessageRequest<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seq: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    start_time: Option<String>,
+    next_by_subj: &'a str,
+}
+
+/// The part of `STREAM.MSG.GET`'s reply a range end check needs.
+#[derive(Debug, Deserialize)]
+struct NextMessageReply {
+    message: StoredSequence,
+}
+
+#[derive(Debug, Deserialize)]
+struct StoredSequence {
+    seq: u64,
+}
+
+/// How long a read waits before asking a trailing responder again.
+const TRAILING_RETRY_DELAY: Duration = Duration::from_millis(20);
 
 /// Where a direct read starts.
 #[derive(Debug, Clone, Copy)]
@@ -161,15 +196,15 @@ impl DirectRange {
                 Some(Status::EndOfBatch) => {
                     // The batch is over: ask for the rest, unless nothing is left.
                     self.in_flight = false;
-                    let pending = header_u64(&message, NUM_PENDING);
-                    if pending == Some(0) {
-                        self.done = true;
+                    if header_u64(&message, NUM_PENDING) == Some(0) {
+                        self.end_unless_trailing().await?;
                     }
                     continue;
                 }
                 Some(Status::RequestEnded(_)) => {
                     // 404: no message at or after the cursor.
-                    self.done = true;
+                    self.in_flight = false;
+                    self.end_unless_trailing().await?;
                     continue;
                 }
                 Some(Status::NoResponders) => {
@@ -190,6 +225,14 @@ impl DirectRange {
                         ),
                     ))
                 }
+            }
+            if !answered_by(&message, &self.stream) {
+                // A `mirror_direct` mirror: its copy may start later, keep less or
+                // trail, so its gaps cannot be told from deletions. Ask again (the
+                // rest of this batch is dropped as a reply to an older request).
+                self.in_flight = false;
+                self.trailing(None)?;
+                continue;
             }
             self.failing_since = None;
             let delivered = into_delivered(message, &self.stream)?;
@@ -244,6 +287,67 @@ impl DirectRange {
         Ok(())
     }
 
+    /// A responder said nothing is left at or after the cursor. End the read, unless
+    /// the stream's leader still has a message of the range there: then the responder
+    /// trails (a replica or a `mirror_direct` mirror), and the request is sent again.
+    async fn end_unless_trailing(&mut self) -> Result<()> {
+        let (seq, start_time) = match self.start {
+            DirectStart::Sequence(seq) if seq > self.end_seq => {
+                self.done = true;
+                return Ok(());
+            }
+            DirectStart::Sequence(seq) => (Some(seq), None),
+            DirectStart::Time(ns) => (None, Some(rfc3339(ns)?)),
+        };
+        let request = NextMessageRequest {
+            seq,
+            start_time,
+            next_by_subj: self.filter.as_deref().unwrap_or(">"),
+        };
+        let next: Result<NextMessageReply> = self
+            .conn
+            .api_json(&subjects::stream_msg_get(&self.stream), &request)
+            .await;
+        match next {
+            Ok(reply) if reply.message.seq <= self.end_seq => {
+                self.trailing(Some(reply.message.seq))?;
+                tokio::time::sleep(TRAILING_RETRY_DELAY).await;
+            }
+            Ok(_) => self.done = true,
+            Err(e) if e.kind() == ErrorKind::NotFound => self.done = true,
+            Err(e) if matches!(e.kind(), ErrorKind::Timeout | ErrorKind::Connection) => self
+                .unanswered(format!(
+                    "asking the stream's leader for its next message: {e}"
+                ))?,
+            Err(e) => {
+                return Err(e.context(format!(
+                    "direct read of stream {:?}: checking the end of the range with its leader",
+                    self.stream
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// The answer came from a server that trails the stream's leader (which has
+    /// message `seq`, if known) or from a mirror: ask again, until `resume_timeout` is
+    /// spent.
+    fn trailing(&mut self, seq: Option<u64>) -> Result<()> {
+        let since = *self.failing_since.get_or_insert_with(Instant::now);
+        if since.elapsed() >= self.resume_timeout {
+            let lacking = match seq {
+                Some(seq) => format!("still lack message {seq}, which the stream's leader has"),
+                None => "were all mirrors of it".to_string(),
+            };
+            return Err(Error::timeout(format!(
+                "direct read of stream {:?}: the servers answering its direct gets {lacking}, \
+                 for {:?} (option 'resume_timeout'); read with method 'consumer'",
+                self.stream, self.resume_timeout
+            )));
+        }
+        Ok(())
+    }
+
     /// The request went unanswered: send it again, until `resume_timeout` is spent.
     fn unanswered(&mut self, why: String) -> Result<()> {
         let since = *self.failing_since.get_or_insert_with(Instant::now);
@@ -265,6 +369,16 @@ impl DirectRange {
             let _ = sub.unsubscribe().await;
         }
     }
+}
+
+/// Whether a direct get reply comes from `stream` itself (its leader or a replica),
+/// not from a mirror answering for it.
+fn answered_by(message: &Message, stream: &str) -> bool {
+    message
+        .headers
+        .as_ref()
+        .and_then(|h| h.get(STREAM))
+        .is_none_or(|name| name.as_str() == stream)
 }
 
 fn header_u64(message: &Message, name: &str) -> Option<u64> {

@@ -11,6 +11,12 @@ pub fn direct_get(stream: &str) -> String {
     format!("DIRECT.GET.{stream}")
 }
 
+/// Single-message gets answered by the stream's leader only (direct gets may be
+/// answered by replicas and mirrors that trail it).
+pub fn stream_msg_get(stream: &str) -> String {
+    format!("STREAM.MSG.GET.{stream}")
+}
+
 pub fn consumer_create(stream: &str) -> String {
     format!("CONSUMER.CREATE.{stream}")
 }
