@@ -28,8 +28,13 @@ DEFAULT_READ_BATCH_ROWS: int
 DEFAULT_READ_MAX_BYTES: int
 DEFAULT_HEARTBEAT: float
 DEFAULT_RESUME_TIMEOUT: float
-DEFAULT_READ_METHOD: Literal["consumer", "direct"]
+DEFAULT_READ_METHOD: Literal["auto", "consumer", "direct"]
 DEFAULT_FOLLOW_BATCH_WAIT: float
+#: Limits checked before the engine would: the publisher's largest window, retry
+#: count, and the longest range method "auto" reads by direct gets.
+MAX_WINDOW: int
+MAX_RETRIES: int
+DIRECT_READ_MAX_MESSAGES: int
 DEFAULT_FETCH_MAX_MESSAGES: int
 DEFAULT_FETCH_EXPIRES: float
 DEFAULT_CONSUME_MAX_MESSAGES: int

@@ -281,7 +281,7 @@ class Client(ManagementMixin):
         max_bytes: int = _core.DEFAULT_READ_MAX_BYTES,
         heartbeat: float = _core.DEFAULT_HEARTBEAT,
         resume_timeout: float = _core.DEFAULT_RESUME_TIMEOUT,
-        method: Literal["consumer", "direct"] = _core.DEFAULT_READ_METHOD,
+        method: Literal["auto", "consumer", "direct"] = _core.DEFAULT_READ_METHOD,
     ) -> pa.RecordBatchReader:
         """Replay a stream in sequence order as Arrow record batches.
 
@@ -301,6 +301,11 @@ class Client(ManagementMixin):
         with ``allow_direct=True``: no consumer is created (fewer round trips for small
         reads), and it is the one way to re-read a WorkQueue stream whose messages
         belong to a durable consumer. ``subjects`` is then at most one filter.
+        ``method="consumer"`` always reads through a consumer. ``"auto"`` (the default)
+        reads a range of at most ``DIRECT_READ_MAX_MESSAGES`` sequences by direct gets
+        when the stream allows them and only its leader answers them (one replica, no
+        mirror with ``mirror_direct``): replicas and mirrors answer from what they have
+        applied so far, which can trail the latest publish. Otherwise it is a consumer.
         """
         if isinstance(subjects, str):
             subjects = [subjects]

@@ -26,6 +26,8 @@ from .._core import (
     DEFAULT_SPARK_BATCH_ROWS,
     DEFAULT_SPARK_MAX_MESSAGES_PER_PARTITION,
     DEFAULT_WINDOW,
+    MAX_RETRIES,
+    MAX_WINDOW,
 )
 from ..options import ConnectOptions
 
@@ -56,11 +58,6 @@ class OptionSpec:
 #: hold it, and so do the engine's u64 and usize. A larger number would be refused by
 #: the engine later, on an executor, without naming the option.
 INT64_MAX = 2**63 - 1
-#: The publisher's largest window (``MAX_WINDOW`` in rust/core/src/publish/options.rs,
-#: the README's 1..65536); tests/test_fuzz.py checks that the publisher agrees.
-MAX_WINDOW = 65_536
-#: Retries are counted in a u32 by the engine.
-MAX_RETRIES = 2**32 - 1
 
 _CONNECT_MEANING = {
     "servers": "NATS server URL, or several separated by commas",

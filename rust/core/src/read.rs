@@ -7,9 +7,14 @@
 //! the process dies, so a read leaves no state on the server.
 //!
 //! Or, with [`ReadMethod::Direct`], batched direct gets ([`crate::direct`]): no
-//! consumer at all, on streams with `allow_direct`.
+//! consumer at all, on streams with `allow_direct`. [`ReadMethod::Auto`] (the
+//! default) takes direct gets for short ranges, where a consumer's create and delete
+//! round trips cost more than the read, when they are sure to see every message.
 //!
 //! [`OrderedStream`] is the open-ended form: it follows the stream as it grows.
+//!
+//! One module because a read's options, its choice of method and the batching of
+//! either source's messages are one thing to follow through.
 
 use std::time::Duration;
 
@@ -17,7 +22,7 @@ use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 
 use crate::api::subjects;
-use crate::api::types::StreamInfo;
+use crate::api::types::{StreamAlternate, StreamInfo, StreamInfoWithAlternates};
 use crate::batch_builder::BatchBuilder;
 use crate::connection::Connection;
 use crate::defaults;
@@ -50,6 +55,9 @@ pub struct ReadOptions {
 /// How a range is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadMethod {
+    /// Direct gets for ranges of at most [`defaults::DIRECT_READ_MAX_MESSAGES`]
+    /// messages where [`direct_reads_are_current`] holds, else a consumer.
+    Auto,
     /// An ordered consumer, created for the read and deleted after it.
     Consumer,
     /// Batched direct gets: no consumer; the stream needs `allow_direct`.
@@ -59,10 +67,11 @@ pub enum ReadMethod {
 impl ReadMethod {
     pub fn parse(name: &str) -> Result<Self> {
         match name {
+            "auto" => Ok(Self::Auto),
             "consumer" => Ok(Self::Consumer),
             "direct" => Ok(Self::Direct),
             other => Err(Error::bad_input(format!(
-                "option 'method' must be 'consumer' or 'direct', got {other:?}"
+                "option 'method' must be 'auto', 'consumer' or 'direct', got {other:?}"
             ))),
         }
     }
@@ -134,6 +143,17 @@ impl ReadOptions {
     }
 }
 
+/// Whether only `info`'s stream leader answers its direct gets. Replicas and mirrors
+/// with `mirror_direct` answer them too, from what they have applied so far; a direct
+/// read then waits for them or asks again ([`crate::direct`]), where a consumer,
+/// served by the leader, need not. (A standalone server lists no `alternates`; a
+/// mirror's answers are then refused by the read.)
+fn direct_reads_are_current(info: &StreamInfo, alternates: &[StreamAlternate]) -> bool {
+    info.config.allow_direct
+        && info.config.num_replicas <= 1
+        && alternates.iter().all(|a| a.name == info.config.name)
+}
+
 /// Where a read's messages come from.
 enum Source {
     Ordered(Box<OrderedPull>),
@@ -159,7 +179,7 @@ impl StreamReader {
             include_headers: options.include_headers,
             consumer_columns: false,
         };
-        let info: StreamInfo = conn
+        let StreamInfoWithAlternates { info, alternates } = conn
             .api_get(&subjects::stream_info(stream))
             .await
             .map_err(|e| e.context(format!("reading stream {stream:?}")))?;
@@ -180,7 +200,18 @@ impl StreamReader {
         if info.state.messages == 0 || end_seq < start {
             return Ok(reader);
         }
-        if options.method == ReadMethod::Direct {
+        let method = match options.method {
+            ReadMethod::Auto
+                if end_seq - start < defaults::DIRECT_READ_MAX_MESSAGES
+                    && options.subjects.len() <= 1
+                    && direct_reads_are_current(&info, &alternates) =>
+            {
+                ReadMethod::Direct
+            }
+            ReadMethod::Auto => ReadMethod::Consumer,
+            chosen => chosen,
+        };
+        if method == ReadMethod::Direct {
             if !info.config.allow_direct {
                 return Err(Error::bad_input(format!(
                     "option 'method': stream {stream:?} does not allow direct gets \

@@ -1,4 +1,4 @@
-//! The core's defaults, error codes, name rule, API prefix rule and the redacted form
+//! The core's defaults, limits, error codes, name rule, API prefix rule and the redacted form
 //! of server URLs, exported as module attributes so Python code and documentation take
 //! them from their one home.
 
@@ -53,6 +53,13 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     for (name, code) in err_codes::EXPORTED {
         m.add(format!("ERR_{name}"), code)?;
     }
+    // Limits the facade and the Spark option table check before the engine would.
+    m.add("MAX_WINDOW", jetstream_arrow_core::publish::MAX_WINDOW)?;
+    m.add("MAX_RETRIES", u32::MAX)?;
+    m.add(
+        "DIRECT_READ_MAX_MESSAGES",
+        jetstream_arrow_core::defaults::DIRECT_READ_MAX_MESSAGES,
+    )?;
     m.add("CONNECT_FIELDS", CONNECT_FIELDS.to_vec())?;
     m.add_function(wrap_pyfunction!(validate_name, m)?)?;
     m.add_function(wrap_pyfunction!(js_api_prefix, m)?)?;

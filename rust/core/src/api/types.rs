@@ -13,6 +13,23 @@ pub use async_nats::jetstream::consumer::{
 pub use async_nats::jetstream::stream::ConsumerResetResponse as ConsumerReset;
 pub use async_nats::jetstream::stream::Info as StreamInfo;
 
+/// `STREAM.INFO`'s reply with `alternates`, which async-nats's `Info` leaves out.
+#[derive(Debug, Deserialize)]
+pub struct StreamInfoWithAlternates {
+    #[serde(flatten)]
+    pub info: StreamInfo,
+    /// The stream and those of its mirrors that answer its direct gets
+    /// (`mirror_direct`); empty when no mirror does.
+    #[serde(default)]
+    pub alternates: Vec<StreamAlternate>,
+}
+
+/// One entry of [`StreamInfoWithAlternates::alternates`].
+#[derive(Debug, Deserialize)]
+pub struct StreamAlternate {
+    pub name: String,
+}
+
 /// `CONSUMER.CREATE.<stream>`'s body.
 #[derive(Debug, Serialize)]
 pub struct CreateConsumer<'a> {
