@@ -193,7 +193,8 @@ def read_range(
                 batch_rows=opts.batch_rows,
                 max_bytes=opts.max_bytes,
                 heartbeat=opts.heartbeat,
-                method="direct" if through_consumer else "consumer",
+                # "auto": short ranges (small streaming micro-batches) by direct gets.
+                method="direct" if through_consumer else "auto",
             ),
             f"opening a read of stream {stream!r} at sequence {next_seq}",
         )
