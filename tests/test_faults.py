@@ -3,8 +3,8 @@
 - a publish with msg ids through three ``kill -9``s of a server whose store syncs
   every write, then a re-run of the rows it reported failed: every row stored once;
 - a real overload: publishers with large windows against a memory stream whose
-  server refuses part of them with ``429 Too Many Requests``: every row stored or
-  reported, nothing stored twice;
+  server refuses part of them with ``429 Too Many Requests``: the publishers shrink
+  their windows, and every row is stored once within the default retries;
 - a server paused with ``SIGSTOP`` under each way of reading (a range read, a pull
   ``fetch``, a pull consumer's ``messages()``, a push consumer's ``messages()``): a
   typed error within two heartbeats, and a client that still closes at once.
@@ -250,8 +250,6 @@ def test_an_overload_answered_with_429s_loses_and_doubles_nothing(
             seq, error = result.acks.column("seq"), result.acks.column("error")
             assert seq.null_count == result.failed
             assert pc.all(pc.xor(seq.is_valid(), error.is_valid())).as_py()
-        reasons = {e for r in done for e in r.failed_rows().column("error").to_pylist()}
-        assert all("429" in e and "max_retries" in e for e in reasons), reasons
         stored = sum(r.stored for r in done)
         failed = sum(r.failed for r in done)
         # Each message the server received beyond the rows is a resend, and only a 429
@@ -262,6 +260,10 @@ def test_an_overload_answered_with_429s_loses_and_doubles_nothing(
         answered_429 = resends + failed
         assert resends > 0, "the server refused nothing: no overload happened"
         assert "excessive stream ingest rate" in server.log
+        # Each 429 halves a publisher's window, so the four settle below what the
+        # server takes in, and no row runs out of its (default) retries.
+        reasons = {e for r in done for e in r.failed_rows().column("error").to_pylist()}
+        assert failed == 0, f"{failed} rows reported failed: {reasons}"
 
         # The stream holds exactly the rows reported stored, each once.
         assert stream_state(client, "O").messages == stored
@@ -272,28 +274,14 @@ def test_an_overload_answered_with_429s_loses_and_doubles_nothing(
             for i, s in enumerate(r.acks.column("seq").to_pylist())
             if s is not None
         }
-        assert len(back) == len(set(back)) == stored
+        assert len(back) == len(set(back)) == stored == rows
         assert set(back) == expected
-
-        # What was reported failed was not stored, so sending it again without the
-        # overload (one publisher, the default window) stores exactly it.
-        again = 0
-        for k, result in enumerate(done):
-            refused = result.failed_rows().column("row")
-            if len(refused):
-                retry = client.publish(tables[k].take(refused), subject=f"O.{k}")
-                assert (retry.stored, retry.failed) == (len(refused), 0)
-                again += retry.stored
-        assert stream_state(client, "O").messages == rows
-        final = read_all(client, "O").column("data").to_pylist()
-        assert len(set(final)) == len(final) == rows
 
     print(
         f"{publishers} publishers x {per} rows, window {window}, server ingest queue "
         f"{INGEST_QUEUE}: {answered_429} 429 answers ({resends} resends), {stored} stored, "
-        f"{failed} reported failed after max_retries, 0 duplicates, stream {stored} = "
-        f"stored in {elapsed:.1f} s; failed rows published again: {again} stored, stream "
-        f"{rows}: 0 lost, 0 duplicated"
+        f"{failed} reported failed, 0 duplicates, stream {stored} in {elapsed:.1f} s: "
+        "0 lost, 0 duplicated"
     )
 
 

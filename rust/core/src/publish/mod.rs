@@ -35,7 +35,7 @@ pub use options::{PublishMode, PublishOptions, MAX_BYTES_IN_FLIGHT, MAX_WINDOW};
 pub use outcome::PublishOutcome;
 use rows::{refuse_all, refuse_rest, RowSource};
 use run::{PublishRun, RetryQueue};
-use window::Window;
+use window::{Congestion, Window};
 
 /// A publisher: one ack inbox and one window, reused across many publish calls.
 pub struct Publisher {
@@ -119,11 +119,11 @@ impl Publisher {
     where
         I: Iterator<Item = Result<RecordBatch>>,
     {
-        let window = self.options.window;
         let mut run = PublishRun {
             options: &self.options,
             conn: &self.conn,
             in_flight: Window::default(),
+            congestion: Congestion::new(self.options.window),
             retries: RetryQueue::default(),
             // With expected-last-* checks, the first row goes alone; the rest follows
             // only if it was stored, so a failed expectation stores nothing.
@@ -136,6 +136,7 @@ impl Publisher {
         loop {
             // 1. Fill the window: due retries first, then new rows.
             let now = Instant::now();
+            let window = run.congestion.limit();
             while run.in_flight.has_room(window) {
                 if let Some(r) = run.retries.pop_due(now) {
                     let token = send(
@@ -206,14 +207,14 @@ impl Publisher {
             let wake = run.next_wake();
             tokio::select! {
                 ack = self.acks.next() => match ack {
-                    Some(ack) => run.on_ack(ack),
+                    Some(ack) => run.on_ack(ack, self.next_token),
                     None => return Err(Error::connection("the ack subscription closed: the connection was closed")),
                 },
                 _ = tokio::time::sleep_until(wake) => {}
             }
             // Take every ack already here before sending more.
             while let Some(Some(ack)) = self.acks.next().now_or_never() {
-                run.on_ack(ack);
+                run.on_ack(ack, self.next_token);
             }
             run.expire();
         }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::outcome::PublishOutcome;
-use super::window::{InFlight, Window};
+use super::window::{Congestion, InFlight, Window};
 use super::PublishOptions;
 use crate::api::types::PublishReply;
 use crate::api::Status;
@@ -22,8 +22,10 @@ enum AckResult {
         seq: u64,
         duplicate: bool,
     },
-    /// Not stored, safe to send again (backpressure, no stream leader yet).
+    /// Not stored, safe to send again (no stream leader yet).
     Retry(String),
+    /// Not stored, safe to send again: the server takes in less than is sent (`429`).
+    PushedBack(String),
     Failed(String),
 }
 
@@ -34,7 +36,7 @@ fn classify(message: &async_nats::Message, subject: &str) -> AckResult {
                 "no stream answers on subject {subject:?} (503 no responders): no stream \
                  captures this subject, or its leader is not elected yet"
             )),
-            Status::TooManyRequests => AckResult::Retry(format!(
+            Status::TooManyRequests => AckResult::PushedBack(format!(
                 "429 {}",
                 message.description.as_deref().unwrap_or_default()
             )),
@@ -47,7 +49,9 @@ fn classify(message: &async_nats::Message, subject: &str) -> AckResult {
                 "{} (code {}, err_code {})",
                 e.description, e.code, e.err_code
             );
-            if e.code == 429 || e.err_code == err_codes::TOO_MANY_REQUESTS || e.code == 503 {
+            if e.code == 429 || e.err_code == err_codes::TOO_MANY_REQUESTS {
+                AckResult::PushedBack(why)
+            } else if e.code == 503 {
                 AckResult::Retry(why)
             } else {
                 AckResult::Failed(why)
@@ -119,6 +123,8 @@ pub(super) struct PublishRun<'a> {
     pub options: &'a PublishOptions,
     pub conn: &'a Connection,
     pub in_flight: Window,
+    /// How many messages `in_flight` may hold now.
+    pub congestion: Congestion,
     pub retries: RetryQueue,
     /// With expected-last-* checks, the row that must be stored before any other is
     /// sent (the first); None once it was stored, or without checks.
@@ -127,25 +133,35 @@ pub(super) struct PublishRun<'a> {
 }
 
 impl PublishRun<'_> {
-    pub(super) fn on_ack(&mut self, ack: async_nats::Message) {
-        let token = ack
+    /// Take the ack of the message sent with its subject's token; `next_token` is the
+    /// token the next message will be sent with.
+    pub(super) fn on_ack(&mut self, ack: async_nats::Message, next_token: u64) {
+        let Some(token) = ack
             .subject
             .rsplit('.')
             .next()
-            .and_then(|t| t.parse::<u64>().ok());
+            .and_then(|t| t.parse::<u64>().ok())
+        else {
+            return;
+        };
         // An ack for a message already timed out and resent (or from an earlier
         // call) has no entry: the resend's own ack decides.
-        let Some(entry) = token.and_then(|t| self.in_flight.take(t)) else {
+        let Some(entry) = self.in_flight.take(token) else {
             return;
         };
         match classify(&ack, entry.message.subject.as_str()) {
             AckResult::Stored { seq, duplicate } => {
+                self.congestion.stored();
                 self.outcome.acked(entry.row, seq, duplicate);
                 if self.gate == Some(entry.row) {
                     self.gate = None;
                 }
             }
             AckResult::Retry(why) => self.retry_or_fail(entry, why),
+            AckResult::PushedBack(why) => {
+                self.congestion.pushed_back(token, next_token);
+                self.retry_or_fail(entry, why);
+            }
             AckResult::Failed(why) => self.outcome.fail(entry.row, why),
         }
     }
@@ -275,7 +291,7 @@ mod tests {
                 ),
                 "a"
             ),
-            AckResult::Retry(_)
+            AckResult::PushedBack(_)
         ));
         match classify(
             &message(

@@ -1,4 +1,5 @@
-//! The window of messages awaiting their ack, bounded by count and by payload bytes.
+//! The window of messages awaiting their ack, bounded by count and by payload bytes,
+//! and how many messages it may hold while the server pushes back ([`Congestion`]).
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -105,6 +106,65 @@ impl Window {
     }
 }
 
+/// The smallest window backpressure shrinks to: a few round trips' worth, so a
+/// publisher that met a `429` still keeps the server busy.
+const MIN_CONGESTION_WINDOW: usize = 32;
+
+/// How many messages may be in flight: the configured window, halved when the server
+/// answers `429 Too Many Requests`, and grown back by an eighth for each window's worth
+/// of stored messages. Only a `429` for a message sent after the last halving halves
+/// it again: the others were sent under the larger window. Without a `429` it stays
+/// at the configured window. This is TCP's additive increase, multiplicative
+/// decrease: publishers sharing a stream settle near what the server takes in,
+/// instead of spending their retries on `429`s.
+pub(super) struct Congestion {
+    configured: usize,
+    limit: usize,
+    /// The first token whose `429` may halve the window again.
+    recover_from: u64,
+    /// Messages stored since the window last grew.
+    stored: usize,
+}
+
+impl Congestion {
+    pub(super) fn new(configured: usize) -> Self {
+        Self {
+            configured,
+            limit: configured,
+            recover_from: 0,
+            stored: 0,
+        }
+    }
+
+    /// The messages that may be in flight now.
+    pub(super) fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// The server answered `429` to the message sent with `token`; `next_token` is
+    /// the one the next message will be sent with.
+    pub(super) fn pushed_back(&mut self, token: u64, next_token: u64) {
+        if token < self.recover_from {
+            return;
+        }
+        self.limit = (self.limit / 2).max(MIN_CONGESTION_WINDOW.min(self.configured));
+        self.recover_from = next_token;
+        self.stored = 0;
+    }
+
+    /// A message was stored.
+    pub(super) fn stored(&mut self) {
+        if self.limit >= self.configured {
+            return;
+        }
+        self.stored += 1;
+        if self.stored >= self.limit {
+            self.stored = 0;
+            self.limit = (self.limit + (self.limit / 8).max(1)).min(self.configured);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,6 +178,36 @@ mod tests {
             has_msg_id: false,
         };
         w.push(token, row, 0, message, Duration::ZERO);
+    }
+
+    #[test]
+    fn backpressure_halves_the_window_once_per_round_and_stored_messages_grow_it_back() {
+        let mut c = Congestion::new(1024);
+        c.pushed_back(10, 500);
+        assert_eq!(c.limit(), 512);
+        c.pushed_back(11, 501);
+        assert_eq!(c.limit(), 512, "sent before the halving: no second halving");
+        c.pushed_back(500, 900);
+        assert_eq!(c.limit(), 256);
+        for _ in 0..256 {
+            c.stored();
+        }
+        assert_eq!(
+            c.limit(),
+            288,
+            "an eighth more after a window of stored messages"
+        );
+        for _ in 0..100_000 {
+            c.stored();
+        }
+        assert_eq!(c.limit(), 1024, "never above the configured window");
+        for t in 0..10 {
+            c.pushed_back(1_000_000 + t * 100, 1_000_000 + t * 100 + 1);
+        }
+        assert_eq!(c.limit(), 32, "never below 32");
+        let mut small = Congestion::new(8);
+        small.pushed_back(1, 2);
+        assert_eq!(small.limit(), 8, "a window below 32 is not shrunk");
     }
 
     #[test]
