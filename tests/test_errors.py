@@ -215,6 +215,32 @@ def test_pull_consumer_that_does_not_exist(client: ja.Client, stream: str) -> No
         consumer.fetch(1, expires=1.0)
 
 
+# -- integer options out of range -------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [-1, 2**70])
+@pytest.mark.parametrize(
+    ("option", "call"),
+    [
+        ("window", lambda c, s, kw: c.publisher(f"{s}.a", **kw)),
+        ("max_retries", lambda c, s, kw: c.publish(pa.table({"data": [b"x"]}), f"{s}.a", **kw)),
+        ("msg_id_start", lambda c, s, kw: c.publisher(f"{s}.a", msg_id_prefix="p", **kw)),
+        ("batch_rows", lambda c, s, kw: c.read(s, **kw)),
+        ("start_seq", lambda c, s, kw: c.read(s, **kw)),
+        ("max_messages", lambda c, s, kw: c.pull_consumer(s, "any").fetch(**kw)),
+    ],
+)
+def test_an_integer_option_out_of_range_is_named(
+    client: ja.Client,
+    stream: str,
+    option: str,
+    call: Callable[[ja.Client, str, dict[str, int]], object],
+    value: int,
+) -> None:
+    with pytest.raises(BadInputError, match=f"option '{option}' \\({value}\\) out of range"):
+        call(client, stream, {option: value})
+
+
 # -- permissions ------------------------------------------------------------------------
 
 PERMISSIONS = """

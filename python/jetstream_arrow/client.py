@@ -19,6 +19,7 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from . import _core
+from ._counts import names_counts
 from ._time import to_epoch_ns
 from .consumers import OrderedConsumer, PullConsumer, PushConsumer
 from .exceptions import BadInputError, JetStreamArrowError, PublishError
@@ -207,6 +208,7 @@ class Client(ManagementMixin):
         return reply
 
     # -- publish -------------------------------------------------------------------
+    @names_counts
     def publisher(
         self,
         subject: str | None = None,
@@ -268,6 +270,7 @@ class Client(ManagementMixin):
             return publisher.publish(data)
 
     # -- read ----------------------------------------------------------------------
+    @names_counts
     def read(
         self,
         stream: str,
@@ -328,6 +331,7 @@ class Client(ManagementMixin):
         # it into text). Dropping the reader deletes the read's consumer on the server.
         return pa.RecordBatchReader.from_batches(pa.schema(native.schema()), _read_batches(native))
 
+    @names_counts
     def ordered_consumer(
         self,
         stream: str,

@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from . import _core
+from ._counts import names_counts
 
 
 def _rows_arg(rows: Sequence[int] | None) -> list[int] | None:
@@ -75,6 +76,7 @@ class PullConsumer(_BoundConsumer):
     def __init__(self, native: _core.PullConsumer) -> None:
         self._native: _core.PullConsumer = native
 
+    @names_counts
     def fetch(
         self,
         max_messages: int = _core.DEFAULT_FETCH_MAX_MESSAGES,
@@ -101,6 +103,7 @@ class PullConsumer(_BoundConsumer):
             )
         )
 
+    @names_counts
     def messages(
         self,
         *,
@@ -146,6 +149,7 @@ class PushConsumer(_BoundConsumer):
     def deliver_subject(self) -> str:
         return self._native.deliver_subject
 
+    @names_counts
     def messages(
         self,
         *,
@@ -220,6 +224,7 @@ class OrderedConsumer:
         self.stream = stream
         self._config = config
 
+    @names_counts
     def messages(
         self,
         *,
