@@ -103,6 +103,48 @@ def test_without_worker_reuse_nothing_is_left_open(
         assert client.stream_info(name).state.consumer_count == 0
 
 
+_FREEZE_CHECK = """
+import gc, os, sys
+from jetstream_arrow.spark.connection_cache import freeze_worker_heap
+freeze_worker_heap()
+first = gc.get_freeze_count()
+gc.unfreeze()
+freeze_worker_heap()  # once per process: nothing more is frozen
+again = gc.get_freeze_count()
+pid = os.fork()
+if pid == 0:
+    freeze_worker_heap()  # a forked worker freezes its own heap
+    os._exit(0 if gc.get_freeze_count() > 0 else 1)
+_, status = os.waitpid(pid, 0)
+print("FROZEN", first, again, os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.parametrize("reuse", ["1", None])
+def test_reused_workers_freeze_their_heap_once(reuse: str | None) -> None:
+    # In a child process: freezing this one would change the test run's own collector.
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_REUSE_WORKER"}
+    if reuse is not None:
+        env["SPARK_REUSE_WORKER"] = reuse
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_FREEZE_CHECK)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    words = done.stdout.split()
+    first, again, child = int(words[-3]), int(words[-2]), int(words[-1])
+    if reuse:
+        # The modules' objects are out of the per-task collection's reach.
+        assert first > 10_000
+        assert (again, child) == (0, 0)
+    else:
+        # A worker that is not reused ends after its task: nothing to spare.
+        assert (first, again, child) == (0, 0, 1)
+
+
 def test_cancelled_read_leaves_no_consumer(
     spark: Any, shared_nats_server: Any, unique_name: Any
 ) -> None:
