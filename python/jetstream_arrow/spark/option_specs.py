@@ -246,7 +246,7 @@ READ_SPECS = [
         "batchRows",
         "int",
         DEFAULT_SPARK_BATCH_ROWS,
-        "rows per Arrow batch (Spark's own default batch size)",
+        "rows per Arrow batch handed to Spark (at most `maxBytes` of payload too)",
         "read",
         minimum=1,
         maximum=INT64_MAX,

@@ -75,8 +75,12 @@ pub const CONSUME_BATCH_WAIT: Duration = Duration::from_millis(50);
 pub const ACK_SYNC_TIMEOUT: Duration = Duration::from_secs(5);
 
 // -- Spark --------------------------------------------------------------------------
-/// Spark's own default Arrow batch size (`spark.sql.execution.arrow.maxRecordsPerBatch`).
-pub const SPARK_BATCH_ROWS: usize = 10_000;
+/// Rows per Arrow batch a Spark read hands Spark (its payload bytes are bounded by
+/// `READ_MAX_BYTES` too). Larger than Spark's own `maxRecordsPerBatch` (10,000), which
+/// does not apply to batches a Python data source yields: at 65,536 the JVM, the
+/// Python workers and the server each spent less CPU per message, and a 500k x 128 B
+/// read ran 12% faster, than at 10,000 (interleaved runs on 2 cores).
+pub const SPARK_BATCH_ROWS: usize = 65_536;
 /// At most this many sequences per partition, so mid-sized reads use every core.
 pub const SPARK_MAX_MESSAGES_PER_PARTITION: usize = 100_000;
 
