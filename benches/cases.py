@@ -377,6 +377,30 @@ def _spark_write(df: Any, url: str, stream: str, subject: str) -> None:
     )
 
 
+def spark_write_ceiling(p: Params, clock: Clock) -> Result:
+    """``spark-write``'s DataFrame written into a data source that drops every batch:
+    what any Python data source writer costs here (``benches/spark_ceiling.py``)."""
+    from pyspark.sql import functions as F
+
+    from spark_ceiling import CeilingDataSource
+
+    spark = _spark()
+    try:
+        spark.dataSource.register(CeilingDataSource)
+        hex_payload = "78" * p["size"]
+        df = spark.range(p["n"], numPartitions=2).select(F.unhex(F.lit(hex_payload)).alias("data"))
+        df.cache().count()
+        ceiling = CeilingDataSource.name()
+        df.limit(WARM_UP_MESSAGES).write.format(ceiling).mode("append").save()
+        clock.start()
+        df.write.format(ceiling).mode("append").save()
+        clock.stop()
+    finally:
+        spark.stop()
+    # Nothing is stored: run.py checks no stream for this case.
+    return {"msgs": p["n"], "bytes": p["n"] * p["size"]}
+
+
 def _spark_count(spark: Any, p: Params, **options: Any) -> Any:
     """The row with ``n`` (messages) and ``b`` (payload bytes) of the stream read."""
     from pyspark.sql import functions as F
@@ -426,9 +450,7 @@ def spark_read(p: Params, clock: Clock) -> Result:
     return {"msgs": int(row["n"]), "bytes": int(row["b"] or 0)}
 
 
-def spark_read_ceiling(p: Params, clock: Clock) -> Result:
-    """``spark-read``'s query over a source that yields pre-built batches: what any
-    Python data source can hand Spark here."""
+def _spark_read_ceiling(p: Params, clock: Clock, shape: str) -> Result:
     from pyspark.sql import functions as F
 
     from spark_ceiling import CeilingDataSource
@@ -442,6 +464,7 @@ def spark_read_ceiling(p: Params, clock: Clock) -> Result:
                 spark.read.format(CeilingDataSource.name())
                 .option("rows", rows)
                 .option("size", p["size"])
+                .option("shape", shape)
                 .load()
             )
             return df.agg(F.count("*").alias("n"), F.sum(F.length("data")).alias("b")).collect()[0]
@@ -453,6 +476,19 @@ def spark_read_ceiling(p: Params, clock: Clock) -> Result:
     finally:
         spark.stop()
     return {"msgs": int(row["n"]), "bytes": int(row["b"] or 0)}
+
+
+def spark_read_ceiling(p: Params, clock: Clock) -> Result:
+    """``spark-read``'s query over a source that yields pre-built batches of three
+    columns: what any Python data source can hand Spark here."""
+    return _spark_read_ceiling(p, clock, "narrow")
+
+
+def spark_read_ceiling_message(p: Params, clock: Clock) -> Result:
+    """The same with batches in the jetstream message schema (five columns, with the
+    constant ``stream`` and the ``timestamp``): what a source yielding that schema can
+    hand Spark here."""
+    return _spark_read_ceiling(p, clock, "message")
 
 
 CASES: dict[str, Callable[[Params, Clock], Result]] = {
@@ -467,8 +503,10 @@ CASES: dict[str, Callable[[Params, Clock], Result]] = {
     "ja-consume-batch-ack": ja_consume_batch_ack,
     "ja-consume-flow-control": ja_consume_flow_control,
     "spark-write": spark_write,
+    "spark-write-ceiling": spark_write_ceiling,
     "spark-read": spark_read,
     "spark-read-ceiling": spark_read_ceiling,
+    "spark-read-ceiling-message": spark_read_ceiling_message,
 }
 
 

@@ -51,6 +51,8 @@ CASES: list[tuple[str, str, bool, str]] = [
     ("ja-publish-fast", "publish", False, "ja"),
     ("ja-publish-fast-ids", "publish", False, "ja"),
     ("spark-write", "publish", False, "spark"),
+    # Writes into a data source that drops the batches: Spark's hand-over alone.
+    ("spark-write-ceiling", "publish", False, "spark"),
     ("native-fetch", "fetch", True, "native"),
     ("natspy-fetch", "fetch", True, "natspy"),
     ("ja-read", "fetch", True, "ja"),
@@ -61,6 +63,8 @@ CASES: list[tuple[str, str, bool, str]] = [
     ("spark-read", "fetch", True, "spark"),
     # Reads nothing (pre-built batches); it needs no data, but reads like spark-read.
     ("spark-read-ceiling", "fetch", True, "spark"),
+    # The same in the jetstream message schema: how much of the gap is the schema.
+    ("spark-read-ceiling-message", "fetch", True, "spark"),
 ]
 CASE_NAMES = [c[0] for c in CASES]
 OP = {c[0]: c[1] for c in CASES}
@@ -92,7 +96,16 @@ WITH_FLOW = ("ja-consume-flow-control",)
 # The Spark read is also compared with a Python data source that only yields pre-built
 # batches: Spark's own ceiling for any Python source on this machine.
 SPARK_CEILING = "spark-read-ceiling"
-WITH_CEILING = ("spark-read",)
+# The Spark write against a writer that drops what Spark hands it.
+SPARK_WRITE_CEILING = "spark-write-ceiling"
+WITH_WRITE_CEILING = ("spark-write",)
+# Publish cases whose stream stays empty by design (not checked for n messages).
+STORES_NOTHING = (SPARK_WRITE_CEILING,)
+WITH_CEILING = ("spark-read", "spark-read-ceiling-message")
+# The same source yielding the five columns of the message schema: what is left of the
+# gap once the schema's own cost is set aside.
+SPARK_CEILING_MESSAGE = "spark-read-ceiling-message"
+WITH_CEILING_MESSAGE = ("spark-read",)
 
 # The same window for every windowed publisher (passed to cases.py): the package's own.
 PUBLISH_WINDOW = DEFAULT_WINDOW
@@ -382,7 +395,7 @@ def bench_size(
                 admin.recreate(stream, subject, batched=case in FAST_INGEST)
             cmd = case_command(case, binary, server.url, stream, subject, n, size)
             run = run_process(cmd, case_timeout(case, n))
-            if run.error is None and not NEEDS_DATA[case]:
+            if run.error is None and not NEEDS_DATA[case] and case not in STORES_NOTHING:
                 stored = admin.count(stream)
                 if stored != n or run.msgs != n:
                     run.error = f"stream holds {stored} messages, case reported {run.msgs}, of {n}"
@@ -412,6 +425,12 @@ def bench_size(
         ceiling = medians.get(SPARK_CEILING, {}).get("msg_per_s")
         if case in WITH_CEILING and ceiling and "msg_per_s" in row:
             row["vs_ceiling"] = row["msg_per_s"] / ceiling
+        write_ceiling = medians.get(SPARK_WRITE_CEILING, {}).get("msg_per_s")
+        if case in WITH_WRITE_CEILING and write_ceiling and "msg_per_s" in row:
+            row["vs_write_ceiling"] = row["msg_per_s"] / write_ceiling
+        ceiling_message = medians.get(SPARK_CEILING_MESSAGE, {}).get("msg_per_s")
+        if case in WITH_CEILING_MESSAGE and ceiling_message and "msg_per_s" in row:
+            row["vs_ceiling_message"] = row["msg_per_s"] / ceiling_message
         native_flow = medians.get(NATIVE_FLOW, {}).get("msg_per_s")
         if case in WITH_FLOW and native_flow and "msg_per_s" in row:
             row["vs_native_flow"] = row["msg_per_s"] / native_flow
@@ -443,6 +462,12 @@ def fmt_row(r: dict[str, Any]) -> list[str]:
         note += f"; {r['vs_native_flow']:.2f} of {NATIVE_FLOW}"
     if r.get("vs_ceiling") is not None:
         note = f"{r['vs_ceiling']:.2f} of {SPARK_CEILING}"
+    if r.get("vs_write_ceiling") is not None:
+        write = f"{r['vs_write_ceiling']:.2f} of {SPARK_WRITE_CEILING}"
+        note = f"{note}; {write}" if note else write
+    if r.get("vs_ceiling_message") is not None:
+        message = f"{r['vs_ceiling_message']:.2f} of {SPARK_CEILING_MESSAGE}"
+        note = f"{note}; {message}" if note else message
     if r.get("error"):
         error = r["error"] if len(r["error"]) <= 140 else r["error"][:137] + "..."
         failed = f"{r['repeats'] - r['ok']}/{r['repeats']} failed: {error}"

@@ -55,3 +55,23 @@ def test_bench_quick(tmp_path: Path) -> None:
         assert row["msgs"] == results["meta"]["counts"]["128"], (case, row)
     assert results["meta"]["server_version"].startswith("v")
     assert "| native-publish |" in out.with_suffix(".md").read_text()
+
+
+def test_the_message_ceiling_yields_what_spark_expects_of_a_read() -> None:
+    # spark-read-ceiling-message stands for a read's hand-over only if its batches are
+    # in exactly the Arrow schema Spark expects of the message schema.
+    pytest.importorskip("pyspark")
+    sys.path.insert(0, str(ROOT / "benches"))
+    try:
+        import spark_ceiling
+    finally:
+        sys.path.remove(str(ROOT / "benches"))
+    from jetstream_arrow.spark.columns import arrow_schema, message_schema
+
+    expected = arrow_schema(message_schema())
+    assert spark_ceiling._batch(4, 8, "message").schema.equals(expected)
+    # The declared DDL (parsing it needs a session): the same columns, all non-null.
+    declared = [c.split() for c in spark_ceiling.SHAPES["message"].split(",")]
+    assert [c[0] for c in declared] == message_schema().names
+    assert all(c[-2:] == ["not", "null"] for c in declared)
+    assert spark_ceiling._batch(4, 8).schema.names == ["subject", "seq", "data"]
