@@ -31,9 +31,10 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-#: Rows per yielded batch: the jetstream reader's (its option batchRows, 65 536 by
-#: default).
+#: Rows and payload bytes per yielded batch, at most: the jetstream reader's (its
+#: options batchRows and maxBytes, 65 536 and 16 MiB by default).
 BATCH_ROWS = 65_536
+BATCH_BYTES = 16 << 20
 
 NARROW_SCHEMA = "subject string, seq bigint, data binary"
 # The jetstream message schema (jetstream_arrow.spark.columns.message_schema), spelled
@@ -66,10 +67,11 @@ class CeilingReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         rows = partition.rows  # type: ignore[attr-defined]
         # Built once, yielded again and again: the source itself costs nothing.
-        full = _batch(BATCH_ROWS, self.size, self.shape)
+        per_batch = max(1, min(BATCH_ROWS, BATCH_BYTES // max(1, self.size)))
+        full = _batch(per_batch, self.size, self.shape)
         while rows > 0:
-            take = min(rows, BATCH_ROWS)
-            yield full if take == BATCH_ROWS else full.slice(0, take)
+            take = min(rows, per_batch)
+            yield full if take == per_batch else full.slice(0, take)
             rows -= take
 
 
