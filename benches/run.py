@@ -82,30 +82,30 @@ TARGETS = {
 PEER_TARGETS = {"ja-publish": 5.0, "ja-read": 15.0}
 PEER = {"publish": "natspy-publish", "fetch": "natspy-fetch"}
 NATIVE = {"publish": "native-publish", "fetch": "native-fetch"}
-# Publishes that give every message a Nats-Msg-Id (so a retry cannot duplicate) are
-# also compared with the native publisher that does the same: the server's work per
-# message is larger then, and so is the limit.
-NATIVE_WITH_IDS = "native-publish-ids"
 # Publishes in fast-ingest batches: their stream needs `allow_batched`.
 FAST_INGEST = ("ja-publish-fast", "ja-publish-fast-ids")
-WITH_IDS = ("ja-publish-ids", "ja-publish-fast-ids", "spark-write")
-# Flow-control consumption is also compared with the native client consuming the same
-# kind of consumer: the server's work per acknowledged message is the larger part.
 NATIVE_FLOW = "native-consume-flow-control"
-WITH_FLOW = ("ja-consume-flow-control",)
-# The Spark read is also compared with a Python data source that only yields pre-built
-# batches: Spark's own ceiling for any Python source on this machine.
-SPARK_CEILING = "spark-read-ceiling"
-# The Spark write against a writer that drops what Spark hands it.
 SPARK_WRITE_CEILING = "spark-write-ceiling"
-WITH_WRITE_CEILING = ("spark-write",)
 # Publish cases whose stream stays empty by design (not checked for n messages).
 STORES_NOTHING = (SPARK_WRITE_CEILING,)
-WITH_CEILING = ("spark-read", "spark-read-ceiling-message")
-# The same source yielding the five columns of the message schema: what is left of the
-# gap once the schema's own cost is set aside.
-SPARK_CEILING_MESSAGE = "spark-read-ceiling-message"
-WITH_CEILING_MESSAGE = ("spark-read",)
+# Cases also compared with another case of the same run (the note gives the ratio), in
+# this order: a reference -> the cases compared with it.
+ALSO_COMPARED: dict[str, tuple[str, ...]] = {
+    # Publishes that give every message a Nats-Msg-Id (so a retry cannot duplicate):
+    # the server's work per message is larger then, and so is the limit.
+    "native-publish-ids": ("ja-publish-ids", "ja-publish-fast-ids", "spark-write"),
+    # Flow-control consumption: the server's work per acknowledged message is the
+    # larger part, so the native client consuming the same kind of consumer.
+    NATIVE_FLOW: ("ja-consume-flow-control",),
+    # A Python data source that only yields pre-built batches: Spark's own ceiling for
+    # any Python source on this machine.
+    "spark-read-ceiling": ("spark-read", "spark-read-ceiling-message"),
+    # A writer that drops what Spark hands it.
+    SPARK_WRITE_CEILING: ("spark-write",),
+    # The read ceiling yielding the five columns of the message schema: what is left of
+    # the gap once the schema's own cost is set aside.
+    "spark-read-ceiling-message": ("spark-read",),
+}
 
 # The same window for every windowed publisher (passed to cases.py): the package's own.
 PUBLISH_WINDOW = DEFAULT_WINDOW
@@ -419,21 +419,12 @@ def bench_size(
         native_cpu = medians.get(NATIVE[OP[case]], {}).get("cpu_s_per_million")
         if native_cpu and row.get("cpu_s_per_million") is not None:
             row["cpu_vs_native"] = row["cpu_s_per_million"] / native_cpu
-        native_ids = medians.get(NATIVE_WITH_IDS, {}).get("msg_per_s")
-        if case in WITH_IDS and native_ids and "msg_per_s" in row:
-            row["vs_native_ids"] = row["msg_per_s"] / native_ids
-        ceiling = medians.get(SPARK_CEILING, {}).get("msg_per_s")
-        if case in WITH_CEILING and ceiling and "msg_per_s" in row:
-            row["vs_ceiling"] = row["msg_per_s"] / ceiling
-        write_ceiling = medians.get(SPARK_WRITE_CEILING, {}).get("msg_per_s")
-        if case in WITH_WRITE_CEILING and write_ceiling and "msg_per_s" in row:
-            row["vs_write_ceiling"] = row["msg_per_s"] / write_ceiling
-        ceiling_message = medians.get(SPARK_CEILING_MESSAGE, {}).get("msg_per_s")
-        if case in WITH_CEILING_MESSAGE and ceiling_message and "msg_per_s" in row:
-            row["vs_ceiling_message"] = row["msg_per_s"] / ceiling_message
-        native_flow = medians.get(NATIVE_FLOW, {}).get("msg_per_s")
-        if case in WITH_FLOW and native_flow and "msg_per_s" in row:
-            row["vs_native_flow"] = row["msg_per_s"] / native_flow
+        if "msg_per_s" in row:
+            row["also_vs"] = {
+                reference: row["msg_per_s"] / rate
+                for reference, compared in ALSO_COMPARED.items()
+                if case in compared and (rate := medians.get(reference, {}).get("msg_per_s"))
+            }
         peer = medians.get(PEER[OP[case]], {}).get("msg_per_s")
         if peer and "msg_per_s" in row and not case.startswith(("native", "natspy")):
             row["vs_natspy"] = row["msg_per_s"] / peer
@@ -453,21 +444,11 @@ def fmt_row(r: dict[str, Any]) -> list[str]:
         peer += "x"
         if r["case"] in PEER_TARGETS:
             peer += f" (≥{PEER_TARGETS[r['case']]:.0f}x)"
-    note = ""
-    if r.get("vs_native_ids") is not None:
-        note = f"{r['vs_native_ids']:.2f} of {NATIVE_WITH_IDS}"
+    notes = []
     if r.get("ack_messages_per_1000") is not None:
-        note = f"{r['ack_messages_per_1000']:.2f} ack messages per 1000"
-    if r.get("vs_native_flow") is not None:
-        note += f"; {r['vs_native_flow']:.2f} of {NATIVE_FLOW}"
-    if r.get("vs_ceiling") is not None:
-        note = f"{r['vs_ceiling']:.2f} of {SPARK_CEILING}"
-    if r.get("vs_write_ceiling") is not None:
-        write = f"{r['vs_write_ceiling']:.2f} of {SPARK_WRITE_CEILING}"
-        note = f"{note}; {write}" if note else write
-    if r.get("vs_ceiling_message") is not None:
-        message = f"{r['vs_ceiling_message']:.2f} of {SPARK_CEILING_MESSAGE}"
-        note = f"{note}; {message}" if note else message
+        notes.append(f"{r['ack_messages_per_1000']:.2f} ack messages per 1000")
+    notes += [f"{ratio:.2f} of {reference}" for reference, ratio in r.get("also_vs", {}).items()]
+    note = "; ".join(notes)
     if r.get("error"):
         error = r["error"] if len(r["error"]) <= 140 else r["error"][:137] + "..."
         failed = f"{r['repeats'] - r['ok']}/{r['repeats']} failed: {error}"
