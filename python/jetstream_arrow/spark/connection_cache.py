@@ -42,6 +42,8 @@ def get_client(options: ConnectOptions) -> Client:
         client = _clients.get(key)
         if client is not None and not client.is_closed():
             return client
+        # A worker's first connection: its modules are imported, its tasks begin.
+        freeze_worker_heap()
         client = connect(options=options)
         _clients[key] = client
         return client

@@ -15,7 +15,7 @@ from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
 
 from .columns import arrow_schema
-from .connection_cache import freeze_worker_heap, get_client
+from .connection_cache import get_client
 from .options import ReadOptions
 from .reading import read_range
 
@@ -59,7 +59,6 @@ def read_partition(
     schema: StructType,
 ) -> Iterator[pa.RecordBatch]:
     """The messages of one planned partition, on an executor."""
-    freeze_worker_heap()
     if not isinstance(partition, SequenceRange):
         # Spark's placeholder partition of an empty read or micro-batch.
         return iter(())
