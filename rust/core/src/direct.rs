@@ -230,8 +230,7 @@ impl DirectRange {
                 // A `mirror_direct` mirror: its copy may start later, keep less or
                 // trail, so its gaps cannot be told from deletions. Ask again (the
                 // rest of this batch is dropped as a reply to an older request).
-                self.in_flight = false;
-                self.trailing(None)?;
+                self.unanswered("only mirrors of it answered its direct gets".into())?;
                 continue;
             }
             self.failing_since = None;
@@ -310,7 +309,11 @@ impl DirectRange {
             .await;
         match next {
             Ok(reply) if reply.message.seq <= self.end_seq => {
-                self.trailing(Some(reply.message.seq))?;
+                self.unanswered(format!(
+                    "the servers answering its direct gets lack message {}, which the \
+                     stream's leader has (read with method 'consumer')",
+                    reply.message.seq
+                ))?;
                 tokio::time::sleep(TRAILING_RETRY_DELAY).await;
             }
             Ok(_) => self.done = true,
@@ -329,26 +332,8 @@ impl DirectRange {
         Ok(())
     }
 
-    /// The answer came from a server that trails the stream's leader (which has
-    /// message `seq`, if known) or from a mirror: ask again, until `resume_timeout` is
-    /// spent.
-    fn trailing(&mut self, seq: Option<u64>) -> Result<()> {
-        let since = *self.failing_since.get_or_insert_with(Instant::now);
-        if since.elapsed() >= self.resume_timeout {
-            let lacking = match seq {
-                Some(seq) => format!("still lack message {seq}, which the stream's leader has"),
-                None => "were all mirrors of it".to_string(),
-            };
-            return Err(Error::timeout(format!(
-                "direct read of stream {:?}: the servers answering its direct gets {lacking}, \
-                 for {:?} (option 'resume_timeout'); read with method 'consumer'",
-                self.stream, self.resume_timeout
-            )));
-        }
-        Ok(())
-    }
-
-    /// The request went unanswered: send it again, until `resume_timeout` is spent.
+    /// The request went unanswered, or was answered by a server that trails the
+    /// stream's leader or by a mirror: send it again, until `resume_timeout` is spent.
     fn unanswered(&mut self, why: String) -> Result<()> {
         let since = *self.failing_since.get_or_insert_with(Instant::now);
         if since.elapsed() >= self.resume_timeout {
