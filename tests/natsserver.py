@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from subprocess import Popen
-from typing import Any
+from typing import Any, TypeVar
 
 from jetstream_arrow.embedded_server import (
     ServerProcess,
@@ -49,12 +49,15 @@ __all__ = [
     "nats_request",
     "start_server",
     "wait_until",
+    "with_fresh_ports",
 ]
 
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
 
 RUNNING: set[NatsServer] = set()
+
+T = TypeVar("T")
 
 
 def _http_get(url: str, timeout: float = 1.0) -> tuple[int, str]:
@@ -212,20 +215,25 @@ class NatsServer:
         self.stop()
 
 
-def start_server(make: Callable[[], NatsServer], attempts: int = 3) -> NatsServer:
-    """Start ``make()``, retrying with fresh ports when a port was taken meanwhile.
+def with_fresh_ports(start: Callable[[int], T], attempts: int = 3) -> T:
+    """``start(attempt)``, again with a new attempt number while a server could not bind
+    a port that was free when it was chosen (another process took it meanwhile).
 
-    Free ports are found by binding and releasing them, so another process on the
-    machine (another test run) may grab one before the server binds it.
+    ``start`` builds its servers with fresh ports each call, in a directory of its own
+    for each attempt, and stops what it started before raising.
     """
     for attempt in range(attempts):
-        server = make()
         try:
-            return server.start()
+            return start(attempt)
         except (ServerStartError, OperationTimeoutError) as err:
             if "address already in use" not in str(err) or attempt == attempts - 1:
                 raise
     raise AssertionError("unreachable")
+
+
+def start_server(make: Callable[[], NatsServer], attempts: int = 3) -> NatsServer:
+    """Start ``make()``, again with fresh ports when a port was taken meanwhile."""
+    return with_fresh_ports(lambda _: make().start(), attempts)
 
 
 @dataclass(eq=False)
@@ -254,13 +262,22 @@ class NatsCluster:
                         return str(leader)
         return None
 
-    def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
-        """Wait until every running member agrees on a meta leader and reports healthy."""
+    def wait_ready(self, timeout: float = START_TIMEOUT, *, all_members: bool = False) -> None:
+        """Wait until every running member agrees on a meta leader and reports healthy.
+
+        With ``all_members`` a member that has exited (it could not bind its ports, say)
+        fails the wait at once, with its log.
+        """
 
         def ready() -> bool:
             leaders = set()
             for server in self.servers:
                 if not server.running:
+                    if all_members:
+                        raise ServerStartError(
+                            f"{server.name} exited while cluster {self.name} started; "
+                            f"its log ends:\n{server.log_tail(40)}"
+                        )
                     continue
                 meta = server.monitor("jsz").get("meta_cluster", {})
                 leaders.add(meta.get("leader"))
@@ -284,31 +301,36 @@ def make_cluster(
     workdir: Path, size: int = 3, name: str = "C1", domain: str | None = None
 ) -> NatsCluster:
     """Start ``size`` servers routed to each other on loopback and wait for a meta leader."""
-    route_ports = [free_port() for _ in range(size)]
-    routes = ", ".join(f'"nats-route://127.0.0.1:{p}"' for p in route_ports)
-    servers = []
-    for i, route_port in enumerate(route_ports, start=1):
-        cluster_block = (
-            "cluster {\n"
-            f"    name: {json.dumps(name)}\n"
-            f"    listen: 127.0.0.1:{route_port}\n"
-            f"    routes: [{routes}]\n"
-            "}"
-        )
-        servers.append(
-            NatsServer(workdir / f"n{i}", name=f"n{i}", domain=domain, config_extra=cluster_block)
-        )
-    cluster = NatsCluster(servers, name)
-    try:
-        # A member's JetStream is not healthy until it sees a meta leader, which needs
-        # a quorum, so start all before waiting on any.
-        for server in servers:
-            server.start(wait=False)
-        cluster.wait_ready()
-    except BaseException:
-        cluster.stop()
-        raise
-    return cluster
+
+    def start(attempt: int) -> NatsCluster:
+        home = workdir / f"retry{attempt}" if attempt else workdir
+        route_ports = [free_port() for _ in range(size)]
+        routes = ", ".join(f'"nats-route://127.0.0.1:{p}"' for p in route_ports)
+        servers = []
+        for i, route_port in enumerate(route_ports, start=1):
+            cluster_block = (
+                "cluster {\n"
+                f"    name: {json.dumps(name)}\n"
+                f"    listen: 127.0.0.1:{route_port}\n"
+                f"    routes: [{routes}]\n"
+                "}"
+            )
+            servers.append(
+                NatsServer(home / f"n{i}", name=f"n{i}", domain=domain, config_extra=cluster_block)
+            )
+        cluster = NatsCluster(servers, name)
+        try:
+            # A member's JetStream is not healthy until it sees a meta leader, which
+            # needs a quorum, so start all before waiting on any.
+            for server in servers:
+                server.start(wait=False)
+            cluster.wait_ready(all_members=True)
+        except BaseException:
+            cluster.stop()
+            raise
+        return cluster
+
+    return with_fresh_ports(start)
 
 
 @dataclass(eq=False)
@@ -362,30 +384,36 @@ class HubLeaf:
 
 
 def make_hub_leaf(workdir: Path, hub_domain: str = "hub", leaf_domain: str = "leaf") -> HubLeaf:
-    leafnode_port = free_port()
-    hub = NatsServer(
-        workdir / "hub",
-        name="hub",
-        domain=hub_domain,
-        config_extra=f"leafnodes {{\n    listen: 127.0.0.1:{leafnode_port}\n}}",
-    )
-    leaf = NatsServer(
-        workdir / "leaf",
-        name="leaf",
-        domain=leaf_domain,
-        config_extra=(
-            f'leafnodes {{\n    remotes: [{{ url: "nats-leaf://127.0.0.1:{leafnode_port}" }}]\n}}'
-        ),
-    )
-    pair = HubLeaf(hub, leaf, leafnode_port)
-    try:
-        hub.start()
-        leaf.start()
-        pair.wait_linked()
-    except BaseException:
-        pair.stop()
-        raise
-    return pair
+    def start(attempt: int) -> HubLeaf:
+        home = workdir / f"retry{attempt}" if attempt else workdir
+        leafnode_port = free_port()
+        hub = NatsServer(
+            home / "hub",
+            name="hub",
+            domain=hub_domain,
+            config_extra=f"leafnodes {{\n    listen: 127.0.0.1:{leafnode_port}\n}}",
+        )
+        leaf = NatsServer(
+            home / "leaf",
+            name="leaf",
+            domain=leaf_domain,
+            config_extra=(
+                "leafnodes {\n"
+                f'    remotes: [{{ url: "nats-leaf://127.0.0.1:{leafnode_port}" }}]\n'
+                "}"
+            ),
+        )
+        pair = HubLeaf(hub, leaf, leafnode_port)
+        try:
+            hub.start()
+            leaf.start()
+            pair.wait_linked()
+        except BaseException:
+            pair.stop()
+            raise
+        return pair
+
+    return with_fresh_ports(start)
 
 
 # -- a minimal synchronous NATS request, for readiness checks only --------------------

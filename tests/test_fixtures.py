@@ -6,6 +6,7 @@ import asyncio
 import socket
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import nats
@@ -13,7 +14,7 @@ import pytest
 from nats.errors import NoServersError
 from nats.js.errors import NoStreamResponseError, NotFoundError
 
-from natsserver import HubLeaf, NatsCluster, NatsServer, js_api_answers
+from natsserver import HubLeaf, NatsCluster, NatsServer, free_port, js_api_answers, start_server
 
 T = TypeVar("T")
 
@@ -199,3 +200,36 @@ def test_cluster_replicated_stream_survives_a_member(nats_cluster: NatsCluster) 
     assert run(publish_after_failover()) == 6
     victim.start(wait=True)
     nats_cluster.wait_ready()
+
+
+def test_free_ports_avoid_the_source_ports_of_outgoing_connections() -> None:
+    port_range = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+    low, high = (int(v) for v in port_range)
+    ports = [free_port() for _ in range(50)]
+    assert len(set(ports)) == 50, "a port was handed out twice"
+    assert all(not low <= port <= high for port in ports), (low, high, ports)
+
+
+def test_a_server_whose_port_was_taken_starts_again_on_fresh_ports(
+    tmp_path: Path,
+) -> None:
+    # Someone else listens on the monitoring port between choosing it and the server
+    # binding it: the first start fails naming the taken address, the retry succeeds.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        made: list[NatsServer] = []
+
+        def make() -> NatsServer:
+            monitor_port = taken if not made else free_port()
+            made.append(NatsServer(tmp_path / f"try{len(made)}", monitor_port=monitor_port))
+            return made[-1]
+
+        server = start_server(make)
+        try:
+            assert len(made) == 2
+            assert "address already in use" in made[0].log
+            assert server.monitor("varz")["port"] == server.port
+        finally:
+            server.stop()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -97,15 +98,44 @@ def server_version(binary: str | None = None) -> str:
     return out.strip().removeprefix("nats-server: ")
 
 
+#: Where Linux draws the source ports of outgoing connections, when /proc does not say.
+_DEFAULT_EPHEMERAL_PORTS = (32768, 60999)
+#: Ports handed out by this process, never handed out twice.
+_handed_out: set[int] = set()
+
+
+def _ephemeral_ports() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return _DEFAULT_EPHEMERAL_PORTS
+
+
 def free_port(host: str = LOOPBACK) -> int:
     """A TCP port on ``host`` that nothing listens on right now.
 
-    Another process may take it before the server binds it: a server that cannot bind
-    exits with "address already in use" in its log, and the caller may try again.
+    It is drawn at random from below the kernel's ephemeral range: a port inside that
+    range can become the source port of any outgoing connection (a client connecting
+    to another server) between this check and the server binding it. Another process
+    may still take it first: a server that cannot bind exits with "address already in
+    use" in its log, and the caller may try again with fresh ports.
     """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    low, _ = _ephemeral_ports()
+    first = max(1024, low - 16384)
+    for _ in range(200):
+        port = random.randrange(first, low) if low > first else 0
+        if port in _handed_out:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            port = int(sock.getsockname()[1])
+        _handed_out.add(port)
+        return port
+    raise OSError(f"no free TCP port on {host} after 200 tries")
 
 
 def config_string(value: str) -> str:
