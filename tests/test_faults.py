@@ -7,7 +7,9 @@
   their windows, and every row is stored once within the default retries;
 - a server paused with ``SIGSTOP`` under each way of reading (a range read, a pull
   ``fetch``, a pull consumer's ``messages()``, a push consumer's ``messages()``): a
-  typed error within two heartbeats, and a client that still closes at once.
+  typed error within two heartbeats, and a client that still closes at once;
+- a reader paused (``SIGSTOP``) until the server drops it as a slow consumer, with
+  the rest of its range in flight: it reconnects and reads every message once.
 
 What other tests already prove is not repeated here:
 ``test_errors.py::test_ack_timeouts_are_retried_with_msg_ids`` (a publish across a
@@ -21,8 +23,11 @@ restart, and one whose server stopped), ``test_push.py::test_a_paused_server_is_
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -439,3 +444,69 @@ def test_a_paused_server_raises_a_typed_error_in_time_and_the_client_closes(
     # Closing waits for nothing the silent server would have to answer.
     assert closed_reader < 1.0
     assert closed_client < 1.0
+
+
+# -- 4. a paused reader dropped by the server as a slow consumer ----------------------
+
+#: A reader that pauses itself (SIGSTOP) once it has its first batch: the rest of the
+#: range is then in flight to it, more than the sockets hold. It prints its
+#: sequences' count, whether they were 1..n in order, and its client's connect count.
+PAUSING_READER = """
+import json, os, signal, sys
+import jetstream_arrow as ja
+url, stream = sys.argv[1], sys.argv[2]
+with ja.connect(url, reconnect_delay=0.1) as client:
+    reader = client.read(stream, batch_rows=65_536, max_bytes=32 << 20)
+    seqs = reader.read_next_batch().column("seq").to_pylist()
+    print("pausing", flush=True)
+    os.kill(os.getpid(), signal.SIGSTOP)
+    for batch in reader:
+        seqs.extend(batch.column("seq").to_pylist())
+    print(json.dumps({"rows": len(seqs), "in_order": seqs == list(range(1, len(seqs) + 1))}))
+"""
+
+
+@pytest.mark.fault
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_reader_paused_until_the_server_drops_it_reads_every_message_once(
+    nats_server_factory: Callable[..., NatsServer],
+) -> None:
+    """The server closes a client that takes nothing for ``write_deadline`` while it
+    has messages for it: what it had sent on that connection is gone, and the range
+    read's consumer (AckNone) never sends it again. The reader reconnects, and must
+    read the range exactly once all the same."""
+    server = nats_server_factory('write_deadline: "1s"')
+    n = 100_000
+    with ja.connect(server.url) as client:
+        client.create_stream("SLOW", ["SLOW.>"], storage="memory")
+        data = pa.array([i.to_bytes(4, "big") * 256 for i in range(n)])
+        assert client.publish(pa.table({"data": data}), subject="SLOW.n").stored == n
+    slow_before = int(server.monitor("varz").get("slow_consumers", 0))
+    child = subprocess.Popen(
+        [sys.executable, "-c", PAUSING_READER, server.url, "SLOW"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "pausing"
+        # The child stops itself right after printing.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if int(server.monitor("varz").get("slow_consumers", 0)) > slow_before:
+                break
+            time.sleep(0.1)
+        dropped = int(server.monitor("varz").get("slow_consumers", 0)) - slow_before
+        os.kill(child.pid, signal.SIGCONT)
+        out, _ = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            os.kill(child.pid, signal.SIGCONT)
+            child.kill()
+            child.wait()
+    result = json.loads(out.strip().splitlines()[-1])
+    print(f"the server dropped the paused reader {dropped} time(s); it read {result}")
+    assert dropped >= 1, "the server never dropped the paused reader: the fault did not happen"
+    assert result == {"rows": n, "in_order": True}
+    assert child.returncode == 0
