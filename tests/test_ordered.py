@@ -5,14 +5,17 @@ while the read is in the middle of the range."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
 
+import nats
 import pyarrow as pa
 import pytest
 
 import jetstream_arrow as ja
+from engine_helpers import as_dicts, read_all
 from jetstream_arrow.exceptions import JetStreamArrowError
 from natsserver import NatsCluster, NatsServer, wait_until
 
@@ -174,3 +177,65 @@ def test_a_read_that_cannot_resume_fails_within_its_resume_timeout(
     print(f"gave up after {waited:.1f} s: {type(raised.value).__name__}: {raised.value}")
     assert isinstance(raised.value, (ja.exceptions.OperationTimeoutError, ConnectionError))
     assert waited < 10, "recovery must stop at resume_timeout (3 s), plus a heartbeat or two"
+
+
+# The server splits its protocol lines on ASCII space and tab only, so another client
+# may store subjects with other white space; this client's reader splits on all of it
+# and drops the connection on each delivery of such a message.
+ODD_SUBJECTS = {1: "a\u00a0b", 100: "c\u2003d", 101: "e\u3000f", 150: "g\u0085h", 300: "i\u00a0j"}
+
+
+def _store_odd_subjects(url: str, stream: str) -> list[str]:
+    """Messages 1..300 from another client; some of them on ``ODD_SUBJECTS``. Returns
+    the subjects in stream order."""
+
+    async def store() -> list[str]:
+        nc = await nats.connect(url)
+        try:
+            js = nc.jetstream()
+            subjects = []
+            for i in range(1, 301):
+                subject = f"{stream}.{ODD_SUBJECTS.get(i, 'n')}"
+                await js.publish(subject, str(i).encode(), headers={"X-Row": str(i)})
+                subjects.append(subject)
+            return subjects
+        finally:
+            await nc.close()
+
+    return asyncio.run(store())
+
+
+@pytest.mark.parametrize("method", ["consumer", "direct"])
+def test_a_read_gets_messages_whose_subject_drops_the_connection(
+    nats_server: NatsServer, method: str
+) -> None:
+    with ja.connect(nats_server.url, reconnect_delay=0.1) as client:
+        client.create_stream("ODD", ["ODD.>"], allow_direct=True)
+        subjects = _store_odd_subjects(nats_server.url, "ODD")
+        table = read_all(
+            client, "ODD", method=method, batch_rows=64, include_headers=True, resume_timeout=10
+        )
+        assert table.column("seq").to_pylist() == list(range(1, 301))
+        assert table.column("subject").to_pylist() == subjects
+        assert [int(d) for d in table.column("data").to_pylist()] == list(range(1, 301))
+        headers = as_dicts(table.column("headers").to_pylist())
+        assert headers == [{"X-Row": [str(i)]} for i in range(1, 301)]
+        # Filtered: two filters, the last message of the range on an odd subject.
+        filters = ["ODD.c\u2003d", "ODD.i\u00a0j"]
+        table = read_all(client, "ODD", method="consumer", subjects=filters)
+        assert table.column("seq").to_pylist() == [100, 300]
+
+
+def test_the_ordered_consumer_gets_messages_whose_subject_drops_the_connection(
+    nats_server: NatsServer,
+) -> None:
+    with ja.connect(nats_server.url, reconnect_delay=0.1) as client:
+        client.create_stream("ODDF", ["ODDF.>"])
+        subjects = _store_odd_subjects(nats_server.url, "ODDF")
+        messages = client.ordered_consumer("ODDF").messages(batch_rows=50, batch_wait=0.2)
+        seen: list[str] = []
+        deadline = time.monotonic() + 60
+        while len(seen) < 300 and time.monotonic() < deadline:
+            seen.extend(next(messages).column("subject").to_pylist())
+        messages.close()
+    assert seen == subjects

@@ -294,10 +294,10 @@ class Client(ManagementMixin):
         ``batch_rows`` and ``max_bytes`` per pull; the temporary consumer is
         deleted when the reader ends or is dropped.
 
-        The read is an ordered consumer: when deliveries are lost, the server restarts,
-        the stream's leader changes or the consumer is deleted, it recreates its
-        consumer at the last delivered sequence + 1, so the range still comes out
-        exactly once and in order. It gives up (raising the last error) when that has
+        The read is an ordered consumer: when deliveries are lost, the client
+        reconnects, the server restarts, the stream's leader changes or the consumer
+        is deleted, it recreates its consumer at the last delivered sequence + 1, so
+        the range still comes out exactly once and in order. It gives up (raising the last error) when that has
         failed for ``resume_timeout`` seconds.
 
         ``method="direct"`` reads with batched direct gets instead, on a stream created

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use async_nats::{HeaderMap, Message, Subscriber};
 use futures::StreamExt;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
 use tokio::time::Instant;
 
@@ -37,6 +37,7 @@ use crate::connection::Connection;
 use crate::error::{Error, ErrorKind, Result};
 use crate::metadata::MessageMetadata;
 use crate::pull::Delivered;
+use crate::stored::{self, rfc3339};
 
 /// Headers the server adds to each message of a direct get; the message's own
 /// headers are the others.
@@ -66,28 +67,6 @@ struct DirectGetRequest<'a> {
     max_bytes: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     next_by_subj: Option<&'a str>,
-}
-
-/// A `STREAM.MSG.GET` request for the first message at or after `seq` (or
-/// `start_time`) on `next_by_subj`.
-#[derive(Debug, Serialize)]
-struct NextMessageRequest<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    seq: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    start_time: Option<String>,
-    next_by_subj: &'a str,
-}
-
-/// The part of `STREAM.MSG.GET`'s reply a range end check needs.
-#[derive(Debug, Deserialize)]
-struct NextMessageReply {
-    message: StoredSequence,
-}
-
-#[derive(Debug, Deserialize)]
-struct StoredSequence {
-    seq: u64,
 }
 
 /// How long a read waits before asking a trailing responder again.
@@ -290,34 +269,26 @@ impl DirectRange {
     /// the stream's leader still has a message of the range there: then the responder
     /// trails (a replica or a `mirror_direct` mirror), and the request is sent again.
     async fn end_unless_trailing(&mut self) -> Result<()> {
-        let (seq, start_time) = match self.start {
+        let from = match self.start {
             DirectStart::Sequence(seq) if seq > self.end_seq => {
                 self.done = true;
                 return Ok(());
             }
-            DirectStart::Sequence(seq) => (Some(seq), None),
-            DirectStart::Time(ns) => (None, Some(rfc3339(ns)?)),
+            DirectStart::Sequence(seq) => stored::From::Sequence(seq),
+            DirectStart::Time(ns) => stored::From::Time(ns),
         };
-        let request = NextMessageRequest {
-            seq,
-            start_time,
-            next_by_subj: self.filter.as_deref().unwrap_or(">"),
-        };
-        let next: Result<NextMessageReply> = self
-            .conn
-            .api_json(&subjects::stream_msg_get(&self.stream), &request)
-            .await;
+        let filters: Vec<String> = self.filter.iter().cloned().collect();
+        let next = stored::first_at_or_after(&self.conn, &self.stream, from, &filters).await;
         match next {
-            Ok(reply) if reply.message.seq <= self.end_seq => {
+            Ok(Some(stored)) if stored.meta.stream_seq <= self.end_seq => {
                 self.unanswered(format!(
                     "the servers answering its direct gets lack message {}, which the \
                      stream's leader has (read with method 'consumer')",
-                    reply.message.seq
+                    stored.meta.stream_seq
                 ))?;
                 tokio::time::sleep(TRAILING_RETRY_DELAY).await;
             }
             Ok(_) => self.done = true,
-            Err(e) if e.kind() == ErrorKind::NotFound => self.done = true,
             Err(e) if matches!(e.kind(), ErrorKind::Timeout | ErrorKind::Connection) => self
                 .unanswered(format!(
                     "asking the stream's leader for its next message: {e}"
@@ -368,13 +339,6 @@ fn answered_by(message: &Message, stream: &str) -> bool {
 
 fn header_u64(message: &Message, name: &str) -> Option<u64> {
     message.headers.as_ref()?.get(name)?.as_str().parse().ok()
-}
-
-fn rfc3339(ns: i64) -> Result<String> {
-    time::OffsetDateTime::from_unix_timestamp_nanos(ns.into())
-        .ok()
-        .and_then(|t| t.format(&Rfc3339).ok())
-        .ok_or_else(|| Error::bad_input(format!("option 'start_time': {ns} ns is out of range")))
 }
 
 /// A direct get reply as a delivery: the stored subject and headers back in place,

@@ -10,6 +10,15 @@
 //! Recovery is bounded in time: after `resume_timeout` without success the last
 //! error is raised, with its kind (for a server that stays silent, the missed
 //! heartbeats that started the recovery).
+//!
+//! A reconnect of the client is a doubt as well: an AckNone consumer never sends
+//! again what the lost connection carried, and when that was the stream's last
+//! message no later delivery would show the hole. After a reconnect the next message
+//! is taken from the stream itself (`STREAM.MSG.GET`, whose JSON reply any client can
+//! read) before the consumer is recreated after it. So a message the client cannot
+//! receive as a delivery, which drops its connection every time (a subject with
+//! white space other than the server's own separators), is still read, and the read
+//! always moves on.
 
 use std::time::Duration;
 
@@ -20,6 +29,7 @@ use crate::api::types::{AckPolicy, ConsumerConfig, ConsumerInfo, CreateConsumer,
 use crate::connection::Connection;
 use crate::error::{Error, ErrorKind, Result};
 use crate::pull::{Delivered, PullLoop, PullSettings};
+use crate::stored;
 
 /// The longest pause between two attempts to recreate the consumer.
 const MAX_RESUME_BACKOFF: Duration = Duration::from_secs(2);
@@ -171,15 +181,15 @@ impl OrderedPull {
             .map_err(|e| e.context(format!("reading stream {:?}", self.stream)))?;
         self.consumer = Some(created.name.clone());
         self.last_consumer_seq = 0;
-        self.pull = Some(
-            PullLoop::new(
-                self.conn.clone(),
-                &self.stream,
-                &created.name,
-                self.settings.clone(),
-            )
-            .await?,
-        );
+        let mut pull = PullLoop::new(
+            self.conn.clone(),
+            &self.stream,
+            &created.name,
+            self.settings.clone(),
+        )
+        .await?;
+        pull.watch_reconnects();
+        self.pull = Some(pull);
         Ok(created.num_pending)
     }
 
@@ -246,6 +256,15 @@ impl OrderedPull {
             let delivered = match pull.next(wait).await {
                 Ok(Some(d)) => d,
                 Ok(None) => return Ok(None),
+                Err(e) if pull.reconnected() => match self.stored_next().await {
+                    Ok(Some(stored)) => return self.hand_out_stored(stored).await.map(Some),
+                    // Nothing there, or the server cannot say yet (it restarted):
+                    // the consumer, recreated, tells.
+                    Ok(None) | Err(_) => {
+                        self.recover(e).await?;
+                        continue;
+                    }
+                },
                 Err(e) => {
                     self.recover(e).await?;
                     continue;
@@ -269,6 +288,35 @@ impl OrderedPull {
             self.failing_since = None;
             return Ok(Some(delivered));
         }
+    }
+
+    /// The first message of the read after the last one handed out, asked of the
+    /// stream's leader. None when there is none, or when the read starts at new
+    /// messages and has handed out none yet (there is no position to ask from).
+    async fn stored_next(&self) -> Result<Option<Delivered>> {
+        let from = match (self.last_stream_seq, &self.start) {
+            (Some(last), _) => stored::From::Sequence(last + 1),
+            (None, Start::All) => stored::From::Sequence(1),
+            (None, Start::Sequence(seq)) => stored::From::Sequence(*seq),
+            (None, Start::Time(ns)) => stored::From::Time(*ns),
+            (None, Start::New) => return Ok(None),
+        };
+        stored::first_at_or_after(&self.conn, &self.stream, from, &self.subjects).await
+    }
+
+    /// Hand out a message taken from the stream, and recreate the consumer after it;
+    /// what that consumer has pending is the message's pending count, as a delivery
+    /// would carry it (a read of a range ends on 0).
+    async fn hand_out_stored(&mut self, mut stored: Delivered) -> Result<Delivered> {
+        self.last_stream_seq = Some(stored.meta.stream_seq);
+        self.failing_since = None;
+        self.discard();
+        self.resets += 1;
+        stored.meta.pending = match self.create().await {
+            Ok(pending) => pending,
+            Err(e) => self.recover(e).await?,
+        };
+        Ok(stored)
     }
 
     /// Stop and delete the consumer (best effort; its inactivity threshold removes it

@@ -26,6 +26,9 @@ use crate::metadata::{parse_ack_subject, MessageMetadata};
 /// The most messages a loop keeps requested; must fit the subscription buffer.
 pub const MAX_BUFFERED_MESSAGES: usize = 131_072;
 
+/// How often a loop that watches reconnects looks, while no message comes.
+const RECONNECT_POLL: Duration = Duration::from_millis(250);
+
 /// How much to keep requested and when to ask for more (nats.go's `PullMaxMessages`,
 /// `PullThresholdMessages`, `PullExpiry`, `PullHeartbeat`).
 #[derive(Debug, Clone)]
@@ -104,6 +107,9 @@ pub struct PullLoop {
     outstanding_bytes: usize,
     /// Requests in a row ended by their byte budget with no message delivered.
     max_bytes_ends: u32,
+    /// With [`PullLoop::watch_reconnects`]: the client's connect count when watching
+    /// began.
+    connects_watched: Option<u64>,
 }
 
 impl PullLoop {
@@ -127,7 +133,38 @@ impl PullLoop {
             outstanding_messages: 0,
             outstanding_bytes: 0,
             max_bytes_ends: 0,
+            connects_watched: None,
         })
+    }
+
+    /// From now on, `next` fails with a connection error once the client has
+    /// reconnected. For consumers that never redeliver (AckNone): what the server sent
+    /// on the lost connection is gone, and if it was the stream's last message, no
+    /// later delivery would reveal the hole.
+    pub fn watch_reconnects(&mut self) {
+        self.connects_watched = Some(self.connects());
+    }
+
+    /// Whether the client reconnected since [`PullLoop::watch_reconnects`].
+    pub fn reconnected(&self) -> bool {
+        self.connects_watched
+            .is_some_and(|watched| self.connects() != watched)
+    }
+
+    fn connects(&self) -> u64 {
+        self.conn
+            .client
+            .statistics()
+            .connects
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn reconnected_error(&self) -> Error {
+        Error::connection(format!(
+            "{}: the connection to the server was re-established; what was delivered on \
+             the old one may be lost",
+            self.consumer_label()
+        ))
     }
 
     /// What the next pull request should ask for, if one is due: when what is
@@ -209,10 +246,13 @@ impl PullLoop {
         loop {
             self.refill().await?;
             let heartbeat_deadline = self.settings.heartbeat.map(|hb| last_activity + hb * 2);
-            let deadline = match (wait_until, heartbeat_deadline) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            let reconnect_poll = self
+                .connects_watched
+                .map(|_| Instant::now() + RECONNECT_POLL);
+            let deadline = [wait_until, heartbeat_deadline, reconnect_poll]
+                .into_iter()
+                .flatten()
+                .min();
             // Most calls find a message already buffered: take it without arming a
             // timer (a timer per message costs more than the message).
             let ready = self.sub.next().now_or_never();
@@ -221,7 +261,11 @@ impl PullLoop {
                 (None, Some(d)) => match tokio::time::timeout_at(d, self.sub.next()).await {
                     Ok(next) => next,
                     Err(_) => {
-                        if heartbeat_deadline.is_some_and(|hb| hb <= Instant::now()) {
+                        let now = Instant::now();
+                        if self.reconnected() {
+                            return Err(self.reconnected_error());
+                        }
+                        if heartbeat_deadline.is_some_and(|hb| hb <= now) {
                             return Err(Error::new(
                                 ErrorKind::MissedHeartbeats,
                                 format!(
@@ -232,7 +276,10 @@ impl PullLoop {
                                 ),
                             ));
                         }
-                        return Ok(None);
+                        if wait_until.is_some_and(|w| w <= now) {
+                            return Ok(None);
+                        }
+                        continue; // only the reconnect poll was due
                     }
                 },
                 (None, None) => self.sub.next().await,
@@ -246,6 +293,11 @@ impl PullLoop {
             last_activity = Instant::now();
             if let Some(status) = Status::of(&message) {
                 self.on_status(status)?;
+                if self.reconnected() {
+                    // Heartbeats flow again on the new connection while what the old
+                    // one carried is lost.
+                    return Err(self.reconnected_error());
+                }
                 continue;
             }
             let Some(meta) = message.reply.as_deref().and_then(parse_ack_subject) else {

@@ -71,3 +71,20 @@ pub struct FastBatchReply {
     pub duplicate: bool,
     pub error: Option<ApiErrorCode>,
 }
+
+/// A `STREAM.MSG.GET` request for the first message at or after `seq` (or
+/// `start_time`) on `next_by_subj`. Answered by the stream's leader only.
+#[derive(Debug, Serialize)]
+pub struct NextMessageRequest<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<String>,
+    pub next_by_subj: &'a str,
+}
+
+/// `STREAM.MSG.GET`'s reply: the stored message, its payload and headers in base64.
+#[derive(Debug, Deserialize)]
+pub struct StoredMessageReply {
+    pub message: async_nats::jetstream::stream::RawMessage,
+}
