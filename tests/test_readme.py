@@ -104,3 +104,16 @@ def test_the_facade_defaults_are_the_cores() -> None:
     text = README.read_text()
     assert f"default {_core.DEFAULT_ROWS_PER_RESULT:,}" in text
     assert f"`ack_sync(timeout={_core.DEFAULT_ACK_SYNC_TIMEOUT})`" in text
+
+
+def test_the_direct_read_threshold_in_the_text_is_the_cores() -> None:
+    text = " ".join(README.read_text().split())
+    for said in (
+        "direct gets for a range of at most {:,} sequences",
+        "a range of at most {:,} sequences, such as a small streaming",
+        "Range reads of up to {:,} messages are faster by direct gets",
+        "under {:,} messages a consumer's create and delete cost more",
+    ):
+        assert said.format(_core.DIRECT_READ_MAX_MESSAGES) in text, said
+    architecture = " ".join((README.parent / "docs" / "ARCHITECTURE.md").read_text().split())
+    assert f"`DIRECT_READ_MAX_MESSAGES` ({_core.DIRECT_READ_MAX_MESSAGES:,})" in architecture
