@@ -159,6 +159,18 @@ impl PullLoop {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    fn missed_heartbeats_error(&self) -> Error {
+        Error::new(
+            ErrorKind::MissedHeartbeats,
+            format!(
+                "{}: no messages and no idle heartbeats for {:?} (two heartbeat periods); \
+                 the server or the consumer may be gone",
+                self.consumer_label(),
+                self.settings.heartbeat.unwrap_or_default() * 2
+            ),
+        )
+    }
+
     fn reconnected_error(&self) -> Error {
         Error::connection(format!(
             "{}: the connection to the server was re-established; what was delivered on \
@@ -246,43 +258,39 @@ impl PullLoop {
         loop {
             self.refill().await?;
             let heartbeat_deadline = self.settings.heartbeat.map(|hb| last_activity + hb * 2);
-            let reconnect_poll = self
-                .connects_watched
-                .map(|_| Instant::now() + RECONNECT_POLL);
-            let deadline = [wait_until, heartbeat_deadline, reconnect_poll]
-                .into_iter()
-                .flatten()
-                .min();
             // Most calls find a message already buffered: take it without arming a
             // timer (a timer per message costs more than the message).
             let ready = self.sub.next().now_or_never();
-            let next = match (ready, deadline) {
-                (Some(next), _) => next,
-                (None, Some(d)) => match tokio::time::timeout_at(d, self.sub.next()).await {
-                    Ok(next) => next,
-                    Err(_) => {
-                        let now = Instant::now();
-                        if self.reconnected() {
-                            return Err(self.reconnected_error());
+            let deadline = || {
+                let reconnect_poll = self
+                    .connects_watched
+                    .map(|_| Instant::now() + RECONNECT_POLL);
+                [wait_until, heartbeat_deadline, reconnect_poll]
+                    .into_iter()
+                    .flatten()
+                    .min()
+            };
+            let next = match ready {
+                Some(next) => next,
+                None => match deadline() {
+                    Some(d) => match tokio::time::timeout_at(d, self.sub.next()).await {
+                        Ok(next) => next,
+                        Err(_) => {
+                            let now = Instant::now();
+                            if self.reconnected() {
+                                return Err(self.reconnected_error());
+                            }
+                            if heartbeat_deadline.is_some_and(|hb| hb <= now) {
+                                return Err(self.missed_heartbeats_error());
+                            }
+                            if wait_until.is_some_and(|w| w <= now) {
+                                return Ok(None);
+                            }
+                            continue; // only the reconnect poll was due
                         }
-                        if heartbeat_deadline.is_some_and(|hb| hb <= now) {
-                            return Err(Error::new(
-                                ErrorKind::MissedHeartbeats,
-                                format!(
-                                    "{}: no messages and no idle heartbeats for {:?} (two heartbeat periods); \
-                                     the server or the consumer may be gone",
-                                    self.consumer_label(),
-                                    self.settings.heartbeat.unwrap_or_default() * 2
-                                ),
-                            ));
-                        }
-                        if wait_until.is_some_and(|w| w <= now) {
-                            return Ok(None);
-                        }
-                        continue; // only the reconnect poll was due
-                    }
+                    },
+                    None => self.sub.next().await,
                 },
-                (None, None) => self.sub.next().await,
             };
             let Some(message) = next else {
                 return Err(Error::connection(format!(
