@@ -448,43 +448,80 @@ def test_a_paused_server_raises_a_typed_error_in_time_and_the_client_closes(
 
 # -- 4. a paused reader dropped by the server as a slow consumer ----------------------
 
-#: A reader that pauses itself (SIGSTOP) once it has its first batch: the rest of the
-#: range is then in flight to it, more than the sockets hold. It prints its
-#: sequences' count, whether they were 1..n in order, and its client's connect count.
+#: Readers that pause themselves (SIGSTOP) once they have their first batch: the rest
+#: is then in flight to them, more than the sockets hold. Each prints how many rows it
+#: got, how many distinct sequences, whether they came 1..n in order, and its error.
+PAUSING_READERS = {
+    # A range read: an ordered consumer (AckNone), which never sends a message again.
+    "read": """
+reader = client.read(stream, batch_rows=65_536, max_bytes=32 << 20)
+seqs = reader.read_next_batch().column("seq").to_pylist()
+pause()
+for batch in reader:
+    seqs.extend(batch.column("seq").to_pylist())
+""",
+    # A durable pull consumer's messages(), acking each batch: its pull requests die
+    # with the connection, so it must pull again on the new one.
+    "durable-messages": """
+messages = client.pull_consumer(stream, "W").messages(
+    max_messages=131_072, max_bytes=128 << 20, batch_rows=4_096, heartbeat=1.0
+)
+seqs = []
+while len(set(seqs)) < n:
+    batch = next(messages)
+    first = not seqs
+    seqs.extend(batch.data.column("seq").to_pylist())
+    if first:
+        pause()
+    batch.ack_sync()
+""",
+}
+
 PAUSING_READER = """
 import json, os, signal, sys
 import jetstream_arrow as ja
-url, stream = sys.argv[1], sys.argv[2]
-with ja.connect(url, reconnect_delay=0.1) as client:
-    reader = client.read(stream, batch_rows=65_536, max_bytes=32 << 20)
-    seqs = reader.read_next_batch().column("seq").to_pylist()
+url, stream, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+
+def pause():
     print("pausing", flush=True)
     os.kill(os.getpid(), signal.SIGSTOP)
-    for batch in reader:
-        seqs.extend(batch.column("seq").to_pylist())
-    print(json.dumps({"rows": len(seqs), "in_order": seqs == list(range(1, len(seqs) + 1))}))
+
+error = None
+with ja.connect(url, reconnect_delay=0.1) as client:
+    try:
+{body}
+    except Exception as err:
+        error = f"{{type(err).__name__}}: {{err}}"
+print(json.dumps({{"rows": len(seqs), "distinct": len(set(seqs)),
+    "in_order": seqs == list(range(1, len(seqs) + 1)), "error": error}}))
 """
 
 
 @pytest.mark.fault
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-def test_a_reader_paused_until_the_server_drops_it_reads_every_message_once(
-    nats_server_factory: Callable[..., NatsServer],
+@pytest.mark.parametrize("how", list(PAUSING_READERS))
+def test_a_reader_paused_until_the_server_drops_it_reads_every_message(
+    nats_server_factory: Callable[..., NatsServer], how: str
 ) -> None:
     """The server closes a client that takes nothing for ``write_deadline`` while it
-    has messages for it: what it had sent on that connection is gone, and the range
-    read's consumer (AckNone) never sends it again. The reader reconnects, and must
-    read the range exactly once all the same."""
+    has messages for it: its pull requests and what it had sent on that connection
+    are gone. The reader reconnects and must go on: a range read returns the range
+    exactly once and in order; a durable consumer (acks, ``ack_wait`` 10 s) gets
+    every message and leaves nothing unacknowledged."""
     server = nats_server_factory('write_deadline: "1s"')
     n = 100_000
     with ja.connect(server.url) as client:
         client.create_stream("SLOW", ["SLOW.>"], storage="memory")
         data = pa.array([i.to_bytes(4, "big") * 256 for i in range(n)])
         assert client.publish(pa.table({"data": data}), subject="SLOW.n").stored == n
+        client.create_consumer(
+            "SLOW", durable_name="W", ack_policy="explicit", ack_wait=10.0, max_ack_pending=n
+        )
+    body = "\n".join("        " + line for line in PAUSING_READERS[how].strip().splitlines())
     slow_before = int(server.monitor("varz").get("slow_consumers", 0))
     child = subprocess.Popen(
-        [sys.executable, "-c", PAUSING_READER, server.url, "SLOW"],
+        [sys.executable, "-c", PAUSING_READER.format(body=body), server.url, "SLOW", str(n)],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -506,7 +543,14 @@ def test_a_reader_paused_until_the_server_drops_it_reads_every_message_once(
             child.kill()
             child.wait()
     result = json.loads(out.strip().splitlines()[-1])
-    print(f"the server dropped the paused reader {dropped} time(s); it read {result}")
+    print(f"{how}: the server dropped the paused reader {dropped} time(s); it read {result}")
     assert dropped >= 1, "the server never dropped the paused reader: the fault did not happen"
-    assert result == {"rows": n, "in_order": True}
+    assert result["error"] is None
+    assert result["distinct"] == n
+    if how == "read":
+        assert result == {"rows": n, "distinct": n, "in_order": True, "error": None}
+    else:
+        with ja.connect(server.url) as client:
+            info = client.consumer_info("SLOW", "W")
+        assert (info.num_pending, info.num_ack_pending) == (0, 0)
     assert child.returncode == 0

@@ -188,7 +188,7 @@ impl OrderedPull {
             self.settings.clone(),
         )
         .await?;
-        pull.watch_reconnects();
+        pull.fail_on_reconnect();
         self.pull = Some(pull);
         Ok(created.num_pending)
     }

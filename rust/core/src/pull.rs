@@ -26,8 +26,20 @@ use crate::metadata::{parse_ack_subject, MessageMetadata};
 /// The most messages a loop keeps requested; must fit the subscription buffer.
 pub const MAX_BUFFERED_MESSAGES: usize = 131_072;
 
-/// How often a loop that watches reconnects looks, while no message comes.
+/// How often a loop looks for a reconnect of its client while no message comes.
 const RECONNECT_POLL: Duration = Duration::from_millis(250);
+
+/// What a loop does when its client has reconnected. Pull requests die with the
+/// connection that sent them, and so do the deliveries it carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnReconnect {
+    /// Forget what was outstanding and pull again (nats.go's pull consumers): a
+    /// consumer that acks sends the lost deliveries again after `ack_wait`.
+    PullAgain,
+    /// Fail `next` with a connection error: a consumer that never sends a delivery
+    /// again (AckNone) must be recreated where its reader stopped.
+    Fail,
+}
 
 /// How much to keep requested and when to ask for more (nats.go's `PullMaxMessages`,
 /// `PullThresholdMessages`, `PullExpiry`, `PullHeartbeat`).
@@ -107,9 +119,9 @@ pub struct PullLoop {
     outstanding_bytes: usize,
     /// Requests in a row ended by their byte budget with no message delivered.
     max_bytes_ends: u32,
-    /// With [`PullLoop::watch_reconnects`]: the client's connect count when watching
-    /// began.
-    connects_watched: Option<u64>,
+    on_reconnect: OnReconnect,
+    /// The client's connect count when the loop's pull requests were sent.
+    connects_seen: u64,
 }
 
 impl PullLoop {
@@ -133,22 +145,41 @@ impl PullLoop {
             outstanding_messages: 0,
             outstanding_bytes: 0,
             max_bytes_ends: 0,
-            connects_watched: None,
-        })
+            on_reconnect: OnReconnect::PullAgain,
+            connects_seen: 0,
+        }
+        .seeing_connects())
     }
 
-    /// From now on, `next` fails with a connection error once the client has
-    /// reconnected. For consumers that never redeliver (AckNone): what the server sent
-    /// on the lost connection is gone, and if it was the stream's last message, no
-    /// later delivery would reveal the hole.
-    pub fn watch_reconnects(&mut self) {
-        self.connects_watched = Some(self.connects());
+    /// `next` fails with a connection error once the client has reconnected, instead
+    /// of pulling again. For consumers that never redeliver (AckNone): what the server
+    /// sent on the lost connection is gone, and if it was the stream's last message,
+    /// no later delivery would reveal the hole.
+    pub fn fail_on_reconnect(&mut self) {
+        self.on_reconnect = OnReconnect::Fail;
     }
 
-    /// Whether the client reconnected since [`PullLoop::watch_reconnects`].
+    /// Whether the client reconnected since the loop's pull requests were sent.
     pub fn reconnected(&self) -> bool {
-        self.connects_watched
-            .is_some_and(|watched| self.connects() != watched)
+        self.connects() != self.connects_seen
+    }
+
+    fn seeing_connects(mut self) -> Self {
+        self.connects_seen = self.connects();
+        self
+    }
+
+    /// After a reconnect: fail, or forget what the old connection's requests had
+    /// outstanding, so the next refill asks again on the new one.
+    fn on_reconnected(&mut self) -> Result<()> {
+        if self.on_reconnect == OnReconnect::Fail {
+            return Err(self.reconnected_error());
+        }
+        self.connects_seen = self.connects();
+        self.outstanding_messages = 0;
+        self.outstanding_bytes = 0;
+        self.max_bytes_ends = 0;
+        Ok(())
     }
 
     fn connects(&self) -> u64 {
@@ -256,40 +287,39 @@ impl PullLoop {
         let wait_until = wait.map(|w| start + w);
         let mut last_activity = start;
         loop {
+            if self.reconnected() {
+                self.on_reconnected()?;
+                last_activity = Instant::now();
+            }
             self.refill().await?;
             let heartbeat_deadline = self.settings.heartbeat.map(|hb| last_activity + hb * 2);
             // Most calls find a message already buffered: take it without arming a
             // timer (a timer per message costs more than the message).
             let ready = self.sub.next().now_or_never();
             let deadline = || {
-                let reconnect_poll = self
-                    .connects_watched
-                    .map(|_| Instant::now() + RECONNECT_POLL);
-                [wait_until, heartbeat_deadline, reconnect_poll]
+                let reconnect_poll = Instant::now() + RECONNECT_POLL;
+                [wait_until, heartbeat_deadline]
                     .into_iter()
                     .flatten()
-                    .min()
+                    .fold(reconnect_poll, Instant::min)
             };
             let next = match ready {
                 Some(next) => next,
-                None => match deadline() {
-                    Some(d) => match tokio::time::timeout_at(d, self.sub.next()).await {
-                        Ok(next) => next,
-                        Err(_) => {
-                            let now = Instant::now();
-                            if self.reconnected() {
-                                return Err(self.reconnected_error());
-                            }
-                            if heartbeat_deadline.is_some_and(|hb| hb <= now) {
-                                return Err(self.missed_heartbeats_error());
-                            }
-                            if wait_until.is_some_and(|w| w <= now) {
-                                return Ok(None);
-                            }
-                            continue; // only the reconnect poll was due
+                None => match tokio::time::timeout_at(deadline(), self.sub.next()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        let now = Instant::now();
+                        if self.reconnected() {
+                            continue; // the top of the loop deals with it
                         }
-                    },
-                    None => self.sub.next().await,
+                        if heartbeat_deadline.is_some_and(|hb| hb <= now) {
+                            return Err(self.missed_heartbeats_error());
+                        }
+                        if wait_until.is_some_and(|w| w <= now) {
+                            return Ok(None);
+                        }
+                        continue; // only the reconnect poll was due
+                    }
                 },
             };
             let Some(message) = next else {
@@ -301,11 +331,6 @@ impl PullLoop {
             last_activity = Instant::now();
             if let Some(status) = Status::of(&message) {
                 self.on_status(status)?;
-                if self.reconnected() {
-                    // Heartbeats flow again on the new connection while what the old
-                    // one carried is lost.
-                    return Err(self.reconnected_error());
-                }
                 continue;
             }
             let Some(meta) = message.reply.as_deref().and_then(parse_ack_subject) else {
