@@ -121,6 +121,29 @@ def test_utf8_data_and_constant_subject_option(client: ja.Client, stream: str) -
     assert back.column("data").to_pylist() == ["é".encode(), b"", b"x" * 100]
 
 
+@pytest.mark.parametrize(
+    "data_type", [pa.binary(), pa.large_binary(), pa.utf8(), pa.large_utf8(), pa.binary_view()]
+)
+def test_payloads_of_sliced_batches_are_the_sliced_rows(
+    client: ja.Client, stream: str, data_type: pa.DataType
+) -> None:
+    # Payloads are slices of the input's values buffer: a batch sliced out of the
+    # middle of a larger one (offsets not starting at 0), nulls and empty values must
+    # come out exactly as their rows.
+    values = [None if i % 7 == 3 else ("v" * (i % 5)) + str(i) for i in range(1_000)]
+    values[10] = ""
+    whole = pa.record_batch([pa.array(values, pa.utf8()).cast(data_type)], names=["data"])
+    batches = [whole.slice(100, 300), whole.slice(550, 1), whole.slice(700, 250)]
+    reader = pa.RecordBatchReader.from_batches(whole.schema, batches)
+    assert client.publish(reader, subject=f"{stream}.s").stored == 551
+    expected = [
+        (v or "").encode()
+        for start, n in ((100, 300), (550, 1), (700, 250))
+        for v in values[start : start + n]
+    ]
+    assert read_all(client, stream).column("data").to_pylist() == expected
+
+
 def test_read_publishes_straight_back(client: ja.Client, stream: str, unique_name) -> None:
     """A read's batches are valid publish input (stream copy)."""
     client.publish(rows(500, stream))

@@ -80,26 +80,63 @@ enum SubjectColumn {
     Column(StringArray),
 }
 
-enum DataColumn {
+/// The `data` column, and its values buffer as `Bytes`: each payload is a slice of
+/// the input's own memory, not a copy, kept alive until its message is acknowledged.
+struct DataColumn {
+    offsets: DataOffsets,
+    values: Bytes,
+}
+
+enum DataOffsets {
     Binary(BinaryArray),
     LargeBinary(GenericBinaryArray<i64>),
 }
 
+/// An Arrow buffer as the owner of a `Bytes`.
+struct ArrowOwned<T>(T);
+
+impl<T: std::ops::Deref<Target = [u8]>> AsRef<[u8]> for ArrowOwned<T> {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 impl DataColumn {
-    fn value(&self, row: usize) -> &[u8] {
-        match self {
-            DataColumn::Binary(a) => binary_value(a, row),
-            DataColumn::LargeBinary(a) => binary_value(a, row),
+    fn binary(array: BinaryArray) -> Self {
+        let values = Bytes::from_owner(ArrowOwned(array.values().clone()));
+        Self {
+            offsets: DataOffsets::Binary(array),
+            values,
+        }
+    }
+
+    fn large_binary(array: GenericBinaryArray<i64>) -> Self {
+        let values = Bytes::from_owner(ArrowOwned(array.values().clone()));
+        Self {
+            offsets: DataOffsets::LargeBinary(array),
+            values,
+        }
+    }
+
+    /// The payload of `row`; empty for a null.
+    fn payload(&self, row: usize) -> Bytes {
+        match &self.offsets {
+            DataOffsets::Binary(a) => payload_slice(a, &self.values, row),
+            DataOffsets::LargeBinary(a) => payload_slice(a, &self.values, row),
         }
     }
 }
 
-fn binary_value<O: OffsetSizeTrait>(a: &GenericBinaryArray<O>, row: usize) -> &[u8] {
+fn payload_slice<O: OffsetSizeTrait>(
+    a: &GenericBinaryArray<O>,
+    values: &Bytes,
+    row: usize,
+) -> Bytes {
     if a.is_null(row) {
-        b""
-    } else {
-        a.value(row)
+        return Bytes::new();
     }
+    let offsets = a.value_offsets();
+    values.slice(offsets[row].as_usize()..offsets[row + 1].as_usize())
 }
 
 /// Headers as `map<utf8, list<utf8>>` or `map<utf8, utf8>`.
@@ -221,18 +258,18 @@ fn to_utf8(array: &ArrayRef, column: &str) -> Result<StringArray> {
 
 fn to_data(array: &ArrayRef) -> Result<DataColumn> {
     match array.data_type() {
-        DataType::Binary => Ok(DataColumn::Binary(array.as_binary::<i32>().clone())),
-        DataType::LargeBinary => Ok(DataColumn::LargeBinary(array.as_binary::<i64>().clone())),
+        DataType::Binary => Ok(DataColumn::binary(array.as_binary::<i32>().clone())),
+        DataType::LargeBinary => Ok(DataColumn::large_binary(array.as_binary::<i64>().clone())),
         // utf8 shares its buffers with binary: no copy.
-        DataType::Utf8 => Ok(DataColumn::Binary(BinaryArray::from(
+        DataType::Utf8 => Ok(DataColumn::binary(BinaryArray::from(
             array.as_string::<i32>().clone(),
         ))),
-        DataType::LargeUtf8 => Ok(DataColumn::LargeBinary(GenericBinaryArray::<i64>::from(
+        DataType::LargeUtf8 => Ok(DataColumn::large_binary(GenericBinaryArray::<i64>::from(
             array.as_string::<i64>().clone(),
         ))),
         DataType::BinaryView | DataType::Utf8View | DataType::FixedSizeBinary(_) => {
             let cast = arrow_cast::cast(array, &DataType::LargeBinary)?;
-            Ok(DataColumn::LargeBinary(cast.as_binary::<i64>().clone()))
+            Ok(DataColumn::large_binary(cast.as_binary::<i64>().clone()))
         }
         other => Err(Error::bad_input(format!(
             "column 'data' must be binary or utf8, got {other}"
@@ -345,7 +382,7 @@ impl PublishBatch {
                 Subject::from(s)
             }
         };
-        let value = self.data.value(row);
+        let payload = self.data.payload(row);
 
         let mut headers: Option<HeaderMap> = None;
         if let Some(h) = &self.headers {
@@ -381,7 +418,7 @@ impl PublishBatch {
                 .get_or_insert_with(HeaderMap::new)
                 .insert(async_nats::header::NATS_EXPECTED_STREAM, stream);
         }
-        let size = value.len() + subject.len() + headers.as_ref().map_or(0, header_size);
+        let size = payload.len() + subject.len() + headers.as_ref().map_or(0, header_size);
         if size > max_payload {
             return Err(Error::bad_input(format!(
                 "row {global_row}: the message is {size} bytes with subject and headers, over the \
@@ -391,7 +428,7 @@ impl PublishBatch {
         Ok(OutgoingMessage {
             subject,
             headers,
-            payload: Bytes::copy_from_slice(value),
+            payload,
             has_msg_id,
         })
     }
