@@ -10,9 +10,11 @@
 //! more than `max_messages` beyond what it has handed out, so memory stays bounded
 //! while the caller (Python) is busy with the previous batch.
 
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::Subscriber;
+use async_nats::{Statistics, Subscriber};
 use futures::{FutureExt, StreamExt};
 use tokio::time::Instant;
 
@@ -120,7 +122,10 @@ pub struct PullLoop {
     /// Requests in a row ended by their byte budget with no message delivered.
     max_bytes_ends: u32,
     on_reconnect: OnReconnect,
-    /// The client's connect count when the loop's pull requests were sent.
+    /// The client's counters, whose connect count tells a reconnect (held once: the
+    /// client hands out a new `Arc` per call, and the loop looks per message).
+    statistics: Arc<Statistics>,
+    /// The connect count when the loop's pull requests were sent.
     connects_seen: u64,
 }
 
@@ -134,6 +139,7 @@ impl PullLoop {
         settings.validate()?;
         let inbox = conn.client.new_inbox();
         let sub = conn.client.subscribe(inbox.clone()).await?;
+        let statistics = conn.client.statistics();
         Ok(Self {
             next_subject: conn.api_subject(&subjects::consumer_msg_next(stream, consumer)),
             conn,
@@ -146,9 +152,9 @@ impl PullLoop {
             outstanding_bytes: 0,
             max_bytes_ends: 0,
             on_reconnect: OnReconnect::PullAgain,
-            connects_seen: 0,
-        }
-        .seeing_connects())
+            connects_seen: statistics.connects.load(Ordering::Relaxed),
+            statistics,
+        })
     }
 
     /// `next` fails with a connection error once the client has reconnected, instead
@@ -162,11 +168,6 @@ impl PullLoop {
     /// Whether the client reconnected since the loop's pull requests were sent.
     pub fn reconnected(&self) -> bool {
         self.connects() != self.connects_seen
-    }
-
-    fn seeing_connects(mut self) -> Self {
-        self.connects_seen = self.connects();
-        self
     }
 
     /// After a reconnect: fail, or forget what the old connection's requests had
@@ -183,11 +184,7 @@ impl PullLoop {
     }
 
     fn connects(&self) -> u64 {
-        self.conn
-            .client
-            .statistics()
-            .connects
-            .load(std::sync::atomic::Ordering::Relaxed)
+        self.statistics.connects.load(Ordering::Relaxed)
     }
 
     fn missed_heartbeats_error(&self) -> Error {
