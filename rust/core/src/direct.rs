@@ -274,11 +274,11 @@ impl DirectRange {
                 self.done = true;
                 return Ok(());
             }
-            DirectStart::Sequence(seq) => stored::From::Sequence(seq),
-            DirectStart::Time(ns) => stored::From::Time(ns),
+            DirectStart::Sequence(seq) => stored::Position::Sequence(seq),
+            DirectStart::Time(ns) => stored::Position::Time(ns),
         };
-        let filters: Vec<String> = self.filter.iter().cloned().collect();
-        let next = stored::first_at_or_after(&self.conn, &self.stream, from, &filters).await;
+        let next =
+            stored::first_at_or_after(&self.conn, &self.stream, from, self.filter.as_slice()).await;
         match next {
             Ok(Some(stored)) if stored.meta.stream_seq <= self.end_seq => {
                 self.unanswered(format!(

@@ -295,10 +295,10 @@ impl OrderedPull {
     /// messages and has handed out none yet (there is no position to ask from).
     async fn stored_next(&self) -> Result<Option<Delivered>> {
         let from = match (self.last_stream_seq, &self.start) {
-            (Some(last), _) => stored::From::Sequence(last + 1),
-            (None, Start::All) => stored::From::Sequence(1),
-            (None, Start::Sequence(seq)) => stored::From::Sequence(*seq),
-            (None, Start::Time(ns)) => stored::From::Time(*ns),
+            (Some(last), _) => stored::Position::Sequence(last + 1),
+            (None, Start::All) => stored::Position::Sequence(1),
+            (None, Start::Sequence(seq)) => stored::Position::Sequence(*seq),
+            (None, Start::Time(ns)) => stored::Position::Time(*ns),
             (None, Start::New) => return Ok(None),
         };
         stored::first_at_or_after(&self.conn, &self.stream, from, &self.subjects).await

@@ -18,7 +18,7 @@ use crate::pull::Delivered;
 
 /// Where to look for the next message.
 #[derive(Debug, Clone, Copy)]
-pub enum From {
+pub enum Position {
     Sequence(u64),
     /// Nanoseconds since the epoch.
     Time(i64),
@@ -30,12 +30,12 @@ pub enum From {
 pub async fn first_at_or_after(
     conn: &Connection,
     stream: &str,
-    from: From,
+    from: Position,
     filters: &[String],
 ) -> Result<Option<Delivered>> {
     let (seq, start_time) = match from {
-        From::Sequence(seq) => (Some(seq), None),
-        From::Time(ns) => (None, Some(rfc3339(ns)?)),
+        Position::Sequence(seq) => (Some(seq), None),
+        Position::Time(ns) => (None, Some(rfc3339(ns)?)),
     };
     let filters: Vec<&str> = match filters {
         [] => vec![">"],
