@@ -297,8 +297,8 @@ class Client(ManagementMixin):
         The read is an ordered consumer: when deliveries are lost, the client
         reconnects, the server restarts, the stream's leader changes or the consumer
         is deleted, it recreates its consumer at the last delivered sequence + 1, so
-        the range still comes out exactly once and in order. It gives up (raising the last error) when that has
-        failed for ``resume_timeout`` seconds.
+        the range still comes out exactly once and in order. It gives up (raising the
+        last error) when that has failed for ``resume_timeout`` seconds.
 
         ``method="direct"`` reads with batched direct gets instead, on a stream created
         with ``allow_direct=True``: no consumer is created (fewer round trips for small

@@ -5,11 +5,11 @@
 //! [`server_urls`] (credentials in server URLs, and redacting them), [`api`]
 //! (the JetStream vocabulary and API requests), [`schema`] (the one message schema),
 //! [`publish_input`] and [`publish`] (rows to messages through the ack window),
-//! [`pull`] (the pull loop), [`push`] (push consumers and flow-control acking), [`ordered`] (the self-healing ordered consumer), [`stored`] (one
-//! message as the stream's leader has it), [`read`]
-//! (range reads and open-ended ordered streams), [`consumer`] (durable pull consumers
-//! and acks), [`batch_builder`] and [`metadata`] (messages to Arrow columns). See
-//! docs/ARCHITECTURE.md.
+//! [`pull`] (the pull loop), [`push`] (push consumers and flow-control acking),
+//! [`ordered`] (the self-healing ordered consumer), [`stored`] (one message as the
+//! stream's leader has it), [`read`] (range reads and open-ended ordered streams),
+//! [`consumer`] (durable pull consumers and acks), [`batch_builder`] and [`metadata`]
+//! (messages to Arrow columns). See docs/ARCHITECTURE.md.
 
 pub mod api;
 pub mod batch_builder;
