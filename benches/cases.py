@@ -366,15 +366,16 @@ def _spark() -> Any:
 WARM_UP_MESSAGES = 20_000
 
 
-def _spark_write(df: Any, url: str, stream: str, subject: str) -> None:
-    (
+def _spark_write(df: Any, url: str, stream: str, subject: str, **options: Any) -> None:
+    writer = (
         df.write.format("jetstream")
         .option("servers", url)
         .option("stream", stream)
         .option("subject", subject)
-        .mode("append")
-        .save()
     )
+    for key, value in options.items():
+        writer = writer.option(key, value)
+    writer.mode("append").save()
 
 
 def spark_write_ceiling(p: Params, clock: Clock) -> Result:
@@ -412,11 +413,12 @@ def _spark_count(spark: Any, p: Params, **options: Any) -> Any:
     return df.agg(F.count("*").alias("n"), F.sum(F.length("data")).alias("b")).collect()[0]
 
 
-def spark_write(p: Params, clock: Clock) -> Result:
+def spark_write(p: Params, clock: Clock, **options: Any) -> Result:
     from pyspark.sql import functions as F
 
     import jetstream_arrow as ja
 
+    batched = options.get("publishMode") == "fast"
     spark = _spark()
     try:
         hex_payload = "78" * p["size"]
@@ -424,18 +426,24 @@ def spark_write(p: Params, clock: Clock) -> Result:
         df.cache().count()
         warm = p["stream"] + "_WARM"  # the warm-up's own stream
         with ja.connect(p["url"]) as client:
-            client.create_stream(warm, [warm + ".>"])
+            client.create_stream(warm, [warm + ".>"], allow_batched=batched or None)
             try:
-                _spark_write(df.limit(WARM_UP_MESSAGES), p["url"], warm, warm + ".warm")
+                _spark_write(df.limit(WARM_UP_MESSAGES), p["url"], warm, warm + ".warm", **options)
             finally:
                 client.delete_stream(warm)
         clock.start()
-        _spark_write(df, p["url"], p["stream"], p["subject"])
+        _spark_write(df, p["url"], p["stream"], p["subject"], **options)
         clock.stop()
     finally:
         spark.stop()
     # The stream's message count is checked by run.py.
     return {"msgs": p["n"], "bytes": p["n"] * p["size"], "verified_by_parent": True}
+
+
+def spark_write_fast(p: Params, clock: Clock) -> Result:
+    """``spark-write`` with option ``publishMode`` ``fast`` (the harness creates the
+    stream with ``allow_batched``)."""
+    return spark_write(p, clock, publishMode="fast")
 
 
 def spark_read(p: Params, clock: Clock) -> Result:
@@ -503,6 +511,7 @@ CASES: dict[str, Callable[[Params, Clock], Result]] = {
     "ja-consume-batch-ack": ja_consume_batch_ack,
     "ja-consume-flow-control": ja_consume_flow_control,
     "spark-write": spark_write,
+    "spark-write-fast": spark_write_fast,
     "spark-write-ceiling": spark_write_ceiling,
     "spark-read": spark_read,
     "spark-read-ceiling": spark_read_ceiling,

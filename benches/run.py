@@ -51,6 +51,7 @@ CASES: list[tuple[str, str, bool, str]] = [
     ("ja-publish-fast", "publish", False, "ja"),
     ("ja-publish-fast-ids", "publish", False, "ja"),
     ("spark-write", "publish", False, "spark"),
+    ("spark-write-fast", "publish", False, "spark"),
     # Writes into a data source that drops the batches: Spark's hand-over alone.
     ("spark-write-ceiling", "publish", False, "spark"),
     ("native-fetch", "fetch", True, "native"),
@@ -83,7 +84,7 @@ PEER_TARGETS = {"ja-publish": 5.0, "ja-read": 15.0}
 PEER = {"publish": "natspy-publish", "fetch": "natspy-fetch"}
 NATIVE = {"publish": "native-publish", "fetch": "native-fetch"}
 # Publishes in fast-ingest batches: their stream needs `allow_batched`.
-FAST_INGEST = ("ja-publish-fast", "ja-publish-fast-ids")
+FAST_INGEST = ("ja-publish-fast", "ja-publish-fast-ids", "spark-write-fast")
 NATIVE_FLOW = "native-consume-flow-control"
 SPARK_WRITE_CEILING = "spark-write-ceiling"
 # Publish cases whose stream stays empty by design (not checked for n messages).
@@ -93,7 +94,12 @@ STORES_NOTHING = (SPARK_WRITE_CEILING,)
 ALSO_COMPARED: dict[str, tuple[str, ...]] = {
     # Publishes that give every message a Nats-Msg-Id (so a retry cannot duplicate):
     # the server's work per message is larger then, and so is the limit.
-    "native-publish-ids": ("ja-publish-ids", "ja-publish-fast-ids", "spark-write"),
+    "native-publish-ids": (
+        "ja-publish-ids",
+        "ja-publish-fast-ids",
+        "spark-write",
+        "spark-write-fast",
+    ),
     # Flow-control consumption: the server's work per acknowledged message is the
     # larger part, so the native client consuming the same kind of consumer.
     NATIVE_FLOW: ("ja-consume-flow-control",),
@@ -101,7 +107,7 @@ ALSO_COMPARED: dict[str, tuple[str, ...]] = {
     # any Python source on this machine.
     "spark-read-ceiling": ("spark-read", "spark-read-ceiling-message"),
     # A writer that drops what Spark hands it.
-    SPARK_WRITE_CEILING: ("spark-write",),
+    SPARK_WRITE_CEILING: ("spark-write", "spark-write-fast"),
     # The read ceiling yielding the five columns of the message schema: what is left of
     # the gap once the schema's own cost is set aside.
     "spark-read-ceiling-message": ("spark-read",),

@@ -122,6 +122,10 @@ def test_write_options() -> None:
     assert parse_write_options({"writeId": "job-7"}).write_id == "job-7"
     with pytest.raises(BadInputError, match="'ackWindow'"):
         parse_write_options({"ackWindow": "0"})
+    assert parse_write_options({}).publisher_kwargs()["mode"] == "acked"
+    assert parse_write_options({"publishMode": " Fast"}).publisher_kwargs()["mode"] == "fast"
+    with pytest.raises(BadInputError, match="'publishMode' must be one of acked, fast"):
+        parse_write_options({"publishMode": "batched"})
     with pytest.raises(BadInputError, match="'startingSequence'"):
         parse_write_options({"startingSequence": "1"})
 

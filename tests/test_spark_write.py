@@ -173,6 +173,57 @@ def test_retried_task_stores_every_row_exactly_once(
     assert set(table.column("data").to_pylist()) == expected
 
 
+def test_fast_publish_mode_stores_every_row_once_and_a_rerun_nothing(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    url, name = shared_nats_server.url, unique_name("FW")
+    make_stream(url, name, allow_batched=True)
+    df = _rows(spark, name, 30_000, partitions=3)
+    _write(df, url, publishMode="fast", writeId="fast-1")
+    _write(df, url, publishMode="fast", writeId="fast-1")
+    table = stream_table(url, name, include_headers=True)
+    assert table.num_rows == 30_000
+    ids = [h["Nats-Msg-Id"][0] for h in map(dict, table.column("headers").to_pylist())]
+    assert len(set(ids)) == 30_000
+    # A task's rows go out as one fast batch each: in order within the partition.
+    row_ids = [int(d.lstrip(b"x")) for d in table.column("data").to_pylist()]
+    for partition in range(3):
+        mine = [i for i in row_ids if i * 3 // 30_000 == partition]
+        assert mine == sorted(mine) and len(mine) == 10_000
+
+
+@pytest.mark.slow
+def test_fast_publish_mode_retried_task_stores_every_row_exactly_once(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    url, name = shared_nats_server.url, unique_name("FX")
+    make_stream(url, name, allow_batched=True)
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    old = spark.conf.get(key)
+    spark.conf.set(key, "500")
+    try:
+        df = _rows(spark, name, 20_000, partitions=2)
+        flaky = df.mapInArrow(_fail_once_after_publishing(url, name, 10_500), df.schema)
+        _write(flaky, url, publishMode="fast")
+    finally:
+        spark.conf.set(key, old)
+    table = stream_table(url, name)
+    assert table.num_rows == 20_000
+    expected = {str(i).rjust(128, "x").encode() for i in range(20_000)}
+    assert set(table.column("data").to_pylist()) == expected
+
+
+def test_fast_publish_mode_into_a_stream_without_allow_batched_fails_storing_nothing(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    url, name = shared_nats_server.url, unique_name("FN")
+    make_stream(url, name)
+    with pytest.raises(SPARK_ERRORS) as excinfo:
+        _write(_rows(spark, name, 100, partitions=1), url, publishMode="fast")
+    assert "allow_batched" in error_text(excinfo)
+    assert _count(url, name) == 0
+
+
 def test_overwrite_is_refused(spark: Any, shared_nats_server: Any, unique_name: Any) -> None:
     url, name = shared_nats_server.url, unique_name("O")
     make_stream(url, name)

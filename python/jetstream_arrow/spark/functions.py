@@ -37,8 +37,10 @@ def publish_fn(**options: Any) -> ArrowFn:
     already had that message id, ``error`` is null when the row is stored.
 
     Options: the connection options of :func:`jetstream_arrow.connect` and the write
-    options (``subject``, ``msg_id_column``, ``write_id``, ``window``,
-    ``ack_timeout``, ``max_retries``, ``retry_backoff``, ``expected_stream``).
+    options (``subject``, ``msg_id_column``, ``write_id``, ``publish_mode``,
+    ``window``, ``ack_timeout``, ``max_retries``, ``retry_backoff``,
+    ``expected_stream``). With ``publish_mode="fast"`` the server acknowledges ranges,
+    so ``seq`` is null and a duplicate counts as stored.
 
     Message ids: rows without an id get ``<write id>-<stage>-<partition>-<n>``, so a
     retried task is deduplicated by the server while running the function again in

@@ -21,6 +21,7 @@ from .._core import (
     DEFAULT_ACK_TIMEOUT,
     DEFAULT_HEARTBEAT,
     DEFAULT_MAX_RETRIES,
+    DEFAULT_PUBLISH_MODE,
     DEFAULT_READ_MAX_BYTES,
     DEFAULT_RETRY_BACKOFF,
     DEFAULT_SPARK_BATCH_ROWS,
@@ -297,6 +298,15 @@ WRITE_SPECS = [
         "the id of this write, prefix of the generated `Nats-Msg-Id`s (default: a new random id per write); give the same id to re-run a failed write without duplicates; df.write only (a streaming write uses its query id)",
         "write",
         queries="batch",
+    ),
+    OptionSpec(
+        "publish_mode",
+        "publishMode",
+        "str",
+        DEFAULT_PUBLISH_MODE,
+        "`fast`: fast-ingest batches into a stream with `allow_batched` (the server acks every N messages: less client and server work per row); a failed batch fails the task instead of being resent, and the task's retry stores what is missing by message id. `acked`: an ack per message, 429/503/timeouts resent within the task",
+        "write",
+        choices=("acked", "fast"),
     ),
     OptionSpec(
         "window",

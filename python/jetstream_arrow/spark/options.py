@@ -274,6 +274,7 @@ class WriteOptions:
     write_id: str
     subject: str | None = None
     msg_id_column: str | None = None
+    publish_mode: str = _WRITE_DEFAULTS["publish_mode"]
     window: int = _WRITE_DEFAULTS["window"]
     ack_timeout: float = _WRITE_DEFAULTS["ack_timeout"]
     max_retries: int = _WRITE_DEFAULTS["max_retries"]
@@ -282,6 +283,7 @@ class WriteOptions:
 
     def publisher_kwargs(self) -> dict[str, Any]:
         return {
+            "mode": self.publish_mode,
             "window": self.window,
             "ack_timeout": self.ack_timeout,
             "max_retries": self.max_retries,
