@@ -232,15 +232,16 @@ def _write_stream(df: Any, url: str, checkpoint: Path, **options: Any) -> Any:
     return writer
 
 
+@pytest.mark.parametrize("publish_mode", ["acked", "fast"])
 def test_write_stream_stores_every_row_once_with_ids_per_micro_batch(
-    spark: Any, shared_nats_server: Any, unique_name: Any, tmp_path: Path
+    spark: Any, shared_nats_server: Any, unique_name: Any, tmp_path: Path, publish_mode: str
 ) -> None:
     url, src, dst = shared_nats_server.url, unique_name("WS"), unique_name("WD")
     make_stream(url, src)
-    make_stream(url, dst)
+    make_stream(url, dst, allow_batched=publish_mode == "fast")
     publish(url, src, 250)
     copy = _copy_of(spark, url, src, dst, maxMessagesPerTrigger=100, minPartitions=2)
-    writer = _write_stream(copy, url, tmp_path / "checkpoint", stream=dst)
+    writer = _write_stream(copy, url, tmp_path / "checkpoint", stream=dst, publishMode=publish_mode)
     query = run_available_now(writer)
 
     table = _messages(url, dst)
