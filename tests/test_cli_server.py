@@ -80,18 +80,45 @@ def test_embedded_server_temporary_store_is_removed():
     server.stop()  # twice is fine
 
 
-def test_port_in_use_is_reported(tmp_path):
-    with EmbeddedServer() as first:
-        port = first.url.rsplit(":", 1)[1]
-        proc = subprocess.run(
-            [sys.executable, "-m", "jetstream_arrow", "server", "--port", port],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    assert proc.returncode == 1
-    assert "nats-server exited" in proc.stderr
-    assert "address already in use" in proc.stderr.lower()
+def _server_on(port: int) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "jetstream_arrow", "server", "--port", str(port)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_port_taken_by_another_server_is_refused():
+    """Another nats-server on the port answers a readiness probe as this one would:
+    the command must not print that server's URL as its own."""
+    with EmbeddedServer() as other:
+        port = int(other.url.rsplit(":", 1)[1])
+        started = time.monotonic()
+        proc = _server_on(port)
+        elapsed = time.monotonic() - started
+        assert other.is_running()
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout == "", "no URL is printed"
+    assert f"port {port}" in proc.stderr and "already in use" in proc.stderr, proc.stderr
+    print(f"refused in {elapsed:.2f} s")
+    assert elapsed < 10
+
+
+def test_port_taken_by_any_socket_is_refused_at_once():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        started = time.monotonic()
+        proc = _server_on(port)
+        elapsed = time.monotonic() - started
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout == ""
+    assert f"port {port}" in proc.stderr and "already in use" in proc.stderr, proc.stderr
+    # refused before a nats-server is started, not after it gave up
+    assert "nats-server exited" not in proc.stderr, proc.stderr
+    print(f"refused in {elapsed:.2f} s")
 
 
 def test_server_start_waits_with_a_timeout(tmp_path):

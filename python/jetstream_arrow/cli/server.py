@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import signal
+import socket
 import sys
 import textwrap
+import time
 from types import FrameType
 
-from ..embedded_server import EmbeddedServer
+from ..embedded_server import LOOPBACK, EmbeddedServer, ServerStartError
 from .errors import CliError, add_debug_flag
 
 # The port nats-server and every NATS client use unless told otherwise.
 NATS_PORT = 4222
+# How long the started server has to log that it listens on the port.
+LISTEN_CHECK_TIMEOUT = 10.0
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -51,10 +56,19 @@ def run(args: argparse.Namespace) -> int:
     def request_stop(signum: int, frame: FrameType | None) -> None:
         stop_requested.append(signum)
 
+    if args.port:
+        _check_port_free(args.port)
     server = EmbeddedServer(port=args.port, store_dir=args.store_dir, domain=args.domain)
     previous = {s: signal.signal(s, request_stop) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        server.start()
+        try:
+            server.start()
+        except ServerStartError as e:
+            if args.port and "address already in use" in str(e):
+                raise _port_taken(args.port) from None
+            raise
+        if args.port:
+            _check_listening(server, args.port)
         store = (
             f"{server.store_dir} (temporary: removed when the server stops)"
             if server.store_dir_is_temporary
@@ -81,3 +95,48 @@ def run(args: argparse.Namespace) -> int:
         server.stop()
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def _port_taken(port: int) -> CliError:
+    return CliError(
+        f"port {port} on {LOOPBACK} is already in use by another process (perhaps "
+        "another nats-server); stop it, choose another --port, or give --port 0 for a "
+        "free one"
+    )
+
+
+def _check_port_free(port: int) -> None:
+    """Refuse a port another process holds before starting nats-server: a NATS server
+    already there would answer the readiness probe as if it were the one started."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # nats-server binds with SO_REUSEADDR too: a port whose old connections are
+        # in TIME_WAIT is free for it, and so for this check
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((LOOPBACK, port))
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                raise _port_taken(port) from None
+            raise CliError(
+                f"cannot listen on port {port} on {LOOPBACK}: {e.strerror}; choose another "
+                "--port (ports below 1024 need privileges), or give --port 0 for a free one"
+            ) from None
+
+
+def _check_listening(server: EmbeddedServer, port: int) -> None:
+    """The process started must be the one listening: another process may take the
+    port between the check above and nats-server binding it, and then answer for it.
+    nats-server logs the address it listens on, or exits when it cannot bind."""
+    listening = f"Listening for client connections on {LOOPBACK}:{port}"
+    deadline = time.monotonic() + LISTEN_CHECK_TIMEOUT
+    while True:
+        if listening in server.log_tail(200):
+            return
+        if not server.is_running() or "address already in use" in server.log_tail(200):
+            raise _port_taken(port)
+        if time.monotonic() >= deadline:
+            raise CliError(
+                f"nats-server did not log {listening!r} within "
+                f"{LISTEN_CHECK_TIMEOUT:g} s; its log ends:\n{server.log_tail()}"
+            )
+        time.sleep(0.05)
