@@ -3,28 +3,34 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .._core import DEFAULT_ACK_TIMEOUT, DEFAULT_WINDOW
 from .._read_ahead import ReadAhead
 from ..exceptions import BadInputError, NotFoundError
 from .connection import add_connection_args, client_factory
 from .errors import CliError, UsageError
+from .json_lines import JsonLinesFile, LineFields
 from .messages import MessageBuilder
 from .progress import Progress, add_output_args, human_count, human_duration, human_rate
-from .sources import FORMATS, InputFile, file_identity, guess_format
+from .sources import CSV_TYPES, FORMATS, InputFile, file_identity, guess_format
 from .streams import check_subject_in_stream, describe_duplicate_window
 
 # Rows read, converted and handed to the publisher at a time (the CLI's own choice:
 # large enough to amortise each call, small enough that three fit in memory).
 BATCH_ROWS = 32768
+# Rows whose acks are gathered into one result while a file streams through one
+# publish: bounds the memory the acks take, and how often failures are looked at.
+ROWS_PER_RESULT = 262144
 
 _EPILOG = """\
 message contents:
@@ -35,6 +41,17 @@ message contents:
   headers  --headers-column C: a map, a struct, or text holding a JSON object per row
   msg id   --msg-id-column C, else "ja-<file id>-<row number>"
 
+values are stored as the file writes them:
+  csv      every cell is its text ("02134", a 20-digit id, "+02:00" stay as written);
+           --csv-types infer lets Arrow make numbers, booleans and timestamps of them
+  jsonl    each line is its message's payload byte for byte (checked to be JSON, never
+           re-serialised; the line ending is not part of it, blank lines are skipped).
+           The column flags name fields of each line's object; --data-column F makes
+           the payload that field (a string as is, any other value as JSON).
+           Every line of every JSON-lines file is checked before anything is
+           published: a bad line, or one over the server's max_payload, is named
+           FILE:LINE and nothing is sent.
+
 re-runs store each row once:
   Without --msg-id-column every message gets the id ja-<file id>-<row number>, so
   running the same load again (after a crash, Ctrl-C or a failure) publishes the same
@@ -42,13 +59,18 @@ re-runs store each row once:
     content  SHA-256 of the file's size and bytes (default; reads the file once more
              first, at disk speed; a moved or re-downloaded copy keeps its id)
     quick    SHA-256 of the absolute path, size and modification time (no extra read)
-  The server deduplicates within the stream's duplicate window (default 2 minutes):
-  re-run within it, or create the stream with a longer --duplicate-window.
+  With --msg-id-prefix P the ids are P<n>, n counting rows across all the files of
+  the load in the order given (as if they were one file): re-run with the same files
+  in the same order. The server deduplicates within the stream's duplicate window
+  (default 2 minutes): re-run within it, or create the stream with a longer
+  --duplicate-window. Rows dropped because another row of the same load had their
+  id (two files with the same content, a repeated --msg-id-column value) are
+  reported on stderr.
 
 memory:
-  Files are read a batch at a time (parquet: by row group pages; csv/jsonl: 8 MiB
-  blocks; arrow: memory-mapped batches); at most three batches are in memory, and
-  --window messages are in flight.
+  Files are read a batch at a time (parquet: by row group pages; csv: 8 MiB blocks;
+  jsonl: 1 MiB chunks, batches of at most 8 MiB; arrow: memory-mapped batches); at
+  most three batches are in memory, and --window messages are in flight.
 """
 
 
@@ -109,6 +131,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--delimiter", default=",", metavar="CHAR", help="CSV field delimiter (default %(default)s)"
     )
     p.add_argument(
+        "--csv-types",
+        choices=CSV_TYPES,
+        help="CSV cells as their text (default), or infer numbers, booleans and timestamps",
+    )
+    p.add_argument(
         "--batch-rows",
         type=int,
         default=BATCH_ROWS,
@@ -147,15 +174,67 @@ class Totals:
     failed: int = 0
     nbytes: int = 0
     files: int = 0
+    # rows handed to the publisher (ahead of their acks), for --max-rate
+    handed: int = 0
     failures: list[str] = field(default_factory=list)
+    # duplicates of a message this same load stored, and the first of them
+    repeated: int = 0
+    first_repeated: str = ""
 
 
-def _converted(
-    file: InputFile, builder: MessageBuilder, batch_rows: int
-) -> Iterator[tuple[pa.RecordBatch, int, int, float | None]]:
+# (message batch, input rows, payload bytes, fraction of the file read)
+Messages = Iterator[tuple[pa.RecordBatch, int, int, float | None]]
+
+
+@dataclass
+class LoadFile:
+    """One input file, checked, and how to read its message batches."""
+
+    path: Path
+    messages: Callable[[int], Messages]
+    json_lines: JsonLinesFile | None = None
+
+
+def _converted(file: InputFile, builder: MessageBuilder, batch_rows: int) -> Messages:
+    """The message batches of a file read as record batches (all but JSON-lines)."""
     for batch, fraction in file.batches(batch_rows):
         messages, nbytes = builder(batch)
         yield messages, batch.num_rows, nbytes, fraction
+
+
+def _prepare(args: argparse.Namespace, progress: Progress) -> list[LoadFile]:
+    """Check every file before anything is published: columns for all, and every line
+    of JSON-lines files (after the cheap checks of all files)."""
+    prepared = []
+    for name in args.files:
+        fmt = guess_format(name, args.format)
+        f = InputFile(Path(name), fmt, csv_delimiter=args.delimiter, csv_types=args.csv_types)
+        f.check_readable()
+        if fmt == "jsonl":
+            fields = LineFields(
+                subject=args.subject_column,
+                data=args.data_column,
+                headers=args.headers_column,
+                msg_id=args.msg_id_column,
+            )
+            lines = JsonLinesFile(f.path, fields)
+            prepared.append(LoadFile(f.path, lines.messages, lines))
+            continue
+        builder = MessageBuilder(
+            f.schema(),
+            source=str(f.path),
+            subject_column=args.subject_column,
+            data_column=args.data_column,
+            headers_column=args.headers_column,
+            msg_id_column=args.msg_id_column,
+        )
+        prepared.append(LoadFile(f.path, functools.partial(_converted, f, builder)))
+    for lf in prepared:
+        if lf.json_lines is not None:
+            progress.update(label=f"checking {lf.path.name}")
+            lf.json_lines.check()
+    progress.clear()
+    return prepared
 
 
 def run(args: argparse.Namespace) -> int:
@@ -168,24 +247,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--max-rate must be a positive number of rows per second")
     if args.data_column and args.data_column in (args.headers_column, args.msg_id_column):
         raise UsageError("--data-column must differ from --headers-column and --msg-id-column")
-    files = [
-        InputFile(Path(p), guess_format(p, args.format), csv_delimiter=args.delimiter)
-        for p in args.files
-    ]
-    # Check every file and its columns before anything is published.
-    builders = []
-    for f in files:
-        f.check_readable()
-        builders.append(
-            MessageBuilder(
-                f.schema(),
-                source=str(f.path),
-                subject_column=args.subject_column,
-                data_column=args.data_column,
-                headers_column=args.headers_column,
-                msg_id_column=args.msg_id_column,
-            )
-        )
+    formats = {guess_format(p, args.format) for p in args.files}
+    if args.csv_types is not None and "csv" not in formats:
+        raise UsageError("--csv-types applies to CSV files; none of the files is CSV")
+    if args.csv_types is None:
+        args.csv_types = "text"
+    progress = Progress("load", enabled=args.progress)
+    files = _prepare(args, progress)
 
     out = sys.stdout
     batch_rows = args.batch_rows
@@ -197,6 +265,13 @@ def run(args: argparse.Namespace) -> int:
         info = _ensure_stream(client, args)
         if args.subject is not None:
             check_subject_in_stream(args.subject, info)
+        max_payload = client.server_info().get("max_payload")
+        for f in files:
+            if f.json_lines is not None and max_payload:
+                f.json_lines.check_payload_limit(int(max_payload))
+        # A duplicate whose original is newer than this had its id given to another
+        # row of this same load.
+        last_seq_before = int(info.state.last_seq or 0)
         if args.msg_id_column is None and not args.quiet:
             print(
                 f"re-running this load stores no row twice {describe_duplicate_window(info)}",
@@ -204,10 +279,10 @@ def run(args: argparse.Namespace) -> int:
             )
         totals = Totals()
         started = time.monotonic()
-        progress = Progress("load", enabled=args.progress)
+        progress.started = started
         try:
-            for f, builder in zip(files, builders, strict=True):
-                _load_file(client, args, f, builder, batch_rows, totals, progress, started)
+            for f in files:
+                _load_file(client, args, f, batch_rows, totals, progress, started, last_seq_before)
                 if totals.failed:
                     break
         except KeyboardInterrupt:
@@ -232,6 +307,13 @@ def run(args: argparse.Namespace) -> int:
             "Fix the cause and run the same command again: rows already stored are "
             f"recognised as duplicates {describe_duplicate_window(info)}."
         )
+    if totals.repeated:
+        print(
+            f"warning: {human_count(totals.repeated)} rows of this load were not stored: an "
+            "earlier row of this same load had the same message id "
+            f"(first: {totals.first_repeated}). {_why_repeated(args)}",
+            file=sys.stderr,
+        )
     if not args.quiet:
         print(
             f"loaded {human_count(totals.rows)} rows from {totals.files} "
@@ -242,6 +324,17 @@ def run(args: argparse.Namespace) -> int:
             file=out,
         )
     return 0
+
+
+def _why_repeated(args: argparse.Namespace) -> str:
+    if args.msg_id_column is not None:
+        return f"The column {args.msg_id_column!r} (--msg-id-column) holds that id more than once."
+    if args.msg_id_prefix is None and args.file_id == "content":
+        return (
+            "Files with the same content get the same ids (--file-id content); give "
+            "--file-id quick to load each copy."
+        )
+    return "Another publisher gave the same ids to the stream while this load ran."
 
 
 def _ensure_stream(client: Any, args: argparse.Namespace) -> Any:
@@ -272,46 +365,64 @@ def _ensure_stream(client: Any, args: argparse.Namespace) -> Any:
 def _load_file(
     client: Any,
     args: argparse.Namespace,
-    f: InputFile,
-    builder: MessageBuilder,
+    f: LoadFile,
     batch_rows: int,
     totals: Totals,
     progress: Progress,
     started: float,
+    last_seq_before: int,
 ) -> None:
     prefix = None
+    first_id = 0
     if args.msg_id_column is None:
         if args.msg_id_prefix is not None:
+            # numbered across the files of this load, as if they were one file
             prefix = args.msg_id_prefix
+            first_id = totals.rows
         else:
             progress.update(label=f"hashing {f.path.name}")
             prefix = f"ja-{file_identity(f.path, args.file_id)}-"
     label = f"load {f.path.name}"
     progress.update(label=label, fraction=0.0)
-    row_offset = 0
     # Files are read and converted in a thread while the previous batch is published.
-    prefetch = ReadAhead(_converted(f, builder, batch_rows), name="jetstream-arrow-reader")
+    prefetch = ReadAhead(f.messages(batch_rows), name="jetstream-arrow-reader")
+
+    def handed_over() -> Iterator[pa.RecordBatch]:
+        # Runs as the publisher pulls the next batch: the whole file is one pipelined
+        # publish, so the ack window never drains between batches.
+        for messages, rows, nbytes, fraction in prefetch:
+            totals.nbytes += nbytes
+            totals.handed += rows
+            progress.update(rows, nbytes, fraction)
+            yield messages
+            if args.max_rate is not None:
+                ahead = totals.handed / args.max_rate - (time.monotonic() - started)
+                if ahead > 0:
+                    time.sleep(ahead)
+
+    row_offset = 0
     try:
         with client.publisher(
             subject=args.subject,
             window=args.window,
             ack_timeout=args.ack_timeout,
             msg_id_prefix=prefix,
-            msg_id_start=0,
+            msg_id_start=first_id,
             raise_on_error=False,
         ) as publisher:
-            for messages, rows, nbytes, fraction in prefetch:
+            results = publisher.publish_batches(handed_over(), rows_per_result=ROWS_PER_RESULT)
+            while True:
                 try:
-                    result = publisher.publish(messages)
+                    result = next(results)
+                except StopIteration:
+                    break
                 except BadInputError as e:
-                    raise CliError(
-                        f"{f.path}: rows {row_offset}..{row_offset + rows - 1}: {e}"
-                    ) from None
-                totals.rows += rows
+                    raise CliError(f"{f.path} (rows from {row_offset}): {e}") from None
+                totals.rows += result.rows
                 totals.stored += result.stored
                 totals.duplicates += result.duplicates
-                totals.nbytes += nbytes
-                progress.update(rows, nbytes, fraction)
+                if result.duplicates:
+                    _count_repeated(result, f, row_offset, last_seq_before, totals)
                 if result.failed:
                     totals.failed += result.failed
                     failed = result.failed_rows().slice(0, 5).to_pylist()
@@ -319,11 +430,27 @@ def _load_file(
                         f"{f.path} row {row_offset + r['row']}: {r['error']}" for r in failed
                     )
                     return
-                row_offset += rows
-                if args.max_rate is not None:
-                    ahead = totals.rows / args.max_rate - (time.monotonic() - started)
-                    if ahead > 0:
-                        time.sleep(ahead)
+                row_offset += result.rows
     finally:
         prefetch.close()
     totals.files += 1
+
+
+def _count_repeated(
+    result: Any, f: LoadFile, row_offset: int, last_seq_before: int, totals: Totals
+) -> None:
+    """Count the duplicates whose original this load stored (its seq is newer than the
+    stream's last when the load began)."""
+    acks = result.acks
+    mask = pc.and_(
+        pc.fill_null(acks["duplicate"], False),
+        pc.fill_null(pc.greater(acks["seq"], last_seq_before), False),
+    )
+    repeated = int(pc.sum(pc.cast(mask, pa.int64())).as_py() or 0)
+    if not repeated:
+        return
+    if not totals.repeated:
+        row = int(pc.index(mask, True).as_py())
+        seq = acks["seq"][row].as_py()
+        totals.first_repeated = f"{f.path} row {row_offset + row}, the id of stream sequence {seq}"
+    totals.repeated += repeated

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 from .errors import CliError
 from .json_rows import json_rows
 
-_HEADERS_TYPE = pa.map_(pa.string(), pa.list_(pa.string()))
+HEADERS_TYPE = pa.map_(pa.string(), pa.list_(pa.string()))
 
 
 def _utf8(column: pa.Array) -> pa.Array:
@@ -35,7 +35,7 @@ def _data(column: pa.Array) -> pa.Array:
     return pc.cast(column, pa.string())
 
 
-def _header_values(value: Any) -> list[str]:
+def header_values(value: Any) -> list[str]:
     if value is None:
         return []
     if isinstance(value, (list, tuple)):
@@ -62,7 +62,7 @@ def _headers(column: pa.Array, name: str) -> pa.Array:
                 rows.append(None)
                 continue
             pairs = value.items() if isinstance(value, dict) else value
-            rows.append([(str(k), _header_values(v)) for k, v in pairs if v is not None])
+            rows.append([(str(k), header_values(v)) for k, v in pairs if v is not None])
     elif pa.types.is_string(t) or pa.types.is_large_string(t):
         for i, text in enumerate(column.to_pylist()):
             if text is None or text == "":
@@ -77,13 +77,13 @@ def _headers(column: pa.Array, name: str) -> pa.Array:
                     f"--headers-column {name!r}: row {i} of this batch is not a JSON object "
                     f'such as {{"Trace-Id": "abc"}}: {text[:80]!r}'
                 )
-            rows.append([(str(k), _header_values(v)) for k, v in obj.items()])
+            rows.append([(str(k), header_values(v)) for k, v in obj.items()])
     else:
         raise CliError(
             f"--headers-column {name!r} has type {t}; give a map, a struct, or text "
             "holding a JSON object per row"
         )
-    return pa.array(rows, _HEADERS_TYPE)
+    return pa.array(rows, HEADERS_TYPE)
 
 
 @dataclass

@@ -1,12 +1,14 @@
 """Input files read as a stream of record batches, in bounded memory.
 
 - parquet: one row group's pages at a time (``ParquetFile.iter_batches``, no pre-buffer)
-- csv: ``pyarrow.csv.open_csv``, a block at a time
-- jsonl: ``pyarrow.json.open_json``, a block at a time (the first block fixes the columns)
+- csv: ``pyarrow.csv.open_csv``, a block at a time; every cell as its text unless
+  ``csv_types`` is ``infer`` (then the first block fixes each column's type)
 - arrow: IPC file format, memory-mapped, a record batch at a time; or IPC stream format
 
-Compressed csv/jsonl (``.gz``, ``.bz2``, ``.zst``, ``.lz4``) are decompressed on the fly.
-Every batch is at most ``batch_rows`` rows (larger ones are sliced, without copying).
+JSON-lines files are read line by line (:mod:`.json_lines`): their lines are the
+payloads. Compressed csv/jsonl (``.gz``, ``.bz2``, ``.zst``, ``.lz4``) are
+decompressed on the fly. Every batch is at most ``batch_rows`` rows (larger ones are
+sliced, without copying).
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.ipc as ipc
-import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from .errors import CliError, UsageError
 
 FORMATS = ("parquet", "csv", "jsonl", "arrow")
+# --csv-types: "text" keeps every cell as the file writes it ("02134", a 20-digit id,
+# a "+02:00" offset); "infer" lets Arrow choose numbers, booleans and timestamps.
+CSV_TYPES = ("text", "infer")
 _EXTENSIONS = {
     ".parquet": "parquet",
     ".pq": "parquet",
@@ -39,7 +43,7 @@ _EXTENSIONS = {
     ".ipc": "arrow",
 }
 _COMPRESSION = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd", ".lz4": "lz4"}
-_BLOCK_SIZE = 8 << 20  # csv/jsonl bytes parsed at a time; a row must fit in one block
+_BLOCK_SIZE = 8 << 20  # csv bytes parsed at a time; a row must fit in one block
 
 
 def split_compression(path: str) -> tuple[str, str | None]:
@@ -60,6 +64,17 @@ def guess_format(path: str, given: str | None) -> str:
             f"give --format ({'|'.join(FORMATS)})"
         )
     return fmt
+
+
+def open_byte_stream(path: Path) -> tuple[pa.NativeFile, pa.NativeFile]:
+    """``(raw file, decompressed stream)``; the raw file's position tells progress."""
+    raw = pa.OSFile(str(path), "rb")
+    _, codec = split_compression(str(path))
+    try:
+        return raw, (pa.CompressedInputStream(raw, codec) if codec else raw)
+    except BaseException:
+        raw.close()
+        raise
 
 
 def file_identity(path: Path, mode: str) -> str:
@@ -90,6 +105,7 @@ class InputFile:
     path: Path
     format: str
     csv_delimiter: str = ","
+    csv_types: str = "text"
 
     @property
     def size(self) -> int:
@@ -142,23 +158,16 @@ class InputFile:
         if self.format == "arrow":
             yield from self._arrow(batch_rows, schema_only)
             return
-        raw = pa.OSFile(str(self.path), "rb")
-        _, codec = split_compression(str(self.path))
-        source = pa.CompressedInputStream(raw, codec) if codec else raw
+        if self.format != "csv":
+            raise AssertionError(f"{self.format} files are not read as record batches")
+        column_types = None
+        if self.csv_types == "text":
+            # the header names the columns; every one is read as text
+            column_types = {name: pa.string() for name in self._csv_column_names()}
+        raw, source = open_byte_stream(self.path)
         size = max(self.size, 1)
         try:
-            if self.format == "csv":
-                reader = pacsv.open_csv(
-                    source,
-                    read_options=pacsv.ReadOptions(block_size=_BLOCK_SIZE),
-                    parse_options=pacsv.ParseOptions(
-                        delimiter=self.csv_delimiter, newlines_in_values=True
-                    ),
-                )
-            else:
-                reader = pajson.open_json(
-                    source, read_options=pajson.ReadOptions(block_size=_BLOCK_SIZE)
-                )
+            reader = self._open_csv(source, column_types)
             if schema_only:
                 yield pa.RecordBatch.from_pylist([], schema=reader.schema), None
                 return
@@ -166,6 +175,29 @@ class InputFile:
                 fraction = raw.tell() / size
                 for batch in _slices(block, batch_rows):
                     yield batch, fraction
+        finally:
+            source.close()
+
+    def _open_csv(
+        self, source: pa.NativeFile, column_types: dict[str, pa.DataType] | None
+    ) -> pacsv.CSVStreamingReader:
+        return pacsv.open_csv(
+            source,
+            read_options=pacsv.ReadOptions(block_size=_BLOCK_SIZE),
+            parse_options=pacsv.ParseOptions(delimiter=self.csv_delimiter, newlines_in_values=True),
+            convert_options=pacsv.ConvertOptions(
+                column_types=column_types,
+                # with every column text, an empty cell is an empty string, and "NA"
+                # or "null" are the words the file holds
+                strings_can_be_null=False,
+            ),
+        )
+
+    def _csv_column_names(self) -> list[str]:
+        _, source = open_byte_stream(self.path)
+        try:
+            names: list[str] = self._open_csv(source, None).schema.names
+            return names
         finally:
             source.close()
 
