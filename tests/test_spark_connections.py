@@ -145,6 +145,53 @@ def test_reused_workers_freeze_their_heap_once(reuse: str | None) -> None:
         assert (first, again, child) == (0, 0, 1)
 
 
+_TASK_GARBAGE_CHECK = """
+import gc, sys, weakref
+# A Spark worker imports the package when it unpickles its first task.
+import jetstream_arrow.spark
+from jetstream_arrow.options import ConnectOptions
+from jetstream_arrow.spark.connection_cache import get_client
+frozen_at_import = gc.get_freeze_count()
+
+class TaskState:
+    pass
+
+state = TaskState()
+state.itself = state  # a reference cycle, as task objects often are
+alive = weakref.ref(state)
+get_client(ConnectOptions(servers=sys.argv[1]))  # the task's first connection
+del state
+gc.collect()  # what a reused worker runs after each task
+print("TASK", frozen_at_import, alive() is None)
+"""
+
+
+@pytest.mark.parametrize("freeze", [None, "0"])
+def test_a_reused_worker_freezes_the_imported_modules_not_its_first_task(
+    shared_nats_server: Any, freeze: str | None
+) -> None:
+    env = {**os.environ, "SPARK_REUSE_WORKER": "1"}
+    env.pop("JETSTREAM_ARROW_GC_FREEZE", None)
+    if freeze is not None:
+        env["JETSTREAM_ARROW_GC_FREEZE"] = freeze
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_TASK_GARBAGE_CHECK), shared_nats_server.url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    words = done.stdout.split()
+    frozen, collected = int(words[-2]), words[-1] == "True"
+    # The first task's cyclic garbage is collected like any later task's.
+    assert collected
+    if freeze is None:
+        assert frozen > 10_000  # pyspark's, pyarrow's and the package's objects
+    else:
+        assert frozen == 0  # turned off
+
+
 def test_cancelled_read_leaves_no_consumer(
     spark: Any, shared_nats_server: Any, unique_name: Any
 ) -> None:

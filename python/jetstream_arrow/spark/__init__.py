@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from .columns import ACK_SCHEMA, message_schema
+from .connection_cache import freeze_worker_heap
 from .datasource import JetStreamDataSource
 from .functions import publish_fn, read_fn
 from .options import ReadOptions, WriteOptions, parse_read_options, parse_write_options
@@ -66,3 +67,7 @@ __all__ = [
     "read_fn",
     "register",
 ]
+
+# Last, once every module a task of this package needs is imported: in a reused Spark
+# worker, their objects leave the per-task garbage collection (see freeze_worker_heap).
+freeze_worker_heap()

@@ -9,7 +9,8 @@ the parent, so the cache is keyed by process id too and a child starts empty (it
 closes what it inherited: that would close the parent's socket).
 
 The same reused worker also runs a full garbage collection after every task, which
-:func:`freeze_worker_heap` makes cheap.
+:func:`freeze_worker_heap` makes cheap; ``jetstream_arrow.spark`` calls it once its
+modules are imported, before the worker runs anything of a task.
 """
 
 from __future__ import annotations
@@ -42,8 +43,6 @@ def get_client(options: ConnectOptions) -> Client:
         client = _clients.get(key)
         if client is not None and not client.is_closed():
             return client
-        # A worker's first connection: its modules are imported, its tasks begin.
-        freeze_worker_heap()
         client = connect(options=options)
         _clients[key] = client
         return client
@@ -79,23 +78,33 @@ def close_all() -> None:
             pass
 
 
+#: The environment variable that turns :func:`freeze_worker_heap` off when set to
+#: ``0`` (for the executors: Spark conf ``spark.executorEnv.JETSTREAM_ARROW_GC_FREEZE``).
+GC_FREEZE_VARIABLE = "JETSTREAM_ARROW_GC_FREEZE"
+
+
 def freeze_worker_heap() -> None:
-    """Move the objects alive now (the imported modules: pyspark, pyarrow, this
-    package) out of the cyclic garbage collector's reach, once per reused Python worker.
+    """Move the objects alive now out of the cyclic garbage collector's reach, once per
+    reused Python worker. Called when ``jetstream_arrow.spark`` is imported, so what is
+    alive is the imported modules (pyspark, pyarrow, this package) and what the worker
+    had read of its first task's command when unpickling it imported the package.
 
     A reused worker (``spark.python.worker.reuse``, Spark's default) runs
     ``gc.collect()`` after every task, before it takes the next one. A full collection
     visits every tracked object, some 50 000 once pyspark and pyarrow are imported,
     which took 15-220 ms per task on a loaded 2-core machine: CPU taken from the reads
     still running, and a delay before the worker's next task. Frozen objects are
-    skipped, so the collection only visits what tasks created since. The cost is that cyclic garbage
-    among the frozen objects is never collected: they are long-lived module state, plus
-    what the first task had created when it froze them, a one-time bound. A worker
-    that is not reused ends after its task and collects nothing, so it is left alone.
+    skipped, so the collection only visits what tasks created since. The cost is that
+    cyclic garbage among the frozen objects is never collected: long-lived module
+    state, and no object a task creates once it runs. A worker that is not reused ends
+    after its task and collects nothing, so it is left alone; ``JETSTREAM_ARROW_GC_FREEZE=0``
+    in the workers' environment turns the freeze off.
     """
     global _frozen_pid
     # The variable Spark's daemon reads to decide on reuse, read the same way.
     if not os.environ.get("SPARK_REUSE_WORKER") or _frozen_pid == os.getpid():
+        return
+    if os.environ.get(GC_FREEZE_VARIABLE, "").strip() == "0":
         return
     _frozen_pid = os.getpid()
     gc.freeze()
