@@ -19,6 +19,9 @@ from pyspark.sql import functions as F
 
 import jetstream_arrow as ja
 from conftest_spark import SPARK_ERRORS, make_stream, publish, spark
+from jetstream_arrow.exceptions import BadInputError
+from jetstream_arrow.spark.options import parse_read_options
+from jetstream_arrow.spark.work_queue import prepare_consumer
 
 pytestmark = pytest.mark.spark
 __all__ = ["spark"]
@@ -126,6 +129,33 @@ def test_consumer_option_needs_direct_gets_and_a_matching_consumer(
         start(plain, "c")
     with pytest.raises(SPARK_ERRORS, match="is a push consumer"):
         start(queue, "pusher")
+
+
+def test_the_allow_direct_advice_keeps_the_streams_other_settings(
+    shared_nats_server: Any, unique_name: Any
+) -> None:
+    """The error names the call that turns on direct gets; run as given, it changes
+    nothing else of the stream."""
+    url, name = shared_nats_server.url, unique_name("WQA")
+    make_stream(url, name, retention="workqueue", max_msgs=500, max_age=3600)
+    opts = parse_read_options(
+        {"servers": url, "stream": name, "consumer": "advised"}, queries="stream"
+    )
+    with ja.connect(url) as client:
+        before = client.stream_info(name).config
+        with pytest.raises(BadInputError) as excinfo:
+            prepare_consumer(client, opts)
+        advice = str(excinfo.value).split("update it: ", 1)[1]
+        eval(advice, {"client": client})  # the error's own advice, run as a user would
+        after = client.stream_info(name).config
+        assert after.allow_direct
+        assert (after.subjects, after.retention, after.max_msgs, after.max_age) == (
+            before.subjects,
+            before.retention,
+            500,
+            before.max_age,
+        )
+        assert prepare_consumer(client, opts).name == "advised"
 
 
 @pytest.mark.timeout(900)

@@ -75,7 +75,10 @@ def prepare_consumer(client: Client, opts: ReadOptions) -> PullConsumer:
         raise BadInputError(
             f"option 'consumer': stream {stream!r} does not allow direct gets, which "
             "the executors read a micro-batch with (a WorkQueue allows no second "
-            f"consumer); update it: client.update_stream({stream!r}, allow_direct=True)"
+            # update_stream replaces the whole config: start from the current one, or
+            # the stream's other settings return to the server's defaults.
+            f"consumer); update it: client.update_stream(client.stream_info({stream!r}).config, "
+            "allow_direct=True)"
         )
     wanted = list(opts.subjects) if opts.subjects else None
     try:
