@@ -53,6 +53,10 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+# One decoder for every line: json.loads with options builds a new one per call.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 class LineError(Exception):
     """What is wrong with one line; the caller adds file and line number."""
 
@@ -63,7 +67,7 @@ def _parse(line: bytes) -> Any:
     except UnicodeDecodeError as e:
         raise LineError(f"not UTF-8 (byte {e.start + 1} of the line)") from None
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return _DECODER.decode(text)
     except json.JSONDecodeError as e:
         raise LineError(f"not JSON ({e.msg} at column {e.colno})") from None
     except ValueError as e:
