@@ -417,7 +417,11 @@ def _load_file(
                 except StopIteration:
                     break
                 except BadInputError as e:
-                    raise CliError(f"{f.path} (rows from {row_offset}): {e}") from None
+                    # the engine counts rows from the first of the current result
+                    where = (
+                        f" (rows counted from row {row_offset} of the file)" if row_offset else ""
+                    )
+                    raise CliError(f"{f.path}{where}: {e}") from None
                 totals.rows += result.rows
                 totals.stored += result.stored
                 totals.duplicates += result.duplicates
