@@ -90,6 +90,24 @@ def test_duplicates_within_one_load_are_reported(nats_server, tmp_path, capsys):
     assert _messages(nats_server.url, "D") == 500
 
 
+def test_ids_taken_by_another_load_are_not_taken_for_a_rerun(nats_server, tmp_path, capsys):
+    """Two loads that both chose --msg-id-prefix P: the second one's rows come back as
+    duplicates, and the load says they were not stored instead of exiting 0."""
+    monday, tuesday = tmp_path / "monday.csv", tmp_path / "tuesday.csv"
+    pacsv.write_csv(pa.table({"day": ["mon"] * 300, "n": range(300)}), monday)
+    pacsv.write_csv(pa.table({"day": ["tue"] * 300, "n": range(300)}), tuesday)
+    common = ["--stream", "DAYS", "--subject", "days", "--msg-id-prefix", "P"]
+    assert _load(capsys, nats_server.url, str(monday), *common, "--create-stream").code == 0
+    run = _load(capsys, nats_server.url, str(tuesday), *common)
+    assert run.code == 1, run.out
+    assert f"{tuesday} row 0 was not stored" in run.err, run.err
+    assert "--msg-id-prefix 'P'" in run.err, run.err
+    # a re-run of the first load is still a re-run
+    run = _load(capsys, nats_server.url, str(monday), *common)
+    assert run.code == 0, run.err
+    assert "0 stored, 300 duplicates" in run.out
+
+
 def test_a_file_is_published_in_one_pipelined_call(nats_server, tmp_path, capsys, monkeypatch):
     """Batches of a file flow through one publish, so the ack window does not drain
     at each batch boundary; the totals still count every batch."""

@@ -387,10 +387,17 @@ def _load_file(
     # Files are read and converted in a thread while the previous batch is published.
     prefetch = ReadAhead(f.messages(batch_rows), name="jetstream-arrow-reader")
 
+    # The file's first batch, kept to compare with what the stream holds when its rows
+    # come back as duplicates of messages stored before this load.
+    first_batch: list[pa.RecordBatch] = []
+    compared = args.msg_id_column is not None  # the user's own ids: not compared
+
     def handed_over() -> Iterator[pa.RecordBatch]:
         # Runs as the publisher pulls the next batch: the whole file is one pipelined
         # publish, so the ack window never drains between batches.
         for messages, rows, nbytes, fraction in prefetch:
+            if not first_batch:
+                first_batch.append(messages)
             totals.nbytes += nbytes
             totals.handed += rows
             progress.update(rows, nbytes, fraction)
@@ -427,6 +434,11 @@ def _load_file(
                 totals.duplicates += result.duplicates
                 if result.duplicates:
                     _count_repeated(result, f, row_offset, last_seq_before, totals)
+                    if not compared and first_batch:
+                        compared = True
+                        _compare_earlier_duplicate(
+                            client, args, f, result, row_offset, first_batch[0], last_seq_before
+                        )
                 if result.failed:
                     totals.failed += result.failed
                     failed = result.failed_rows().slice(0, 5).to_pylist()
@@ -438,6 +450,54 @@ def _load_file(
     finally:
         prefetch.close()
     totals.files += 1
+
+
+def _compare_earlier_duplicate(
+    client: Any,
+    args: argparse.Namespace,
+    f: LoadFile,
+    result: Any,
+    row_offset: int,
+    first_batch: pa.RecordBatch,
+    last_seq_before: int,
+) -> None:
+    """A re-run finds its rows in the stream as they were sent. Rows dropped because
+    the stream holds their id with other content (two loads that both chose
+    --msg-id-prefix P) are data lost: the first such row of a file is compared with
+    the stored message, one request per file."""
+    acks = result.acks
+    mask = pc.and_(
+        pc.fill_null(acks["duplicate"], False),
+        pc.fill_null(pc.less_equal(acks["seq"], last_seq_before), False),
+    )
+    found = int(pc.index(mask, True).as_py())
+    row = row_offset + found
+    if found < 0 or row >= first_batch.num_rows:
+        return
+    seq = int(acks["seq"][found].as_py())
+    sent = first_batch.column("data")[row].as_py()
+    sent = sent.encode() if isinstance(sent, str) else sent
+    try:
+        stored = client.get_message(args.stream, seq=seq)
+    except NotFoundError:
+        return  # removed since (limits, a purge): nothing to compare with
+    if stored.data == sent:
+        return
+    if args.msg_id_prefix is not None:
+        cause = (
+            f"another load used --msg-id-prefix {args.msg_id_prefix!r}; give this load a "
+            "prefix of its own"
+        )
+    else:
+        cause = (
+            "the same file was loaded before with other options (such as --csv-types or "
+            "--data-column); load it into another stream, or after the duplicate window"
+        )
+    raise CliError(
+        f"{f.path} row {row} was not stored: the stream already holds its message id "
+        f"at sequence {seq} with other content, so the server dropped it as a duplicate "
+        f"({human_count(result.duplicates)} rows of this file so far). Probably {cause}."
+    )
 
 
 def _count_repeated(
