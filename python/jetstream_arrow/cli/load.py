@@ -65,7 +65,9 @@ re-runs store each row once:
   (default 2 minutes): re-run within it, or create the stream with a longer
   --duplicate-window. Rows dropped because another row of the same load had their
   id (two files with the same content, a repeated --msg-id-column value) are
-  reported on stderr.
+  reported on stderr. A file whose rows come back as duplicates of earlier messages
+  has its first such row compared with the stored message: other content under the
+  same id (another load with the same --msg-id-prefix) fails the load.
 
 memory:
   Files are read a batch at a time (parquet: by row group pages; csv: 8 MiB blocks;
