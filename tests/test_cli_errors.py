@@ -46,6 +46,7 @@ def test_help_reads_well():
         "--api-prefix",
         "duplicate window",
         "SHA-256",
+        "--csv-types",
     ):
         assert flag in run.out, flag
 
@@ -56,6 +57,8 @@ def test_help_reads_well():
         ["load", "x.parquet", "--subject", "a"],  # no --stream
         ["load", "x.parquet", "--stream", "S"],  # neither --subject nor --subject-column
         ["load", "x.parquet", "--stream", "S", "--subject", "a", "--subject-column", "c"],
+        # --csv-types for files none of which is CSV
+        ["load", "x.parquet", "--stream", "S", "--subject", "a", "--csv-types", "infer"],
         ["export", "S"],  # no -o
         ["frobnicate"],
     ],
