@@ -108,7 +108,7 @@ def test_write_options() -> None:
             "maxRetries": "0",
             "stream": "ORDERS",
             "msgIdColumn": "id",
-            "path": "ignored",
+            "path": "ORDERS",
         }
     )
     assert opts.subject == "x.y"

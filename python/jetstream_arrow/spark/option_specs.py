@@ -257,7 +257,7 @@ READ_SPECS = [
         "maxBytes",
         "int",
         DEFAULT_READ_MAX_BYTES,
-        "payload bytes per Arrow batch (and per pull)",
+        "payload bytes per Arrow batch; it also bounds the bytes asked for per pull or direct-get request, where the server counts each message's subject, headers and payload",
         "read",
         minimum=1,
         maximum=INT64_MAX,

@@ -11,6 +11,7 @@ matching and the query-kind checks here serve the read and the write options ali
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import uuid
@@ -217,11 +218,53 @@ def _collect(
         values[spec.python] = _parse_value(spec, raw)
     if unknown:
         known = sorted({s.spark for s in index.values()})
-        raise BadInputError(
-            f"unknown {what} option(s) {', '.join(map(repr, sorted(unknown)))}; "
-            f"known options: {', '.join(known)}"
-        )
+        named = ", ".join(_with_advice(key, index) for key in sorted(unknown))
+        raise BadInputError(f"unknown {what} option(s) {named}; known options: {', '.join(known)}")
     return values
+
+
+#: Options of Spark's Kafka source and sink (names normalised by ``_norm``) and the
+#: Python names of what this source calls them, in the order they are looked up in
+#: the options of a query: a read finds the first, a write the second where they differ.
+_KAFKA_EQUIVALENTS: dict[str, tuple[str, ...]] = {
+    "maxoffsetspertrigger": ("max_messages_per_trigger",),
+    "maxrecordsperpartition": ("max_messages_per_partition",),
+    "startingoffsetsbytimestamp": ("start_time",),
+    "startingtimestamp": ("start_time",),
+    "endingoffsets": ("end_seq",),
+    "endingoffsetsbytimestamp": ("end_time",),
+    "endingtimestamp": ("end_time",),
+    "subscribe": ("stream",),
+    "subscribepattern": ("subjects",),
+    "assign": ("stream",),
+    "topic": ("stream", "subject"),
+    "kafka.bootstrap.servers": ("servers",),
+}
+
+
+def _with_advice(key: str, index: dict[str, OptionSpec]) -> str:
+    """``key`` quoted, with the known option meant by it: the equivalent of a Kafka
+    option, else the closest known name."""
+    for python in _KAFKA_EQUIVALENTS.get(_norm(key), ()):
+        spec = index.get(_norm(python))
+        if spec is not None:
+            return f"{key!r} (Kafka's name for {spec.spark!r})"
+    close = difflib.get_close_matches(_norm(key), list(index), n=1, cutoff=0.8)
+    if close:
+        return f"{key!r} (did you mean {index[close[0]].spark!r}?)"
+    return repr(key)
+
+
+#: The path of ``load(path)``, ``save(path)`` and ``start(path)``: a stream's name.
+_PATH_SPEC = OptionSpec("path", "path", "str", None, "the stream's name", "read")
+
+
+def _stream_of_path(path: Any, call: str) -> str:
+    """The stream named by the path given to ``call`` (``load()``, ``save()``)."""
+    try:
+        return str(validate_name(_parse_text(_PATH_SPEC, path), "path"))
+    except BadInputError as err:
+        raise BadInputError(f"the path given to {call} is a stream's name: {err}") from None
 
 
 def _connect_options(values: dict[str, Any]) -> ConnectOptions:
@@ -308,6 +351,7 @@ def parse_read_options(
             path = options.pop(key)
     values = _collect(options, _READ_INDEX, "read", queries=queries)
     if path is not None:
+        path = _stream_of_path(path, "load()")
         if values.get("stream") not in (None, path):
             raise BadInputError(
                 f"option 'stream' ({values['stream']!r}) and the path given to load() "
@@ -382,8 +426,11 @@ def parse_write_options(options: Mapping[str, Any], *, queries: str = "batch") -
         raise BadInputError(f"option 'stream' is given twice (as {stream_keys[1]!r} too)")
     for key in stream_keys:
         stream = options.pop(key)
+    path = None
+    for key in [key for key in options if _norm(key) == "path"]:
+        path = options.pop(key)
     # Spark hands a streaming sink its own option checkpointLocation too.
-    ignore = ("path", "checkpointlocation") if queries == "stream" else ("path",)
+    ignore = ("checkpointlocation",) if queries == "stream" else ()
     values = _collect(options, _WRITE_INDEX, "write", ignore=ignore, queries=queries)
     connect = _connect_options(values)
     values = {**_WRITE_DEFAULTS, **values}
@@ -391,11 +438,24 @@ def parse_write_options(options: Mapping[str, Any], *, queries: str = "batch") -
     # match would fail every row at run time instead.
     if values["expected_stream"] is not None:
         validate_name(values["expected_stream"], "expectedStream")
+    stream_given_as = "option 'stream'"
     if stream is not None:
         stream = validate_name(stream, "stream")
+    if path is not None:
+        # save("ORDERS") (start("ORDERS") for a streaming write) names the stream, as
+        # load("ORDERS") does for a read.
+        call = "start()" if queries == "stream" else "save()"
+        path = _stream_of_path(path, call)
+        if stream not in (None, path):
+            raise BadInputError(
+                f"option 'stream' ({stream!r}) and the path given to {call} ({path!r}) "
+                "disagree; give the stream once"
+            )
+        stream, stream_given_as = path, f"the path given to {call}"
+    if stream is not None:
         if values["expected_stream"] not in (None, stream):
             raise BadInputError(
-                f"options 'stream' ({stream!r}) and 'expectedStream' "
+                f"{stream_given_as} ({stream!r}) and option 'expectedStream' "
                 f"({values['expected_stream']!r}) disagree"
             )
         values["expected_stream"] = stream

@@ -44,28 +44,34 @@ def find_java() -> str | None:
     return shutil.which("java")
 
 
-def java_problem() -> str | None:
-    """One line saying why Spark cannot start a JVM here, or None when it can."""
+def probe_java() -> tuple[str | None, str | None]:
+    """(the Java Spark would start, as ``Java <version> (<path>)``, None) when Spark
+    can start a JVM here, else (None, one line saying why not)."""
     java = find_java()
     if java is None:
         where = "JAVA_HOME/bin/java" if os.environ.get("JAVA_HOME") else "no `java` on PATH"
-        return f"{_JAVA_HINT} ({where})"
+        return None, f"{_JAVA_HINT} ({where})"
     try:
         probe = subprocess.run(
             [java, "-version"], capture_output=True, text=True, timeout=IMPORT_CHECK_TIMEOUT
         )
     except (OSError, subprocess.TimeoutExpired) as e:
-        return f"{_JAVA_HINT} ({java} -version failed: {e})"
+        return None, f"{_JAVA_HINT} ({java} -version failed: {e})"
     # `java -version` writes e.g. `openjdk version "17.0.9"` or `"1.8.0_392"` to stderr.
-    found = re.search(r'version "(\d+)(?:\.(\d+))?', probe.stderr + probe.stdout)
+    found = re.search(r'version "((\d+)(?:\.(\d+))?[^"]*)"', probe.stderr + probe.stdout)
     if found is None:
-        return f"{_JAVA_HINT} ({java} -version printed no version)"
-    major = int(found.group(1))
-    if major == 1 and found.group(2):
-        major = int(found.group(2))
+        return None, f"{_JAVA_HINT} ({java} -version printed no version)"
+    major = int(found.group(2))
+    if major == 1 and found.group(3):
+        major = int(found.group(3))
     if major < MIN_JAVA:
-        return f"{_JAVA_HINT} ({java} is Java {major})"
-    return None
+        return None, f"{_JAVA_HINT} ({java} is Java {major})"
+    return f"Java {found.group(1)} ({java})", None
+
+
+def java_problem() -> str | None:
+    """One line saying why Spark cannot start a JVM here, or None when it can."""
+    return probe_java()[1]
 
 
 def check_java() -> None:
@@ -135,9 +141,13 @@ def check_worker_python(spark: Any | None = None) -> None:
 
 
 def main() -> int:
-    """Print why Spark could not start a JVM here and return 1, or return 0."""
-    problem = java_problem()
+    """Print why Spark could not start a JVM here and return 1, or print the Java and
+    the pyspark found and return 0: one line either way."""
+    found, problem = probe_java()
     if problem:
         print(problem, file=sys.stderr)
         return 1
+    import pyspark
+
+    print(f"{found} and pyspark {pyspark.__version__} found: Spark can start here")
     return 0
