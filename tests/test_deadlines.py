@@ -36,6 +36,7 @@ import pytest
 
 import jetstream_arrow as ja
 from engine_helpers import read_all
+from jetstream_arrow import _core
 from jetstream_arrow.client import PublishResult
 from jetstream_arrow.exceptions import (
     ConnectionFailedError,
@@ -443,14 +444,17 @@ def ack_sync(case: Case) -> Any:
     batch.ack_sync(timeout=ACK_SYNC_TIMEOUT)
 
 
-def push(*, bound_by_subject: bool, heartbeat: float | None) -> Callable[[Case], Any]:
+def push(
+    *, bound_by_subject: bool, heartbeat: float | None, pings: bool = False
+) -> Callable[[Case], Any]:
     """Push consumption, the fault after the first batch. The consumer is looked up
     (its idle heartbeat with it), or bound by its deliver subject with or without
-    the heartbeat passed to ``messages()``; without one, only the connection's pings
-    can find the server silent."""
+    the heartbeat passed to ``messages()``. Without one nothing from the server tells a
+    quiet stream from a silent server: the client must ask the server itself, after
+    the package's ``SILENCE_PROBE``, or learn it from the connection's ``pings``."""
 
     def call(case: Case) -> Any:
-        client = case.client(ping=heartbeat is None)
+        client = case.client(ping=pings)
         client.create_stream(READ_STREAM, [f"{READ_STREAM}.>"])
         deliver = f"deliver.{READ_STREAM}"
         client.create_consumer(
@@ -527,11 +531,15 @@ class Call:
     paused: tuple[type[BaseException], ...] = (OperationTimeoutError,)
     #: Which publish check applies (None: not a publish).
     publish: str | None = None
+    #: The faults the call is put to (default: a publish all of them, since a
+    #: reconnecting client holds what is sent meanwhile in a queue a publish can fill;
+    #: other calls a pause and a kill).
+    only: tuple[str, ...] = ()
 
     @property
     def faults(self) -> tuple[str, ...]:
-        # A reconnecting client holds what is sent meanwhile, in a queue a publish can
-        # fill; other calls wait for the server as with a pause.
+        if self.only:
+            return self.only
         return tuple(FAULTS) if self.publish else ("pause", "kill")
 
 
@@ -573,8 +581,14 @@ CALLS: dict[str, Call] = {
     ),
     "push-by-subject-no-heartbeat": Call(
         push(bound_by_subject=True, heartbeat=None),
+        _core.DEFAULT_SILENCE_PROBE + REQUEST_TIMEOUT + SLACK,
+        (ConnectionFailedError, OperationTimeoutError),
+    ),
+    "push-by-subject-no-heartbeat-pings": Call(
+        push(bound_by_subject=True, heartbeat=None, pings=True),
         PING_BOUND,
         (ConnectionFailedError, OperationTimeoutError),
+        only=("pause",),
     ),
     "push-flow-control": Call(flow_control, 2 * FLOW_CONTROL_HEARTBEAT + SLACK),
     **{name: Call(management(request), REQUEST_TIMEOUT + SLACK) for name, request in API.items()},
