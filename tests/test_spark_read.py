@@ -21,6 +21,9 @@ from conftest_spark import (
     stream_table,
 )
 from jetstream_arrow.spark import message_schema, register
+from jetstream_arrow.spark.columns import arrow_schema
+from jetstream_arrow.spark.options import parse_read_options
+from jetstream_arrow.spark.reading import DataLossError, read_range
 
 pytestmark = pytest.mark.spark
 __all__ = ["pushdown", "spark"]  # fixtures, imported for pytest
@@ -217,6 +220,45 @@ def test_fail_on_data_loss_after_purge(
         read_df(spark, url, name, startingSequence=90).count()
     assert "90..100" in error_text(excinfo)
     assert read_df(spark, url, name, startingSequence=90, failOnDataLoss="false").count() == 10
+
+
+def _read_into(seqs: list[int], batches: Any) -> None:
+    for batch in batches:
+        seqs += batch.column("seq").to_pylist()
+
+
+@pytest.mark.parametrize("allow_direct", [False, True])
+def test_messages_removed_while_a_partition_is_read_fail_it(
+    shared_nats_server: Any, unique_name: Any, allow_direct: bool
+) -> None:
+    """A partition's read (as an executor runs it, without Spark) that the stream's
+    head overtakes: the messages it had not read yet are named, not skipped. The
+    stream allows direct gets or not, so both of the engine's ways of reading a
+    short range are covered."""
+    url, name = shared_nats_server.url, unique_name("LR")
+    make_stream(url, name, allow_direct=allow_direct)
+    # More than the engine reads ahead of a paused consumer read (1,024 messages and more).
+    publish(url, name, 5_000)
+    opts = parse_read_options({"servers": url, "stream": name, "batchRows": 100})
+    target = arrow_schema(message_schema())
+    with ja.connect(url) as client:
+        # A message deleted before the read is skipped, as Kafka skips compacted offsets.
+        client.delete_message(name, 3)
+        whole = read_range(client, opts, name, 1, 5_000, None, target)
+        assert [s for b in whole for s in b.column("seq").to_pylist()] == [1, 2, *range(4, 5_001)]
+
+        batches = read_range(client, opts, name, 1, 5_000, None, target)
+        read = next(batches).column("seq").to_pylist()
+        # Sequences 1..4000 go (a purge, or the stream's limits) while the read is paused.
+        client.purge_stream(name, up_to_seq=4_001)
+        with pytest.raises(DataLossError) as excinfo:
+            _read_into(read, batches)
+    err = excinfo.value
+    # What the engine had read ahead before the purge is read (without a hole), the
+    # rest named: nothing is skipped silently.
+    assert read == [1, 2, *range(4, read[-1] + 1)]
+    assert read[-1] < err.first < 3_500 and err.last == 4_000
+    assert f"{err.first}..4000" in str(err) and "failOnDataLoss" in str(err)
 
 
 def test_bad_options_name_the_option(spark: Any, shared_nats_server: Any, unique_name: Any) -> None:

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.types import StructType
 
 from .._core import DEFAULT_RESUME_TIMEOUT
@@ -154,6 +155,42 @@ def check_data_loss(
     return available
 
 
+def skipped_sequences(seqs: pa.Array, expected: int) -> list[tuple[int, int]]:
+    """The runs of sequences (first, last) missing from ``seqs``, a batch of a read in
+    sequence order whose next sequence was ``expected``."""
+    if len(seqs) == 0:
+        return []
+    seqs = seqs.cast(pa.int64())
+    before = pa.concat_arrays([pa.array([expected - 1], pa.int64()), seqs.slice(0, len(seqs) - 1)])
+    jumps = pc.indices_nonzero(pc.greater(pc.subtract(seqs, before), 1)).to_pylist()
+    return [(before[i].as_py() + 1, seqs[i].as_py() - 1) for i in jumps]
+
+
+def check_removed_while_read(
+    client: Client, stream: str, skipped: list[tuple[int, int]], what: str
+) -> None:
+    """Raise :class:`DataLossError` when runs of sequences a read skipped lie below the
+    stream's first sequence now: its head (limits, a purge) went past them before they
+    were read. Runs above it were deleted from the middle of the stream, which a read
+    skips, as Kafka skips compacted offsets. (A run deleted from the middle that the
+    head overtook between the read skipping it and this check counts as removed.)"""
+    if not skipped:
+        return
+    available = first_available(stream_state(client, stream))
+    removed = [(lo, min(hi, available - 1)) for lo, hi in skipped if lo < available]
+    if not removed:
+        return
+    runs = ", ".join(str(lo) if lo == hi else f"{lo}..{hi}" for lo, hi in removed)
+    raise DataLossError(
+        f"option 'failOnDataLoss': messages {runs} of stream {stream!r} ({what}) were "
+        "removed from the stream's head (by its limits or a purge) while the range was "
+        f"read, before they could be read; the stream now starts at sequence {available}. "
+        "Set failOnDataLoss=false to read what is left.",
+        removed[0][0],
+        removed[-1][1],
+    )
+
+
 def read_range(
     client: Client,
     opts: ReadOptions,
@@ -169,15 +206,20 @@ def read_range(
     delivered (a fresh reader, at most ``_MAX_RESUMES`` times), and so does one that
     ends before ``end``. An unfiltered read of a stream without deleted messages
     must return every sequence of the range; fewer is an error, never a silent loss.
+    With ``failOnDataLoss``, an unfiltered read checks each batch that skipped
+    sequences, and its end, against the stream's head (:func:`check_removed_while_read`),
+    so messages removed while the range is read are named, not skipped.
     """
     state = stream_state(client, stream)
     # A read through a durable consumer (option 'consumer') re-reads the messages the
     # consumer holds unacknowledged, by direct gets: acknowledged work items around
     # them are gone by design, so neither removed messages nor a short count mean loss.
     through_consumer = opts.consumer is not None
+    what = f"range {start}..{end if end is not None else 'end'}"
     if opts.fail_on_data_loss and not through_consumer:
-        what = f"range {start}..{end if end is not None else 'end'}"
         check_data_loss(client, stream, start, end if end is not None else MAX_SEQ, what, state)
+    # With a subject filter the messages between two of the read are other subjects'.
+    watch_head = opts.fail_on_data_loss and not through_consumer and subjects is None
     last = int(state.last_seq) if end is None else min(end, int(state.last_seq))
     next_seq, received, resumes = start, 0, 0
     while next_seq <= last:
@@ -203,6 +245,9 @@ def read_range(
                 if batch.num_rows:
                     progressed = True
                     received += batch.num_rows
+                    if watch_head:
+                        skipped = skipped_sequences(batch.column("seq"), next_seq)
+                        check_removed_while_read(client, stream, skipped, what)
                     next_seq = int(batch.column("seq")[-1].as_py()) + 1
                     yield conform(batch, target)
         except (BadInputError, OperationTimeoutError, ConnectionFailedError) as err:
@@ -216,6 +261,9 @@ def read_range(
             reader.close()
         if not progressed:
             break
+    if watch_head and next_seq <= last:
+        # The read ended early: its last sequences may have gone with the head.
+        check_removed_while_read(client, stream, [(next_seq, last)], what)
     if subjects is None and start <= last and not through_consumer:
         _check_complete(client, stream, start, last, received)
 
