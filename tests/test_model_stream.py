@@ -42,21 +42,25 @@ must hold:
   delivered again, except after a ``kill -9``: nats-server writes a consumer's state
   to disk after the fact (its flusher), even with ``sync_interval: always``, so a
   crash can forget acks it confirmed (measured: a consumer back at its first
-  message after a kill two seconds after its creation). The model allows a message
-  acked before a kill to come once more. A message delivered but not acked comes
+  message after a kill two seconds after its creation). The model lets a message
+  acked before a kill come again. A message delivered but not acked comes
   again after ``ack_wait``; at the end of each run every stored message has been
   delivered and acked.
-- **Nothing hangs.** Every call returns, or raises a typed error (never the bare
-  base class), within a bound; a publish that raises carries ``.result``, what it
-  had stored.
+- **Nothing hangs, nothing misleads.** Every call returns, or raises a typed error
+  (never the bare base class), within a bound. A publish that raises carries
+  ``.result``, what it had stored; one that met no fault stores every row. A read
+  rides out a fault (shorter than its ``resume_timeout``) and returns its whole
+  range. A fetch may end with a ``TimeoutError`` or ``ConnectionError`` class when a
+  fault strikes it, never one saying the consumer is gone.
 
 The run is seeded: ``JETSTREAM_ARROW_MODEL_SEED`` (default below; ``random`` draws
 one) picks the sequences, and the test prints it with its figures. A failure prints
-the failing steps, and a blob for ``@reproduce_failure``; replay with the printed
-seed. Timing varies between runs, so a replay draws the same steps but the faults
-land at slightly different moments. Failing examples are not shrunk (each step takes
-real time; ``JETSTREAM_ARROW_MODEL_SHRINK=1`` shrinks), and
-``JETSTREAM_ARROW_MODEL_SCALE=10`` runs ten times the examples.
+the failing steps, and a blob for ``@reproduce_failure`` (it decorates
+``StreamMachine``); replay with the printed seed. Timing varies between runs, so a
+replay draws the same steps but the faults land at slightly different moments.
+Failing examples are not shrunk (each step takes real time;
+``JETSTREAM_ARROW_MODEL_SHRINK=1`` shrinks), and ``JETSTREAM_ARROW_MODEL_SCALE=10``
+runs ten times the examples.
 """
 
 from __future__ import annotations
@@ -121,8 +125,9 @@ DRAIN_FETCH = 10_000
 
 @dataclass(frozen=True)
 class Fault:
-    """A fault injected ``after`` seconds into a call: ``restart`` (SIGTERM, start),
-    ``kill`` (SIGKILL, start) or ``pause`` (SIGSTOP, SIGCONT ``pause_for`` later)."""
+    """``restart`` (SIGTERM, start), ``kill`` (SIGKILL, start) or ``pause`` (SIGSTOP,
+    SIGCONT ``pause_for`` seconds later), ``after`` seconds into a call (see
+    :class:`FaultThread`) or between calls."""
 
     kind: str
     after: float = 0.0
@@ -186,8 +191,8 @@ class Consume:
 
 
 def steps() -> st.SearchStrategy[Publish | Republish | Read | Consume | Fault]:
-    """One step, weighted: publishing and consuming most, a fault between calls in
-    about one step in ten, and as often a fault in the middle of a call."""
+    """One step, weighted: publishing and consuming most; a fault in about one call
+    in five, and between calls in one step in ten."""
     maybe_fault = st.none() | st.none() | st.none() | st.none() | faults()
     publish = st.builds(
         Publish,
