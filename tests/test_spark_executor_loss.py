@@ -1,0 +1,551 @@
+"""An executor JVM killed with ``kill -9`` in Spark's ``local-cluster[2,1,1024]`` while
+a job is under way, each test counting what was lost or doubled:
+
+- a batch write with a msg id per row: the stream ends with every row once (the
+  killed executor's tasks run again elsewhere and the server drops what they had
+  already stored);
+- a batch read: every message read once (the lost partitions are read again);
+- a streaming query from a stream into a jetstream sink (trigger(availableNow=True),
+  a checkpoint): every source message once in the sink;
+- a streaming query through a durable consumer of a WorkQueue (option ``consumer``)
+  into a jetstream sink: every message once in the sink, and the queue empty.
+
+The executor is found by the process tree of the driver this module starts
+(``drivers/local_cluster_jobs.py``: the pytest process already holds a ``local``
+SparkContext), among the JVMs running ``CoarseGrainedExecutorBackend``, and is killed
+when the work is part done: the target stream holds some but not all rows, or some
+but not all of the read's tasks have finished, and the executor runs a task. Each
+test then checks that the cluster's master starts a replacement executor, and prints
+one line of figures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+import jetstream_arrow as ja
+from conftest_spark import make_stream, publish, stream_table
+from natsserver import NatsServer
+
+pytestmark = [pytest.mark.fault, pytest.mark.spark, pytest.mark.slow]
+
+DRIVER = Path(__file__).parent / "drivers" / "local_cluster_jobs.py"
+EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
+#: Seconds for the driver to start its JVM and both executors.
+START_TIMEOUT = 180.0
+#: Seconds a job (one command of the driver) may take.
+JOB_TIMEOUT = 300.0
+#: Seconds to wait for the moment to kill, once a job is sent.
+KILL_TIMEOUT = 120.0
+#: Publishes in flight per write task. One at a time, a task's 5,000 rows take most
+#: of a second, long enough for the kill to fall in the middle of them, so that its
+#: retry re-sends rows the server already stored.
+ACK_WINDOW = 1
+#: Tasks (read partitions) of each micro-batch of the streaming queries.
+TASKS_PER_BATCH = 2
+#: A write's report when Spark commits it (jetstream_arrow.spark's log on stderr).
+COMMIT_REPORT = re.compile(r"committed: .*? (\d+) duplicates")
+#: Seconds for the master to start a replacement executor and the driver to see it.
+REPLACEMENT_TIMEOUT = 120.0
+
+
+# -- the process tree -----------------------------------------------------------------
+
+
+def children_by_parent() -> dict[int, list[int]]:
+    """Every process's children, from /proc."""
+    tree: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue  # ended meanwhile
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+        fields = stat[stat.rindex(")") + 2 :].split()
+        tree.setdefault(int(fields[1]), []).append(int(entry))
+    return tree
+
+
+def descendants(root: int) -> list[int]:
+    tree = children_by_parent()
+    found, todo = [], [root]
+    while todo:
+        for child in tree.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def executor_processes(root: int) -> dict[str, int]:
+    """Executor id -> PID of the live executor JVMs under process ``root``."""
+    found = {}
+    for pid in descendants(root):
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        if stat[stat.rindex(")") + 2] == "Z":
+            continue  # killed, not yet reaped by its worker
+        words = [a.decode(errors="replace") for a in args]
+        if EXECUTOR_CLASS in words and "--executor-id" in words and words[0].endswith("java"):
+            found[words[words.index("--executor-id") + 1]] = pid
+    return found
+
+
+def socket_inodes(pid: int) -> set[int]:
+    """The inodes of the sockets process ``pid`` holds open."""
+    found = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return found
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            found.add(int(target[8:-1]))
+    return found
+
+
+def local_ports() -> dict[int, int]:
+    """Socket inode -> local TCP port, from /proc/net/tcp and tcp6."""
+    ports = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            ports[int(fields[9])] = int(fields[1].rsplit(":", 1)[1], 16)
+    return ports
+
+
+def executor_traffic(server: NatsServer, executors: dict[str, int]) -> dict[str, int]:
+    """Executor id -> messages its processes (the JVM and its Python workers) have
+    sent to and received from ``server`` on their open connections, from the server's
+    /connz and the sockets each process holds."""
+    connz = server.monitor("connz?limit=100000")
+    moved = {c["port"]: c["in_msgs"] + c["out_msgs"] for c in connz.get("connections", [])}
+    ports = local_ports()
+    traffic = {}
+    for executor, pid in executors.items():
+        inodes = set().union(*(socket_inodes(p) for p in [pid, *descendants(pid)]))
+        traffic[executor] = sum(moved.get(ports.get(inode, -1), 0) for inode in inodes)
+    return traffic
+
+
+# -- the driver -----------------------------------------------------------------------
+
+
+@dataclass
+class Kill:
+    """One executor killed: which, when, and what the job had done by then."""
+
+    executor: str
+    pid: int
+    at: float
+    progress: dict[str, Any]
+    #: Messages the executor moved to or from the server in the last 0.1 s.
+    moving: int
+
+
+class ClusterDriver:
+    """The driver process: sends it commands, reads its answers in a thread, kills
+    its executors."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.log_path = workdir / "driver.log"
+        self.log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, str(DRIVER)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            start_new_session=True,  # its JVMs and Python workers die with it
+        )
+        self.answers: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
+        self.progress: dict[str, Any] = {}
+        threading.Thread(target=self._read, name="driver-answers", daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            kind, _, body = line.partition(" ")
+            if kind == "PROGRESS":
+                self.progress = json.loads(body)
+            elif kind in ("READY", "DONE", "FAILED"):
+                self.answers.put((kind, json.loads(body)))
+            # Anything else is the JVM's own output.
+        self.answers.put(("EXITED", {"returncode": self.process.wait()}))
+
+    def log_size(self) -> int:
+        self.log.flush()
+        return self.log_path.stat().st_size
+
+    def duplicates_reported(self, since: int) -> int | None:
+        """The duplicates the commit reports of the writes logged after byte ``since``
+        count: rows a retried task sent again that the server had already stored
+        (None when the log holds no such report)."""
+        self.log.flush()
+        with self.log_path.open("rb") as f:
+            f.seek(since)
+            text = f.read().decode(errors="replace")
+        found = COMMIT_REPORT.findall(text)
+        return sum(int(d) for d in found) if found else None
+
+    def tail(self) -> str:
+        self.log.flush()
+        text = self.log_path.read_text(errors="replace")
+        return f"--- driver log ({self.log_path}):\n{text[-4000:]}"
+
+    def answer(self, timeout: float, what: str) -> dict[str, Any]:
+        """The next READY or DONE answer; a FAILED one, an ended driver or no answer
+        within ``timeout`` seconds fail the test."""
+        try:
+            kind, body = self.answers.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no answer in {timeout} s to {what}\n{self.tail()}") from None
+        if kind not in ("READY", "DONE"):
+            raise AssertionError(f"{what}: {kind} {body.get('trace', body)}\n{self.tail()}")
+        return body
+
+    def send(self, op: str, **args: Any) -> None:
+        assert self.process.stdin is not None
+        self.progress = {}
+        self.process.stdin.write(json.dumps({"op": op, **args}) + "\n")
+        self.process.stdin.flush()
+
+    def run(self, op: str, **args: Any) -> dict[str, Any]:
+        self.send(op, **args)
+        return self.answer(JOB_TIMEOUT, op)
+
+    def executors(self) -> dict[str, int]:
+        return executor_processes(self.process.pid)
+
+    def kill_executor_when(
+        self, server: NatsServer, ready: Callable[[dict[str, Any]], bool], what: str
+    ) -> Kill:
+        """Once ``ready(progress)`` holds, SIGKILL by its PID the JVM of an executor
+        that is moving messages to or from ``server`` at that moment (a task of it is
+        part-way through its publishes or its read). Fails the test when the job ends
+        first."""
+        deadline = time.monotonic() + KILL_TIMEOUT
+        while True:
+            if not self.answers.empty():
+                kind, body = self.answers.get()
+                raise AssertionError(
+                    f"the job ended ({kind}) before {what}; progress {self.progress}: "
+                    f"{body.get('trace', body)}\n{self.tail()}"
+                )
+            if ready(self.progress):
+                executors = self.executors()
+                before = executor_traffic(server, executors)
+                time.sleep(0.1)
+                after = executor_traffic(server, executors)
+                moving = {e: after[e] - before.get(e, 0) for e in after}
+                busiest = max(moving, key=lambda e: moving[e], default=None)
+                if busiest is not None and moving[busiest] > 0:
+                    os.kill(executors[busiest], signal.SIGKILL)
+                    return Kill(
+                        busiest,
+                        executors[busiest],
+                        time.monotonic(),
+                        dict(self.progress),
+                        moving[busiest],
+                    )
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"waited {KILL_TIMEOUT} s for {what}; progress {self.progress}\n{self.tail()}"
+                )
+            time.sleep(0.02)
+
+    def wait_for_replacement(self, kill: Kill) -> tuple[str, float]:
+        """Wait until two executors run again, one of them new; (its id, seconds
+        from the kill until the driver had it)."""
+        deadline = time.monotonic() + REPLACEMENT_TIMEOUT
+        while True:
+            alive = self.executors()
+            known = {e["id"] for e in self.run("executors")["executors"]}
+            new = sorted(set(alive) - {kill.executor}, key=int)
+            if kill.executor not in alive and len(alive) == 2 and set(alive) == known:
+                return new[-1], time.monotonic() - kill.at
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"waited {REPLACEMENT_TIMEOUT} s for a replacement of executor "
+                    f"{kill.executor}: executor JVMs {alive}, the driver knows {sorted(known)}"
+                    f"\n{self.tail()}"
+                )
+            time.sleep(0.5)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            try:
+                self.send("stop")
+                self.process.wait(60)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(30)
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterDriver]:
+    driver = ClusterDriver(tmp_path_factory.mktemp("local-cluster"))
+    try:
+        ready = driver.answer(START_TIMEOUT, "the driver's start")
+        assert len(ready["executors"]) == 2, ready
+        yield driver
+    finally:
+        driver.close()
+
+
+@pytest.fixture
+def two_executors(cluster: ClusterDriver) -> ClusterDriver:
+    """The cluster with both executors up (the one killed by an earlier test replaced)."""
+    deadline = time.monotonic() + REPLACEMENT_TIMEOUT
+    while len(cluster.executors()) < 2 or len(cluster.run("executors")["executors"]) < 2:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the cluster has not two executors\n{cluster.tail()}")
+        time.sleep(0.5)
+    return cluster
+
+
+def publishing(
+    client: ja.Client, stream: str, low: int, high: int, per_task: int
+) -> Callable[[dict[str, Any]], bool]:
+    """Whether ``stream`` holds at least ``low`` messages and fewer than ``high``, and
+    a number that is no multiple of ``per_task`` (the rows each task publishes): some
+    task is part-way through its rows, not between tasks or micro-batches."""
+
+    def holds(_progress: dict[str, Any]) -> bool:
+        stored = int(client.stream_info(stream).state.messages)
+        return low <= stored < high and stored % per_task != 0
+
+    return holds
+
+
+def lost_and_extra(found: list[Any], expected: set[Any]) -> tuple[int, int]:
+    """(expected values missing from ``found``, entries of ``found`` beyond one of
+    each expected value: copies, or values that should not be there)."""
+    present = set(found) & expected
+    return len(expected - present), len(found) - len(present)
+
+
+def figures(kill: Kill, done: dict[str, Any], replacement: tuple[str, float]) -> str:
+    at = kill.progress
+    resent = done["duplicates"]
+    return (
+        f"executor {kill.executor} (pid {kill.pid}, moving {kill.moving} messages in the "
+        f"last 0.1 s) "
+        f"killed when {at.get('completed')} of the {at.get('tasks')} tasks scheduled so far "
+        f"were done; the job finished {done['seconds']:.1f} s after it started and "
+        f"{done['finished_at'] - kill.at:.1f} s after the kill, {done['failed']} task "
+        f"attempt(s) failed and were run again"
+        + (f", the server dropped {resent} rows they re-sent" if resent is not None else "")
+        + f"; executor {replacement[0]} replaced it {replacement[1]:.1f} s after the kill"
+    )
+
+
+def run_killed(
+    cluster: ClusterDriver,
+    server: NatsServer,
+    ready: Callable[[dict[str, Any]], bool],
+    what: str,
+    op: str,
+    **args: Any,
+) -> tuple[Kill, dict[str, Any], tuple[str, float]]:
+    """Run job ``op``, kill an executor once ``ready`` holds, wait for the job and for
+    the replacement executor."""
+    since = cluster.log_size()
+    cluster.send(op, **args)
+    kill = cluster.kill_executor_when(server, ready, what)
+    done = cluster.answer(JOB_TIMEOUT, op)
+    done["finished_at"] = time.monotonic()
+    done["duplicates"] = cluster.duplicates_reported(since)
+    assert kill.executor not in cluster.executors(), "the killed executor still runs"
+    return kill, done, cluster.wait_for_replacement(kill)
+
+
+# -- the tests ------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(600)
+def test_a_batch_write_through_an_executor_kill_9_stores_every_row_once(
+    two_executors: ClusterDriver, shared_nats_server: Any, unique_name: Any
+) -> None:
+    url, name, n, tasks = shared_nats_server.url, unique_name("ELW"), 40_000, 8
+    make_stream(url, name)
+    with ja.connect(url) as client:
+        kill, done, replacement = run_killed(
+            two_executors,
+            shared_nats_server,
+            publishing(client, name, n // 4, n * 3 // 4, n // tasks),
+            f"a quarter to three quarters of {n} rows stored",
+            "write",
+            url=url,
+            stream=name,
+            n=n,
+            partitions=tasks,
+            group="executor-loss-write",
+            ack_window=ACK_WINDOW,
+        )
+    table = stream_table(url, name, include_headers=True)
+    ids = [dict(h).get("Nats-Msg-Id", [None])[0] for h in table.column("headers").to_pylist()]
+    lost, extra = lost_and_extra(ids, {f"row-{i}" for i in range(n)})
+    print(
+        f"{n} rows with msg ids in {tasks} tasks: {len(ids)} stored, {lost} lost, {extra} extra; "
+        f"{figures(kill, done, replacement)}"
+    )
+    assert (lost, extra) == (0, 0)
+    assert sorted(table.column("data").to_pylist()) == sorted(str(i).encode() for i in range(n))
+    assert done["failed"] >= 1, "no task ran on the killed executor"
+    # The killed attempt had stored rows (the kill fell while it published them),
+    # and the server dropped its retry's copies of them.
+    assert (done["duplicates"] or 0) >= 1, done
+
+
+@pytest.mark.timeout(600)
+def test_a_batch_read_through_an_executor_kill_9_reads_every_message_once(
+    two_executors: ClusterDriver, shared_nats_server: Any, unique_name: Any, tmp_path: Path
+) -> None:
+    url, name, n, tasks = shared_nats_server.url, unique_name("ELR"), 60_000, 24
+    make_stream(url, name)
+    publish(url, name, n)
+    out = tmp_path / "read.parquet"
+
+    def part_read(progress: dict[str, Any]) -> bool:
+        return 1 <= progress.get("completed", 0) <= tasks - 4
+
+    kill, done, replacement = run_killed(
+        two_executors,
+        shared_nats_server,
+        part_read,
+        f"some of the read's {tasks} tasks to finish",
+        "read",
+        url=url,
+        stream=name,
+        per_partition=n // tasks,
+        group="executor-loss-read",
+        out=str(out),
+    )
+    table = pq.read_table(out)
+    lost, extra = lost_and_extra(table.column("seq").to_pylist(), set(range(1, n + 1)))
+    print(
+        f"{n} messages in {tasks} partitions: {table.num_rows} read, {lost} lost, "
+        f"{extra} extra; {figures(kill, done, replacement)}"
+    )
+    assert (lost, extra) == (0, 0)
+    assert sorted(table.column("data").to_pylist()) == sorted(f"m{i}".encode() for i in range(n))
+    assert done["tasks"] == tasks, done
+    assert done["failed"] >= 1, "no task ran on the killed executor"
+
+
+@pytest.mark.timeout(600)
+def test_a_streaming_copy_through_an_executor_kill_9_leaves_each_message_once(
+    two_executors: ClusterDriver, shared_nats_server: Any, unique_name: Any, tmp_path: Path
+) -> None:
+    url, source, sink = shared_nats_server.url, unique_name("ELS"), unique_name("ELT")
+    n, per_batch = 40_000, 10_000
+    make_stream(url, source)
+    make_stream(url, sink)
+    publish(url, source, n)
+
+    with ja.connect(url) as client:
+        kill, done, replacement = run_killed(
+            two_executors,
+            shared_nats_server,
+            publishing(client, sink, n // 4, n * 3 // 4, per_batch // TASKS_PER_BATCH),
+            f"a quarter to three quarters of {n} messages in the sink",
+            "stream_copy",
+            url=url,
+            source=source,
+            sink=sink,
+            per_trigger=per_batch,
+            tasks_per_batch=TASKS_PER_BATCH,
+            checkpoint=str(tmp_path / "checkpoint"),
+            ack_window=ACK_WINDOW,
+        )
+    data = stream_table(url, sink).column("data").to_pylist()
+    lost, extra = lost_and_extra(data, {f"m{i}".encode() for i in range(n)})
+    print(
+        f"{n} messages in micro-batches of {done['batches']} rows: {len(data)} in the sink, "
+        f"{lost} lost, {extra} extra; {figures(kill, done, replacement)}"
+    )
+    assert (lost, extra) == (0, 0)
+    assert sum(done["batches"]) == n, done["batches"]
+    assert done["failed"] >= 1, "no task ran on the killed executor"
+    # The killed attempt had stored rows, and the server dropped its retry's copies.
+    assert (done["duplicates"] or 0) >= 1, done
+
+
+@pytest.mark.timeout(600)
+def test_a_work_queue_query_through_an_executor_kill_9_moves_each_message_once(
+    two_executors: ClusterDriver, shared_nats_server: Any, unique_name: Any, tmp_path: Path
+) -> None:
+    url, queue_name, sink, n = (
+        shared_nats_server.url,
+        unique_name("ELQ"),
+        unique_name("ELQS"),
+        30_000,
+    )
+    per_batch = n // 3
+    make_stream(url, queue_name, retention="workqueue", allow_direct=True)
+    make_stream(url, sink)
+    publish(url, queue_name, n)
+
+    with ja.connect(url) as client:
+        kill, done, replacement = run_killed(
+            two_executors,
+            shared_nats_server,
+            publishing(client, sink, n // 4, n * 3 // 4, per_batch // TASKS_PER_BATCH),
+            f"a quarter to three quarters of {n} messages in the sink",
+            "work_queue",
+            url=url,
+            queue=queue_name,
+            consumer="drain",
+            sink=sink,
+            n=n,
+            per_trigger=per_batch,
+            tasks_per_batch=TASKS_PER_BATCH,
+            checkpoint=str(tmp_path / "checkpoint"),
+            ack_window=ACK_WINDOW,
+        )
+    data = stream_table(url, sink).column("data").to_pylist()
+    lost, extra = lost_and_extra(data, {f"m{i}".encode() for i in range(n)})
+    with ja.connect(url) as client:
+        left = int(client.stream_info(queue_name).state.messages)
+        pending = client.consumer_info(queue_name, "drain").num_ack_pending
+    print(
+        f"{n} messages through consumer 'drain' in micro-batches of {done['batches']} rows: "
+        f"{len(data)} in the sink, {lost} lost, {extra} extra, {left} left in the queue, "
+        f"{pending} unacknowledged; {figures(kill, done, replacement)}"
+    )
+    assert (lost, extra) == (0, 0)
+    assert (left, pending) == (0, 0)
+    assert done["failed"] >= 1, "no task ran on the killed executor"
+    # The killed attempt had stored rows, and the server dropped its retry's copies.
+    assert (done["duplicates"] or 0) >= 1, done
