@@ -206,9 +206,38 @@ def test_stream_reader_offsets_limits_and_data_loss(
         reader().partitions({"seq": 5}, {"seq": 20})
     assert (excinfo.value.first, excinfo.value.last) == (5, 10)
     lenient = reader(failOnDataLoss="false")
-    assert [(p.start, p.end) for p in lenient.partitions({"seq": 5}, {"seq": 20})] == [(11, 19)]
-    # The limit counts the messages still there, not the removed sequences.
-    assert lenient.latestOffset({"seq": 5}, ReadMaxRows(4)) == {"seq": 15}
+    # The limit counts the messages still there, not the removed sequences, and the
+    # end offset records where the micro-batch's reads begin.
+    assert reader().latestOffset({"seq": 5}, ReadMaxRows(4)) == {"seq": 15}
+    planned = lenient.latestOffset({"seq": 5}, ReadMaxRows(4))
+    assert planned == {"seq": 15, "first": 11}
+    assert [(p.start, p.end) for p in lenient.partitions({"seq": 5}, planned)] == [(11, 14)]
+    # A query's first micro-batch, from a start the stream's state gave, records it too:
+    # Spark asks initialOffset again when it re-runs that micro-batch after a restart.
+    first_run = reader(startingOffsets="earliest", failOnDataLoss="false")
+    initial = first_run.initialOffset()
+    assert initial == {"seq": 11}
+    first_batch = first_run.latestOffset(initial, ReadMaxRows(4))
+    assert first_batch == {"seq": 15, "first": 11}
+    # Partitions follow from the offsets alone, so a micro-batch re-run after a restart
+    # is split as it was the first time, whatever the stream removed since.
+    with ja.connect(url) as client:
+        client.purge_stream(name, up_to_seq=13)
+    assert [(p.start, p.end) for p in lenient.partitions({"seq": 5}, planned)] == [(11, 14)]
+    restarted = reader(startingOffsets="earliest", failOnDataLoss="false")
+    assert restarted.initialOffset() == {"seq": 13}
+    assert [(p.start, p.end) for p in restarted.partitions({"seq": 13}, first_batch)] == [(11, 14)]
+    with pytest.raises(DataLossError) as excinfo:
+        reader(startingOffsets="earliest").partitions({"seq": 13}, first_batch)
+    assert (excinfo.value.first, excinfo.value.last) == (11, 12)
+    assert [(p.start, p.end) for p in lenient.partitions({"seq": 5}, {"seq": 20})] == [(5, 19)]
+    assert [(p.start, p.end) for p in lenient.partitions(planned, planned)] == []
+    assert lenient.latestOffset(planned, ReadMaxRows(4)) == {"seq": 19}
+    # Nothing new: the start offset as given, so Spark sees no new data.
+    assert lenient.latestOffset({"seq": 36, "first": 30}, ReadAllAvailable()) == {
+        "seq": 36,
+        "first": 30,
+    }
 
 
 # -- writing -----------------------------------------------------------------------------
@@ -319,6 +348,45 @@ def test_restarted_query_re_runs_its_failed_micro_batch_without_duplicates(
     ids = _msg_ids(table)
     assert ids[:200] == first_ids
     assert {i.rsplit("-", 1)[0] for i in ids} == {f"{query.id}-0-0", f"{query.id}-0-1"}
+
+
+def test_a_re_run_micro_batch_reads_the_ranges_first_planned_though_its_head_was_removed(
+    spark: Any, shared_nats_server: Any, unique_name: Any, tmp_path: Path
+) -> None:
+    """failOnDataLoss=false: the source's first messages go while a failed query is
+    down. The re-run of its micro-batch reads the partitions planned the first time
+    (minus what is gone), so each row keeps its message id in the sink."""
+    url, src, dst = shared_nats_server.url, unique_name("LS"), unique_name("LD")
+    make_stream(url, src)
+    make_stream(url, dst)
+    publish(url, src, 400)
+    marker = tmp_path / "fail"
+    marker.touch()
+    copy = _copy_of(spark, url, src, dst, minPartitions=2, failOnDataLoss="false")
+    flaky = copy.mapInArrow(_fail_while(str(marker), url, dst, 200), copy.schema)
+    writer = _write_stream(flaky, url, tmp_path / "checkpoint", stream=dst)
+    with pytest.raises(SPARK_ERRORS) as excinfo:
+        run_available_now(writer)
+    assert "injected failure" in error_text(excinfo)
+    first = _messages(url, dst)
+    assert sorted(first.column("data").to_pylist()) == sorted(
+        f"m{i}".encode() for i in range(200, 400)
+    )
+
+    with ja.connect(url) as client:
+        client.purge_stream(src, up_to_seq=101)  # m0..m99 are gone
+    marker.unlink()
+    query = run_available_now(writer)
+    table = _messages(url, dst)
+    data = table.column("data").to_pylist()
+    # Partition 1 (m200..m399) was stored the first time and is dropped as duplicates
+    # now; partition 0 stores what is left of it, m100..m199.
+    assert sorted(data, key=lambda d: int(d[1:])) == [f"m{i}".encode() for i in range(100, 400)]
+    ids = _msg_ids(table)
+    assert ids[:200] == _msg_ids(first)
+    assert sorted(ids[200:], key=lambda i: int(i.rsplit("-", 1)[1])) == [
+        f"{query.id}-0-0-{row}" for row in range(100)
+    ]
 
 
 def test_stream_writer_outside_a_micro_batch_and_reports(

@@ -6,6 +6,18 @@ Spark's checkpoint. Each micro-batch reads the sequences from its start offset u
 partitions and executor reads), and ``maxMessagesPerTrigger`` bounds how many
 sequences one micro-batch may span.
 
+A micro-batch's partitions follow from its end offset and the start offset in the
+offset log, never from the stream's state when they are planned: Spark re-runs an
+unfinished micro-batch after a restart with the offsets it logged, and a sink that
+names rows by partition and row (the jetstream sink's message ids) needs the re-run to
+hold the same rows. The end offset records where the micro-batch's reads begin,
+``{"seq": <end>, "first": <first sequence read>}``, when that is not its start offset
+as logged: when the stream's head had passed the start as the micro-batch was planned
+(``failOnDataLoss`` false), and for a query's first micro-batch when its start came
+from the stream's state (``startingOffsets``, ``startingTime``), because Spark has
+no logged start for it and asks ``initialOffset`` again, which would answer from the
+stream as it is then.
+
 How far a query is behind shows in its progress (``query.lastProgress``): beside the
 ``endOffset`` of each micro-batch, the source reports as ``latestOffset`` the stream's
 end when the micro-batch was planned (through option ``consumer``: the end of what the
@@ -62,16 +74,36 @@ from .sink import (
 # -- read ----------------------------------------------------------------------------------
 
 
+def _seq_in(offset: Any, key: str) -> int | None:
+    """``offset[key]`` when it is a stream sequence (an int from 1), else None."""
+    value = offset.get(key) if isinstance(offset, dict) else None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    return None
+
+
 def next_seq_of(offset: Any) -> int:
     """The sequence an offset points at, refusing offsets this source did not make
     (a checkpoint of another source, or one edited by hand)."""
-    seq = offset.get("seq") if isinstance(offset, dict) else None
-    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
+    seq = _seq_in(offset, "seq")
+    if (
+        seq is None
+        or set(offset) - {"seq", "first"}
+        or ("first" in offset and _seq_in(offset, "first") is None)
+    ):
         raise BadInputError(
             f"a jetstream offset is {{'seq': <next stream sequence>}}, got {offset!r}; "
             "was the checkpoint written by another source?"
         )
     return seq
+
+
+def first_read_of(start: Any, end: Any) -> int:
+    """The first sequence the micro-batch from offset ``start`` to ``end`` reads: where
+    its planning recorded it (``end["first"]``), else the start."""
+    first = next_seq_of(start)
+    next_seq_of(end)
+    return _seq_in(end, "first") or first
 
 
 class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -92,6 +124,9 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.seen_end: int | None = None
         # The end latestOffset last gave, the one of the micro-batch being planned.
         self.planned_end = 1
+        # What initialOffset answered from the stream's state (not startingSequence),
+        # which it may not answer again after a restart.
+        self.initial_from_state: dict[str, int] | None = None
 
     def __repr__(self) -> str:
         return f"JetStreamStreamReader(stream={self.opts.stream!r})"
@@ -108,10 +143,13 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         end = int(state.last_seq) + 1
         if opts.start_time is not None:
             found = first_seq_at(client, opts.stream, opts.start_time)
-            return {"seq": found if found is not None else end}
-        if opts.starting_offsets == "earliest":
-            return {"seq": first_available(state)}
-        return {"seq": end}
+            offset = {"seq": found if found is not None else end}
+        elif opts.starting_offsets == "earliest":
+            offset = {"seq": first_available(state)}
+        else:
+            offset = {"seq": end}
+        self.initial_from_state = offset
+        return offset
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.opts.max_messages_per_trigger is not None:
@@ -122,20 +160,23 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         state = stream_state(get_client(self.opts.connect), self.opts.stream)
         self.available_now_end = int(state.last_seq) + 1
 
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, int]:
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         """The end (exclusive) of the next micro-batch: the stream's end, at most
-        ``limit`` sequences after ``start``; ``start`` itself when there is nothing new."""
-        offset = self._next_end(next_seq_of(start), limit)
-        self.planned_end = offset["seq"]
-        return offset
+        ``limit`` sequences after ``start``; ``start`` itself (as given, so that Spark
+        sees no new data) when there is nothing new."""
+        offset = self._next_end(next_seq_of(start), limit, start == self.initial_from_state)
+        self.planned_end = next_seq_of(offset or start)
+        return offset or start
 
-    def _next_end(self, next_seq: int, limit: ReadLimit) -> dict[str, int]:
+    def _next_end(
+        self, next_seq: int, limit: ReadLimit, start_from_state: bool
+    ) -> dict[str, int] | None:
         state = stream_state(get_client(self.opts.connect), self.opts.stream)
         end = self.seen_end = int(state.last_seq) + 1
         if self.available_now_end is not None:
             end = min(end, self.available_now_end)
         if end <= next_seq:
-            return {"seq": next_seq}
+            return None
         # Sequences removed from the head of the stream are no messages: the limit
         # counts from what the stream still holds. (With failOnDataLoss the planning
         # of this micro-batch fails on them.)
@@ -144,12 +185,18 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             end = min(end, first + limit.max_rows)
         elif isinstance(limit, ReadMinRows):
             if end - first < limit.min_rows:
-                return {"seq": next_seq}
+                return None
         elif not isinstance(limit, ReadAllAvailable):
             raise BadInputError(
                 f"a jetstream stream read limits micro-batches by messages "
                 f"(option 'maxMessagesPerTrigger'), not by {type(limit).__name__}"
             )
+        # Kept in the offset log: a re-run of this micro-batch reads from the same
+        # sequence, whatever the stream has removed since (see partitions).
+        if first > next_seq and not self.opts.fail_on_data_loss:
+            return {"seq": end, "first": min(first, end)}
+        if start_from_state:
+            return {"seq": end, "first": next_seq}
         return {"seq": end}
 
     def reportLatestOffset(self) -> dict[str, int]:
@@ -167,20 +214,21 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return {"seq": max(self.seen_end, self.planned_end)}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        """Sequences ``start..end - 1`` in ranges, split like a batch read's."""
+        """Sequences ``start..end - 1`` in ranges, split like a batch read's, from the
+        offsets alone: a micro-batch that Spark re-runs after a restart gets the
+        partitions of its first run, whatever the stream removed since. (With
+        failOnDataLoss, sequences already removed fail the micro-batch here.)"""
         opts = self.opts
-        first, last = next_seq_of(start), next_seq_of(end) - 1
+        if next_seq_of(start) >= next_seq_of(end):
+            # Nothing new (a query with several sources plans empty micro-batches):
+            # an end offset's "first" belongs to the micro-batch that made it.
+            return []
+        first, last = first_read_of(start, end), next_seq_of(end) - 1
         if first > last:
             return []
-        client = get_client(opts.connect)
-        state = stream_state(client, opts.stream)
-        available = first_available(state)
-        if first < available:
-            if opts.fail_on_data_loss:
-                check_data_loss(
-                    client, opts.stream, first, last, f"micro-batch {first}..{last}", state
-                )
-            first = available
+        if opts.fail_on_data_loss:
+            client = get_client(opts.connect)
+            check_data_loss(client, opts.stream, first, last, f"micro-batch {first}..{last}")
         return list(split_range(first, last, opts.min_partitions, opts.max_messages_per_partition))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
