@@ -299,39 +299,65 @@ class ClusterDriver:
                 )
             time.sleep(0.5)
 
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL to the driver's process group (its JVMs), by the PID this test
+        started: for a driver left in the middle of a job by a failed test."""
+        if self.running():
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(30)
+
     def close(self) -> None:
-        if self.process.poll() is None:
+        if self.running():
             try:
                 self.send("stop")
                 self.process.wait(60)
             except (OSError, subprocess.TimeoutExpired):
                 pass
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(30)
+        self.kill()
         self.log.close()
 
 
+class Cluster:
+    """The module's driver, started again when a failed test left it unusable."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.driver: ClusterDriver | None = None
+
+    def healthy(self) -> ClusterDriver:
+        if self.driver is not None and not self.driver.running():
+            self.driver.close()
+            self.driver = None
+        if self.driver is None:
+            self.driver = ClusterDriver(self.workdir)
+            ready = self.driver.answer(START_TIMEOUT, "the driver's start")
+            assert len(ready["executors"]) == 2, ready
+        return self.driver
+
+
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterDriver]:
-    driver = ClusterDriver(tmp_path_factory.mktemp("local-cluster"))
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    holder = Cluster(tmp_path_factory.mktemp("local-cluster"))
     try:
-        ready = driver.answer(START_TIMEOUT, "the driver's start")
-        assert len(ready["executors"]) == 2, ready
-        yield driver
+        yield holder
     finally:
-        driver.close()
+        if holder.driver is not None:
+            holder.driver.close()
 
 
 @pytest.fixture
-def two_executors(cluster: ClusterDriver) -> ClusterDriver:
-    """The cluster with both executors up (the one killed by an earlier test replaced)."""
+def two_executors(cluster: Cluster) -> ClusterDriver:
+    """The driver with both executors up (the one killed by an earlier test replaced)."""
+    driver = cluster.healthy()
     deadline = time.monotonic() + REPLACEMENT_TIMEOUT
-    while len(cluster.executors()) < 2 or len(cluster.run("executors")["executors"]) < 2:
+    while len(driver.executors()) < 2 or len(driver.run("executors")["executors"]) < 2:
         if time.monotonic() > deadline:
-            raise AssertionError(f"the cluster has not two executors\n{cluster.tail()}")
+            raise AssertionError(f"the cluster has not two executors\n{driver.tail()}")
         time.sleep(0.5)
-    return cluster
+    return driver
 
 
 def publishing(
@@ -382,12 +408,18 @@ def run_killed(
     the replacement executor."""
     since = cluster.log_size()
     cluster.send(op, **args)
-    kill = cluster.kill_executor_when(server, ready, what)
-    done = cluster.answer(JOB_TIMEOUT, op)
-    done["finished_at"] = time.monotonic()
-    done["duplicates"] = cluster.duplicates_reported(since)
-    assert kill.executor not in cluster.executors(), "the killed executor still runs"
-    return kill, done, cluster.wait_for_replacement(kill)
+    try:
+        kill = cluster.kill_executor_when(server, ready, what)
+        done = cluster.answer(JOB_TIMEOUT, op)
+        done["finished_at"] = time.monotonic()
+        done["duplicates"] = cluster.duplicates_reported(since)
+        assert kill.executor not in cluster.executors(), "the killed executor still runs"
+        return kill, done, cluster.wait_for_replacement(kill)
+    except BaseException:
+        # The driver may still run the job, whose answer the next test would read as
+        # its own: the next test starts a new driver.
+        cluster.kill()
+        raise
 
 
 # -- the tests ------------------------------------------------------------------------
