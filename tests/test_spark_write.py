@@ -242,11 +242,15 @@ def test_wrong_columns_and_options_are_named(
 def test_expected_stream_mismatch_fails(
     spark: Any, shared_nats_server: Any, unique_name: Any
 ) -> None:
-    url, name = shared_nats_server.url, unique_name("ES")
+    url, name, another = shared_nats_server.url, unique_name("ES"), unique_name("ANOTHER")
     make_stream(url, name)
+    make_stream(url, another)
     with pytest.raises(SPARK_ERRORS) as excinfo:
-        _write(_rows(spark, name, 10, partitions=1), url, expectedStream="ANOTHER", maxRetries=0)
-    assert "not stored" in error_text(excinfo) or "expected" in error_text(excinfo).lower()
+        _write(_rows(spark, name, 10, partitions=1), url, expectedStream=another, maxRetries=0)
+    text = error_text(excinfo)
+    assert "expected stream does not match" in text
+    # The server's words name neither stream; the error names the one expected.
+    assert f"expects every row in stream {another!r}" in text
     assert _count(url, name) == 0
     _write(_rows(spark, name, 10, partitions=1), url, stream=name)
     assert _count(url, name) == 10

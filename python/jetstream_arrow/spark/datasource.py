@@ -20,7 +20,7 @@ from .columns import PublishColumns, arrow_schema, message_schema
 from .options import WriteOptions, parse_read_options, parse_write_options
 from .pushdown import planning_with_pushdown
 from .reading import checked_schema
-from .sink import JetStreamWriter, refuse_overwrite
+from .sink import JetStreamWriter, check_expected_stream, refuse_overwrite
 from .source import JetStreamPushdownReader, JetStreamReader
 from .streaming import JetStreamStreamReader, JetStreamStreamWriter
 from .work_queue import WorkQueueStreamReader
@@ -52,7 +52,9 @@ class JetStreamDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> JetStreamWriter:
         refuse_overwrite(overwrite)
         opts = parse_write_options(self.options)
-        return JetStreamWriter(opts, self._publish_columns(opts, schema))
+        columns = self._publish_columns(opts, schema)
+        check_expected_stream(opts)
+        return JetStreamWriter(opts, columns)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         opts = parse_read_options(self.options, queries="stream")
@@ -63,7 +65,9 @@ class JetStreamDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         refuse_overwrite(overwrite, streaming=True)
         opts = parse_write_options(self.options, queries="stream")
-        return JetStreamStreamWriter(opts, self._publish_columns(opts, schema))
+        columns = self._publish_columns(opts, schema)
+        check_expected_stream(opts)
+        return JetStreamStreamWriter(opts, columns)
 
     @staticmethod
     def _publish_columns(opts: WriteOptions, schema: StructType) -> PublishColumns:

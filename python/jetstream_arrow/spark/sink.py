@@ -22,10 +22,11 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from .._read_ahead import ReadAhead
-from ..exceptions import BadInputError, JetStreamArrowError, PublishError
+from ..exceptions import BadInputError, JetStreamArrowError, NotFoundError, PublishError
 from .columns import PublishColumns
 from .connection_cache import get_client
 from .options import WriteOptions
+from .reading import retry_transient
 
 log = logging.getLogger("jetstream_arrow.spark")
 
@@ -53,6 +54,27 @@ def refuse_overwrite(overwrite: bool, streaming: bool = False) -> None:
             "cannot be replaced. Use mode('append') to publish the rows as new messages "
             "(purge the stream first if it must start empty)."
         )
+
+
+def check_expected_stream(opts: WriteOptions) -> None:
+    """On the driver, before any task runs: the stream a write names (option 'stream',
+    'expectedStream' or the path given to save()) exists. Otherwise every row would
+    fail with the server's answer to its ``Nats-Expected-Stream`` header, which names
+    neither the stream nor the cause ("expected stream does not match", 10060, when
+    another stream stores the subject)."""
+    name = opts.expected_stream
+    if name is None:
+        return
+    client = get_client(opts.connect)
+    try:
+        retry_transient(lambda: client.stream_info(name), f"the state of stream {name!r}")
+    except NotFoundError:
+        raise BadInputError(
+            f"there is no stream {name!r} to write into (named by option 'stream', "
+            f"'expectedStream' or the path given to save(); JetStream API "
+            f"{client.options.js_api_prefix}): create it first with the subjects the rows "
+            f"are published to, e.g. client.create_stream({name!r}, subjects=[...])"
+        ) from None
 
 
 @dataclass
@@ -158,9 +180,17 @@ def publish_task(
         if not result.failed:
             continue
         first_error = result.failed_rows().column("error")[0].as_py()
+        cause = ""
+        if opts.expected_stream and "expected stream" in str(first_error):
+            # The server's words name neither stream: say which one the write expects.
+            cause = (
+                f" (the write expects every row in stream {opts.expected_stream!r}, named "
+                "by option 'stream', 'expectedStream' or the path given to save(); "
+                "another stream stores these rows' subjects)"
+            )
         raise PublishError(
             f"{where}: {result.failed} of {result.rows} rows published together were not "
-            f"stored (first: {first_error}); this task stored {tally.stored} "
+            f"stored (first: {first_error}){cause}; this task stored {tally.stored} "
             f"messages and found {tally.duplicates} duplicates so far. A retry of "
             "the task sends the same message ids, so it stores only what is missing.",
             result,
