@@ -12,11 +12,12 @@ a job is under way, each test counting what was lost or doubled:
 
 The executor is found by the process tree of the driver this module starts
 (``drivers/local_cluster_jobs.py``: the pytest process already holds a ``local``
-SparkContext), among the JVMs running ``CoarseGrainedExecutorBackend``, and is killed
-when the work is part done: the target stream holds some but not all rows, or some
-but not all of the read's tasks have finished, and the executor runs a task. Each
-test then checks that the cluster's master starts a replacement executor, and prints
-one line of figures.
+SparkContext), among the JVMs running ``CoarseGrainedExecutorBackend``. It is killed
+when the work is part done (the target stream holds some but not all rows, or some
+but not all of the read's tasks have finished) and while it is moving messages: its
+processes' sockets, found in /proc, carry messages by the server's /connz. Each test
+then checks that the cluster's master starts a replacement executor, and prints one
+line of figures.
 """
 
 from __future__ import annotations
