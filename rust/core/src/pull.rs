@@ -28,6 +28,9 @@ use crate::metadata::{parse_ack_subject, MessageMetadata};
 /// The most messages a loop keeps requested; must fit the subscription buffer.
 pub const MAX_BUFFERED_MESSAGES: usize = 131_072;
 
+/// The pause before a fetch asks again after `503 No Responders`.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
 /// How often a loop looks for a reconnect of its client while no message comes.
 const RECONNECT_POLL: Duration = Duration::from_millis(250);
 
@@ -369,12 +372,9 @@ impl PullLoop {
                 }
                 Ok(())
             }
-            other => Err(status_error(
-                other,
-                &self.stream,
-                &self.consumer,
-                &self.next_subject,
-            )),
+            // Refused requests, limits, a deleted consumer: asking again would
+            // only be refused again.
+            other => Err(other.pull_error(&self.stream, &self.consumer, &self.next_subject)),
         }
     }
 
@@ -422,16 +422,14 @@ pub async fn fetch_once(
         ..Default::default()
     };
     let subject = conn.api_subject(&subjects::consumer_msg_next(stream, consumer));
+    let body: bytes::Bytes = serde_json::to_vec(&request).expect("JSON").into();
     conn.client
-        .publish_with_reply(
-            subject.clone(),
-            inbox,
-            serde_json::to_vec(&request).expect("JSON").into(),
-        )
+        .publish_with_reply(subject.clone(), inbox.clone(), body.clone())
         .await?;
     // The server ends the request itself at `expires`; the margin covers a server
     // that never answers, so this cannot hang.
-    let deadline = Instant::now()
+    let started = Instant::now();
+    let deadline = started
         + if no_wait {
             conn.request_timeout
         } else {
@@ -465,19 +463,44 @@ pub async fn fetch_once(
                     ),
                 ));
             }
-            Err(_) if !out.is_empty() || !no_wait => break,
+            Err(_) if !out.is_empty() => break,
             Err(_) => {
+                // The server ends every request by `expires` with a status; silence
+                // past it means the server is not answering, not that nothing waits.
                 return Err(Error::timeout(format!(
-                    "fetch from consumer {consumer:?}: no reply from {subject}"
-                )))
+                    "fetch from consumer {consumer:?} of stream {stream:?}: no reply from \
+                     {subject} within {:?}; the server may be paused or unreachable",
+                    deadline - started
+                )));
             }
         };
         last_activity = Instant::now();
         match Status::of(&message) {
             None => {}
             Some(Status::IdleHeartbeat | Status::FlowControlRequest) => continue,
-            Some(Status::RequestEnded(_) | Status::MaxBytesExceeded(_)) => break,
-            Some(other) => return Err(status_error(other, stream, consumer, &subject)),
+            Some(Status::RequestEnded(_)) => break,
+            Some(Status::NoResponders)
+                if out.is_empty() && Instant::now() + RETRY_PAUSE < deadline =>
+            {
+                // Right after a server restart the consumer is not loaded yet: ask
+                // again until the request's own deadline, then say nobody answers.
+                tokio::time::sleep(RETRY_PAUSE).await;
+                conn.client
+                    .publish_with_reply(subject.clone(), inbox.clone(), body.clone())
+                    .await?;
+                continue;
+            }
+            Some(Status::MaxBytesExceeded(_)) if out.is_empty() => {
+                // Not even the first message fitted the request's byte budget: every
+                // later fetch would end the same way, empty.
+                return Err(Error::bad_input(format!(
+                    "fetch from consumer {consumer:?} of stream {stream:?}: the next message \
+                     is larger than option 'max_bytes' ({} bytes); raise it",
+                    max_bytes.unwrap_or_default()
+                )));
+            }
+            Some(Status::MaxBytesExceeded(_)) => break,
+            Some(other) => return Err(other.pull_error(stream, consumer, &subject)),
         }
         if let Some(meta) = message.reply.as_deref().and_then(parse_ack_subject) {
             bytes += message.length;
@@ -486,25 +509,4 @@ pub async fn fetch_once(
     }
     let _ = sub.unsubscribe().await;
     Ok(out)
-}
-
-/// The error a pull request's terminal status means.
-fn status_error(status: Status, stream: &str, consumer: &str, subject: &str) -> Error {
-    let label = format!("consumer {consumer:?} of stream {stream:?}");
-    match status {
-        Status::ConsumerDeleted => {
-            Error::new(ErrorKind::ConsumerDeleted, format!("{label} was deleted"))
-        }
-        Status::NoResponders => Error::new(
-            ErrorKind::NotFound,
-            format!(
-                "{label}: nobody answers pull requests on {subject} (the consumer does not \
-                 exist, or the domain / api_prefix is wrong)"
-            ),
-        ),
-        other => Error::new(
-            ErrorKind::Api,
-            format!("{label}: unexpected status {other:?}"),
-        ),
-    }
 }
