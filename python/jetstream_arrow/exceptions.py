@@ -14,7 +14,13 @@ from typing import Any
 
 
 class JetStreamArrowError(Exception):
-    """Base class of every error this package raises on purpose."""
+    """Base class of every error this package raises on purpose.
+
+    ``result``: when the error stopped a publish (a lost connection, bad input, a
+    timeout), what that publish had done by then, row by row (a ``PublishResult``:
+    stored, duplicate, or failed with its reason); None for every other error."""
+
+    result: Any = None
 
 
 class ConnectionFailedError(JetStreamArrowError, ConnectionError):

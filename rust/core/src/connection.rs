@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_nats::{Client, ConnectOptions, Event, ServerError};
+use bytes::Bytes;
 
 use crate::defaults;
 use crate::error::{Error, ErrorKind, Result};
@@ -137,6 +138,11 @@ pub struct Connection {
 }
 
 impl Connection {
+    /// Whether the client is connected now (not reconnecting, not closed).
+    pub fn is_connected(&self) -> bool {
+        self.client.connection_state() == async_nats::connection::State::Connected
+    }
+
     pub async fn connect(config: &ConnectConfig) -> Result<Self> {
         let server_errors = Arc::new(ServerErrors::default());
         let servers: Vec<async_nats::ServerAddr> = config
@@ -193,14 +199,48 @@ impl Connection {
 
     /// Send what is buffered and wait for the server's answer, at most `timeout`
     /// (default: the request timeout).
+    ///
+    /// The client's own flush only writes its buffer to the socket, which succeeds
+    /// while the server is paused; a request to a subject nobody answers is a round
+    /// trip through the server, answered at once with `503 No Responders` (or, for
+    /// a user not allowed to publish there, with a permissions error: an answer too).
     pub async fn flush(&self, timeout: Option<Duration>) -> Result<()> {
         let timeout = timeout.unwrap_or(self.request_timeout);
-        match tokio::time::timeout(timeout, self.client.flush()).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(Error::connection(format!("flush failed: {e}"))),
-            Err(_) => Err(Error::timeout(format!(
-                "flush: no answer from the server within {timeout:?}"
-            ))),
+        let silent = || {
+            Error::timeout(format!(
+                "flush: no answer from the server within {timeout:?}; it may be paused or \
+                 unreachable"
+            ))
+        };
+        let round_trip = async {
+            self.client
+                .flush()
+                .await
+                .map_err(|e| Error::connection(format!("flush failed: {e}")))?;
+            let probe = self.client.new_inbox();
+            match self.client.request(probe.clone(), Bytes::new()).await {
+                Ok(_) => Ok(()),
+                Err(e) => match e.kind() {
+                    async_nats::client::RequestErrorKind::NoResponders => Ok(()),
+                    async_nats::client::RequestErrorKind::TimedOut
+                        if self
+                            .server_errors
+                            .permission_violation_for(&probe)
+                            .is_some()
+                            || self.inbox_refused().is_some() =>
+                    {
+                        // The server answered (with an error), or no answer can
+                        // reach this client at all: either way it is not silent.
+                        Ok(())
+                    }
+                    async_nats::client::RequestErrorKind::TimedOut => Err(silent()),
+                    _ => Err(Error::connection(format!("flush failed: {e}"))),
+                },
+            }
+        };
+        match tokio::time::timeout(timeout, round_trip).await {
+            Ok(answered) => answered,
+            Err(_) => Err(silent()),
         }
     }
 
@@ -285,7 +325,9 @@ async fn build_options(
         .connection_timeout(config.connect_timeout)
         .request_timeout(Some(config.request_timeout))
         .ping_interval(config.ping_interval)
-        .max_reconnects(config.max_reconnects)
+        // async-nats reads 0 as "forever" and counts the first try after a loss as
+        // an attempt: 0 (no reconnecting) is one immediate try, then giving up.
+        .max_reconnects(config.max_reconnects.map(|n| n.max(1)))
         // The pull loop keeps up to MAX_BUFFERED_MESSAGES requested and the publish
         // window up to MAX_WINDOW acks in flight; the subscription buffer must hold
         // them all, or the client drops messages while Python is busy. (The channel

@@ -73,6 +73,11 @@ pub const CONSUME_BATCH_ROWS: usize = 4096;
 /// After the first message of a consumed batch, how long to wait for more.
 pub const CONSUME_BATCH_WAIT: Duration = Duration::from_millis(50);
 pub const ACK_SYNC_TIMEOUT: Duration = Duration::from_secs(5);
+/// A push consumer with no idle heartbeat (none configured, or bound by its deliver
+/// subject without `heartbeat=`) cannot tell a quiet stream from a server gone
+/// silent: after this long without a message it pings the server, and fails if the
+/// server does not answer within the request timeout.
+pub const SILENCE_PROBE: Duration = Duration::from_secs(10);
 
 // -- Spark --------------------------------------------------------------------------
 /// Rows per Arrow batch a Spark read hands Spark (its payload bytes are bounded by
@@ -129,6 +134,7 @@ pub const EXPORTED: &[(&str, Exported)] = &[
     ),
     ("CONSUME_BATCH_WAIT", Exported::Seconds(CONSUME_BATCH_WAIT)),
     ("ACK_SYNC_TIMEOUT", Exported::Seconds(ACK_SYNC_TIMEOUT)),
+    ("SILENCE_PROBE", Exported::Seconds(SILENCE_PROBE)),
     ("SPARK_BATCH_ROWS", Exported::Int(SPARK_BATCH_ROWS as i64)),
     (
         "SPARK_MAX_MESSAGES_PER_PARTITION",

@@ -41,12 +41,7 @@ use crate::stored::{self, rfc3339};
 
 /// Headers the server adds to each message of a direct get; the message's own
 /// headers are the others.
-const STREAM: &str = "Nats-Stream";
-const SUBJECT: &str = "Nats-Subject";
-const SEQUENCE: &str = "Nats-Sequence";
-const TIME_STAMP: &str = "Nats-Time-Stamp";
-const NUM_PENDING: &str = "Nats-Num-Pending";
-const LAST_SEQUENCE: &str = "Nats-Last-Sequence";
+use crate::api::headers::{LAST_SEQUENCE, NUM_PENDING, SEQUENCE, STREAM, SUBJECT, TIME_STAMP};
 const DIRECT_HEADERS: [&str; 6] = [
     STREAM,
     SUBJECT,
@@ -147,13 +142,10 @@ impl DirectRange {
             let message = match tokio::time::timeout(self.conn.request_timeout, sub.next()).await {
                 Ok(Some(message)) => message,
                 Ok(None) => {
-                    return Err(Error::new(
-                        ErrorKind::Cancelled,
-                        format!(
-                            "direct read of stream {:?}: the connection closed",
-                            self.stream
-                        ),
-                    ))
+                    return Err(Error::connection(format!(
+                        "direct read of stream {:?}: the connection closed",
+                        self.stream
+                    )))
                 }
                 Err(_) => {
                     self.unanswered(format!(
@@ -195,14 +187,16 @@ impl DirectRange {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
+                Some(Status::TooManyRequests) => {
+                    // The stream's direct-get queue is full: ask again a little later.
+                    self.unanswered("429 Too Many Requests to its direct gets".into())?;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
                 Some(other) => {
-                    return Err(Error::new(
-                        ErrorKind::Api,
-                        format!(
-                            "direct read of stream {:?}: unexpected status {other:?}",
-                            self.stream
-                        ),
-                    ))
+                    return Err(
+                        other.unexpected(&format!("direct read of stream {:?}", self.stream))
+                    )
                 }
             }
             if !answered_by(&message, &self.stream) {

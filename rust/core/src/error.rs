@@ -4,8 +4,9 @@
 use std::fmt;
 
 /// What went wrong, by cause. The Python glue maps each kind to one exception class.
+// Not `#[non_exhaustive]`: the Python glue matches every kind, so a new kind cannot
+// reach Python as the base class unnoticed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum ErrorKind {
     /// The server could not be reached or the connection broke.
     Connection,
@@ -25,8 +26,6 @@ pub enum ErrorKind {
     ConsumerDeleted,
     /// Input that cannot be sent as asked (column, row, option).
     BadInput,
-    /// The operation was cancelled (interrupt, close).
-    Cancelled,
 }
 
 /// An error of the core: a kind, a message that names what is at fault, and for

@@ -26,8 +26,7 @@ use async_nats::{HeaderMap, Subject};
 use crate::connection::Connection;
 use crate::error::Result;
 
-pub(crate) const LAST_CONSUMER: &str = "Nats-Last-Consumer";
-const LAST_STREAM: &str = "Nats-Last-Stream";
+use crate::api::headers::{LAST_CONSUMER, LAST_STREAM};
 
 /// Where a flow-controlled consumer stands: what was delivered, what the application
 /// released, and the flow-control request waiting for an answer.

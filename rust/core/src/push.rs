@@ -4,6 +4,9 @@
 //! turns deliveries into the same `ConsumedBatch`es as pull consumers. Idle heartbeats
 //! are watched: two missed periods fail with `MissedHeartbeats`.
 //!
+//! One module for binding and the reading task: the task's liveness checks (heartbeats,
+//! the silence probe) depend on how the consumer was bound.
+//!
 //! Flow-control requests and their answers live in [`crate::flow_control`]; keeping
 //! a flow-control consumer in step across lost deliveries and server restarts, in
 //! [`crate::resync`].
@@ -16,20 +19,20 @@ use futures::{FutureExt, StreamExt};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::api::headers::{CONSUMER_STALLED, LAST_CONSUMER};
 use crate::api::subjects;
 use crate::api::types::{AckPolicy as WireAckPolicy, ConsumerInfo};
 use crate::api::{validate_name, Status};
 use crate::batch_builder::BatchBuilder;
 use crate::connection::Connection;
 use crate::consumer::{AckPolicy, ConsumedBatch};
+use crate::defaults;
 use crate::error::{Error, ErrorKind, Result};
-use crate::flow_control::{FlowControl, LAST_CONSUMER};
+use crate::flow_control::FlowControl;
 use crate::metadata::parse_ack_subject;
 use crate::pull::Delivered;
 use crate::resync::{Resync, Verdict};
 use crate::schema::SchemaOptions;
-
-const CONSUMER_STALLED: &str = "Nats-Consumer-Stalled";
 
 /// A durable push consumer, bound by name.
 #[derive(Clone)]
@@ -56,7 +59,8 @@ pub struct PushOptions {
 }
 
 impl PushConsumer {
-    /// Bind to `name`. With `deliver_subject` given nothing is looked up (a client
+    /// Bind to `name`. With `deliver_to` (the deliver subject and, for a consumer
+    /// shared by a queue group, its deliver group) nothing is looked up (a client
     /// allowed only its deliver subject and `$JS.ACK`/`$JS.FC` works); otherwise the
     /// consumer's info supplies the deliver subject, queue group, ack policy and
     /// heartbeat.
@@ -64,18 +68,21 @@ impl PushConsumer {
         conn: Connection,
         stream: &str,
         name: &str,
-        deliver_subject: Option<String>,
+        deliver_to: Option<(String, Option<String>)>,
         ack_policy: Option<AckPolicy>,
     ) -> Result<Self> {
         validate_name(stream, "stream")?;
         validate_name(name, "name")?;
-        if let Some(subject) = deliver_subject {
+        if let Some((subject, group)) = deliver_to {
+            if let Some(group) = &group {
+                validate_name(group, "deliver_group")?;
+            }
             return Ok(Self {
                 conn,
                 stream: stream.into(),
                 name: name.into(),
                 deliver_subject: subject,
-                deliver_group: None,
+                deliver_group: group.filter(|g| !g.is_empty()),
                 ack_policy,
                 heartbeat: None,
             });
@@ -170,6 +177,7 @@ fn header_u64(message: &async_nats::Message, name: &str) -> Option<u64> {
 /// Read the deliver subject until it fails or the stream is dropped.
 async fn read_deliveries(
     mut sub: Subscriber,
+    conn: Connection,
     label: String,
     heartbeat: Option<Duration>,
     flow: Arc<FlowControl>,
@@ -194,13 +202,28 @@ async fn read_deliveries(
                     )
                 }
             },
-            (None, None) => sub.next().await,
+            (None, None) => match tokio::time::timeout(defaults::SILENCE_PROBE, sub.next()).await {
+                Ok(next) => next,
+                Err(_) => {
+                    // No heartbeat tells a quiet stream from a server gone silent
+                    // (paused, partitioned): ask the server itself.
+                    if conn.flush(None).await.is_ok() {
+                        continue;
+                    }
+                    break Error::timeout(format!(
+                        "{label}: no messages for {:?} and the server did not answer a ping \
+                         within {:?} (option 'request_timeout'); the server may be paused or \
+                         unreachable (give the consumer an idle heartbeat to be told sooner)",
+                        defaults::SILENCE_PROBE,
+                        conn.request_timeout
+                    ));
+                }
+            },
         };
         let Some(message) = next else {
-            break Error::new(
-                ErrorKind::Cancelled,
-                format!("{label}: the subscription closed (connection closed)"),
-            );
+            break Error::connection(format!(
+                "{label}: the subscription closed (connection closed)"
+            ));
         };
         match Status::of(&message) {
             None => {}
@@ -231,12 +254,7 @@ async fn read_deliveries(
             Some(Status::ConsumerDeleted) => {
                 break Error::new(ErrorKind::ConsumerDeleted, format!("{label} was deleted"))
             }
-            Some(other) => {
-                break Error::new(
-                    ErrorKind::Api,
-                    format!("{label}: unexpected status {other:?}"),
-                )
-            }
+            Some(other) => break other.unexpected(&label),
         }
         let Some(meta) = message.reply.as_deref().and_then(parse_ack_subject) else {
             continue; // not a JetStream delivery
@@ -280,6 +298,7 @@ impl PushStream {
         );
         let reader = tokio::spawn(read_deliveries(
             sub,
+            consumer.conn.clone(),
             label,
             consumer.heartbeat.or(options.heartbeat),
             flow.clone(),
@@ -334,10 +353,7 @@ impl PushStream {
         match event {
             Some(Event::Delivered(d, epoch)) => Ok(Some((d, epoch))),
             Some(Event::Failed(e)) => Err(e),
-            None => Err(Error::new(
-                ErrorKind::Cancelled,
-                "the push consumer's reader stopped",
-            )),
+            None => Err(Error::connection("the push consumer's reader stopped")),
         }
     }
 

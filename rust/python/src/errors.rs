@@ -64,7 +64,6 @@ fn class_name(kind: ErrorKind) -> &'static str {
         ErrorKind::JetStreamNotEnabled => "JetStreamNotEnabledError",
         ErrorKind::ConsumerDeleted => "ConsumerDeletedError",
         ErrorKind::BadInput => "BadInputError",
-        _ => "JetStreamArrowError",
     }
 }
 
@@ -73,16 +72,20 @@ fn core_to_py(err: Error, result: Option<Py<PyAny>>) -> PyErr {
         let build = || -> PyResult<PyErr> {
             let module = py.import("jetstream_arrow.exceptions")?;
             let class = module.getattr(class_name(err.kind()))?;
-            let exc = match (err.api_code(), err.kind()) {
-                (Some(code), _) => class.call1((
+            let exc = match err.api_code() {
+                Some(code) => class.call1((
                     err.message(),
                     code.code,
                     code.err_code,
                     code.description.as_str(),
                 ))?,
-                (None, ErrorKind::BadInput) => class.call1((err.message(), result))?,
-                (None, _) => class.call1((err.message(),))?,
+                None => class.call1((err.message(),))?,
             };
+            // What an interrupted publish had done, whatever stopped it: a lost
+            // connection reports its acknowledged rows as much as bad input does.
+            if let Some(result) = result {
+                exc.setattr("result", result)?;
+            }
             Ok(PyErr::from_value(exc))
         };
         build().unwrap_or_else(|e| {

@@ -23,13 +23,13 @@ impl PushConsumer {
         conn: Connection,
         stream: &str,
         name: &str,
-        deliver_subject: Option<String>,
+        deliver_to: Option<(String, Option<String>)>,
         ack_policy: Option<&str>,
     ) -> GlueResult<Self> {
         let policy = ack_policy.map(AckPolicy::parse).transpose()?;
         let (stream, name) = (stream.to_string(), name.to_string());
         let inner = wait(py, async move {
-            CoreConsumer::bind(conn, &stream, &name, deliver_subject, policy).await
+            CoreConsumer::bind(conn, &stream, &name, deliver_to, policy).await
         })??;
         Ok(Self { inner })
     }

@@ -12,8 +12,10 @@ use serde::{Deserialize, Serialize};
 use crate::connection::Connection;
 use crate::error::{ApiErrorCode, Error, ErrorKind, Result};
 
+pub mod headers;
 pub mod names;
 pub mod status;
+pub mod subject_match;
 pub mod subjects;
 pub mod types;
 
@@ -70,6 +72,37 @@ impl Connection {
             subject,
             self.api_request(subject, Bytes::new(), None).await?,
         )
+    }
+
+    /// [`Self::api_get`], asked again while the answer is what a server restarting or
+    /// a stream electing its leader gives (no reply, a lost connection, a `503`),
+    /// for up to `within`; then the last error.
+    pub async fn api_get_patiently<T: DeserializeOwned>(
+        &self,
+        subject: &str,
+        within: Duration,
+    ) -> Result<T> {
+        let give_up = tokio::time::Instant::now() + within;
+        let mut pause = Duration::from_millis(50);
+        loop {
+            match self.api_get(subject).await {
+                Err(e) if is_transient(&e) && tokio::time::Instant::now() + pause < give_up => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                answered => return answered,
+            }
+        }
+    }
+}
+
+/// Whether `err` is what a cluster answers while a server restarts or a stream's
+/// leader is being elected: worth asking again shortly.
+pub fn is_transient(err: &Error) -> bool {
+    match err.kind() {
+        ErrorKind::Timeout | ErrorKind::Connection | ErrorKind::JetStreamNotEnabled => true,
+        ErrorKind::Api => err.api_code().is_some_and(|c| c.code == 503),
+        _ => false,
     }
 }
 

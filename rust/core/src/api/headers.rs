@@ -1,0 +1,108 @@
+//! Header names of the JetStream protocol that this package reads or writes, and the
+//! ones that steer how the server stores a message.
+//!
+//! async-nats names the common ones (`async_nats::header::NATS_MESSAGE_ID`, ...);
+//! this module adds what it lacks, so no header name is typed twice.
+
+/// The id the server deduplicates publishes by.
+pub const MSG_ID: &str = "Nats-Msg-Id";
+/// What a pull request's terminating status left undelivered.
+pub const PENDING_MESSAGES: &str = "Nats-Pending-Messages";
+pub const PENDING_BYTES: &str = "Nats-Pending-Bytes";
+/// Direct gets: messages left after this one, and the sequence of the last one sent.
+pub const NUM_PENDING: &str = "Nats-Num-Pending";
+pub const LAST_SEQUENCE: &str = "Nats-Last-Sequence";
+/// Direct gets: where the answered message is stored.
+pub const STREAM: &str = "Nats-Stream";
+pub const SEQUENCE: &str = "Nats-Sequence";
+pub const TIME_STAMP: &str = "Nats-Time-Stamp";
+pub const SUBJECT: &str = "Nats-Subject";
+/// Flow-control push consumers: the consumer sequence of the last delivery, on idle
+/// heartbeats, and the subject to answer a stalled consumer on.
+pub const LAST_CONSUMER: &str = "Nats-Last-Consumer";
+pub const CONSUMER_STALLED: &str = "Nats-Consumer-Stalled";
+/// Flow-control acks: the stream sequence of the last delivery.
+pub const LAST_STREAM: &str = "Nats-Last-Stream";
+
+/// Headers that tell the server how to store a message (expectations, rollups, TTLs,
+/// counters, atomic and fast batches, schedules) or that the server itself adds to
+/// what it delivers (where a message came from, direct-get bookkeeping). A message
+/// read from one stream carries them; published as they are into another, they would
+/// steer that stream: a TTL it refuses, a rollup that purges its subject, an
+/// expectation that fails. A name ending in `-` covers every header it begins.
+/// From nats-server's `server/stream.go` (2.15).
+pub const CONTROL: &[&str] = &[
+    "Nats-Expected-",
+    "Nats-Rollup",
+    "Nats-TTL",
+    "Nats-Incr",
+    "Nats-Counter-Sources",
+    "Nats-Batch-",
+    "Nats-Schedule",
+    "Nats-Schedule-",
+    "Nats-Scheduler",
+    "Nats-Required-Api-Level",
+    "Nats-Stream-Source",
+    "Nats-Last-Consumer",
+    "Nats-Last-Stream",
+    "Nats-Consumer-Stalled",
+    "Nats-Msg-Size",
+    "Nats-Response-Type",
+    "Nats-Marker-Reason",
+    "Nats-Stream",
+    "Nats-Sequence",
+    "Nats-Time-Stamp",
+    "Nats-Subject",
+    "Nats-Last-Sequence",
+    "Nats-Num-Pending",
+    "Nats-UpTo-Sequence",
+];
+
+/// Whether `name` is one of the [`CONTROL`] headers (names compared without case).
+pub fn is_control(name: &str) -> bool {
+    CONTROL.iter().any(|control| {
+        if control.ends_with('-') {
+            name.len() > control.len()
+                && name
+                    .get(..control.len())
+                    .is_some_and(|start| start.eq_ignore_ascii_case(control))
+        } else {
+            name.eq_ignore_ascii_case(control)
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_headers_are_told_from_the_users() {
+        for name in [
+            "Nats-TTL",
+            "nats-ttl",
+            "Nats-Rollup",
+            "Nats-Expected-Last-Sequence",
+            "Nats-Expected-Stream",
+            "Nats-Batch-Id",
+            "Nats-Schedule",
+            "Nats-Schedule-TTL",
+            "Nats-Stream",
+            "Nats-Sequence",
+            "Nats-Time-Stamp",
+            "Nats-Incr",
+        ] {
+            assert!(is_control(name), "{name}");
+        }
+        for name in [
+            "Nats-Msg-Id",
+            "Content-Type",
+            "Nats-Expected-",
+            "Nats-Streamer",
+            "X-Nats-TTL",
+            "trace-id",
+        ] {
+            assert!(!is_control(name), "{name}");
+        }
+    }
+}
