@@ -14,8 +14,9 @@ use async_nats::header::{HeaderName, HeaderValue};
 use async_nats::{HeaderMap, Subject};
 use bytes::Bytes;
 
+use crate::api::headers as header_names;
 use crate::error::{Error, Result};
-use crate::schema::{DATA, HEADERS, MSG_ID, SUBJECT};
+use crate::schema::{DATA, HEADERS, MSG_ID, SEQ, STREAM, SUBJECT};
 
 /// One message ready to send.
 #[derive(Debug, Clone)]
@@ -27,6 +28,18 @@ pub struct OutgoingMessage {
     pub has_msg_id: bool,
 }
 
+impl OutgoingMessage {
+    /// An empty message to `subject` that only steers (a fast batch's end or ping).
+    pub fn control(subject: Subject) -> Self {
+        Self {
+            subject,
+            headers: None,
+            payload: Bytes::new(),
+            has_msg_id: false,
+        }
+    }
+}
+
 /// Settings that shape every message of a publish.
 #[derive(Debug, Clone, Default)]
 pub struct MessageDefaults {
@@ -35,6 +48,12 @@ pub struct MessageDefaults {
     /// Rows without a msg id get `<prefix><row number>`.
     pub msg_id_prefix: Option<String>,
     pub expected_stream: Option<String>,
+    /// Whether the `headers` column's control headers (`Nats-TTL`, `Nats-Rollup`,
+    /// `Nats-Expected-*`, the server's `Nats-Stream`/`Nats-Sequence`, ...; see
+    /// [`crate::api::headers::CONTROL`]) are published. None: as given, except in a
+    /// batch that is a read of a stream (it has `stream` and `seq` columns), a copy,
+    /// whose control headers would steer the stream it goes to.
+    pub keep_control_headers: Option<bool>,
 }
 
 /// The server's default `max_control_line`: it refuses a `PUB`/`HPUB` line whose
@@ -190,8 +209,15 @@ impl HeadersColumn {
         Ok(Self { map, keys, values })
     }
 
-    /// Append the headers of `row` (of this batch); errors name `global_row`.
-    fn append_row(&self, row: usize, global_row: u64, headers: &mut HeaderMap) -> Result<()> {
+    /// Append the headers of `row` (of this batch), without the control headers
+    /// unless `keep_control` ; errors name `global_row`.
+    fn append_row(
+        &self,
+        row: usize,
+        global_row: u64,
+        keep_control: bool,
+        headers: &mut HeaderMap,
+    ) -> Result<()> {
         if self.map.is_null(row) {
             return Ok(());
         }
@@ -210,6 +236,9 @@ impl HeadersColumn {
                          name (one or more printable ASCII characters other than ':')"
                     ))
                 })?;
+            if !keep_control && header_names::is_control(key) {
+                continue;
+            }
             match &self.values {
                 HeaderValues::Single(values) => {
                     if values.is_valid(entry) {
@@ -283,6 +312,9 @@ pub struct PublishBatch {
     data: DataColumn,
     headers: Option<HeadersColumn>,
     msg_id: Option<StringArray>,
+    /// The batch came from a read (it has the read's `stream` and `seq` columns): its
+    /// control headers steered the stream it was read from.
+    is_read: bool,
     rows: usize,
     max_subject: usize,
 }
@@ -337,11 +369,13 @@ impl PublishBatch {
             .map(|a| HeadersColumn::new(&a))
             .transpose()?;
         let msg_id = column(MSG_ID).map(|a| to_utf8(&a, MSG_ID)).transpose()?;
+        let is_read = schema.index_of(STREAM).is_ok() && schema.index_of(SEQ).is_ok();
         Ok(Self {
             subject,
             data,
             headers,
             msg_id,
+            is_read,
             rows: batch.num_rows(),
             max_subject,
         })
@@ -387,7 +421,8 @@ impl PublishBatch {
         let mut headers: Option<HeaderMap> = None;
         if let Some(h) = &self.headers {
             let mut map = HeaderMap::new();
-            h.append_row(row, global_row, &mut map)?;
+            let keep_control = defaults.keep_control_headers.unwrap_or(!self.is_read);
+            h.append_row(row, global_row, keep_control, &mut map)?;
             if !map.is_empty() {
                 headers = Some(map);
             }
@@ -405,7 +440,13 @@ impl PublishBatch {
                 .map(|p| header_value(&format!("{p}{id_number}"), MSG_ID, global_row))
                 .transpose()?,
         };
-        let has_msg_id = msg_id.is_some();
+        // An id that came in the headers column (a message read from another
+        // stream) is the row's msg id as much as one from the msg_id column: the
+        // server deduplicates by it, so resending after an ack timeout is safe.
+        let has_msg_id = msg_id.is_some()
+            || headers
+                .as_ref()
+                .is_some_and(|h| h.get(header_names::MSG_ID).is_some());
         if let Some(id) = msg_id {
             headers
                 .get_or_insert_with(HeaderMap::new)

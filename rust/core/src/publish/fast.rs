@@ -24,7 +24,6 @@ use std::time::Duration;
 
 use arrow_array::RecordBatch;
 use async_nats::{Message, Subject, Subscriber};
-use bytes::Bytes;
 use futures::{FutureExt, StreamExt};
 use tokio::time::Instant;
 
@@ -62,6 +61,8 @@ struct Batch {
     acked: u64,
     /// The server acks every `flow` messages.
     flow: u64,
+    /// The messages per ack this batch asks for (see [`requested_flow`]).
+    requested_flow: u16,
     /// Payload sizes of the messages after `acked`, in order.
     sizes: VecDeque<usize>,
     bytes_in_flight: usize,
@@ -77,6 +78,22 @@ struct Batch {
     done: bool,
     /// Why it ended early; None when it ended as planned.
     failure: Option<String>,
+}
+
+/// The messages per flow ack to ask the server for: at most
+/// [`defaults::FAST_FLOW`], and few enough that [`defaults::FAST_OUTSTANDING_ACKS`]
+/// acks' worth fits the window and [`MAX_BYTES_IN_FLIGHT`] (messages sized like
+/// `first_size`). The server acks only when a group is complete: a group larger than
+/// what may be in flight would never be acked, and each batch would wait out its ack
+/// timeout.
+fn requested_flow(window: usize, first_size: usize) -> u16 {
+    let outstanding = defaults::FAST_OUTSTANDING_ACKS as usize;
+    let by_window = window / outstanding;
+    let by_bytes = (MAX_BYTES_IN_FLIGHT / (outstanding * first_size.max(1))).saturating_sub(1);
+    let flow = usize::from(defaults::FAST_FLOW)
+        .min(by_window)
+        .min(by_bytes);
+    u16::try_from(flow.max(1)).unwrap_or(defaults::FAST_FLOW)
 }
 
 impl Batch {
@@ -341,7 +358,8 @@ impl Publisher {
             first_row,
             sent: 0,
             acked: 0,
-            flow: u64::from(defaults::FAST_FLOW),
+            flow: u64::from(requested_flow(self.options.window, message.payload.len())),
+            requested_flow: requested_flow(self.options.window, message.payload.len()),
             sizes: VecDeque::new(),
             bytes_in_flight: 0,
             subject: message.subject.clone(),
@@ -367,9 +385,10 @@ impl Publisher {
         } else {
             fast_batch::OP_APPEND
         };
-        let reply = Subject::from(fast_batch::reply(&b.inbox, defaults::FAST_FLOW, seq, op));
-        if let Err(e) = send_with_reply(&self.conn, message, reply).await {
-            let e = Error::from(e).context(format!("row {}", b.row(seq)));
+        let reply = Subject::from(fast_batch::reply(&b.inbox, b.requested_flow, seq, op));
+        if let Err(e) = send_with_reply(&self.conn, message, reply, self.options.ack_timeout).await
+        {
+            let e = e.context(format!("row {}", b.row(seq)));
             outcome.fail(b.row(seq), e.to_string());
             b.finish(outcome, Some(e.to_string()));
             return Err(e);
@@ -386,7 +405,7 @@ impl Publisher {
     /// final PubAck, which says how many rows the batch stored.
     async fn end_batch(&self, b: &mut Batch, outcome: &mut PublishOutcome) -> Result<()> {
         if !b.done && b.trouble.is_none() {
-            self.control(b, b.sent + 1, fast_batch::OP_COMMIT_EOB)
+            self.control_or_finish(b, b.sent + 1, fast_batch::OP_COMMIT_EOB, outcome)
                 .await?;
         }
         self.wait(b, Want::End, outcome).await
@@ -395,12 +414,25 @@ impl Publisher {
     /// A message that only steers the batch (end of batch, ping): empty, to the
     /// subject of the last row, so the same stream receives it.
     async fn control(&self, b: &Batch, seq: u64, op: u8) -> Result<()> {
-        let reply = Subject::from(fast_batch::reply(&b.inbox, defaults::FAST_FLOW, seq, op));
-        self.conn
-            .client
-            .publish_with_reply(b.subject.clone(), reply, Bytes::new())
-            .await?;
-        Ok(())
+        let reply = Subject::from(fast_batch::reply(&b.inbox, b.requested_flow, seq, op));
+        let control = OutgoingMessage::control(b.subject.clone());
+        send_with_reply(&self.conn, &control, reply, self.options.ack_timeout).await
+    }
+
+    /// [`Self::control`]; when it cannot be sent the batch is over, its unacknowledged
+    /// rows reported.
+    async fn control_or_finish(
+        &self,
+        b: &mut Batch,
+        seq: u64,
+        op: u8,
+        outcome: &mut PublishOutcome,
+    ) -> Result<()> {
+        let sent = self.control(b, seq, op).await;
+        if let Err(e) = &sent {
+            b.finish(outcome, Some(e.to_string()));
+        }
+        sent
     }
 
     /// Handle replies until `want` holds. Without replies: ping every
@@ -425,7 +457,8 @@ impl Publisher {
             let ping_due = quiet_since.max(b.last_ping) + defaults::FAST_PING_INTERVAL;
             if now >= ping_due {
                 // The sequence is the highest sent, so the ping itself is no gap.
-                self.control(b, b.sent, fast_batch::OP_PING).await?;
+                self.control_or_finish(b, b.sent, fast_batch::OP_PING, outcome)
+                    .await?;
                 b.last_ping = now;
                 continue;
             }
@@ -468,6 +501,20 @@ mod tests {
         assert_eq!(
             fast_batch::reply("_INBOX.abc", 500, 7, fast_batch::OP_APPEND),
             "_INBOX.abc.500.fail.7.1.$FI"
+        );
+    }
+
+    #[test]
+    fn the_requested_flow_fits_the_window_and_the_bytes_in_flight() {
+        assert_eq!(requested_flow(defaults::WINDOW, 128), defaults::FAST_FLOW);
+        assert_eq!(requested_flow(16, 128), 8);
+        assert_eq!(requested_flow(1, 128), 1);
+        let big = MAX_BYTES_IN_FLIGHT / 8;
+        assert!(
+            usize::from(requested_flow(defaults::WINDOW, big))
+                * big
+                * defaults::FAST_OUTSTANDING_ACKS as usize
+                < MAX_BYTES_IN_FLIGHT
         );
     }
 

@@ -23,6 +23,8 @@ use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use async_nats::header::{self as nats_header, HeaderValue};
 use async_nats::{HeaderMap, Subject, Subscriber};
+use std::time::Duration;
+
 use futures::{FutureExt, StreamExt};
 use tokio::time::Instant;
 
@@ -107,6 +109,11 @@ impl Publisher {
             PublishMode::Acked => self.run(&mut source, &mut outcome).await,
             PublishMode::Fast => self.run_fast(&mut source, &mut outcome).await,
         };
+        if let Err(e) = &result {
+            // Rows read with their batch but never sent: the outcome still names
+            // every row of the input it has seen.
+            outcome.fail_unresolved(&format!("not sent: {e}"));
+        }
         self.rows_before += source.taken as u64;
         (outcome, result.err())
     }
@@ -133,20 +140,27 @@ impl Publisher {
         let mut stop: Option<Error> = None;
         let id_base = self.rows_before + self.options.msg_id_start;
 
-        loop {
+        let lost: Option<Error> = 'run: loop {
             // 1. Fill the window: due retries first, then new rows.
             let now = Instant::now();
             let window = run.congestion.limit();
             while run.in_flight.has_room(window) {
                 if let Some(r) = run.retries.pop_due(now) {
-                    let token = send(
+                    let token = match send(
                         &self.conn,
                         &self.inbox_prefix,
                         &mut self.next_token,
                         &r.message,
+                        self.options.ack_timeout,
                     )
                     .await
-                    .map_err(|e| e.context(format!("row {}", r.row)))?;
+                    {
+                        Ok(token) => token,
+                        Err(e) => {
+                            run.fail_unsent(r.row, &e);
+                            break 'run Some(e.context(format!("row {}", r.row)));
+                        }
+                    };
                     run.in_flight.push(
                         token,
                         r.row,
@@ -173,14 +187,21 @@ impl Publisher {
                         break;
                     }
                 };
-                let token = send(
+                let token = match send(
                     &self.conn,
                     &self.inbox_prefix,
                     &mut self.next_token,
                     &message,
+                    self.options.ack_timeout,
                 )
                 .await
-                .map_err(|e| e.context(format!("row {index}")))?;
+                {
+                    Ok(token) => token,
+                    Err(e) => {
+                        run.fail_unsent(index, &e);
+                        break 'run Some(e.context(format!("row {index}")));
+                    }
+                };
                 run.in_flight
                     .push(token, index, 0, message, self.options.ack_timeout);
             }
@@ -189,7 +210,7 @@ impl Publisher {
             }
             let input_done = source.exhausted || stop.is_some();
             if run.is_idle() && input_done {
-                break;
+                break 'run None;
             }
             if run.is_idle() {
                 if let Some(g) = run.gate {
@@ -199,7 +220,7 @@ impl Publisher {
                         run.outcome.error(g).unwrap_or("?")
                     );
                     refuse_all(source, run.outcome, &why)?;
-                    break;
+                    break 'run None;
                 }
             }
 
@@ -208,7 +229,9 @@ impl Publisher {
             tokio::select! {
                 ack = self.acks.next() => match ack {
                     Some(ack) => run.on_ack(ack, self.next_token),
-                    None => return Err(Error::connection("the ack subscription closed: the connection was closed")),
+                    None => break 'run Some(Error::connection(
+                        "the connection was closed for good (see option 'max_reconnects')",
+                    )),
                 },
                 _ = tokio::time::sleep_until(wake) => {}
             }
@@ -216,7 +239,30 @@ impl Publisher {
             while let Some(Some(ack)) = self.acks.next().now_or_never() {
                 run.on_ack(ack, self.next_token);
             }
-            run.expire();
+            if run.expire() && stop.is_none() && !self.conn.is_connected() {
+                // Acks time out while the connection is down: stop taking new rows,
+                // or each window of them would wait out its retries in turn. What is
+                // in flight is still resent (with msg ids) should the connection
+                // come back before its retries run out.
+                stop = Some(Error::connection(format!(
+                    "the connection to the server was lost and no ack came within {:?} \
+                     (option 'ack_timeout'); rows after row {} were not sent",
+                    self.options.ack_timeout,
+                    source.taken.saturating_sub(1)
+                )));
+            }
+        };
+        if let Some(e) = lost {
+            // Acks that arrived before the connection went are taken first (all of
+            // them: tokio's cooperative budget would make the subscription look empty
+            // after 128 in one go); whatever still awaits its ack or its resend is
+            // then reported.
+            while let Some(Some(ack)) = tokio::task::unconstrained(self.acks.next()).now_or_never()
+            {
+                run.on_ack(ack, self.next_token);
+            }
+            run.abandon(&e);
+            return Err(e);
         }
         match stop {
             Some(e) => Err(e),
@@ -289,16 +335,37 @@ async fn send(
     inbox_prefix: &str,
     next_token: &mut u64,
     message: &OutgoingMessage,
+    within: Duration,
 ) -> Result<u64> {
     let token = *next_token;
     *next_token += 1;
     let reply = Subject::from(format!("{inbox_prefix}{token}"));
-    send_with_reply(conn, message, reply).await?;
+    send_with_reply(conn, message, reply, within).await?;
     Ok(token)
 }
 
 /// Send `message` with `reply` as its reply subject, with its headers if it has any.
+///
+/// The client queues what it sends; the queue is full only while the connection is
+/// down and the client reconnects, which may last forever (`max_reconnects=None`).
+/// Waiting for room is bounded by `within` (the ack timeout), so a publish ends with
+/// a connection error instead of waiting for a server that does not come back.
 async fn send_with_reply(
+    conn: &Connection,
+    message: &OutgoingMessage,
+    reply: Subject,
+    within: Duration,
+) -> Result<()> {
+    match tokio::time::timeout(within, send_now(conn, message, reply)).await {
+        Ok(sent) => sent.map_err(Error::from),
+        Err(_) => Err(Error::connection(format!(
+            "the connection took no message for {within:?} (option 'ack_timeout'): the \
+             server is unreachable and the client is still reconnecting"
+        ))),
+    }
+}
+
+async fn send_now(
     conn: &Connection,
     message: &OutgoingMessage,
     reply: Subject,

@@ -15,6 +15,8 @@ pub struct PublishOutcome {
     /// Stream sequence per row; 0 while pending or when failed.
     seqs: Vec<u64>,
     duplicate: Vec<bool>,
+    /// Rows acked or failed; the others are still in flight or not yet sent.
+    resolved: Vec<bool>,
     errors: HashMap<usize, String>,
     pub stored: usize,
     pub duplicates: usize,
@@ -41,9 +43,11 @@ impl PublishOutcome {
     pub(super) fn add_rows(&mut self, n: usize) {
         self.seqs.resize(self.seqs.len() + n, 0);
         self.duplicate.resize(self.duplicate.len() + n, false);
+        self.resolved.resize(self.resolved.len() + n, false);
     }
 
     pub(super) fn acked(&mut self, row: usize, seq: u64, duplicate: bool) {
+        self.resolved[row] = true;
         self.seqs[row] = seq;
         if duplicate {
             self.duplicate[row] = true;
@@ -54,7 +58,18 @@ impl PublishOutcome {
     }
 
     pub(super) fn fail(&mut self, row: usize, why: String) {
+        self.resolved[row] = true;
         self.errors.insert(row, why);
+    }
+
+    /// Every row neither acked nor failed yet fails for `why`: the call is over, so
+    /// each row of its input read so far ends stored, duplicate or failed.
+    pub(super) fn fail_unresolved(&mut self, why: &str) {
+        for row in 0..self.rows() {
+            if !self.resolved[row] {
+                self.fail(row, why.to_string());
+            }
+        }
     }
 
     /// `seq` (int64, null unless acked), `duplicate` (bool), `error` (utf8, null when ok).

@@ -100,6 +100,13 @@ impl RetryQueue {
         Some(retry)
     }
 
+    /// Any waiting retry, due or not.
+    pub(super) fn pop_any(&mut self) -> Option<Retry> {
+        let retry = self.due.pop_first()?.1;
+        self.bytes -= retry.message.payload.len();
+        Some(retry)
+    }
+
     pub(super) fn len(&self) -> usize {
         self.due.len()
     }
@@ -192,11 +199,33 @@ impl PublishRun<'_> {
         );
     }
 
+    /// A row that could not be handed to the connection: never sent by this attempt.
+    pub(super) fn fail_unsent(&mut self, row: usize, why: &crate::error::Error) {
+        self.outcome.fail(row, format!("not sent: {why}"));
+    }
+
+    /// The connection is gone: every row awaiting its ack or its resend is reported,
+    /// since nothing more will be learnt of it.
+    pub(super) fn abandon(&mut self, why: &crate::error::Error) {
+        let why = format!(
+            "no ack before the publish ended ({why}); it may or may not be stored (with a \
+             msg id, publishing it again stores it at most once)"
+        );
+        while let Some(entry) = self.in_flight.pop_oldest() {
+            self.outcome.fail(entry.row, why.clone());
+        }
+        while let Some(retry) = self.retries.pop_any() {
+            self.outcome.fail(retry.row, why.clone());
+        }
+    }
+
     /// Messages whose ack did not come in time: retried when a msg id makes that
-    /// safe, reported otherwise.
-    pub(super) fn expire(&mut self) {
+    /// safe, reported otherwise. Whether any expired.
+    pub(super) fn expire(&mut self) -> bool {
         let now = Instant::now();
+        let mut expired = false;
         while let Some(entry) = self.in_flight.pop_expired(now) {
+            expired = true;
             let subject = entry.message.subject.to_string();
             if let Some(violation) = self.conn.server_errors.permission_violation_for(&subject) {
                 self.outcome
@@ -227,6 +256,7 @@ impl PublishRun<'_> {
                 );
             }
         }
+        expired
     }
 
     /// When to wake up if no ack comes: the oldest deadline or the next retry.

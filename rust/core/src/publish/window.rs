@@ -96,6 +96,17 @@ impl Window {
             .map(|e| e.deadline)
     }
 
+    /// The oldest message, whatever its deadline.
+    pub(super) fn pop_oldest(&mut self) -> Option<InFlight> {
+        while matches!(self.slots.front(), Some(None)) {
+            self.slots.pop_front();
+            self.base += 1;
+        }
+        self.slots.front()?;
+        let token = self.base;
+        self.take(token)
+    }
+
     /// The oldest message if its deadline has passed.
     pub(super) fn pop_expired(&mut self, now: Instant) -> Option<InFlight> {
         if self.oldest_deadline()? > now {
