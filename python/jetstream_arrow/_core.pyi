@@ -42,6 +42,7 @@ DEFAULT_CONSUME_EXPIRES: float
 DEFAULT_CONSUME_BATCH_ROWS: int
 DEFAULT_CONSUME_BATCH_WAIT: float
 DEFAULT_ACK_SYNC_TIMEOUT: float
+DEFAULT_SILENCE_PROBE: float
 DEFAULT_SPARK_BATCH_ROWS: int
 DEFAULT_SPARK_MAX_MESSAGES_PER_PARTITION: int
 
@@ -112,6 +113,7 @@ class Client:
         expected_last_msg_id: str | None = None,
         expected_last_subject_seq: int | None = None,
         mode: str = ...,
+        keep_control_headers: bool | None = None,
     ) -> Publisher: ...
     def read(
         self,
@@ -156,9 +158,15 @@ class Client:
         name: str,
         *,
         deliver_subject: str | None = None,
+        deliver_group: str | None = None,
         ack_policy: str | None = None,
     ) -> PushConsumer:
         """Bind to a durable push consumer (info lookup unless deliver_subject is given)."""
+    def first_seq_at(
+        self, stream: str, time_ns: int, subjects: list[str] = ...
+    ) -> int | None:
+        """The sequence of the first message stored at or after time_ns on any of
+        subjects (all when empty); None when there is none."""
     def flush(self, timeout: float | None = None) -> None: ...
     def close(self) -> None: ...
     def is_closed(self) -> bool: ...

@@ -225,6 +225,7 @@ class Client(ManagementMixin):
         expected_last_msg_id: str | None = None,
         expected_last_subject_seq: int | None = None,
         mode: PublishMode = _core.DEFAULT_PUBLISH_MODE,
+        keep_control_headers: bool | None = None,
         raise_on_error: bool = True,
     ) -> Publisher:
         """A publisher with a bounded window of unacknowledged messages.
@@ -243,6 +244,14 @@ class Client(ManagementMixin):
         batches into a stream with ``allow_batched``, nats-server 2.14+: the server
         acks every N messages; a batch that fails part-way reports the rows after
         its last ack, which a re-run with msg ids stores once; ``acks.seq`` is null).
+        ``keep_control_headers``: whether a ``headers`` column's headers that steer
+        how the server stores a message (``Nats-TTL``, ``Nats-Rollup``,
+        ``Nats-Expected-*``, ``Nats-Batch-*``, ``Nats-Schedule*``, counters) and those
+        the server adds to what it delivers (``Nats-Stream``, ``Nats-Sequence``, ...)
+        are published. ``None`` (default): as given, except when the input is a read
+        of a stream (it has the read's ``stream`` and ``seq`` columns): a copy, whose
+        control headers are dropped so they steer nothing in the stream it goes to.
+        A ``Nats-Msg-Id`` header is always kept and is the row's msg id.
         """
         native = self._native.publisher(
             subject=subject,
@@ -258,6 +267,7 @@ class Client(ManagementMixin):
             expected_last_msg_id=expected_last_msg_id,
             expected_last_subject_seq=expected_last_subject_seq,
             mode=mode,
+            keep_control_headers=keep_control_headers,
         )
         return Publisher(native, raise_on_error)
 
@@ -270,6 +280,21 @@ class Client(ManagementMixin):
             return publisher.publish(data)
 
     # -- read ----------------------------------------------------------------------
+    def first_seq_at(
+        self,
+        stream: str,
+        when: datetime | str | float,
+        subjects: Sequence[str] | str | None = None,
+    ) -> int | None:
+        """The sequence of the first message stored at or after ``when`` (on one of
+        ``subjects`` if given), or None when none is: one ``STREAM.MSG.GET`` request
+        per subject filter, not a read."""
+        time_ns = to_epoch_ns(when, "when")
+        if time_ns is None:
+            raise BadInputError("option 'when' is required: a datetime, text or epoch seconds")
+        filters = [subjects] if isinstance(subjects, str) else list(subjects or [])
+        return self._native.first_seq_at(stream, time_ns, filters)
+
     @names_counts
     def read(
         self,
@@ -370,14 +395,26 @@ class Client(ManagementMixin):
         name: str,
         *,
         deliver_subject: str | None = None,
+        deliver_group: str | None = None,
         ack_policy: Literal["none", "all", "explicit", "flow_control"] | None = None,
     ) -> PushConsumer:
         """Bind to a durable push consumer. Without ``deliver_subject`` its info is
         looked up (deliver subject, queue group, ack policy, heartbeat); with it,
-        nothing is (pass ``ack_policy`` then, and ``heartbeat`` to ``messages()``)."""
+        nothing is (pass ``deliver_group`` if the consumer has one, ``ack_policy``,
+        and ``heartbeat`` to ``messages()``). A consumer with a deliver group delivers
+        only to that queue group: without it, this client would receive nothing."""
+        if deliver_group is not None and deliver_subject is None:
+            raise BadInputError(
+                "option 'deliver_group' is given only with 'deliver_subject' (without it, "
+                "the consumer's own deliver group is looked up)"
+            )
         return PushConsumer(
             self._native.push_consumer(
-                stream, name, deliver_subject=deliver_subject, ack_policy=ack_policy
+                stream,
+                name,
+                deliver_subject=deliver_subject,
+                deliver_group=deliver_group,
+                ack_policy=ack_policy,
             )
         )
 

@@ -124,14 +124,7 @@ def first_seq_at(client: Client, stream: str, when: datetime) -> int | None:
     if when >= LAST_NS_TIME:
         # No message is stored that late, and the engine cannot be asked.
         return None
-    reader = client.read(stream, start_time=when, batch_rows=1)
-    try:
-        for batch in reader:
-            if batch.num_rows:
-                return int(batch.column("seq")[0].as_py())
-        return None
-    finally:
-        reader.close()
+    return client.first_seq_at(stream, when)
 
 
 def check_data_loss(

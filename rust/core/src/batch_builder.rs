@@ -92,7 +92,14 @@ impl BatchBuilder {
         if let Some(h) = &mut self.headers {
             match &message.headers {
                 Some(map) if !map.is_empty() => {
-                    for (name, values) in map.iter() {
+                    // The client keeps headers in a hash map, whose order changes
+                    // from message to message: sorted by name, the same message
+                    // always reads the same.
+                    let mut entries: Vec<_> = map.iter().collect();
+                    entries.sort_unstable_by(|a, b| {
+                        AsRef::<str>::as_ref(a.0).cmp(AsRef::<str>::as_ref(b.0))
+                    });
+                    for (name, values) in entries {
                         h.keys().append_value(AsRef::<str>::as_ref(name));
                         let list = h.values();
                         for v in values {

@@ -21,8 +21,8 @@ use std::time::Duration;
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 
-use crate::api::subjects;
 use crate::api::types::{StreamAlternate, StreamInfo, StreamInfoWithAlternates};
+use crate::api::{subject_match, subjects, validate_name};
 use crate::batch_builder::BatchBuilder;
 use crate::connection::Connection;
 use crate::defaults;
@@ -154,6 +154,23 @@ fn direct_reads_are_current(info: &StreamInfo, alternates: &[StreamAlternate]) -
         && alternates.iter().all(|a| a.name == info.config.name)
 }
 
+/// A read's filter that none of the stream's subjects can match would read nothing
+/// whatever the stream holds: a typo, or the wrong stream. Streams that take their
+/// messages from mirrors or sources (no subjects of their own) are not checked.
+fn refuse_unmatched_filters(stream: &str, filters: &[String], info: &StreamInfo) -> Result<()> {
+    let own = &info.config.subjects;
+    if own.is_empty() {
+        return Ok(());
+    }
+    match subject_match::unmatched(filters, own).as_slice() {
+        [] => Ok(()),
+        none => Err(Error::bad_input(format!(
+            "option 'subjects': {none:?} match no subject of stream {stream:?}, whose \
+             subjects are {own:?}"
+        ))),
+    }
+}
+
 /// Where a read's messages come from.
 enum Source {
     Ordered(Box<OrderedPull>),
@@ -174,15 +191,18 @@ pub struct StreamReader {
 
 impl StreamReader {
     pub async fn open(conn: Connection, stream: &str, options: ReadOptions) -> Result<Self> {
+        validate_name(stream, "stream")?;
         options.validate()?;
         let schema_options = SchemaOptions {
             include_headers: options.include_headers,
             consumer_columns: false,
         };
+        // A read opened as a server restarts waits for it, as the read itself would.
         let StreamInfoWithAlternates { info, alternates } = conn
-            .api_get(&subjects::stream_info(stream))
+            .api_get_patiently(&subjects::stream_info(stream), options.resume_timeout)
             .await
             .map_err(|e| e.context(format!("reading stream {stream:?}")))?;
+        refuse_unmatched_filters(stream, &options.subjects, &info)?;
         let end_seq = options.end_seq.unwrap_or(info.state.last_sequence);
         let start = options
             .start_seq
@@ -343,6 +363,7 @@ pub struct OrderedStream {
 
 impl OrderedStream {
     pub async fn open(conn: Connection, stream: &str, options: FollowOptions) -> Result<Self> {
+        validate_name(stream, "stream")?;
         if options.batch_rows == 0 {
             return Err(Error::bad_input("option 'batch_rows' must be at least 1"));
         }

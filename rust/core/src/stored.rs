@@ -9,10 +9,11 @@ use async_nats::jetstream::message::StreamMessage;
 use async_nats::jetstream::stream::RawMessage;
 use time::format_description::well_known::Rfc3339;
 
-use crate::api::subjects;
 use crate::api::types::{NextMessageRequest, StoredMessageReply};
+use crate::api::{is_transient, subjects, validate_name};
 use crate::connection::Connection;
-use crate::error::{Error, ErrorKind, Result};
+use crate::defaults;
+use crate::error::{err_codes, Error, ErrorKind, Result};
 use crate::metadata::MessageMetadata;
 use crate::pull::Delivered;
 
@@ -60,11 +61,40 @@ pub async fn first_at_or_after(
                     first = Some(reply.message);
                 }
             }
-            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            // No message there; a missing stream is an error.
+            Err(e)
+                if e.kind() == ErrorKind::NotFound
+                    && e.api_code()
+                        .is_none_or(|c| c.err_code == err_codes::NO_MESSAGE_FOUND) => {}
             Err(e) => return Err(e),
         }
     }
     first.map(|raw| into_delivered(raw, stream)).transpose()
+}
+
+/// The sequence of the first message stored at or after `time_ns` on any of `filters`
+/// (all subjects when empty); None when the stream has none there. Planning a read by
+/// time needs this one number: one request per filter, not a read. Asked again
+/// while the answer is what a restarting server gives, for up to the default resume
+/// timeout.
+pub async fn first_seq_at(
+    conn: &Connection,
+    stream: &str,
+    time_ns: i64,
+    filters: &[String],
+) -> Result<Option<u64>> {
+    validate_name(stream, "stream")?;
+    let give_up = tokio::time::Instant::now() + defaults::RESUME_TIMEOUT;
+    let mut pause = std::time::Duration::from_millis(50);
+    loop {
+        match first_at_or_after(conn, stream, Position::Time(time_ns), filters).await {
+            Err(e) if is_transient(&e) && tokio::time::Instant::now() + pause < give_up => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_secs(1));
+            }
+            found => return found.map(|d| d.map(|d| d.meta.stream_seq)),
+        }
+    }
 }
 
 /// A time stamp in nanoseconds since the epoch as the API's RFC 3339 text.

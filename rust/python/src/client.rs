@@ -11,6 +11,7 @@ use jetstream_arrow_core::publish::{
 };
 use jetstream_arrow_core::publish_input::MessageDefaults;
 use jetstream_arrow_core::read::{FollowOptions, OrderedStream as CoreOrderedStream};
+use jetstream_arrow_core::stored;
 use jetstream_arrow_core::Error;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
@@ -106,7 +107,7 @@ impl Client {
         ack_timeout=defaults::ACK_TIMEOUT.as_secs_f64(), max_retries=defaults::MAX_RETRIES,
         retry_backoff=defaults::RETRY_BACKOFF.as_secs_f64(), msg_id_prefix=None, msg_id_start=0,
         expected_stream=None, expected_last_seq=None, expected_last_msg_id=None,
-        expected_last_subject_seq=None, mode=defaults::PUBLISH_MODE
+        expected_last_subject_seq=None, mode=defaults::PUBLISH_MODE, keep_control_headers=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn publisher(
@@ -125,6 +126,7 @@ impl Client {
         expected_last_msg_id: Option<String>,
         expected_last_subject_seq: Option<u64>,
         mode: &str,
+        keep_control_headers: Option<bool>,
     ) -> GlueResult<Publisher> {
         let fail_when_full = match on_full {
             "wait" => false,
@@ -146,6 +148,7 @@ impl Client {
                 subject,
                 msg_id_prefix,
                 expected_stream,
+                keep_control_headers,
             },
             msg_id_start,
             expected_last_seq,
@@ -270,13 +273,14 @@ impl Client {
         PullConsumer::bind(self.connection()?, stream, name, ack_policy)
     }
 
-    #[pyo3(signature = (stream, name, *, deliver_subject=None, ack_policy=None))]
+    #[pyo3(signature = (stream, name, *, deliver_subject=None, deliver_group=None, ack_policy=None))]
     fn push_consumer(
         &self,
         py: Python<'_>,
         stream: &str,
         name: &str,
         deliver_subject: Option<String>,
+        deliver_group: Option<String>,
         ack_policy: Option<&str>,
     ) -> GlueResult<PushConsumer> {
         PushConsumer::bind(
@@ -284,9 +288,26 @@ impl Client {
             self.connection()?,
             stream,
             name,
-            deliver_subject,
+            deliver_subject.map(|subject| (subject, deliver_group)),
             ack_policy,
         )
+    }
+
+    /// The sequence of the first message stored at or after `time_ns` (nanoseconds
+    /// since the epoch) on any of `subjects` (all when empty); None when there is none.
+    /// One `STREAM.MSG.GET` per filter, asked again while the server restarts.
+    #[pyo3(signature = (stream, time_ns, subjects=Vec::new()))]
+    fn first_seq_at(
+        &self,
+        py: Python<'_>,
+        stream: String,
+        time_ns: i64,
+        subjects: Vec<String>,
+    ) -> GlueResult<Option<u64>> {
+        let conn = self.connection()?;
+        Ok(wait(py, async move {
+            stored::first_seq_at(&conn, &stream, time_ns, &subjects).await
+        })??)
     }
 
     #[pyo3(signature = (timeout=None))]
