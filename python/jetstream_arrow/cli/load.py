@@ -1,4 +1,8 @@
-"""``jetstream-arrow load``: publish the rows of files into a stream."""
+"""``jetstream-arrow load``: publish the rows of files into a stream.
+
+One module for the command's options, its checks before anything is sent, and the
+publishing loop: each check exists for a step of that loop (ids across files, the
+duplicate comparison, the progress line)."""
 
 from __future__ import annotations
 
