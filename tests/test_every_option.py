@@ -1,0 +1,1547 @@
+"""Every public option of every entry point changes what happens, or is refused naming it.
+
+The options are enumerated, not listed by hand: the signatures of the Python API (and
+the dataclasses its ``**options`` spread into), the Spark option table per kind of
+query, and the argparse actions of every CLI command. Each has a probe in ``PROBES``,
+and ``test_every_option_has_a_probe`` fails when an option has none (a new option
+must come with its probe) or a probe names an option that no longer exists.
+
+A probe is one of:
+
+- effect: the call with the option set gives another result against a real server
+  than without it (or than with another value);
+- refusal: a bad value is refused with an error that names the option (the Python
+  name, the Spark name or the CLI flag the user wrote);
+- delegated: a Spark connection option is shown to arrive unchanged in the
+  ``ConnectOptions`` the data source connects with, whose fields each have an effect
+  or refusal probe of their own under ``connect``.
+
+Timeouts, backoffs and buffer sizes whose effect takes a paused server or seconds of
+waiting are proven by refusal (their deadlines are proven in tests/test_deadlines.py).
+Spark readers and writers are driven here as Spark drives them, by calling the data
+source's methods in this process (no JVM), except ``load(path)`` and ``save(path)``,
+which go through a real SparkSession. Stream and consumer configs are proven field by
+field: each field set on create comes back in the server's info.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import inspect
+import json
+import os
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import jetstream_arrow as ja
+from cli_helpers import cli
+from jetstream_arrow import ConsumedBatch, OrderedConsumer, Publisher, PullConsumer, PushConsumer
+from jetstream_arrow.cli import build_parser
+from jetstream_arrow.exceptions import (
+    ApiError,
+    AuthorizationError,
+    BadInputError,
+    ConnectionFailedError,
+    JetStreamArrowError,
+    JetStreamNotEnabledError,
+    MissedHeartbeatsError,
+    PublishError,
+)
+from jetstream_arrow.management import ConsumerConfig, StreamConfig, StreamSource
+from jetstream_arrow.options import ConnectOptions
+from natsserver import NatsServer, start_server
+
+# -- enumeration -----------------------------------------------------------------------
+
+
+def _defaulted(func: Callable[..., Any]) -> list[str]:
+    """The parameters of ``func`` that have a default: its options (the others are
+    the call's operands: the data, the stream, the consumer's name)."""
+    return [
+        p.name
+        for p in inspect.signature(func).parameters.values()
+        if p.default is not inspect.Parameter.empty
+        and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    ]
+
+
+def _fields(cls: type[Any], *without: str) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls) if f.name not in without]
+
+
+def _spreads(func: Callable[..., Any]) -> bool:
+    return any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in inspect.signature(func).parameters.values()
+    )
+
+
+#: Where a ``**options`` goes: the options of the call or dataclass it is spread into.
+#: (An entry point that takes ``**options`` and is missing here fails the meta test.)
+_SPREAD_INTO: dict[str, list[str]] = {
+    "connect": [*_fields(ConnectOptions), "options"],
+    "Client.publish": _defaulted(ja.Client.publisher),
+    "Client.create_stream": _fields(StreamConfig, "name"),
+    "Client.update_stream": [],
+    "Client.create_or_update_stream": [],
+    "Client.create_consumer": [*_fields(ConsumerConfig), "filter_subject"],
+    "Client.update_consumer": [],
+    "Client.create_or_update_consumer": [],
+}
+
+#: The public entry points of the Python API whose options are enumerated. The
+#: update and create-or-update calls build their configs as the create calls do
+#: (same dataclasses, same builder); their own parameters are probed here.
+PYTHON_ENTRY_POINTS: dict[str, Callable[..., Any]] = {
+    "connect": ja.connect,
+    "Client.publisher": ja.Client.publisher,
+    "Client.publish": ja.Client.publish,
+    "Publisher.publish": Publisher.publish,
+    "Publisher.publish_batches": Publisher.publish_batches,
+    "Client.read": ja.Client.read,
+    "Client.first_seq_at": ja.Client.first_seq_at,
+    "Client.ordered_consumer": ja.Client.ordered_consumer,
+    "OrderedConsumer.messages": OrderedConsumer.messages,
+    "Client.pull_consumer": ja.Client.pull_consumer,
+    "PullConsumer.fetch": PullConsumer.fetch,
+    "PullConsumer.messages": PullConsumer.messages,
+    "Client.push_consumer": ja.Client.push_consumer,
+    "PushConsumer.messages": PushConsumer.messages,
+    "ConsumedBatch.ack": ConsumedBatch.ack,
+    "ConsumedBatch.ack_sync": ConsumedBatch.ack_sync,
+    "ConsumedBatch.nak": ConsumedBatch.nak,
+    "ConsumedBatch.term": ConsumedBatch.term,
+    "ConsumedBatch.in_progress": ConsumedBatch.in_progress,
+    "Client.flush": ja.Client.flush,
+    "Client.create_stream": ja.Client.create_stream,
+    "Client.update_stream": ja.Client.update_stream,
+    "Client.create_or_update_stream": ja.Client.create_or_update_stream,
+    "Client.purge_stream": ja.Client.purge_stream,
+    "Client.get_message": ja.Client.get_message,
+    "Client.delete_message": ja.Client.delete_message,
+    "Client.list_streams": ja.Client.list_streams,
+    "Client.stream_names": ja.Client.stream_names,
+    "Client.create_consumer": ja.Client.create_consumer,
+    "Client.update_consumer": ja.Client.update_consumer,
+    "Client.create_or_update_consumer": ja.Client.create_or_update_consumer,
+    "Client.reset_consumer": ja.Client.reset_consumer,
+}
+
+
+def python_options() -> dict[str, list[str]]:
+    out = {}
+    for entry, func in PYTHON_ENTRY_POINTS.items():
+        names = _defaulted(func)
+        if _spreads(func):
+            names = list(dict.fromkeys([*names, *_SPREAD_INTO[entry]]))
+        out[entry] = names
+    return out
+
+
+def _spark_kinds() -> dict[str, tuple[str, str]]:
+    """Spark entry point -> (option scope, query kind)."""
+    return {
+        "spark.read": ("read", "batch"),
+        "spark.readStream": ("read", "stream"),
+        "df.write": ("write", "batch"),
+        "df.writeStream": ("write", "stream"),
+    }
+
+
+def spark_options() -> dict[str, list[str]]:
+    """The Spark names of the options each kind of query takes: the connection options
+    and those of its scope that apply to it, and the path of ``load``/``save``/``start``
+    (and, for writes, ``stream``, which means ``expectedStream``)."""
+    from jetstream_arrow.spark.option_specs import CONNECT_SPECS, READ_SPECS, WRITE_SPECS
+
+    out = {}
+    for entry, (scope, kind) in _spark_kinds().items():
+        specs = CONNECT_SPECS + (READ_SPECS if scope == "read" else WRITE_SPECS)
+        names = [s.spark for s in specs if s.queries in ("both", kind)]
+        names.append("path")
+        if scope == "write":
+            names.append("stream")
+        out[entry] = names
+    return out
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _flag(action: argparse.Action) -> str:
+    return max(action.option_strings, key=len)
+
+
+def cli_options() -> dict[str, list[str]]:
+    """Every flag of every command (positional operands and --help left out)."""
+    parser = build_parser()
+    out = {
+        "jetstream-arrow": [
+            _flag(a)
+            for a in parser._actions
+            if a.option_strings and not isinstance(a, argparse._HelpAction)
+        ]
+    }
+    for name, sub in _subcommands(parser).items():
+        out[f"jetstream-arrow {name}"] = [
+            _flag(a)
+            for a in sub._actions
+            if a.option_strings and not isinstance(a, argparse._HelpAction)
+        ]
+    return out
+
+
+def enumerated() -> dict[str, list[str]]:
+    return {**python_options(), **spark_options(), **cli_options()}
+
+
+def key(entry: str, option: str) -> str:
+    return f"{entry} :: {option}"
+
+
+# -- the probe table ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Probe:
+    entry: str
+    option: str
+    kind: str  # "effect", "refusal" or "delegated"
+    run: Callable[[Ctx], None]
+
+
+PROBES: dict[str, Probe] = {}
+
+
+def _register(entry: str, option: str, kind: str, run: Callable[[Ctx], None]) -> None:
+    k = key(entry, option)
+    assert k not in PROBES, f"two probes for {k}"
+    PROBES[k] = Probe(entry, option, kind, run)
+
+
+def effect(*pairs: tuple[str, str]) -> Callable[[Callable[[Ctx], None]], Callable[[Ctx], None]]:
+    def wrap(fn: Callable[[Ctx], None]) -> Callable[[Ctx], None]:
+        for entry, option in pairs:
+            _register(entry, option, "effect", fn)
+        return fn
+
+    return wrap
+
+
+def refused(
+    entry: str,
+    option: str,
+    call: Callable[[Ctx], Any],
+    names: tuple[str, ...] | None = None,
+    error: type[BaseException] | tuple[type[BaseException], ...] = BadInputError,
+) -> None:
+    """A probe: ``call`` raises ``error`` naming the option (or one of ``names``)."""
+    wanted = names or (option,)
+
+    def run(ctx: Ctx) -> None:
+        with pytest.raises(error) as raised:
+            call(ctx)
+        text = str(raised.value)
+        assert any(n in text for n in wanted), (
+            f"the error does not name {' or '.join(map(repr, wanted))}: {text}"
+        )
+
+    _register(entry, option, "refusal", run)
+
+
+# -- the context every probe gets ------------------------------------------------------------
+
+
+@dataclass
+class Ctx:
+    """What probes share: a client of the session's server, streams they made (deleted
+    at the end of the module), servers with authentication and TLS (started on first
+    use), and a temporary directory."""
+
+    server: NatsServer
+    client: ja.Client
+    tmp: Path
+    factory: pytest.TempPathFactory
+    made: list[str] = field(default_factory=list)
+    extra_servers: dict[str, Any] = field(default_factory=dict)
+    capsys: Any = None
+    request: Any = None
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def name(self, prefix: str = "OPT") -> str:
+        return f"{prefix}_{uuid.uuid4().hex[:10]}"
+
+    def stream(self, count: int = 0, **config: Any) -> str:
+        """A new memory stream on ``<name>.>`` holding ``count`` messages ``m<i>`` on
+        ``<name>.a`` and ``<name>.b`` in turn."""
+        name = self.name()
+        config.setdefault("storage", "memory")
+        self.client.create_stream(name, [f"{name}.>"], **config)
+        self.made.append(name)
+        if count:
+            self.fill(name, count)
+        return name
+
+    def fill(self, name: str, count: int, start: int = 0, size: int = 0) -> None:
+        """``count`` messages ``m<i>`` (padded with dots to ``size`` bytes)."""
+        rows = range(start, start + count)
+        self.client.publish(
+            pa.table(
+                {
+                    "subject": [f"{name}.{'ab'[i % 2]}" for i in rows],
+                    "data": [f"m{i}".ljust(size, ".").encode() for i in rows],
+                }
+            )
+        )
+
+    def big_stream(self) -> str:
+        """Six messages of 100 bytes each: byte bounds of a few hundred split them."""
+        name = self.stream()
+        self.fill(name, 6, size=100)
+        return name
+
+    def rows(self, name: str, **read: Any) -> pa.Table:
+        return self.client.read(name, **read).read_all()
+
+    def cli(self, *argv: str) -> Any:
+        return cli(self.capsys, *argv)
+
+    def spark(self) -> Any:
+        return self.request.getfixturevalue("spark")
+
+
+def table(name: str, count: int, subject: str = "a", size: int = 2) -> pa.Table:
+    return pa.table(
+        {
+            "subject": [f"{name}.{subject}"] * count,
+            "data": [f"{i:0{size}d}".encode() for i in range(count)],
+        }
+    )
+
+
+def headers_of(ctx: Ctx, name: str) -> list[dict[str, list[str]]]:
+    got = ctx.rows(name, include_headers=True)
+    return [dict(h) if h else {} for h in got.column("headers").to_pylist()]
+
+
+def msg_ids(ctx: Ctx, name: str) -> list[str]:
+    out = []
+    for row in ctx.rows(name, include_headers=True).column("headers").to_pylist():
+        found = dict(row or []).get("Nats-Msg-Id")
+        out.append(found[0] if found else None)
+    return out
+
+
+def raises(call: Callable[[], Any], error: Any = Exception) -> BaseException:
+    with pytest.raises(error) as raised:
+        call()
+    return raised.value
+
+
+def must_refuse(call: Callable[[], Any], option: str, what: str) -> None:
+    """``call`` (``what`` the user asked for) raises BadInputError naming ``option``."""
+    try:
+        result = call()
+    except Exception as err:
+        raised = err
+    else:
+        pytest.fail(
+            f"{what} was accepted (gave {result!r:.120}); it must be refused naming {option!r}"
+        )
+    if not isinstance(raised, BadInputError):
+        pytest.fail(
+            f"{what}: {type(raised).__name__} instead of BadInputError naming {option!r}: {raised}"
+        )
+    assert option in str(raised), f"{what}: the error does not name {option!r}: {raised}"
+
+
+# == Python: connect =========================================================================
+
+_CT = {"connect_timeout": 2.0}
+
+
+@effect(("connect", "servers"))
+def _servers(ctx: Ctx) -> None:
+    with ja.connect(ctx.url) as c:
+        assert c.server_info()["server_id"] == ctx.server.monitor("varz")["server_id"]
+    raises(lambda: ja.connect("nats://127.0.0.1:1", **_CT), ConnectionFailedError)
+
+
+@effect(("connect", "options"))
+def _options(ctx: Ctx) -> None:
+    with ja.connect(options=ConnectOptions(servers=ctx.url, name="opt-probe")) as c:
+        c.flush()
+        assert _connz(ctx.server, "opt-probe")
+
+
+def auth_server(ctx: Ctx) -> tuple[NatsServer, str]:
+    """A server with a user/password user and an nkey user; returns it and the seed."""
+    if "auth" not in ctx.extra_servers:
+        import nkeys
+
+        seed = nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_USER)
+        public = nkeys.from_seed(bytearray(seed)).public_key.decode()
+        config = f"""
+            authorization {{
+                users: [
+                    {{user: probe, password: secret}}
+                    {{nkey: {public}}}
+                ]
+            }}
+        """
+        ctx.extra_servers["auth"] = (_start(ctx, config), seed.decode())
+    server, seed = ctx.extra_servers["auth"]
+    return server, seed
+
+
+def token_server(ctx: Ctx) -> NatsServer:
+    if "token" not in ctx.extra_servers:
+        ctx.extra_servers["token"] = _start(ctx, "authorization { token: probe-token }")
+    server: NatsServer = ctx.extra_servers["token"]
+    return server
+
+
+def tls_server(ctx: Ctx) -> tuple[NatsServer, dict[str, str]]:
+    """A server that wants TLS first and a client certificate; returns the files."""
+    if "tls" not in ctx.extra_servers:
+        import trustme
+
+        ca = trustme.CA()
+        cert = ca.issue_cert("127.0.0.1", "localhost")
+        client_cert = ca.issue_cert("probe@example.com")
+        d = ctx.factory.mktemp("tls")
+        files = {
+            "ca": d / "ca.pem",
+            "server_cert": d / "server.pem",
+            "server_key": d / "server.key",
+            "cert": d / "client.pem",
+            "key": d / "client.key",
+        }
+        ca.cert_pem.write_to_path(str(files["ca"]))
+        cert.private_key_pem.write_to_path(str(files["server_key"]))
+        cert.cert_chain_pems[0].write_to_path(str(files["server_cert"]))
+        client_cert.private_key_pem.write_to_path(str(files["key"]))
+        client_cert.cert_chain_pems[0].write_to_path(str(files["cert"]))
+        config = f"""
+            tls {{
+                cert_file: "{files["server_cert"]}"
+                key_file: "{files["server_key"]}"
+                ca_file: "{files["ca"]}"
+                verify: true
+                handshake_first: true
+            }}
+        """
+        ctx.extra_servers["tls"] = (_start(ctx, config), {k: str(v) for k, v in files.items()})
+    server, files = ctx.extra_servers["tls"]
+    return server, files
+
+
+def _start(ctx: Ctx, config: str) -> NatsServer:
+    workdir = ctx.factory.mktemp("nats-opt")
+    return start_server(
+        lambda: NatsServer(workdir, name=f"opt{len(ctx.extra_servers)}", config_extra=config)
+    )
+
+
+@effect(("connect", "user"))
+def _user(ctx: Ctx) -> None:
+    server, _ = auth_server(ctx)
+    with ja.connect(server.url, user="probe", password="secret") as c:
+        c.flush()
+    raises(lambda: ja.connect(server.url, user="nobody", password="secret"), AuthorizationError)
+
+
+@effect(("connect", "password"))
+def _password(ctx: Ctx) -> None:
+    server, _ = auth_server(ctx)
+    raises(lambda: ja.connect(server.url, user="probe", password="wrong"), AuthorizationError)
+    # A password without a user is sent nowhere: it must be refused, not dropped.
+    must_refuse(
+        lambda: ja.connect(ctx.url, password="secret").close(),
+        "password",
+        "connect(password=...) without user",
+    )
+
+
+@effect(("connect", "token"))
+def _token(ctx: Ctx) -> None:
+    server = token_server(ctx)
+    with ja.connect(server.url, token="probe-token") as c:
+        c.flush()
+    raises(lambda: ja.connect(server.url, token="wrong"), AuthorizationError)
+
+
+@effect(("connect", "nkey_seed"))
+def _nkey(ctx: Ctx) -> None:
+    server, seed = auth_server(ctx)
+    with ja.connect(server.url, nkey_seed=seed) as c:
+        c.flush()
+    raises(lambda: ja.connect(server.url), AuthorizationError)
+
+
+refused(
+    "connect",
+    "creds",
+    lambda ctx: ja.connect(ctx.url, creds=str(ctx.tmp / "missing.creds")),
+)
+
+
+@effect(("connect", "tls_ca"))
+def _tls_ca(ctx: Ctx) -> None:
+    server, files = tls_server(ctx)
+    both = {"tls_cert": files["cert"], "tls_key": files["key"], "tls_first": True, **_CT}
+    with ja.connect(server.url, tls_ca=files["ca"], **both) as c:
+        c.flush()
+    raises(lambda: ja.connect(server.url, **both), ConnectionFailedError)
+    # A CA file that does not exist is refused, whatever the server offers.
+    must_refuse(
+        lambda: ja.connect(ctx.url, tls_ca=str(ctx.tmp / "missing-ca.pem")).close(),
+        "tls_ca",
+        "connect(tls_ca=<a file that does not exist>)",
+    )
+
+
+@effect(("connect", "tls_cert"), ("connect", "tls_key"))
+def _tls_cert(ctx: Ctx) -> None:
+    server, files = tls_server(ctx)
+    with ja.connect(
+        server.url,
+        tls_ca=files["ca"],
+        tls_cert=files["cert"],
+        tls_key=files["key"],
+        tls_first=True,
+        **_CT,
+    ) as c:
+        c.flush()
+    raises(lambda: ja.connect(server.url, tls_ca=files["ca"], tls_first=True, **_CT))
+
+
+@effect(("connect", "tls_first"))
+def _tls_first(ctx: Ctx) -> None:
+    server, files = tls_server(ctx)
+    tls = {"tls_ca": files["ca"], "tls_cert": files["cert"], "tls_key": files["key"]}
+    with ja.connect(server.url, tls_first=True, **tls, **_CT) as c:
+        c.flush()
+    raises(lambda: ja.connect(server.url, **tls, **_CT), JetStreamArrowError)
+
+
+@effect(("connect", "tls_required"))
+def _tls_required(ctx: Ctx) -> None:
+    with ja.connect(ctx.url) as c:
+        c.flush()
+    raises(lambda: ja.connect(ctx.url, tls_required=True, **_CT), ConnectionFailedError)
+
+
+def _connz(server: NatsServer, cid_name: str) -> dict[str, Any]:
+    for conn in server.monitor("connz?subs=1").get("connections", []):
+        if conn.get("name") == cid_name:
+            return dict(conn)
+    raise AssertionError(f"no connection named {cid_name!r} in the server's connz")
+
+
+@effect(("connect", "name"))
+def _name(ctx: Ctx) -> None:
+    name = ctx.name("conn")
+    with ja.connect(ctx.url, name=name) as c:
+        c.flush()
+        assert _connz(ctx.server, name)
+
+
+@effect(("connect", "inbox_prefix"))
+def _inbox_prefix(ctx: Ctx) -> None:
+    name = ctx.name("conn")
+    with ja.connect(ctx.url, name=name, inbox_prefix="_PROBE_INBOX") as c:
+        c.stream_names()
+        subs = _connz(ctx.server, name).get("subscriptions_list", [])
+    assert any(s.startswith("_PROBE_INBOX.") for s in subs), subs
+
+
+@effect(("connect", "retry_on_initial_connect"))
+def _retry_initial(ctx: Ctx) -> None:
+    dead = "nats://127.0.0.1:1"
+    raises(lambda: ja.connect(dead, connect_timeout=1), ConnectionFailedError)
+    # With it, connect returns and the connection is tried in the background.
+    ja.connect(dead, connect_timeout=1, retry_on_initial_connect=True).close()
+
+
+@effect(("connect", "domain"))
+def _domain(ctx: Ctx) -> None:
+    name = ctx.stream()
+    with ja.connect(ctx.url, domain="nowhere", request_timeout=1) as c:
+        err = raises(lambda: c.stream_info(name), JetStreamNotEnabledError)
+    assert "$JS.nowhere.API" in str(err)
+
+
+@effect(("connect", "api_prefix"))
+def _api_prefix(ctx: Ctx) -> None:
+    name = ctx.stream()
+    with ja.connect(ctx.url, api_prefix="$JS.API") as c:
+        assert c.stream_info(name).config.name == name
+    with ja.connect(ctx.url, api_prefix="ELSEWHERE.API", request_timeout=1) as c:
+        raises(lambda: c.stream_info(name), JetStreamNotEnabledError)
+
+
+for _option in ("connect_timeout", "request_timeout", "reconnect_delay", "ping_interval"):
+    refused("connect", _option, lambda ctx, o=_option: ja.connect(ctx.url, **{o: 0}))
+refused("connect", "max_reconnects", lambda ctx: ja.connect(ctx.url, max_reconnects=-1))
+
+
+# == Python: publishing ========================================================================
+
+
+def _publish(ctx: Ctx, entry: str, data: Any, **options: Any) -> ja.PublishResult:
+    """Publish through ``Client.publish`` or through a ``Client.publisher``."""
+    if entry == "Client.publish":
+        return ctx.client.publish(data, **options)
+    with ctx.client.publisher(**options) as publisher:
+        return publisher.publish(data)
+
+
+def _publisher_probes(entry: str) -> None:
+    def reg(option: str) -> Callable[[Callable[[Ctx, str], None]], None]:
+        def wrap(fn: Callable[[Ctx, str], None]) -> None:
+            _register(entry, option, "effect", lambda ctx: fn(ctx, entry))
+
+        return wrap
+
+    @reg("subject")
+    def _(ctx: Ctx, entry: str) -> None:
+        name = ctx.stream()
+        _publish(ctx, entry, pa.table({"data": [b"x"]}), subject=f"{name}.given")
+        assert ctx.rows(name).column("subject").to_pylist() == [f"{name}.given"]
+
+    @reg("window")
+    def _(ctx: Ctx, entry: str) -> None:
+        # With on_full="fail" the window is what is let through before the first ack.
+        name = ctx.stream()
+        small = _publish(
+            ctx, entry, table(name, 50), window=1, on_full="fail", raise_on_error=False
+        )
+        large = _publish(ctx, entry, table(name, 50), on_full="fail", raise_on_error=False)
+        assert small.failed > 0 and large.failed == 0, (small, large)
+        raises(lambda: _publish(ctx, entry, table(name, 1), window=0), BadInputError)
+
+    @reg("on_full")
+    def _(ctx: Ctx, entry: str) -> None:
+        name = ctx.stream()
+        waits = _publish(ctx, entry, table(name, 50), window=1)
+        fails = _publish(
+            ctx, entry, table(name, 50), window=1, on_full="fail", raise_on_error=False
+        )
+        assert waits.stored == 50 and fails.failed > 0, (waits, fails)
+
+    for option, bad in (("ack_timeout", 0), ("max_retries", -1), ("retry_backoff", -1)):
+        refused(entry, option, lambda ctx, o=option, b=bad: _publish(ctx, entry, None, **{o: b}))
+
+    @reg("msg_id_prefix")
+    def _(ctx: Ctx, entry: str) -> None:
+        name = ctx.stream()
+        _publish(ctx, entry, table(name, 2), msg_id_prefix="P-")
+        _publish(ctx, entry, table(name, 2))
+        assert msg_ids(ctx, name) == ["P-0", "P-1", None, None]
+
+    @reg("msg_id_start")
+    def _(ctx: Ctx, entry: str) -> None:
+        name = ctx.stream()
+        _publish(ctx, entry, table(name, 2), msg_id_prefix="P-", msg_id_start=7)
+        assert msg_ids(ctx, name) == ["P-7", "P-8"]
+
+    def expectation(option: str, wrong: Any) -> None:
+        @reg(option)
+        def _(ctx: Ctx, entry: str) -> None:
+            name = ctx.stream(count=1)
+            result = _publish(ctx, entry, table(name, 1), raise_on_error=False, **{option: wrong})
+            assert result.failed == 1, result
+            assert _publish(ctx, entry, table(name, 1)).stored == 1
+
+    expectation("expected_stream", "NOT_THIS_ONE")
+    expectation("expected_last_seq", 99)
+    expectation("expected_last_msg_id", "no-such-id")
+    expectation("expected_last_subject_seq", 99)
+
+    @reg("mode")
+    def _(ctx: Ctx, entry: str) -> None:
+        name = ctx.stream(allow_batched=True)
+        fast = _publish(ctx, entry, table(name, 3), mode="fast")
+        acked = _publish(ctx, entry, table(name, 3))
+        assert fast.stored == 3 and fast.acks.column("seq").null_count == 3
+        assert acked.acks.column("seq").to_pylist() == [4, 5, 6]
+
+    @reg("keep_control_headers")
+    def _(ctx: Ctx, entry: str) -> None:
+        name = ctx.stream(count=1)
+        rows = pa.table(
+            {
+                "subject": [f"{name}.a"],
+                "data": [b"x"],
+                "headers": pa.array(
+                    [[("Nats-Expected-Last-Sequence", ["99"])]],
+                    pa.map_(pa.string(), pa.list_(pa.string())),
+                ),
+            }
+        )
+        kept = _publish(ctx, entry, rows, raise_on_error=False)
+        dropped = _publish(ctx, entry, rows, keep_control_headers=False)
+        assert kept.failed == 1 and dropped.stored == 1, (kept, dropped)
+
+    @reg("raise_on_error")
+    def _(ctx: Ctx, entry: str) -> None:
+        name = ctx.stream(count=1)
+        raises(lambda: _publish(ctx, entry, table(name, 1), expected_last_seq=99), PublishError)
+        result = _publish(ctx, entry, table(name, 1), expected_last_seq=99, raise_on_error=False)
+        assert result.failed == 1
+
+
+_publisher_probes("Client.publisher")
+_publisher_probes("Client.publish")
+
+
+@effect(("Publisher.publish", "subject"))
+def _publisher_publish_subject(ctx: Ctx) -> None:
+    name = ctx.stream()
+    with ctx.client.publisher(f"{name}.first") as publisher:
+        publisher.publish(pa.table({"data": [b"x"]}))
+        publisher.publish(pa.table({"data": [b"y"]}), subject=f"{name}.second")
+    assert ctx.rows(name).column("subject").to_pylist() == [f"{name}.first", f"{name}.second"]
+
+
+@effect(("Publisher.publish_batches", "subject"))
+def _publish_batches_subject(ctx: Ctx) -> None:
+    name = ctx.stream()
+    with ctx.client.publisher() as publisher:
+        list(publisher.publish_batches(pa.table({"data": [b"x"]}).to_batches(), f"{name}.s"))
+    assert ctx.rows(name).column("subject").to_pylist() == [f"{name}.s"]
+
+
+@effect(("Publisher.publish_batches", "rows_per_result"))
+def _rows_per_result(ctx: Ctx) -> None:
+    name = ctx.stream()
+    batches = [b for i in range(3) for b in table(name, 2).to_batches()]
+    with ctx.client.publisher() as publisher:
+        assert len(list(publisher.publish_batches(batches))) == 1
+        assert len(list(publisher.publish_batches(batches, rows_per_result=2))) == 3
+
+
+# == Python: reading ===========================================================================
+
+
+@effect(("Client.read", "start_seq"))
+def _read_start(ctx: Ctx) -> None:
+    name = ctx.stream(count=6)
+    assert ctx.rows(name, start_seq=4).column("seq").to_pylist() == [4, 5, 6]
+
+
+@effect(("Client.read", "end_seq"))
+def _read_end(ctx: Ctx) -> None:
+    name = ctx.stream(count=6)
+    assert ctx.rows(name, end_seq=2).column("seq").to_pylist() == [1, 2]
+
+
+@effect(("Client.read", "subjects"))
+def _read_subjects(ctx: Ctx) -> None:
+    name = ctx.stream(count=6)
+    assert ctx.rows(name, subjects=f"{name}.b").column("seq").to_pylist() == [2, 4, 6]
+
+
+def timed_stream(ctx: Ctx) -> tuple[str, datetime]:
+    """A stream of 3 messages, then a time, then 3 more (made once per module)."""
+    if "timed" not in ctx.extra_servers:
+        name = ctx.stream(count=3)
+        time.sleep(0.05)
+        middle = datetime.now(timezone.utc)
+        time.sleep(0.05)
+        ctx.fill(name, 3, start=3)
+        ctx.extra_servers["timed"] = (name, middle)
+    found: tuple[str, datetime] = ctx.extra_servers["timed"]
+    return found
+
+
+@effect(("Client.read", "start_time"))
+def _read_start_time(ctx: Ctx) -> None:
+    name, middle = timed_stream(ctx)
+    assert ctx.rows(name, start_time=middle).column("seq").to_pylist() == [4, 5, 6]
+
+
+@effect(("Client.read", "end_time"))
+def _read_end_time(ctx: Ctx) -> None:
+    name, middle = timed_stream(ctx)
+    assert ctx.rows(name, end_time=middle).column("seq").to_pylist() == [1, 2, 3]
+
+
+@effect(("Client.read", "include_headers"))
+def _read_headers(ctx: Ctx) -> None:
+    name = ctx.stream(count=1)
+    assert "headers" not in ctx.rows(name).column_names
+    assert "headers" in ctx.rows(name, include_headers=True).column_names
+
+
+@effect(("Client.read", "batch_rows"))
+def _read_batch_rows(ctx: Ctx) -> None:
+    name = ctx.stream(count=6)
+    assert [b.num_rows for b in ctx.client.read(name, batch_rows=4)] == [4, 2]
+
+
+@effect(("Client.read", "max_bytes"))
+def _read_max_bytes(ctx: Ctx) -> None:
+    name = ctx.big_stream()
+    sizes = [b.num_rows for b in ctx.client.read(name, max_bytes=300, method="consumer")]
+    assert len(sizes) > 1 and sum(sizes) == 6, sizes
+    assert [b.num_rows for b in ctx.client.read(name, method="consumer")] == [6]
+
+
+refused("Client.read", "heartbeat", lambda ctx: ctx.client.read(ctx.stream(), heartbeat=-1))
+refused(
+    "Client.read", "resume_timeout", lambda ctx: ctx.client.read(ctx.stream(), resume_timeout=-1)
+)
+
+
+@effect(("Client.read", "method"))
+def _read_method(ctx: Ctx) -> None:
+    name = ctx.stream(count=2)
+    assert ctx.rows(name, method="consumer").num_rows == 2
+    raises(lambda: ctx.rows(name, method="direct"), BadInputError)
+
+
+@effect(("Client.first_seq_at", "subjects"))
+def _first_seq_at_subjects(ctx: Ctx) -> None:
+    name = ctx.stream(count=4)
+    assert ctx.client.first_seq_at(name, 0) == 1
+    assert ctx.client.first_seq_at(name, 0, subjects=f"{name}.b") == 2
+
+
+def _first_batch(ordered: OrderedConsumer, **options: Any) -> pa.RecordBatch:
+    batches = ordered.messages(batch_wait=0.2, **options)
+    try:
+        return next(batches)
+    finally:
+        batches.close()  # type: ignore[attr-defined]
+
+
+@effect(("Client.ordered_consumer", "subjects"))
+def _ordered_subjects(ctx: Ctx) -> None:
+    name = ctx.stream(count=4)
+    got = _first_batch(ctx.client.ordered_consumer(name, f"{name}.b"))
+    assert got.column("seq").to_pylist() == [2, 4]
+
+
+@effect(("Client.ordered_consumer", "start_seq"))
+def _ordered_start_seq(ctx: Ctx) -> None:
+    name = ctx.stream(count=4)
+    assert (
+        _first_batch(ctx.client.ordered_consumer(name, start_seq=3)).column("seq")[0].as_py() == 3
+    )
+
+
+@effect(("Client.ordered_consumer", "start_time"))
+def _ordered_start_time(ctx: Ctx) -> None:
+    name, middle = timed_stream(ctx)
+    first = _first_batch(ctx.client.ordered_consumer(name, start_time=middle))
+    assert first.column("seq")[0].as_py() == 4
+
+
+@effect(("Client.ordered_consumer", "deliver"))
+def _ordered_deliver(ctx: Ctx) -> None:
+    name = ctx.stream(count=2)
+    batches = ctx.client.ordered_consumer(name, deliver="new").messages(batch_wait=0.2)
+    try:
+        ctx.fill(name, 1, start=2)
+        assert next(batches).column("seq").to_pylist() == [3]
+    finally:
+        batches.close()  # type: ignore[attr-defined]
+
+
+def _heartbeat_zero_refused(call: Callable[[], Any]) -> None:
+    """A heartbeat of 0 s cannot be kept: it must be refused naming the option, not
+    taken and then reported as missed heartbeats."""
+    must_refuse(call, "heartbeat", "heartbeat=0")
+
+
+def _ordered_heartbeat(ctx: Ctx) -> None:
+    name = ctx.stream(count=1)
+    raises(lambda: ctx.client.ordered_consumer(name, heartbeat=-1).messages(), BadInputError)
+    _heartbeat_zero_refused(
+        lambda: _first_batch(ctx.client.ordered_consumer(name, heartbeat=0, resume_timeout=0))
+    )
+
+
+_register("Client.ordered_consumer", "heartbeat", "refusal", _ordered_heartbeat)
+refused(
+    "Client.ordered_consumer",
+    "resume_timeout",
+    lambda ctx: ctx.client.ordered_consumer(ctx.stream(), resume_timeout=-1).messages(),
+)
+
+
+@effect(("OrderedConsumer.messages", "batch_rows"))
+def _ordered_batch_rows(ctx: Ctx) -> None:
+    name = ctx.stream(count=5)
+    assert _first_batch(ctx.client.ordered_consumer(name), batch_rows=2).num_rows == 2
+
+
+refused(
+    "OrderedConsumer.messages",
+    "batch_wait",
+    lambda ctx: ctx.client.ordered_consumer(ctx.stream()).messages(batch_wait=-1),
+)
+
+
+@effect(("OrderedConsumer.messages", "max_bytes"))
+def _ordered_max_bytes(ctx: Ctx) -> None:
+    name = ctx.big_stream()
+    assert _first_batch(ctx.client.ordered_consumer(name)).num_rows == 6
+    assert _first_batch(ctx.client.ordered_consumer(name), max_bytes=300).num_rows < 6
+
+
+@effect(("OrderedConsumer.messages", "include_headers"))
+def _ordered_headers(ctx: Ctx) -> None:
+    name = ctx.stream(count=1)
+    got = _first_batch(ctx.client.ordered_consumer(name), include_headers=True)
+    assert "headers" in got.schema.names
+    assert "headers" not in _first_batch(ctx.client.ordered_consumer(name)).schema.names
+
+
+# == Python: consumers =========================================================================
+
+
+def pull(ctx: Ctx, count: int = 4, **config: Any) -> tuple[str, str]:
+    name = ctx.stream(count=count)
+    config.setdefault("ack_policy", "explicit")
+    ctx.client.create_consumer(name, durable_name="C", **config)
+    return name, "C"
+
+
+@effect(("Client.pull_consumer", "ack_policy"))
+def _pull_ack_policy(ctx: Ctx) -> None:
+    # Told the policy is "all", a batch is acknowledged by one ack of its last
+    # message; the explicit consumer here then holds the others unacknowledged.
+    name, consumer = pull(ctx)
+    ctx.client.pull_consumer(name, consumer).fetch(2).ack_sync()
+    assert ctx.client.consumer_info(name, consumer).num_ack_pending == 0
+    ctx.client.pull_consumer(name, consumer, ack_policy="all").fetch(2).ack()
+    ctx.client.flush()
+    assert ctx.client.consumer_info(name, consumer).num_ack_pending == 1
+
+
+@effect(("PullConsumer.fetch", "max_messages"))
+def _fetch_max(ctx: Ctx) -> None:
+    name, consumer = pull(ctx)
+    assert len(ctx.client.pull_consumer(name, consumer).fetch(3)) == 3
+
+
+@effect(("PullConsumer.fetch", "max_bytes"))
+def _fetch_max_bytes(ctx: Ctx) -> None:
+    name, consumer = pull(ctx)
+    c = ctx.client.pull_consumer(name, consumer)
+    assert 0 < len(c.fetch(4, max_bytes=200)) < 4
+    # 0 bytes can carry no message: refused, not an empty batch while messages wait.
+    must_refuse(lambda: c.fetch(4, max_bytes=0), "max_bytes", "fetch(max_bytes=0)")
+
+
+@effect(("PullConsumer.fetch", "expires"))
+def _fetch_expires(ctx: Ctx) -> None:
+    name, consumer = pull(ctx, count=0)
+    c = ctx.client.pull_consumer(name, consumer)
+    started = time.monotonic()
+    assert len(c.fetch(1, expires=0.3)) == 0
+    assert time.monotonic() - started < 1.5
+    # No time at all to wait is refused, not taken for a server that does not answer.
+    must_refuse(lambda: c.fetch(1, expires=0), "expires", "fetch(expires=0)")
+
+
+@effect(("PullConsumer.fetch", "no_wait"))
+def _fetch_no_wait(ctx: Ctx) -> None:
+    name, consumer = pull(ctx, count=0)
+    started = time.monotonic()
+    assert len(ctx.client.pull_consumer(name, consumer).fetch(1, no_wait=True, expires=5)) == 0
+    assert time.monotonic() - started < 2
+
+
+def _fetch_heartbeat(ctx: Ctx) -> None:
+    name, consumer = pull(ctx, count=0)
+    c = ctx.client.pull_consumer(name, consumer)
+    raises(lambda: c.fetch(1, heartbeat=-1), BadInputError)
+    _heartbeat_zero_refused(lambda: c.fetch(1, heartbeat=0, expires=2))
+
+
+_register("PullConsumer.fetch", "heartbeat", "refusal", _fetch_heartbeat)
+
+
+@effect(("PullConsumer.fetch", "include_headers"))
+def _fetch_headers(ctx: Ctx) -> None:
+    name, consumer = pull(ctx)
+    c = ctx.client.pull_consumer(name, consumer)
+    assert "headers" not in c.fetch(1).data.schema.names
+    assert "headers" in c.fetch(1, include_headers=True).data.schema.names
+
+
+def _first_consumed(messages: Any) -> ConsumedBatch:
+    try:
+        batch: ConsumedBatch = next(messages)
+        return batch
+    finally:
+        messages.close()
+
+
+@effect(("PullConsumer.messages", "batch_rows"))
+def _messages_batch_rows(ctx: Ctx) -> None:
+    name, consumer = pull(ctx)
+    c = ctx.client.pull_consumer(name, consumer)
+    assert len(_first_consumed(c.messages(batch_rows=3, batch_wait=0.2))) == 3
+
+
+@effect(("PullConsumer.messages", "include_headers"))
+def _messages_headers(ctx: Ctx) -> None:
+    name, consumer = pull(ctx)
+    c = ctx.client.pull_consumer(name, consumer)
+    got = _first_consumed(c.messages(include_headers=True, batch_wait=0.2))
+    assert "headers" in got.data.schema.names
+
+
+@effect(("PullConsumer.messages", "max_messages"))
+def _messages_max(ctx: Ctx) -> None:
+    # A consumer that allows pulls of at most 2 messages refuses a buffer of 4.
+    name, consumer = pull(ctx, max_batch=2)
+    c = ctx.client.pull_consumer(name, consumer)
+    assert len(_first_consumed(c.messages(max_messages=2, batch_wait=0.2))) >= 1
+    raises(lambda: _first_consumed(c.messages(max_messages=4, batch_wait=0.2)), JetStreamArrowError)
+
+
+@effect(("PullConsumer.messages", "max_bytes"))
+def _messages_max_bytes(ctx: Ctx) -> None:
+    name, consumer = pull(ctx, max_bytes=300)
+    c = ctx.client.pull_consumer(name, consumer)
+    assert len(_first_consumed(c.messages(max_bytes=200, batch_wait=0.2))) >= 1
+    raises(lambda: _first_consumed(c.messages(max_bytes=1000, batch_wait=0.2)), JetStreamArrowError)
+
+
+refused(
+    "PullConsumer.messages",
+    "threshold_messages",
+    lambda ctx: _first_consumed(
+        ctx.client.pull_consumer(*pull(ctx)).messages(max_messages=4, threshold_messages=4)
+    ),
+)
+
+
+def _threshold_bytes(ctx: Ctx) -> None:
+    # A byte threshold is one of a byte budget: without max_bytes nothing reads it.
+    c = ctx.client.pull_consumer(*pull(ctx))
+    must_refuse(
+        lambda: _first_consumed(c.messages(threshold_bytes=100, batch_wait=0.2)),
+        "threshold_bytes",
+        "messages(threshold_bytes=100) without max_bytes",
+    )
+
+
+_register("PullConsumer.messages", "threshold_bytes", "refusal", _threshold_bytes)
+refused(
+    "PullConsumer.messages",
+    "expires",
+    lambda ctx: _first_consumed(ctx.client.pull_consumer(*pull(ctx)).messages(expires=0.5)),
+)
+
+
+def _messages_heartbeat(ctx: Ctx) -> None:
+    c = ctx.client.pull_consumer(*pull(ctx))
+    raises(lambda: _first_consumed(c.messages(expires=2, heartbeat=1.5)), BadInputError)
+    _heartbeat_zero_refused(lambda: _first_consumed(c.messages(heartbeat=0)))
+
+
+_register("PullConsumer.messages", "heartbeat", "refusal", _messages_heartbeat)
+refused(
+    "PullConsumer.messages",
+    "batch_wait",
+    lambda ctx: _first_consumed(ctx.client.pull_consumer(*pull(ctx)).messages(batch_wait=-1)),
+)
+
+
+def push(ctx: Ctx, count: int = 4, **config: Any) -> tuple[str, str, str]:
+    name = ctx.stream(count=count)
+    deliver = f"deliver.{name}"
+    config.setdefault("ack_policy", "explicit")
+    ctx.client.create_consumer(name, durable_name="P", deliver_subject=deliver, **config)
+    return name, "P", deliver
+
+
+@effect(("Client.push_consumer", "deliver_subject"))
+def _push_deliver_subject(ctx: Ctx) -> None:
+    name, consumer, deliver = push(ctx)
+    assert ctx.client.push_consumer(name, consumer).deliver_subject == deliver
+    bound = ctx.client.push_consumer(name, consumer, deliver_subject=f"{deliver}.other")
+    assert bound.deliver_subject == f"{deliver}.other"
+
+
+@effect(("Client.push_consumer", "deliver_group"))
+def _push_deliver_group(ctx: Ctx) -> None:
+    name, consumer, deliver = push(ctx, deliver_group="workers")
+    bound = ctx.client.push_consumer(
+        name, consumer, deliver_subject=deliver, deliver_group="workers"
+    )
+    assert len(_first_consumed(bound.messages(batch_wait=0.2, heartbeat=None))) == 4
+    raises(lambda: ctx.client.push_consumer(name, consumer, deliver_group="workers"), BadInputError)
+
+
+@effect(("Client.push_consumer", "ack_policy"))
+def _push_ack_policy(ctx: Ctx) -> None:
+    # As for a pull consumer: "all" acknowledges a batch by its last message.
+    name, consumer, deliver = push(ctx)
+    bound = ctx.client.push_consumer(name, consumer, deliver_subject=deliver, ack_policy="all")
+    batch = _first_consumed(bound.messages(batch_wait=0.2))
+    batch.ack()
+    ctx.client.flush()
+    assert ctx.client.consumer_info(name, consumer).num_ack_pending == len(batch) - 1
+
+
+@effect(("PushConsumer.messages", "batch_rows"))
+def _push_batch_rows(ctx: Ctx) -> None:
+    name, consumer, _ = push(ctx)
+    got = _first_consumed(ctx.client.push_consumer(name, consumer).messages(batch_rows=3))
+    assert len(got) == 3
+
+
+refused(
+    "PushConsumer.messages",
+    "batch_wait",
+    lambda ctx: _first_consumed(ctx.client.push_consumer(*push(ctx)[:2]).messages(batch_wait=-1)),
+)
+
+
+@effect(("PushConsumer.messages", "include_headers"))
+def _push_headers(ctx: Ctx) -> None:
+    name, consumer, _ = push(ctx)
+    c = ctx.client.push_consumer(name, consumer)
+    got = _first_consumed(c.messages(include_headers=True, batch_wait=0.2))
+    assert "headers" in got.data.schema.names
+
+
+@effect(("PushConsumer.messages", "heartbeat"))
+def _push_heartbeat(ctx: Ctx) -> None:
+    # Bound without a lookup to a consumer whose server sends no heartbeats, a
+    # heartbeat makes the silence an error after two periods.
+    name, consumer, deliver = push(ctx, count=0)
+    bound = ctx.client.push_consumer(name, consumer, deliver_subject=deliver)
+    started = time.monotonic()
+    raises(lambda: _first_consumed(bound.messages(heartbeat=0.3)), MissedHeartbeatsError)
+    assert time.monotonic() - started < 3
+
+
+def consumed(ctx: Ctx, count: int = 3, **config: Any) -> tuple[str, ConsumedBatch]:
+    name, consumer = pull(ctx, count=count, **config)
+    return name, ctx.client.pull_consumer(name, consumer).fetch(count)
+
+
+def _pending(ctx: Ctx, name: str) -> int:
+    ctx.client.flush()
+    return ctx.client.consumer_info(name, "C").num_ack_pending
+
+
+for _method in ("ack", "ack_sync", "nak", "term", "in_progress"):
+
+    def _rows_probe(ctx: Ctx, method: str = _method) -> None:
+        name, batch = consumed(ctx)
+        if method == "in_progress":
+            # Refused for a row outside the batch: nothing else is visible of it.
+            raises(lambda: batch.in_progress(rows=[5]), BadInputError)
+            batch.in_progress(rows=[0])
+            return
+        getattr(batch, method)(rows=[0])
+        if method == "nak":
+            # The row asked for again comes again at once, and only it.
+            again = ctx.client.pull_consumer(name, "C").fetch(3, expires=0.5)
+            assert again.data.column("seq").to_pylist() == [1]
+        else:
+            assert _pending(ctx, name) == 2
+        raises(lambda: getattr(batch, method)(rows=[5]), BadInputError)
+
+    _register(f"ConsumedBatch.{_method}", "rows", "effect", _rows_probe)
+
+refused("ConsumedBatch.ack_sync", "timeout", lambda ctx: consumed(ctx)[1].ack_sync(timeout=-1))
+
+
+@effect(("ConsumedBatch.nak", "delay"))
+def _nak_delay(ctx: Ctx) -> None:
+    name, consumer = pull(ctx, count=2)
+    c = ctx.client.pull_consumer(name, consumer)
+    batch = c.fetch(2)
+    batch.nak(rows=[0], delay=30)
+    batch.nak(rows=[1])
+    again = c.fetch(2, expires=0.5)
+    # The message nakked without a delay comes again at once; the delayed one does not.
+    assert again.data.column("seq").to_pylist() == [2], again.data
+
+
+@effect(("ConsumedBatch.term", "reason"))
+def _term_reason(ctx: Ctx) -> None:
+    # The server puts the reason in its advisory of the terminated message, which a
+    # stream on the advisory subject keeps.
+    name, batch = consumed(ctx, count=1)
+    advisories = ctx.name("ADV")
+    ctx.client.create_stream(
+        advisories,
+        [f"$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.{name}.>"],
+        storage="memory",
+    )
+    ctx.made.append(advisories)
+    batch.term(reason="done with it")
+    ctx.client.flush()
+    deadline = time.monotonic() + 5
+    while ctx.client.stream_info(advisories).state.messages == 0:
+        assert time.monotonic() < deadline, "no termination advisory within 5 s"
+        time.sleep(0.05)
+    advisory = json.loads(ctx.client.get_message(advisories, seq=1).data)
+    assert advisory.get("reason") == "done with it", advisory
+
+
+refused("Client.flush", "timeout", lambda ctx: ctx.client.flush(-1))
+
+
+# == Python: management =======================================================================
+
+#: StreamConfig field -> (value to create with, extra config, check of the info).
+_STREAM_FIELDS: dict[str, tuple[Any, dict[str, Any], Callable[[Any, Any], bool] | None]] = {
+    "subjects": (None, {}, None),  # the stream's subjects: see _stream_subjects
+    "description": ("probe", {}, None),
+    "storage": ("memory", {}, None),
+    "retention": ("workqueue", {}, None),
+    "max_consumers": (5, {}, None),
+    "max_msgs": (5, {}, None),
+    "max_bytes": (1000, {}, None),
+    "max_age": (60.0, {}, None),
+    "max_msg_size": (100, {}, None),
+    "max_msgs_per_subject": (3, {}, None),
+    "discard": ("new", {}, None),
+    "discard_new_per_subject": (True, {"discard": "new", "max_msgs_per_subject": 3}, None),
+    "duplicate_window": (30.0, {}, None),
+    "allow_direct": (True, {}, None),
+    "allow_atomic": (True, {}, None),
+    "allow_batched": (True, {}, None),
+    "allow_msg_ttl": (True, {}, None),
+    "subject_delete_marker_ttl": (60.0, {"allow_msg_ttl": True}, None),
+    "allow_rollup": (True, {}, None),
+    "deny_delete": (True, {}, None),
+    "deny_purge": (True, {}, None),
+    "no_ack": (True, {}, None),
+    "compression": ("s2", {"storage": "file"}, None),
+    "first_seq": (100, {}, lambda info, v: info.state.first_seq == v),
+    "metadata": ({"probe": "yes"}, {}, lambda info, v: info.config.metadata.get("probe") == "yes"),
+    "extra": ({"max_msgs": 7}, {}, lambda info, v: info.config.max_msgs == 7),
+}
+
+
+def _stream_field(option: str) -> Callable[[Ctx], None]:
+    value, extra, check = _STREAM_FIELDS[option]
+
+    def run(ctx: Ctx) -> None:
+        config = {"storage": "file", **extra, option: value}
+        name = ctx.stream(**config)
+        info = ctx.client.stream_info(name)
+        if check is not None:
+            assert check(info, value), info
+        else:
+            assert getattr(info.config, option) == value, info.config
+            default = ctx.client.stream_info(ctx.stream(**{**config, option: None}))
+            assert getattr(default.config, option) != value
+
+    return run
+
+
+for _option in _STREAM_FIELDS:
+    if _option != "subjects":
+        _register("Client.create_stream", _option, "effect", _stream_field(_option))
+
+
+@effect(("Client.create_stream", "subjects"))
+def _stream_subjects(ctx: Ctx) -> None:
+    name = ctx.name()
+    ctx.client.create_stream(name, subjects=[f"{name}.only"], storage="memory")
+    ctx.made.append(name)
+    assert ctx.client.stream_info(name).config.subjects == [f"{name}.only"]
+
+
+refused(
+    "Client.create_stream",
+    "replicas",
+    lambda ctx: ctx.stream(replicas=3),
+    error=ApiError,
+)
+refused("Client.create_stream", "sealed", lambda ctx: ctx.stream(sealed=True), error=ApiError)
+
+
+@effect(("Client.create_stream", "mirror"), ("Client.create_stream", "mirror_direct"))
+def _mirror(ctx: Ctx) -> None:
+    # A mirror answers direct gets only of an origin that allows them.
+    origin = ctx.stream(count=2, allow_direct=True)
+    name = ctx.name()
+    ctx.client.create_stream(
+        StreamConfig(
+            name,
+            storage="memory",
+            mirror=StreamSource(origin),
+            mirror_direct=True,
+            allow_direct=True,
+        )
+    )
+    ctx.made.append(name)
+    info = ctx.client.stream_info(name)
+    assert info.config.mirror is not None and info.config.mirror.name == origin
+    assert info.config.mirror_direct is True
+
+
+@effect(("Client.create_stream", "sources"))
+def _sources(ctx: Ctx) -> None:
+    origin = ctx.stream(count=2)
+    name = ctx.stream(sources=[StreamSource(origin)])
+    info = ctx.client.stream_info(name)
+    assert [s.name for s in info.config.sources or []] == [origin]
+
+
+@effect(("Client.update_stream", "subjects"), ("Client.create_or_update_stream", "subjects"))
+def _update_subjects(ctx: Ctx) -> None:
+    name = ctx.stream()
+    ctx.client.update_stream(name, subjects=[f"{name}.one"], storage="memory")
+    assert ctx.client.stream_info(name).config.subjects == [f"{name}.one"]
+    ctx.client.create_or_update_stream(name, subjects=[f"{name}.two"], storage="memory")
+    assert ctx.client.stream_info(name).config.subjects == [f"{name}.two"]
+
+
+@effect(("Client.purge_stream", "subject"))
+def _purge_subject(ctx: Ctx) -> None:
+    name = ctx.stream(count=4)
+    assert ctx.client.purge_stream(name, subject=f"{name}.a") == 2
+
+
+@effect(("Client.purge_stream", "up_to_seq"))
+def _purge_up_to(ctx: Ctx) -> None:
+    name = ctx.stream(count=4)
+    assert ctx.client.purge_stream(name, up_to_seq=3) == 2
+
+
+@effect(("Client.purge_stream", "keep"))
+def _purge_keep(ctx: Ctx) -> None:
+    name = ctx.stream(count=4)
+    assert ctx.client.purge_stream(name, keep=1) == 3
+
+
+@effect(("Client.get_message", "seq"))
+def _get_seq(ctx: Ctx) -> None:
+    name = ctx.stream(count=3)
+    assert ctx.client.get_message(name, seq=2).data == b"m1"
+
+
+@effect(("Client.get_message", "last_by_subject"))
+def _get_last(ctx: Ctx) -> None:
+    name = ctx.stream(count=4)
+    assert ctx.client.get_message(name, last_by_subject=f"{name}.a").seq == 3
+
+
+@effect(("Client.delete_message", "erase"))
+def _delete_erase(ctx: Ctx) -> None:
+    # Erasing overwrites the message's bytes in the store; a plain delete leaves them.
+    name = ctx.stream(storage="file")
+    marker = uuid.uuid4().hex.encode()
+    # A third message keeps the block that holds the first two.
+    data = [marker + b"0", marker + b"1", b"kept"]
+    ctx.client.publish(pa.table({"subject": [f"{name}.a"] * 3, "data": data}))
+
+    def stored() -> bytes:
+        blocks = ctx.server.store_dir.rglob(f"{name}/msgs/*.blk")
+        return b"".join(p.read_bytes() for p in blocks)
+
+    assert marker + b"0" in stored() and marker + b"1" in stored()
+    ctx.client.delete_message(name, 1)
+    ctx.client.delete_message(name, 2, erase=True)
+    content = stored()
+    assert marker + b"0" in content and marker + b"1" not in content
+
+
+@effect(("Client.list_streams", "subject"), ("Client.stream_names", "subject"))
+def _list_subject(ctx: Ctx) -> None:
+    name = ctx.stream()
+    assert [s.config.name for s in ctx.client.list_streams(subject=f"{name}.x")] == [name]
+    assert ctx.client.stream_names(subject=f"{name}.x") == [name]
+
+
+#: ConsumerConfig field -> (value, extra config, check of the info or None).
+_PUSH = {"deliver_subject": "probe.deliver"}
+_CONSUMER_FIELDS: dict[str, tuple[Any, dict[str, Any], Callable[[Any, Any], bool] | None]] = {
+    "durable_name": ("D1", {}, lambda info, v: info.name == v),
+    "name": ("N1", {}, lambda info, v: info.name == v),
+    "description": ("probe", {}, None),
+    "deliver_policy": ("last", {}, None),
+    "opt_start_seq": (3, {"deliver_policy": "by_start_sequence"}, None),
+    "opt_start_time": (
+        datetime(2030, 1, 2, tzinfo=timezone.utc),
+        {"deliver_policy": "by_start_time"},
+        None,
+    ),
+    "ack_policy": ("all", {}, None),
+    "ack_wait": (7.0, {}, None),
+    "max_deliver": (3, {}, None),
+    "backoff": ([1.0, 2.0], {"max_deliver": 5}, None),
+    "filter_subjects": (["{s}.a", "{s}.b"], {}, None),
+    "replay_policy": ("original", {}, None),
+    "rate_limit_bps": (1000, _PUSH, None),
+    "sample_freq": ("50%", {}, None),
+    "max_waiting": (7, {}, None),
+    "max_ack_pending": (9, {}, None),
+    "flow_control": (True, {**_PUSH, "idle_heartbeat": 2.0}, None),
+    "headers_only": (True, {}, None),
+    "max_batch": (7, {}, None),
+    "max_expires": (5.0, {}, None),
+    "max_bytes": (1000, {}, None),
+    "deliver_subject": ("probe.deliver", {}, None),
+    "deliver_group": ("workers", _PUSH, None),
+    "idle_heartbeat": (2.0, _PUSH, None),
+    "inactive_threshold": (10.0, {}, None),
+    "num_replicas": (1, {}, None),
+    "mem_storage": (True, {}, None),
+    "metadata": ({"probe": "yes"}, {}, lambda info, v: info.config.metadata.get("probe") == "yes"),
+    "pause_until": (
+        datetime(2099, 1, 1, tzinfo=timezone.utc),
+        {},
+        lambda info, v: info.paused is True,
+    ),
+    "extra": ({"max_deliver": 4}, {}, lambda info, v: info.config.max_deliver == 4),
+    "filter_subject": ("{s}.a", {}, lambda info, v: info.config.filter_subjects == [v]),
+}
+
+
+def _consumer_field(option: str) -> Callable[[Ctx], None]:
+    value, extra, check = _CONSUMER_FIELDS[option]
+
+    def run(ctx: Ctx) -> None:
+        name = ctx.stream()
+        v = value
+        if isinstance(v, str):
+            v = v.format(s=name)
+        elif isinstance(v, list):
+            v = [x.format(s=name) if isinstance(x, str) else x for x in v]
+        config = {"durable_name": "C", **extra, option: v}
+        if option == "name":
+            config.pop("durable_name")
+        info = ctx.client.create_consumer(name, **config)
+        if check is not None:
+            assert check(info, v), info
+            return
+        assert getattr(info.config, option) == v, info.config
+        config.pop(option)
+        config["durable_name"] = "C2"
+        if option == "deliver_subject":
+            other = ctx.client.create_consumer(name, **config)
+        else:
+            other = (
+                ctx.client.create_consumer(name, **config)
+                if not extra.get("deliver_policy")
+                else None
+            )
+        if other is not None:
+            assert getattr(other.config, option) != v, other.config
+
+    return run
+
+
+for _option in _CONSUMER_FIELDS:
+    _register("Client.create_consumer", _option, "effect", _consumer_field(_option))
+
+
+@effect(("Client.create_consumer", "config"))
+def _consumer_config(ctx: Ctx) -> None:
+    name = ctx.stream()
+    info = ctx.client.create_consumer(name, ConsumerConfig(durable_name="C", description="given"))
+    assert info.config.description == "given"
+
+
+@effect(("Client.update_consumer", "config"), ("Client.create_or_update_consumer", "config"))
+def _update_consumer(ctx: Ctx) -> None:
+    name = ctx.stream()
+    ctx.client.create_consumer(name, durable_name="C")
+    info = ctx.client.update_consumer(name, ConsumerConfig(durable_name="C", description="one"))
+    assert info.config.description == "one"
+    info = ctx.client.create_or_update_consumer(
+        name, ConsumerConfig(durable_name="C", description="two")
+    )
+    assert info.config.description == "two"
+
+
+@effect(("Client.reset_consumer", "seq"))
+def _reset_seq(ctx: Ctx) -> None:
+    name, consumer = pull(ctx, count=4)
+    assert ctx.client.reset_consumer(name, consumer, seq=3) == 3
+    assert ctx.client.pull_consumer(name, consumer).fetch(1).data.column("seq")[0].as_py() == 3
+
+
+# == the tests ===============================================================================
+
+
+@pytest.fixture(scope="module")
+def ctx(_shared_server: NatsServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ctx]:
+    if not _shared_server.running:
+        _shared_server.start()
+    with ja.connect(_shared_server.url) as client:
+        context = Ctx(_shared_server, client, tmp_path_factory.mktemp("options"), tmp_path_factory)
+        try:
+            yield context
+        finally:
+            for name in context.made:
+                with contextlib.suppress(JetStreamArrowError):
+                    client.delete_stream(name)
+            for server in context.extra_servers.values():
+                if isinstance(server, tuple) and isinstance(server[0], NatsServer):
+                    server[0].stop()
+                elif isinstance(server, NatsServer):
+                    server.stop()
+
+
+def _all_keys() -> set[str]:
+    return {key(entry, option) for entry, options in enumerated().items() for option in options}
+
+
+def test_every_option_has_a_probe() -> None:
+    """The enumerated options and the probe table are the same set: an option without
+    a probe, or a probe of an option that is gone, fails here."""
+    options = _all_keys()
+    missing = sorted(options - set(PROBES))
+    stale = sorted(set(PROBES) - options)
+    assert not missing and not stale, (
+        f"options without a probe: {missing}; probes of no option: {stale}"
+    )
+    by_entry: dict[str, Counter[str]] = {}
+    for probe in PROBES.values():
+        by_entry.setdefault(probe.entry, Counter())[probe.kind] += 1
+    kinds = Counter(p.kind for p in PROBES.values())
+    lines = [
+        f"{len(PROBES)} options of {len(by_entry)} entry points: "
+        + ", ".join(f"{kinds[k]} by {k}" for k in ("effect", "refusal", "delegated"))
+    ]
+    for entry, counts in by_entry.items():
+        lines.append(
+            f"  {entry}: {sum(counts.values())} "
+            f"({', '.join(f'{n} {k}' for k, n in sorted(counts.items()))})"
+        )
+    print("\n".join(lines))
+
+
+@pytest.mark.parametrize("probe_key", sorted(PROBES))
+def test_option(
+    probe_key: str, ctx: Ctx, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
+) -> None:
+    ctx.capsys = capsys
+    ctx.request = request
+    PROBES[probe_key].run(ctx)
