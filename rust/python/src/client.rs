@@ -1,4 +1,7 @@
 //! `Client`, `Publisher` and `PublishOutcome`: the connection and the publish path.
+//!
+//! One module because a `Publisher` and its outcomes live and die with the `Client`'s
+//! connection, and every method here is a thin call into the core.
 
 use std::sync::{Arc, Mutex};
 

@@ -100,7 +100,9 @@ impl Connection {
 /// leader is being elected: worth asking again shortly.
 pub fn is_transient(err: &Error) -> bool {
     match err.kind() {
-        ErrorKind::Timeout | ErrorKind::Connection | ErrorKind::JetStreamNotEnabled => true,
+        // Not `JetStreamNotEnabled`: a server without JetStream would be waited for
+        // in vain, and must be said at once.
+        ErrorKind::Timeout | ErrorKind::Connection => true,
         ErrorKind::Api => err.api_code().is_some_and(|c| c.code == 503),
         _ => false,
     }

@@ -29,7 +29,7 @@ use futures::{FutureExt, StreamExt};
 use tokio::time::Instant;
 
 use crate::connection::Connection;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::publish_input::{max_subject_len, OutgoingMessage, PublishBatch};
 
 use options::MAX_ACK_TIMEOUT;
@@ -109,10 +109,14 @@ impl Publisher {
             PublishMode::Acked => self.run(&mut source, &mut outcome).await,
             PublishMode::Fast => self.run_fast(&mut source, &mut outcome).await,
         };
-        if let Err(e) = &result {
-            // Rows read with their batch but never sent: the outcome still names
-            // every row of the input it has seen.
-            outcome.fail_unresolved(&format!("not sent: {e}"));
+        match &result {
+            // Bad input stops at the row it names; the result reports the rows
+            // before it, as the error says.
+            Err(e) if e.kind() == ErrorKind::BadInput => {}
+            // A lost connection: rows read with their batch but never sent fail too,
+            // so the outcome names every row of the input it has seen.
+            Err(e) => outcome.fail_unresolved(&format!("not sent: {e}")),
+            Ok(()) => {}
         }
         self.rows_before += source.taken as u64;
         (outcome, result.err())
