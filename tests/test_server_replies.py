@@ -124,6 +124,19 @@ def test_a_pull_consumer_bound_to_a_push_consumer_says_so(client: ja.Client, str
         consumer.fetch(10, expires=1.0)
 
 
+def test_a_pull_over_the_consumers_max_waiting_names_it(client: ja.Client, stream: str) -> None:
+    consumer = _pull(client, stream, max_waiting=1)
+    waiting = threading.Thread(target=consumer.fetch, kwargs={"max_messages": 1, "expires": 3.0})
+    waiting.start()
+    try:
+        time.sleep(0.5)
+        with pytest.raises(ApiError, match="max_waiting") as raised:
+            consumer.fetch(1, expires=2.0)
+        assert raised.value.code == 409
+    finally:
+        waiting.join(10)
+
+
 def test_a_consumer_deleted_during_a_pull_and_one_that_never_existed(
     client: ja.Client, stream: str
 ) -> None:
