@@ -32,6 +32,9 @@ import dataclasses
 import inspect
 import json
 import os
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections import Counter
@@ -42,10 +45,12 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import jetstream_arrow as ja
-from cli_helpers import cli
+from cli_helpers import cli, cli_process
+from conftest_spark import SPARK_ERRORS, spark
 from jetstream_arrow import ConsumedBatch, OrderedConsumer, Publisher, PullConsumer, PushConsumer
 from jetstream_arrow.cli import build_parser
 from jetstream_arrow.exceptions import (
@@ -61,6 +66,8 @@ from jetstream_arrow.exceptions import (
 from jetstream_arrow.management import ConsumerConfig, StreamConfig, StreamSource
 from jetstream_arrow.options import ConnectOptions
 from natsserver import NatsServer, start_server
+
+__all__ = ["spark"]  # a fixture, imported for pytest
 
 # -- enumeration -----------------------------------------------------------------------
 
@@ -183,7 +190,8 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
 
 
 def _flag(action: argparse.Action) -> str:
-    return max(action.option_strings, key=len)
+    """The flag's first long spelling (``--progress`` of ``--progress/--no-progress``)."""
+    return next(o for o in action.option_strings if o.startswith("--"))
 
 
 def cli_options() -> dict[str, list[str]]:
@@ -1487,6 +1495,1217 @@ def _reset_seq(ctx: Ctx) -> None:
     assert ctx.client.pull_consumer(name, consumer).fetch(1).data.column("seq")[0].as_py() == 3
 
 
+# == Spark =====================================================================================
+#
+# The data source is driven as Spark drives it: its reader, stream reader and writers are
+# made from the options and their methods called (partitions and read for a read,
+# initialOffset, latestOffset, partitions and read for a streaming read, write for a
+# batch write). A streaming write's task needs a running micro-batch, so its publishing
+# options are shown to reach the same publisher as a batch write's ("delegated").
+
+
+def _source(ctx: Ctx, **options: Any) -> Any:
+    from jetstream_arrow.spark.datasource import JetStreamDataSource
+
+    return JetStreamDataSource({"servers": ctx.url, **{k: str(v) for k, v in options.items()}})
+
+
+def spark_read(ctx: Ctx, **options: Any) -> tuple[list[Any], pa.Table]:
+    """A batch read: its partitions and its rows."""
+    source = _source(ctx, **options)
+    reader = source.reader(source.schema())
+    parts = reader.partitions()
+    batches = [b for p in parts for b in reader.read(p)]
+    schema = batches[0].schema if batches else None
+    return parts, pa.Table.from_batches(batches, schema)
+
+
+def stream_reader(ctx: Ctx, **options: Any) -> Any:
+    source = _source(ctx, **options)
+    return source.streamReader(source.schema())
+
+
+def micro_batch(
+    ctx: Ctx, **options: Any
+) -> tuple[dict[str, Any], dict[str, Any], list[Any], list[pa.RecordBatch]]:
+    """The first micro-batch of a streaming read: start, end, partitions, batches."""
+    reader = stream_reader(ctx, **options)
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    parts = reader.partitions(start, end)
+    return start, end, parts, [b for p in parts for b in reader.read(p)]
+
+
+def _write_schema(rows: pa.Table) -> Any:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(rows.schema)
+
+
+def spark_write(ctx: Ctx, rows: pa.Table, **options: Any) -> Any:
+    """One task of a batch write of ``rows``; its commit message."""
+    source = _source(ctx, **options)
+    writer = source.writer(_write_schema(rows), False)
+    return writer.write(iter(rows.to_batches()))
+
+
+def stream_writer(ctx: Ctx, rows: pa.Table, **options: Any) -> Any:
+    source = _source(ctx, **options)
+    return source.streamWriter(_write_schema(rows), False)
+
+
+def _seqs(batches: Any) -> list[int]:
+    if isinstance(batches, pa.Table):
+        return list(batches.column("seq").to_pylist())
+    return [s for b in batches for s in b.column("seq").to_pylist()]
+
+
+#: A value of each connection option, and the options it needs beside it.
+_CONNECT_SAMPLES: dict[str, Any] = {
+    "user": "u",
+    "password": "p",
+    "token": "t",
+    "creds": "/probe/user.creds",
+    "nkey_seed": "SUAPROBE",
+    "tls_ca": "/probe/ca.pem",
+    "tls_cert": "/probe/client.pem",
+    "tls_key": "/probe/client.key",
+    "tls_required": True,
+    "tls_first": True,
+    "name": "probe-name",
+    "connect_timeout": 2.5,
+    "request_timeout": 3.5,
+    "max_reconnects": 3,
+    "reconnect_delay": 0.25,
+    "retry_on_initial_connect": True,
+    "ping_interval": 7.0,
+    "domain": "probe",
+    "api_prefix": "PROBE.API",
+    "inbox_prefix": "_PROBE",
+}
+_COMPANIONS = {"user": "password", "password": "user", "tls_cert": "tls_key", "tls_key": "tls_cert"}
+
+
+def _parsed(ctx: Ctx, entry: str, **options: Any) -> Any:
+    """The options the data source holds for a query of kind ``entry``."""
+    rows = pa.table({"subject": ["x"], "data": [b"x"]})
+    if entry == "spark.read":
+        source = _source(ctx, stream="PROBE", **options)
+        return source.reader(source.schema()).opts
+    if entry == "spark.readStream":
+        return stream_reader(ctx, stream="PROBE", **options).opts
+    if entry == "df.write":
+        return _source(ctx, **options).writer(_write_schema(rows), False).opts
+    return stream_writer(ctx, rows, **options).opts
+
+
+def _spark_connect_probes() -> None:
+    from jetstream_arrow.spark.option_specs import CONNECT_SPECS
+
+    for entry in _spark_kinds():
+        for spec in CONNECT_SPECS:
+            if spec.python == "servers":
+                continue
+
+            def run(ctx: Ctx, entry: str = entry, python: str = spec.python) -> None:
+                given = {python: _CONNECT_SAMPLES[python]}
+                if python in _COMPANIONS:
+                    other = _COMPANIONS[python]
+                    given[other] = _CONNECT_SAMPLES[other]
+                spark = {
+                    _camel(k): str(v).lower() if isinstance(v, bool) else v
+                    for k, v in given.items()
+                }
+                assert _parsed(ctx, entry, **spark).connect == ConnectOptions(
+                    servers=ctx.url, **given
+                )
+
+            _register(entry, spec.spark, "delegated", run)
+
+
+def _camel(snake: str) -> str:
+    head, *rest = snake.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+_spark_connect_probes()
+
+
+@effect(("spark.read", "servers"))
+def _spark_read_servers(ctx: Ctx) -> None:
+    name = ctx.stream(count=2)
+    assert spark_read(ctx, stream=name)[1].num_rows == 2
+    raises(lambda: spark_read(ctx, stream=name, servers="nats://127.0.0.1:1", connectTimeout=1))
+
+
+@effect(("spark.readStream", "servers"))
+def _spark_stream_servers(ctx: Ctx) -> None:
+    name = ctx.stream(count=2)
+    assert stream_reader(ctx, stream=name).initialOffset() == {"seq": 3}
+    dead = stream_reader(ctx, stream=name, servers="nats://127.0.0.1:1", connectTimeout=1)
+    raises(dead.initialOffset)
+
+
+@effect(("df.write", "servers"))
+def _spark_write_servers(ctx: Ctx) -> None:
+    name = ctx.stream()
+    assert spark_write(ctx, table(name, 2)).stored == 2
+    raises(lambda: spark_write(ctx, table(name, 2), servers="nats://127.0.0.1:1", connectTimeout=1))
+
+
+@effect(("df.writeStream", "servers"))
+def _spark_stream_write_servers(ctx: Ctx) -> None:
+    # The driver looks the stream up before the query starts: on the server given.
+    name = ctx.stream()
+    stream_writer(ctx, table(name, 1), stream=name)
+    raises(
+        lambda: stream_writer(
+            ctx, table(name, 1), stream=name, servers="nats://127.0.0.1:1", connectTimeout=1
+        ),
+        ConnectionFailedError,
+    )
+
+
+def _read_kind_probes(entry: str) -> None:
+    """The options a batch read and a streaming read share, shown on ``entry``."""
+
+    def rows(ctx: Ctx, **options: Any) -> list[int]:
+        if entry == "spark.read":
+            return _seqs(spark_read(ctx, **options)[1])
+        return _seqs(micro_batch(ctx, startingOffsets="earliest", **options)[3])
+
+    def parts(ctx: Ctx, **options: Any) -> int:
+        if entry == "spark.read":
+            return len(spark_read(ctx, **options)[0])
+        return len(micro_batch(ctx, startingOffsets="earliest", **options)[2])
+
+    def batches(ctx: Ctx, **options: Any) -> list[pa.RecordBatch]:
+        if entry == "spark.read":
+            return spark_read(ctx, **options)[1].to_batches()
+        return micro_batch(ctx, startingOffsets="earliest", **options)[3]
+
+    def reg(option: str, kind: str = "effect") -> Callable[[Callable[[Ctx], None]], None]:
+        def wrap(fn: Callable[[Ctx], None]) -> None:
+            _register(entry, option, kind, fn)
+
+        return wrap
+
+    @reg("stream")
+    def _(ctx: Ctx) -> None:
+        name = ctx.stream(count=3)
+        ctx.stream(count=5)
+        assert rows(ctx, stream=name) == [1, 2, 3]
+
+    @reg("subjects")
+    def _(ctx: Ctx) -> None:
+        name = ctx.stream(count=6)
+        assert rows(ctx, stream=name, subjects=f"{name}.b") == [2, 4, 6]
+
+    @reg("minPartitions")
+    def _(ctx: Ctx) -> None:
+        name = ctx.stream(count=6)
+        assert parts(ctx, stream=name) == 1
+        assert parts(ctx, stream=name, minPartitions=3) == 3
+
+    @reg("maxMessagesPerPartition")
+    def _(ctx: Ctx) -> None:
+        name = ctx.stream(count=6)
+        assert parts(ctx, stream=name, maxMessagesPerPartition=2) == 3
+
+    @reg("includeHeaders")
+    def _(ctx: Ctx) -> None:
+        name = ctx.stream(count=1)
+        assert "headers" in batches(ctx, stream=name, includeHeaders=True)[0].schema.names
+        assert "headers" not in batches(ctx, stream=name)[0].schema.names
+
+    @reg("failOnDataLoss")
+    def _(ctx: Ctx) -> None:
+        name = ctx.stream(count=6)
+        ctx.client.purge_stream(name, up_to_seq=3)
+        if entry == "spark.read":
+            raises(lambda: rows(ctx, stream=name, startingSequence=1), JetStreamArrowError)
+            assert rows(ctx, stream=name, startingSequence=1, failOnDataLoss=False) == [3, 4, 5, 6]
+        else:
+            reader = stream_reader(ctx, stream=name)
+            raises(lambda: reader.partitions({"seq": 1}, {"seq": 7}), JetStreamArrowError)
+            lenient = stream_reader(ctx, stream=name, failOnDataLoss=False)
+            assert lenient.partitions({"seq": 1}, {"seq": 7})
+
+    @reg("batchRows")
+    def _(ctx: Ctx) -> None:
+        name = ctx.stream(count=6)
+        assert [b.num_rows for b in batches(ctx, stream=name, batchRows=4)] == [4, 2]
+
+    @reg("maxBytes")
+    def _(ctx: Ctx) -> None:
+        name = ctx.big_stream()
+        assert len(batches(ctx, stream=name)) == 1
+        assert len(batches(ctx, stream=name, maxBytes=300)) > 1
+
+    refused(entry, "heartbeat", lambda ctx: _parsed(ctx, entry, heartbeat="0.01"))
+
+    @reg("startingSequence")
+    def _(ctx: Ctx) -> None:
+        name = ctx.stream(count=6)
+        if entry == "spark.read":
+            assert rows(ctx, stream=name, startingSequence=4) == [4, 5, 6]
+        else:
+            assert stream_reader(ctx, stream=name, startingSequence=4).initialOffset() == {"seq": 4}
+
+    @reg("startingTime")
+    def _(ctx: Ctx) -> None:
+        name, middle = timed_stream(ctx)
+        if entry == "spark.read":
+            assert rows(ctx, stream=name, startingTime=middle.isoformat()) == [4, 5, 6]
+        else:
+            reader = stream_reader(ctx, stream=name, startingTime=middle.isoformat())
+            assert reader.initialOffset() == {"seq": 4}
+
+
+_read_kind_probes("spark.read")
+_read_kind_probes("spark.readStream")
+
+refused(
+    "spark.read",
+    "startingOffsets",
+    lambda ctx: spark_read(ctx, stream=ctx.stream(count=1), startingOffsets="latest"),
+)
+
+
+@effect(("spark.read", "endingSequence"))
+def _spark_end_seq(ctx: Ctx) -> None:
+    name = ctx.stream(count=6)
+    assert _seqs(spark_read(ctx, stream=name, endingSequence=2)[1]) == [1, 2]
+
+
+@effect(("spark.read", "endingTime"))
+def _spark_end_time(ctx: Ctx) -> None:
+    name, middle = timed_stream(ctx)
+    assert _seqs(spark_read(ctx, stream=name, endingTime=middle.isoformat())[1]) == [1, 2, 3]
+
+
+@effect(("spark.readStream", "startingOffsets"))
+def _spark_starting_offsets(ctx: Ctx) -> None:
+    name = ctx.stream(count=3)
+    assert stream_reader(ctx, stream=name).initialOffset() == {"seq": 4}
+    assert stream_reader(ctx, stream=name, startingOffsets="earliest").initialOffset() == {"seq": 1}
+
+
+@effect(("spark.readStream", "maxMessagesPerTrigger"))
+def _spark_max_per_trigger(ctx: Ctx) -> None:
+    name = ctx.stream(count=6)
+    start, end, _, _ = micro_batch(
+        ctx, stream=name, startingOffsets="earliest", maxMessagesPerTrigger=2
+    )
+    assert (start["seq"], end["seq"]) == (1, 3)
+
+
+@effect(("spark.readStream", "consumer"))
+def _spark_consumer(ctx: Ctx) -> None:
+    name = ctx.stream(count=3, allow_direct=True)
+    _, end, _, got = micro_batch(ctx, stream=name, consumer="QUERY")
+    assert ctx.client.consumer_names(name) == ["QUERY"]
+    assert _seqs(got) == [1, 2, 3] and end == {"seq": 4}
+
+
+@effect(("spark.read", "path"))
+def _spark_load_path(ctx: Ctx) -> None:
+    name = ctx.stream(count=3)
+    spark = ctx.spark()
+    df = spark.read.format("jetstream").option("servers", ctx.url).load(name)
+    assert sorted(r.seq for r in df.select("seq").collect()) == [1, 2, 3]
+
+
+@effect(("spark.readStream", "path"))
+def _spark_stream_load_path(ctx: Ctx) -> None:
+    # Spark hands load(path) to the source as option "path".
+    name = ctx.stream(count=3)
+    assert stream_reader(ctx, path=name).initialOffset() == {"seq": 4}
+
+
+@effect(("df.write", "path"))
+def _spark_save_path(ctx: Ctx) -> None:
+    name = ctx.stream()
+    spark = ctx.spark()
+    df = spark.createDataFrame([(f"{name}.a", b"x")], "subject string, data binary")
+    df.write.format("jetstream").option("servers", ctx.url).mode("append").save(name)
+    assert ctx.client.stream_info(name).state.messages == 1
+    with pytest.raises((BadInputError, *SPARK_ERRORS)) as raised:
+        df.write.format("jetstream").option("servers", ctx.url).mode("append").save(f"{name}_NONE")
+    assert f"{name}_NONE" in str(raised.value)
+
+
+def _expected_stream_probe(entry: str, option: str) -> None:
+    def run(ctx: Ctx) -> None:
+        # The driver checks that the stream named exists; another name fails the write.
+        name = ctx.stream()
+        other = ctx.stream()
+        rows = table(name, 1)
+        if entry == "df.write":
+            assert spark_write(ctx, rows, **{option: name}).stored == 1
+            raises(lambda: spark_write(ctx, rows, **{option: other}), PublishError)
+        else:
+            stream_writer(ctx, rows, **{option: name})
+        raises(
+            lambda: (
+                _source(ctx, **{option: f"{name}_NONE"}).writer(_write_schema(rows), False)
+                if entry == "df.write"
+                else stream_writer(ctx, rows, **{option: f"{name}_NONE"})
+            ),
+            BadInputError,
+        )
+
+    _register(entry, option, "effect", run)
+
+
+for _entry in ("df.write", "df.writeStream"):
+    _expected_stream_probe(_entry, "expectedStream")
+    _expected_stream_probe(_entry, "stream")
+    for _option, _bad in (
+        ("ackWindow", 0),
+        ("ackTimeout", 0),
+        ("maxRetries", -1),
+        ("retryBackoff", -1),
+    ):
+        refused(_entry, _option, lambda ctx, e=_entry, o=_option, b=_bad: _parsed(ctx, e, **{o: b}))
+
+
+@effect(("df.writeStream", "path"))
+def _spark_start_path(ctx: Ctx) -> None:
+    # Spark hands start(path) to the sink as option "path": the stream it must exist.
+    name = ctx.stream()
+    assert stream_writer(ctx, table(name, 1), path=name).opts.expected_stream == name
+    raises(lambda: stream_writer(ctx, table(name, 1), path=f"{name}_NONE"), BadInputError)
+
+
+@effect(("df.write", "subject"))
+def _spark_subject(ctx: Ctx) -> None:
+    name = ctx.stream()
+    spark_write(ctx, pa.table({"data": [b"x"]}), subject=f"{name}.given")
+    assert ctx.rows(name).column("subject").to_pylist() == [f"{name}.given"]
+
+
+@effect(("df.write", "msgIdColumn"))
+def _spark_msg_id_column(ctx: Ctx) -> None:
+    name = ctx.stream()
+    rows = table(name, 2).append_column("key", pa.array(["k0", "k1"]))
+    spark_write(ctx, rows, msgIdColumn="key")
+    assert msg_ids(ctx, name) == ["k0", "k1"]
+
+
+@effect(("df.write", "writeId"))
+def _spark_write_id(ctx: Ctx) -> None:
+    name = ctx.stream()
+    spark_write(ctx, table(name, 2), writeId="probe-write")
+    assert all(i.startswith("probe-write-") for i in msg_ids(ctx, name))
+
+
+@effect(("df.write", "publishMode"))
+def _spark_publish_mode(ctx: Ctx) -> None:
+    name = ctx.stream()
+    assert spark_write(ctx, table(name, 2)).stored == 2
+    raises(lambda: spark_write(ctx, table(name, 2), publishMode="fast"), PublishError)
+
+
+def _stream_write_delegated(option: str, value: Any) -> None:
+    def run(ctx: Ctx) -> None:
+        # A streaming write's task publishes like a batch write's (publish_task) with
+        # the options parsed the same way: shown on df.write.
+        name = ctx.stream()
+        rows = pa.table({"subject": [f"{name}.a"], "data": [b"x"], "key": ["k"]})
+        batch = _source(ctx, **{option: value}).writer(_write_schema(rows), False)
+        stream = stream_writer(ctx, rows, **{option: value})
+        assert stream.opts.publisher_kwargs() == batch.opts.publisher_kwargs()
+        assert (stream.opts.subject, stream.opts.msg_id_column) == (
+            batch.opts.subject,
+            batch.opts.msg_id_column,
+        )
+        assert stream.columns == batch.columns
+        del name
+
+    _register("df.writeStream", option, "delegated", run)
+
+
+_stream_write_delegated("subject", "probe.subject")
+_stream_write_delegated("msgIdColumn", "key")
+_stream_write_delegated("publishMode", "fast")
+
+
+# == CLI ========================================================================================
+
+
+def write_csv(ctx: Ctx, text: str, suffix: str = ".csv") -> str:
+    path = ctx.tmp / f"{uuid.uuid4().hex[:8]}{suffix}"
+    path.write_text(text)
+    return str(path)
+
+
+_CSV = "id,zip,kind\n1,02134,a\n2,10001,b\n"
+
+
+def load(ctx: Ctx, *argv: str, csv: str = _CSV, stream: str | None = None) -> tuple[Any, str]:
+    """``jetstream-arrow load`` of a small CSV file into a new stream (or ``stream``)."""
+    name = stream or ctx.stream()
+    run = ctx.cli("load", write_csv(ctx, csv), "--stream", name, "-s", ctx.url, *argv)
+    if "--subject" not in argv and "--subject-column" not in argv:
+        raise AssertionError("give --subject or --subject-column")
+    return run, name
+
+
+def payloads(ctx: Ctx, name: str) -> list[Any]:
+    return [json.loads(d) for d in ctx.rows(name).column("data").to_pylist()]
+
+
+def _load_probe(option: str) -> Callable[[Callable[[Ctx], None]], None]:
+    def wrap(fn: Callable[[Ctx], None]) -> None:
+        _register("jetstream-arrow load", option, "effect", fn)
+
+    return wrap
+
+
+@_load_probe("--stream")
+def _cli_stream(ctx: Ctx) -> None:
+    name = ctx.stream()
+    run, _ = load(ctx, "--subject", f"{name}.x", stream=name)
+    assert run.code == 0, run.err
+    assert ctx.client.stream_info(name).state.messages == 2
+
+
+@_load_probe("--subject")
+def _cli_subject(ctx: Ctx) -> None:
+    name = ctx.stream()
+    load(ctx, "--subject", f"{name}.given", stream=name)
+    assert set(ctx.rows(name).column("subject").to_pylist()) == {f"{name}.given"}
+
+
+@_load_probe("--subject-column")
+def _cli_subject_column(ctx: Ctx) -> None:
+    name = ctx.stream()
+    run, _ = load(
+        ctx, "--subject-column", "subj", stream=name, csv=f"subj,v\n{name}.p,1\n{name}.q,2\n"
+    )
+    assert run.code == 0, run.err
+    assert ctx.rows(name).column("subject").to_pylist() == [f"{name}.p", f"{name}.q"]
+
+
+@_load_probe("--format")
+def _cli_format(ctx: Ctx) -> None:
+    name = ctx.stream()
+    path = write_csv(ctx, _CSV, suffix=".txt")
+    base = ("load", path, "--stream", name, "-s", ctx.url, "--subject", f"{name}.x")
+    assert ctx.cli(*base).code == 2
+    run = ctx.cli(*base, "--format", "csv")
+    assert run.code == 0, run.err
+    assert ctx.client.stream_info(name).state.messages == 2
+
+
+@_load_probe("--data-column")
+def _cli_data_column(ctx: Ctx) -> None:
+    name = ctx.stream()
+    load(ctx, "--subject", f"{name}.x", "--data-column", "kind", stream=name)
+    assert ctx.rows(name).column("data").to_pylist() == [b"a", b"b"]
+
+
+@_load_probe("--headers-column")
+def _cli_headers_column(ctx: Ctx) -> None:
+    name = ctx.stream()
+    csv = 'h,v\n"{""X-Probe"": ""one""}",1\n"{""X-Probe"": ""two""}",2\n'
+    run, _ = load(ctx, "--subject", f"{name}.x", "--headers-column", "h", stream=name, csv=csv)
+    assert run.code == 0, run.err
+    assert [h.get("X-Probe") for h in headers_of(ctx, name)] == [["one"], ["two"]]
+
+
+@_load_probe("--msg-id-column")
+def _cli_msg_id_column(ctx: Ctx) -> None:
+    name = ctx.stream()
+    load(ctx, "--subject", f"{name}.x", "--msg-id-column", "zip", stream=name)
+    assert msg_ids(ctx, name) == ["02134", "10001"]
+
+
+@_load_probe("--file-id")
+def _cli_file_id(ctx: Ctx) -> None:
+    name = ctx.stream()
+    path = write_csv(ctx, _CSV)
+    base = ("load", path, "--stream", name, "-s", ctx.url, "--subject", f"{name}.x")
+    ctx.cli(*base)
+    ctx.cli(*base, "--file-id", "quick")
+    ids = msg_ids(ctx, name)
+    assert len(ids) == 4 and ids[0] != ids[2], ids
+
+
+@_load_probe("--msg-id-prefix")
+def _cli_msg_id_prefix(ctx: Ctx) -> None:
+    name = ctx.stream()
+    load(ctx, "--subject", f"{name}.x", "--msg-id-prefix", "P", stream=name)
+    assert msg_ids(ctx, name) == ["P0", "P1"]
+
+
+def _created(ctx: Ctx, *argv: str, subjects: str | None = None) -> Any:
+    """A load with --create-stream (and ``argv``); the new stream's info. ``subjects``
+    ("{name}" for the stream's name) is given as --stream-subjects."""
+    name = ctx.name()
+    ctx.made.append(name)
+    more = ["--stream-subjects", subjects.format(name=name)] if subjects else []
+    run = ctx.cli(
+        "load",
+        write_csv(ctx, _CSV),
+        "--stream",
+        name,
+        "-s",
+        ctx.url,
+        "--subject",
+        f"{name}.x",
+        "--create-stream",
+        *more,
+        *argv,
+    )
+    assert run.code == 0, run.err
+    return ctx.client.stream_info(name)
+
+
+@_load_probe("--create-stream")
+def _cli_create_stream(ctx: Ctx) -> None:
+    name = ctx.name()
+    run = ctx.cli(
+        "load", write_csv(ctx, _CSV), "--stream", name, "-s", ctx.url, "--subject", f"{name}.x"
+    )
+    assert run.code == 1 and "--create-stream" in run.err
+    assert _created(ctx).state.messages == 2
+
+
+@_load_probe("--stream-subjects")
+def _cli_stream_subjects(ctx: Ctx) -> None:
+    info = _created(ctx, subjects="{name}.*")
+    assert info.config.subjects == [f"{info.config.name}.*"]
+    plain = _created(ctx)
+    assert plain.config.subjects == [f"{plain.config.name}.x"]
+
+
+@_load_probe("--storage")
+def _cli_storage(ctx: Ctx) -> None:
+    assert _created(ctx, "--storage", "memory").config.storage == "memory"
+    assert _created(ctx).config.storage == "file"
+
+
+@_load_probe("--duplicate-window")
+def _cli_duplicate_window(ctx: Ctx) -> None:
+    assert _created(ctx, "--duplicate-window", "30").config.duplicate_window == 30.0
+    assert _created(ctx).config.duplicate_window != 30.0
+
+
+@_load_probe("--delimiter")
+def _cli_delimiter(ctx: Ctx) -> None:
+    name = ctx.stream()
+    load(ctx, "--subject", f"{name}.x", "--delimiter", ";", stream=name, csv="a;b\n1;2\n")
+    assert payloads(ctx, name) == [{"a": "1", "b": "2"}]
+
+
+@_load_probe("--csv-types")
+def _cli_csv_types(ctx: Ctx) -> None:
+    as_text, inferred = ctx.stream(), ctx.stream()
+    load(ctx, "--subject", f"{as_text}.x", stream=as_text)
+    load(ctx, "--subject", f"{inferred}.x", "--csv-types", "infer", stream=inferred)
+    assert [p["zip"] for p in payloads(ctx, as_text)] == ["02134", "10001"]
+    assert [p["zip"] for p in payloads(ctx, inferred)] == [2134, 10001]
+
+
+def cli_refused(entry: str, flag: str, argv: Callable[[Ctx], list[str]], code: int = 2) -> None:
+    """A probe: the command exits with ``code`` and stderr names ``flag``."""
+
+    def run(ctx: Ctx) -> None:
+        got = ctx.cli(*argv(ctx))
+        assert got.code == code and flag in got.err, (
+            f"exit {got.code}; stderr does not name {flag}: {got.err}"
+        )
+
+    _register(entry, flag, "refusal", run)
+
+
+def _load_argv(ctx: Ctx, *argv: str) -> list[str]:
+    name = ctx.stream()
+    return [
+        "load",
+        write_csv(ctx, _CSV),
+        "--stream",
+        name,
+        "-s",
+        ctx.url,
+        "--subject",
+        f"{name}.x",
+        *argv,
+    ]
+
+
+for _flag_name, _value in (
+    ("--batch-rows", "0"),
+    ("--window", "0"),
+    ("--ack-timeout", "0"),
+    ("--max-rate", "0"),
+):
+    cli_refused(
+        "jetstream-arrow load",
+        _flag_name,
+        lambda ctx, f=_flag_name, v=_value: _load_argv(ctx, f, v),
+    )
+
+
+def _export_argv(
+    ctx: Ctx, *argv: str, name: str | None = None, out: str | None = None
+) -> list[str]:
+    name = name or ctx.stream(count=6)
+    out = out or str(ctx.tmp / f"{uuid.uuid4().hex[:8]}.parquet")
+    return ["export", name, "-o", out, "-s", ctx.url, *argv]
+
+
+def export(ctx: Ctx, *argv: str, name: str | None = None) -> pa.Table:
+    out = str(ctx.tmp / f"{uuid.uuid4().hex[:8]}.parquet")
+    run = ctx.cli(*_export_argv(ctx, *argv, name=name, out=out))
+    assert run.code == 0, run.err
+    return pq.read_table(out)
+
+
+def _export_probe(option: str) -> Callable[[Callable[[Ctx], None]], None]:
+    def wrap(fn: Callable[[Ctx], None]) -> None:
+        _register("jetstream-arrow export", option, "effect", fn)
+
+    return wrap
+
+
+@_export_probe("--output")
+def _cli_output(ctx: Ctx) -> None:
+    out = ctx.tmp / "given-name.arrow"
+    assert ctx.cli(*_export_argv(ctx, out=str(out))).code == 0
+    assert out.exists()
+
+
+@_export_probe("--format")
+def _cli_export_format(ctx: Ctx) -> None:
+    name = ctx.stream(count=2)
+    run = ctx.cli("export", name, "-o", "-", "--format", "jsonl", "-s", ctx.url)
+    assert run.code == 0 and len(run.out.splitlines()) == 2, run
+
+
+@_export_probe("--start-seq")
+def _cli_start_seq(ctx: Ctx) -> None:
+    assert export(ctx, "--start-seq", "4").column("seq").to_pylist() == [4, 5, 6]
+
+
+@_export_probe("--end-seq")
+def _cli_end_seq(ctx: Ctx) -> None:
+    assert export(ctx, "--end-seq", "2").column("seq").to_pylist() == [1, 2]
+
+
+@_export_probe("--since")
+def _cli_since(ctx: Ctx) -> None:
+    name, middle = timed_stream(ctx)
+    got = export(ctx, "--since", middle.isoformat(), name=name)
+    assert got.column("seq").to_pylist() == [4, 5, 6]
+
+
+@_export_probe("--until")
+def _cli_until(ctx: Ctx) -> None:
+    name, middle = timed_stream(ctx)
+    got = export(ctx, "--until", middle.isoformat(), name=name)
+    assert got.column("seq").to_pylist() == [1, 2, 3]
+
+
+@_export_probe("--subjects")
+def _cli_subjects(ctx: Ctx) -> None:
+    name = ctx.stream(count=6)
+    assert export(ctx, "--subjects", f"{name}.b", name=name).column("seq").to_pylist() == [2, 4, 6]
+
+
+@_export_probe("--include-headers")
+def _cli_include_headers(ctx: Ctx) -> None:
+    assert "headers" in export(ctx, "--include-headers").column_names
+    assert "headers" not in export(ctx).column_names
+
+
+@_export_probe("--data-as")
+def _cli_data_as(ctx: Ctx) -> None:
+    assert export(ctx, "--data-as", "text").column("data").to_pylist()[0] == "m0"
+    assert export(ctx).column("data").to_pylist()[0] == b"m0"
+
+
+@_export_probe("--columns")
+def _cli_columns(ctx: Ctx) -> None:
+    assert export(ctx, "--columns", "seq,subject").column_names == ["seq", "subject"]
+
+
+@_export_probe("--compression")
+def _cli_compression(ctx: Ctx) -> None:
+    out = str(ctx.tmp / f"{uuid.uuid4().hex[:8]}.parquet")
+    assert ctx.cli(*_export_argv(ctx, "--compression", "snappy", out=out)).code == 0
+    assert pq.ParquetFile(out).metadata.row_group(0).column(0).compression == "SNAPPY"
+    # Where the format has no compression, the flag is refused, not dropped.
+    csv = str(ctx.tmp / f"{uuid.uuid4().hex[:8]}.csv")
+    run = ctx.cli(*_export_argv(ctx, "--compression", "gzip", out=csv))
+    assert run.code == 2 and "--compression" in run.err, (
+        f"export to CSV with --compression gzip: exit {run.code}, stderr {run.err!r}"
+    )
+
+
+@_export_probe("--batch-rows")
+def _cli_export_batch_rows(ctx: Ctx) -> None:
+    out = str(ctx.tmp / f"{uuid.uuid4().hex[:8]}.parquet")
+    assert ctx.cli(*_export_argv(ctx, "--batch-rows", "2", out=out)).code == 0
+    assert pq.ParquetFile(out).metadata.num_row_groups == 3
+
+
+# -- connection and output flags, per command -----------------------------------------
+
+
+def _reach(ctx: Ctx, command: str, url: str, *flags: str) -> Any:
+    """Run ``command`` against ``url``; a run that reached JetStream ends in success
+    (load creates its stream) or says the stream does not exist (export)."""
+    name = ctx.name()
+    if command == "load":
+        argv = [
+            "load",
+            write_csv(ctx, _CSV),
+            "--stream",
+            name,
+            "--subject",
+            f"{name}.x",
+            "--create-stream",
+        ]
+    else:
+        argv = ["export", name, "-o", str(ctx.tmp / f"{name}.parquet")]
+    return ctx.cli(*argv, "-s", url, "--connect-timeout", "2", *flags)
+
+
+def _reached(run: Any) -> bool:
+    return run.code == 0 or "does not exist" in run.err
+
+
+def _connection_probes(command: str) -> None:
+    entry = f"jetstream-arrow {command}"
+
+    def reg(flag: str, kind: str = "effect") -> Callable[[Callable[[Ctx], None]], None]:
+        def wrap(fn: Callable[[Ctx], None]) -> None:
+            _register(entry, flag, kind, fn)
+
+        return wrap
+
+    @reg("--servers")
+    def _(ctx: Ctx) -> None:
+        assert _reached(_reach(ctx, command, ctx.url))
+        dead = _reach(ctx, command, "nats://127.0.0.1:1")
+        assert dead.code == 1 and "cannot reach NATS" in dead.err, dead
+
+    @reg("--context")
+    def _(ctx: Ctx) -> None:
+        context = ctx.tmp / f"{uuid.uuid4().hex[:8]}.json"
+        context.write_text(json.dumps({"url": "nats://127.0.0.1:1"}))
+        name = ctx.name()
+        argv = (
+            ["load", write_csv(ctx, _CSV), "--stream", name, "--subject", "x.y"]
+            if command == "load"
+            else ["export", name, "-o", str(ctx.tmp / "x.parquet")]
+        )
+        run = ctx.cli(*argv, "--context", str(context), "--connect-timeout", "1")
+        assert run.code == 1 and "nats://127.0.0.1:1" in run.err, run
+
+    @reg("--user")
+    def _(ctx: Ctx) -> None:
+        server, _ = auth_server(ctx)
+        assert _reached(_reach(ctx, command, server.url, "--user", "probe", "--password", "secret"))
+        run = _reach(ctx, command, server.url, "--user", "nobody", "--password", "secret")
+        assert run.code == 1 and "permission denied" in run.err, run
+
+    @reg("--password")
+    def _(ctx: Ctx) -> None:
+        server, _ = auth_server(ctx)
+        run = _reach(ctx, command, server.url, "--user", "probe", "--password", "wrong")
+        assert run.code == 1 and "permission denied" in run.err, run
+        # A password without a user is sent nowhere: refused, not dropped.
+        alone = _reach(ctx, command, ctx.url, "--password", "secret")
+        assert alone.code == 2 and "--password" in alone.err, (
+            f"--password without --user: exit {alone.code}, stderr {alone.err!r}"
+        )
+
+    @reg("--token")
+    def _(ctx: Ctx) -> None:
+        server = token_server(ctx)
+        assert _reached(_reach(ctx, command, server.url, "--token", "probe-token"))
+        assert "permission denied" in _reach(ctx, command, server.url, "--token", "wrong").err
+
+    @reg("--nkey")
+    def _(ctx: Ctx) -> None:
+        server, seed = auth_server(ctx)
+        seed_file = ctx.tmp / f"{uuid.uuid4().hex[:8]}.nk"
+        seed_file.write_text(seed)
+        assert _reached(_reach(ctx, command, server.url, "--nkey", str(seed_file)))
+        assert "permission denied" in _reach(ctx, command, server.url).err
+
+    cli_refused(
+        entry,
+        "--creds",
+        lambda ctx: [*_reach_argv(ctx, command), "--creds", "/no/such.creds"],
+        code=1,
+    )
+
+    def tls(ctx: Ctx, *without: str) -> Any:
+        server, files = tls_server(ctx)
+        flags = {"--tls-ca": files["ca"], "--tls-cert": files["cert"], "--tls-key": files["key"]}
+        argv = [x for f, v in flags.items() if f not in without for x in (f, v)]
+        if "--tls-first" not in without:
+            argv.append("--tls-first")
+        return _reach(ctx, command, server.url, *argv)
+
+    @reg("--tls-first")
+    def _(ctx: Ctx) -> None:
+        assert _reached(tls(ctx))
+        assert not _reached(tls(ctx, "--tls-first"))
+
+    @reg("--tls-ca")
+    def _(ctx: Ctx) -> None:
+        assert not _reached(tls(ctx, "--tls-ca"))
+        missing = _reach(ctx, command, ctx.url, "--tls-ca", "/no/such/ca.pem")
+        assert missing.code == 1 and "--tls-ca" in missing.err, missing
+
+    for flag in ("--tls-cert", "--tls-key"):
+
+        def cert(ctx: Ctx, flag: str = flag) -> None:
+            assert not _reached(tls(ctx, "--tls-cert", "--tls-key"))
+            other = "--tls-key" if flag == "--tls-cert" else "--tls-cert"
+            files = tls_server(ctx)[1]
+            given = {"--tls-cert": files["cert"], "--tls-key": files["key"]}
+            missing = _reach(ctx, command, ctx.url, flag, "/no/such/file.pem", other, given[other])
+            assert missing.code == 1 and flag in missing.err, missing
+
+        _register(entry, flag, "effect", cert)
+
+    @reg("--domain")
+    def _(ctx: Ctx) -> None:
+        run = _reach(ctx, command, ctx.url, "--domain", "nowhere")
+        assert run.code == 1 and "--domain" in run.err, run
+
+    @reg("--api-prefix")
+    def _(ctx: Ctx) -> None:
+        assert _reached(_reach(ctx, command, ctx.url, "--api-prefix", "$JS.API"))
+        run = _reach(ctx, command, ctx.url, "--api-prefix", "ELSEWHERE.API")
+        assert run.code == 1 and "--api-prefix" in run.err, run
+
+    cli_refused(
+        entry,
+        "--connect-timeout",
+        lambda ctx: [*_reach_argv(ctx, command), "--connect-timeout", "0"],
+    )
+
+    def moving(ctx: Ctx, *flags: str) -> Any:
+        """The command moving data: a load, or an export of a stream that has some."""
+        if command == "load":
+            return _reach(ctx, command, ctx.url, *flags)
+        name = ctx.stream(count=2)
+        out = str(ctx.tmp / f"{name}.parquet")
+        return ctx.cli("export", name, "-o", out, "-s", ctx.url, *flags)
+
+    @reg("--progress")
+    def _(ctx: Ctx) -> None:
+        assert "\r" in moving(ctx, "--progress").err
+        assert "\r" not in moving(ctx).err
+
+    @reg("--quiet")
+    def _(ctx: Ctx) -> None:
+        assert moving(ctx).out
+        assert not moving(ctx, "--quiet").out
+
+    @reg("--debug")
+    def _(ctx: Ctx) -> None:
+        assert _reach(ctx, command, "nats://127.0.0.1:1").code == 1
+        raises(lambda: _reach(ctx, command, "nats://127.0.0.1:1", "--debug"), ConnectionFailedError)
+
+
+def _reach_argv(ctx: Ctx, command: str) -> list[str]:
+    name = ctx.name()
+    if command == "load":
+        return [
+            "load",
+            write_csv(ctx, _CSV),
+            "--stream",
+            name,
+            "--subject",
+            f"{name}.x",
+            "-s",
+            ctx.url,
+        ]
+    return ["export", name, "-o", str(ctx.tmp / f"{name}.parquet"), "-s", ctx.url]
+
+
+_connection_probes("load")
+_connection_probes("export")
+
+
+@effect(("jetstream-arrow", "--version"))
+def _cli_version(ctx: Ctx) -> None:
+    run = ctx.cli("--version")
+    assert run.code == 0 and run.out.startswith("jetstream-arrow "), run
+
+
+cli_refused("jetstream-arrow server", "--port", lambda ctx: ["server", "--port", "70000"], code=1)
+
+
+@effect(("jetstream-arrow server", "--debug"))
+def _cli_server_debug(ctx: Ctx) -> None:
+    from jetstream_arrow.cli.errors import CliError
+
+    assert ctx.cli("server", "--port", "70000").code == 1
+    raises(lambda: ctx.cli("server", "--port", "70000", "--debug"), CliError)
+
+
+def started_server(ctx: Ctx) -> tuple[str, Path, str]:
+    """``jetstream-arrow server --port 0 --store-dir D --domain X`` in its own process:
+    the URL it printed, D, X (run once, stopped with SIGTERM)."""
+    if "cli-server" not in ctx.extra_servers:
+        store = ctx.tmp / "cli-store"
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "jetstream_arrow",
+                "server",
+                "--port",
+                "0",
+                "--store-dir",
+                str(store),
+                "--domain",
+                "probedomain",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert proc.stdout is not None
+            url = proc.stdout.readline().strip()
+            assert url.startswith("nats://"), (url, proc.stderr.read() if proc.stderr else "")
+            with ja.connect(url, domain="probedomain", request_timeout=5) as c:
+                c.create_stream("CLIPROBE", ["cliprobe.>"])
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                raise AssertionError(
+                    "jetstream-arrow server did not stop within 20 s of SIGTERM"
+                ) from None
+        ctx.extra_servers["cli-server"] = (url, store, "probedomain")
+    found: tuple[str, Path, str] = ctx.extra_servers["cli-server"]
+    return found
+
+
+@effect(("jetstream-arrow server", "--store-dir"))
+def _cli_store_dir(ctx: Ctx) -> None:
+    _, store, _ = started_server(ctx)
+    assert list(store.rglob("CLIPROBE")), list(store.rglob("*"))
+
+
+@effect(("jetstream-arrow server", "--domain"))
+def _cli_server_domain(ctx: Ctx) -> None:
+    # The stream was created through the domain's API prefix ($JS.probedomain.API).
+    _, store, domain = started_server(ctx)
+    assert list(store.rglob("CLIPROBE")) and domain == "probedomain"
+
+
+# -- demo: one run with the flags that shape it, and runs that fail early -----------------------
+
+DEMO_ROWS = 300
+
+
+def demo_server(ctx: Ctx) -> NatsServer:
+    """A server of its own for each demo run: a demo's stream stores ``demo.>``, which
+    another demo's stream (or another test's) on the same server would overlap."""
+    server = _start(ctx, "")
+    ctx.extra_servers[f"demo-server-{len(ctx.extra_servers)}"] = server
+    return server
+
+
+def demo_run(ctx: Ctx) -> tuple[Any, str, ja.Client]:
+    """One demo, kept stream and all (run once), and a client of its server."""
+    if "demo" not in ctx.extra_servers:
+        name = ctx.name("DEMO")
+        server = demo_server(ctx)
+        run = cli_process(
+            "demo",
+            "--servers",
+            server.url,
+            "--rows",
+            str(DEMO_ROWS),
+            "--partitions",
+            "3",
+            "--stream",
+            name,
+            "--keep-stream",
+            "--master",
+            "local[1]",
+            "--step-timeout",
+            "240",
+            "--quiet",
+            "--progress",
+            timeout=300,
+        )
+        ctx.extra_servers["demo"] = (run, name, ja.connect(server.url))
+    found: tuple[Any, str, ja.Client] = ctx.extra_servers["demo"]
+    return found
+
+
+def _demo_probe(option: str) -> Callable[[Callable[[Ctx], None]], Callable[[Ctx], None]]:
+    def wrap(fn: Callable[[Ctx], None]) -> Callable[[Ctx], None]:
+        _register("jetstream-arrow demo", option, "effect", fn)
+        return fn
+
+    return wrap
+
+
+def _demo_ok(ctx: Ctx) -> tuple[ja.Client, str]:
+    run, name, client = demo_run(ctx)
+    assert run.code == 0, run.err
+    return client, name
+
+
+@_demo_probe("--servers")
+@_demo_probe("--stream")
+@_demo_probe("--keep-stream")
+def _cli_demo_stream(ctx: Ctx) -> None:
+    client, name = _demo_ok(ctx)
+    assert client.stream_info(name).state.messages == DEMO_ROWS
+
+
+@_demo_probe("--rows")
+def _cli_demo_rows(ctx: Ctx) -> None:
+    client, name = _demo_ok(ctx)
+    assert client.read(name).read_all().num_rows == DEMO_ROWS
+
+
+@_demo_probe("--partitions")
+def _cli_demo_partitions(ctx: Ctx) -> None:
+    # A Spark write's message ids are <write id>-<partition>-<row>.
+    client, name = _demo_ok(ctx)
+    headers = client.read(name, include_headers=True).read_all().column("headers").to_pylist()
+    ids = [dict(h)["Nats-Msg-Id"][0] for h in headers]
+    assert len({i.rsplit("-", 2)[1] for i in ids}) == 3, ids[:5]
+
+
+@_demo_probe("--quiet")
+def _cli_demo_quiet(ctx: Ctx) -> None:
+    run = demo_run(ctx)[0]
+    assert run.code == 0
+    assert not run.out.strip() and not run.err.strip(), (
+        f"demo --quiet printed (stdout) {run.out!r} and (stderr) {run.err[:300]!r}"
+    )
+
+
+@_demo_probe("--progress")
+def _cli_demo_progress(ctx: Ctx) -> None:
+    run = demo_run(ctx)[0]
+    assert run.code == 0
+    assert "\r" in run.err, f"demo --progress drew no progress line: stderr {run.err[:300]!r}"
+
+
+@_demo_probe("--master")
+def _cli_demo_master(ctx: Ctx) -> None:
+    run = cli_process(
+        "demo",
+        "--servers",
+        demo_server(ctx).url,
+        "--rows",
+        "10",
+        "--master",
+        "nonsense-master",
+        timeout=120,
+    )
+    assert run.code == 1 and "nonsense-master" in run.err, run.err
+
+
+@_demo_probe("--step-timeout")
+def _cli_demo_step_timeout(ctx: Ctx) -> None:
+    run = cli_process(
+        "demo",
+        "--servers",
+        demo_server(ctx).url,
+        "--rows",
+        "1000",
+        "--step-timeout",
+        "0.001",
+        timeout=120,
+    )
+    assert run.code == 1 and "--step-timeout" in run.err, run.err
+
+
+def _demo_delegated(flag: str) -> None:
+    """demo connects with the flags as load does (the same connection module): the
+    ConnectOptions parsed from them are the same; their effect is shown on load."""
+
+    def run(ctx: Ctx) -> None:
+        from jetstream_arrow.cli.connection import connect_options
+
+        value = {"--tls-first": None, "--connect-timeout": "3"}.get(flag, f"{ctx.tmp}/probe")
+        flags = [flag] if value is None else [flag, value]
+        if flag == "--user":
+            flags += ["--password", "p"]
+        if flag == "--password":
+            flags = ["--user", "u", flag, "p"]
+        if flag in ("--tls-cert", "--tls-key"):
+            flags = ["--tls-cert", str(ctx.tmp / "c.pem"), "--tls-key", str(ctx.tmp / "k.pem")]
+        for f in (ctx.tmp / "c.pem", ctx.tmp / "k.pem", ctx.tmp / "probe"):
+            f.write_text("{}" if f.name == "probe" else "x")
+        parser = build_parser()
+        demo = parser.parse_args(["demo", *flags])
+        loading = parser.parse_args(["load", "f.csv", "--stream", "S", "--subject", "s", *flags])
+        assert connect_options(demo) == connect_options(loading)
+
+    _register("jetstream-arrow demo", flag, "delegated", run)
+
+
+for _flag_name in (
+    "--context",
+    "--creds",
+    "--user",
+    "--password",
+    "--token",
+    "--nkey",
+    "--tls-cert",
+    "--tls-key",
+    "--tls-ca",
+    "--tls-first",
+    "--domain",
+    "--api-prefix",
+    "--connect-timeout",
+):
+    _demo_delegated(_flag_name)
+
+
+@_demo_probe("--debug")
+def _cli_demo_debug(ctx: Ctx) -> None:
+    from jetstream_arrow.cli.errors import CliError
+
+    assert ctx.cli("demo", "--rows", "0", "-s", ctx.url).code == 1
+    raises(lambda: ctx.cli("demo", "--rows", "0", "-s", ctx.url, "--debug"), CliError)
+
+
+#: The probes that start Spark (a JVM): marked, so `-m "not spark"` leaves them out.
+SPARK_PROBES = {
+    key("spark.read", "path"),
+    key("df.write", "path"),
+    *(
+        key("jetstream-arrow demo", f)
+        for f in (
+            "--servers",
+            "--stream",
+            "--keep-stream",
+            "--rows",
+            "--partitions",
+            "--quiet",
+            "--progress",
+            "--master",
+            "--step-timeout",
+        )
+    ),
+}
+
+
 # == the tests ===============================================================================
 
 
@@ -1502,11 +2721,12 @@ def ctx(_shared_server: NatsServer, tmp_path_factory: pytest.TempPathFactory) ->
             for name in context.made:
                 with contextlib.suppress(JetStreamArrowError):
                     client.delete_stream(name)
-            for server in context.extra_servers.values():
-                if isinstance(server, tuple) and isinstance(server[0], NatsServer):
-                    server[0].stop()
-                elif isinstance(server, NatsServer):
-                    server.stop()
+            for made in context.extra_servers.values():
+                for part in made if isinstance(made, tuple) else (made,):
+                    if isinstance(part, ja.Client):
+                        part.close()
+                    elif isinstance(part, NatsServer):
+                        part.stop()
 
 
 def _all_keys() -> set[str]:
@@ -1538,7 +2758,13 @@ def test_every_option_has_a_probe() -> None:
     print("\n".join(lines))
 
 
-@pytest.mark.parametrize("probe_key", sorted(PROBES))
+@pytest.mark.parametrize(
+    "probe_key",
+    [
+        pytest.param(k, marks=[pytest.mark.spark, pytest.mark.slow]) if k in SPARK_PROBES else k
+        for k in sorted(PROBES)
+    ],
+)
 def test_option(
     probe_key: str, ctx: Ctx, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
 ) -> None:
