@@ -182,6 +182,24 @@ def spark_options() -> dict[str, list[str]]:
     return out
 
 
+#: The mapInArrow helpers: they take the options of a batch read or write, in Python
+#: spelling, as keyword arguments.
+MAP_IN_ARROW = {"read_fn": ("read", "batch"), "publish_fn": ("write", "batch")}
+
+
+def map_in_arrow_options() -> dict[str, list[str]]:
+    from jetstream_arrow.spark.option_specs import CONNECT_SPECS, READ_SPECS, WRITE_SPECS
+
+    out = {}
+    for fn, (scope, kind) in MAP_IN_ARROW.items():
+        specs = CONNECT_SPECS + (READ_SPECS if scope == "read" else WRITE_SPECS)
+        names = [s.python for s in specs if s.queries in ("both", kind)]
+        if scope == "write":
+            names.append("stream")
+        out[f"spark.functions.{fn}"] = names
+    return out
+
+
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
@@ -214,7 +232,7 @@ def cli_options() -> dict[str, list[str]]:
 
 
 def enumerated() -> dict[str, list[str]]:
-    return {**python_options(), **spark_options(), **cli_options()}
+    return {**python_options(), **spark_options(), **map_in_arrow_options(), **cli_options()}
 
 
 def key(entry: str, option: str) -> str:
@@ -261,9 +279,15 @@ def refused(
     wanted = names or (option,)
 
     def run(ctx: Ctx) -> None:
-        with pytest.raises(error) as raised:
-            call(ctx)
-        text = str(raised.value)
+        try:
+            result = call(ctx)
+        except error as err:
+            text = str(err)
+        else:
+            pytest.fail(
+                f"{entry}: the {option!r} given was accepted (the call returned a "
+                f"{type(result).__name__}); it must be refused naming the option"
+            )
         assert any(n in text for n in wanted), (
             f"the error does not name {' or '.join(map(repr, wanted))}: {text}"
         )
@@ -586,7 +610,7 @@ def _retry_initial(ctx: Ctx) -> None:
     dead = "nats://127.0.0.1:1"
     raises(lambda: ja.connect(dead, connect_timeout=1), ConnectionFailedError)
     # With it, connect returns and the connection is tried in the background.
-    ja.connect(dead, connect_timeout=1, retry_on_initial_connect=True).close()
+    ja.connect(dead, connect_timeout=1, request_timeout=1, retry_on_initial_connect=True).close()
 
 
 @effect(("connect", "domain"))
@@ -1931,6 +1955,201 @@ _stream_write_delegated("msgIdColumn", "key")
 _stream_write_delegated("publishMode", "fast")
 
 
+# -- mapInArrow helpers: read_fn and publish_fn, called as Spark calls them on a worker ---
+
+
+def _read_fn(ctx: Ctx, rows: list[tuple[str, int, int | None]], **options: Any) -> pa.Table:
+    from jetstream_arrow.spark.functions import read_fn
+
+    fn = read_fn(servers=ctx.url, **options)
+    ranges = pa.table(
+        {
+            "stream": [r[0] for r in rows],
+            "start_seq": pa.array([r[1] for r in rows], pa.int64()),
+            "end_seq": pa.array([r[2] for r in rows], pa.int64()),
+        }
+    )
+    batches = list(fn(iter(ranges.to_batches())))
+    return pa.Table.from_batches(batches) if batches else pa.table({})
+
+
+def _publish_fn(ctx: Ctx, rows: pa.Table, **options: Any) -> pa.Table:
+    from jetstream_arrow.spark.functions import publish_fn
+
+    fn = publish_fn(servers=ctx.url, **options)
+    return pa.Table.from_batches(list(fn(iter(rows.to_batches()))))
+
+
+def _closure_opts(fn: Callable[..., Any]) -> Any:
+    return inspect.getclosurevars(fn).nonlocals["opts"]
+
+
+def _map_in_arrow_connect_probes() -> None:
+    from jetstream_arrow.spark.functions import publish_fn, read_fn
+    from jetstream_arrow.spark.option_specs import CONNECT_SPECS
+
+    for name, make in (("read_fn", read_fn), ("publish_fn", publish_fn)):
+        for spec in CONNECT_SPECS:
+            if spec.python == "servers":
+                continue
+
+            def run(ctx: Ctx, make: Callable[..., Any] = make, python: str = spec.python) -> None:
+                given = {python: _CONNECT_SAMPLES[python]}
+                if python in _COMPANIONS:
+                    given[_COMPANIONS[python]] = _CONNECT_SAMPLES[_COMPANIONS[python]]
+                opts = _closure_opts(make(servers=ctx.url, **given))
+                assert opts.connect == ConnectOptions(servers=ctx.url, **given)
+
+            _register(f"spark.functions.{name}", spec.python, "delegated", run)
+
+
+_map_in_arrow_connect_probes()
+_READ_FN = "spark.functions.read_fn"
+_PUBLISH_FN = "spark.functions.publish_fn"
+
+
+@effect((_READ_FN, "servers"))
+def _read_fn_servers(ctx: Ctx) -> None:
+    name = ctx.stream(count=2)
+    assert _read_fn(ctx, [(name, 1, None)]).num_rows == 2
+    raises(
+        lambda: _read_fn(ctx, [(name, 1, None)], servers="nats://127.0.0.1:1", connect_timeout=1)
+    )
+
+
+@effect((_READ_FN, "stream"))
+def _read_fn_stream(ctx: Ctx) -> None:
+    from jetstream_arrow.spark.functions import read_fn
+
+    name = ctx.stream(count=3)
+    fn = read_fn(servers=ctx.url, stream=name)
+    ranges = pa.table(
+        {"start_seq": pa.array([2], pa.int64()), "end_seq": pa.array([3], pa.int64())}
+    )
+    got = pa.Table.from_batches(list(fn(iter(ranges.to_batches()))))
+    assert got.column("seq").to_pylist() == [2, 3]
+
+
+@effect((_READ_FN, "subjects"))
+def _read_fn_subjects(ctx: Ctx) -> None:
+    name = ctx.stream(count=6)
+    got = _read_fn(ctx, [(name, 1, None)], subjects=f"{name}.b")
+    assert got.column("seq").to_pylist() == [2, 4, 6]
+
+
+@effect((_READ_FN, "include_headers"))
+def _read_fn_headers(ctx: Ctx) -> None:
+    name = ctx.stream(count=1)
+    assert "headers" in _read_fn(ctx, [(name, 1, None)], include_headers=True).column_names
+    assert "headers" not in _read_fn(ctx, [(name, 1, None)]).column_names
+
+
+@effect((_READ_FN, "batch_rows"))
+def _read_fn_batch_rows(ctx: Ctx) -> None:
+    name = ctx.stream(count=6)
+    got = _read_fn(ctx, [(name, 1, None)], batch_rows=4)
+    assert [b.num_rows for b in got.to_batches()] == [4, 2]
+
+
+@effect((_READ_FN, "max_bytes"))
+def _read_fn_max_bytes(ctx: Ctx) -> None:
+    name = ctx.big_stream()
+    assert len(_read_fn(ctx, [(name, 1, None)]).to_batches()) == 1
+    assert len(_read_fn(ctx, [(name, 1, None)], max_bytes=300).to_batches()) > 1
+
+
+@effect((_READ_FN, "fail_on_data_loss"))
+def _read_fn_data_loss(ctx: Ctx) -> None:
+    name = ctx.stream(count=6)
+    ctx.client.purge_stream(name, up_to_seq=3)
+    raises(lambda: _read_fn(ctx, [(name, 1, None)]), JetStreamArrowError)
+    got = _read_fn(ctx, [(name, 1, None)], fail_on_data_loss=False)
+    assert got.column("seq").to_pylist() == [3, 4, 5, 6]
+
+
+refused(_READ_FN, "heartbeat", lambda ctx: _read_fn(ctx, [], heartbeat=0.01))
+for _option, _value in (
+    ("starting_offsets", "earliest"),
+    ("start_seq", 1),
+    ("end_seq", 1),
+    ("start_time", "2030-01-01T00:00:00+00:00"),
+    ("end_time", "2030-01-01T00:00:00+00:00"),
+    # Each input row is one range, read by the task that holds it: nothing splits it.
+    ("min_partitions", 2),
+    ("max_messages_per_partition", 10),
+):
+    refused(_READ_FN, _option, lambda ctx, o=_option, v=_value: _read_fn(ctx, [], **{o: v}))
+
+
+@effect((_PUBLISH_FN, "servers"))
+def _publish_fn_servers(ctx: Ctx) -> None:
+    name = ctx.stream()
+    assert _publish_fn(ctx, table(name, 2)).num_rows == 2
+    raises(
+        lambda: _publish_fn(ctx, table(name, 2), servers="nats://127.0.0.1:1", connect_timeout=1)
+    )
+
+
+@effect((_PUBLISH_FN, "subject"))
+def _publish_fn_subject(ctx: Ctx) -> None:
+    name = ctx.stream()
+    _publish_fn(ctx, pa.table({"data": [b"x"]}), subject=f"{name}.given")
+    assert ctx.rows(name).column("subject").to_pylist() == [f"{name}.given"]
+
+
+@effect((_PUBLISH_FN, "msg_id_column"))
+def _publish_fn_msg_id_column(ctx: Ctx) -> None:
+    name = ctx.stream()
+    _publish_fn(
+        ctx, table(name, 2).append_column("key", pa.array(["k0", "k1"])), msg_id_column="key"
+    )
+    assert msg_ids(ctx, name) == ["k0", "k1"]
+
+
+@effect((_PUBLISH_FN, "write_id"))
+def _publish_fn_write_id(ctx: Ctx) -> None:
+    name = ctx.stream()
+    _publish_fn(ctx, table(name, 2), write_id="probe-write")
+    assert msg_ids(ctx, name) == ["probe-write-0-0", "probe-write-0-1"]
+
+
+@effect((_PUBLISH_FN, "publish_mode"))
+def _publish_fn_mode(ctx: Ctx) -> None:
+    name = ctx.stream(allow_batched=True)
+    assert _publish_fn(ctx, table(name, 2)).column("seq").to_pylist() == [1, 2]
+    assert _publish_fn(ctx, table(name, 2), publish_mode="fast").column("seq").null_count == 2
+
+
+@effect((_PUBLISH_FN, "expected_stream"), (_PUBLISH_FN, "stream"))
+def _publish_fn_expected_stream(ctx: Ctx) -> None:
+    name, other = ctx.stream(), ctx.stream()
+    for option in ("expected_stream", "stream"):
+        assert _publish_fn(ctx, table(name, 1), **{option: name}).column("error").null_count == 1
+        acks = _publish_fn(ctx, table(name, 1), **{option: other})
+        assert acks.column("error").null_count == 0, acks
+
+
+def _spark_name(python: str) -> str:
+    from jetstream_arrow.spark.option_specs import WRITE_SPECS
+
+    return next(s.spark for s in WRITE_SPECS if s.python == python)
+
+
+# The helpers take both spellings; an error may name the option in either.
+for _option, _bad in (
+    ("window", 0),
+    ("ack_timeout", 0),
+    ("max_retries", -1),
+    ("retry_backoff", -1),
+):
+    refused(
+        _PUBLISH_FN,
+        _option,
+        lambda ctx, o=_option, b=_bad: _publish_fn(ctx, pa.table({}), **{o: b}),
+        names=(_option, _spark_name(_option)),
+    )
+
+
 # == CLI ========================================================================================
 
 
@@ -2626,7 +2845,7 @@ def _cli_demo_step_timeout(ctx: Ctx) -> None:
         "--servers",
         demo_server(ctx).url,
         "--rows",
-        "1000",
+        "10",
         "--step-timeout",
         "0.001",
         timeout=120,
