@@ -2,7 +2,8 @@
 
 The options are enumerated, not listed by hand: the signatures of the Python API (and
 the dataclasses its ``**options`` spread into), the Spark option table per kind of
-query, and the argparse actions of every CLI command. Each has a probe in ``PROBES``,
+query and for the mapInArrow helpers ``read_fn`` / ``publish_fn``, and the argparse
+actions of every CLI command. Each has a probe in ``PROBES``,
 and ``test_every_option_has_a_probe`` fails when an option has none (a new option
 must come with its probe) or a probe names an option that no longer exists.
 
@@ -20,8 +21,12 @@ Timeouts, backoffs and buffer sizes whose effect takes a paused server or second
 waiting are proven by refusal (their deadlines are proven in tests/test_deadlines.py).
 Spark readers and writers are driven here as Spark drives them, by calling the data
 source's methods in this process (no JVM), except ``load(path)`` and ``save(path)``,
-which go through a real SparkSession. Stream and consumer configs are proven field by
-field: each field set on create comes back in the server's info.
+which go through a real SparkSession, and the demo, run as a process. Stream and
+consumer configs are proven field by field: each field set on create comes back in the
+server's info. ``test_option_ignored_in_combination`` holds combinations in which an
+option that acts elsewhere is taken and does nothing.
+
+The meta test prints how many options each entry point has and how each is proven.
 """
 
 from __future__ import annotations
@@ -2925,6 +2930,44 @@ SPARK_PROBES = {
 }
 
 
+# == options accepted where they do nothing =========================================================
+#
+# Each option above has an effect somewhere; these are combinations in which one is
+# taken and then does nothing. Each must be refused naming it, as `load --csv-types`
+# is refused when no file is CSV.
+
+
+def _parquet(ctx: Ctx) -> str:
+    path = ctx.tmp / f"{uuid.uuid4().hex[:8]}.parquet"
+    pq.write_table(pa.table({"a": [1, 2]}), path)
+    return str(path)
+
+
+IGNORED_IN_COMBINATION: dict[str, tuple[str, Callable[[Ctx], list[str]]]] = {
+    "load --delimiter without a CSV file": (
+        "--delimiter",
+        lambda ctx: _load_argv_file(ctx, _parquet(ctx), "--delimiter", ";"),
+    ),
+    "load --storage without --create-stream": (
+        "--storage",
+        lambda ctx: _load_argv_file(ctx, _parquet(ctx), "--storage", "memory"),
+    ),
+    "load --duplicate-window without --create-stream": (
+        "--duplicate-window",
+        lambda ctx: _load_argv_file(ctx, _parquet(ctx), "--duplicate-window", "5"),
+    ),
+    "load --stream-subjects without --create-stream": (
+        "--stream-subjects",
+        lambda ctx: _load_argv_file(ctx, _parquet(ctx), "--stream-subjects", "other.>"),
+    ),
+}
+
+
+def _load_argv_file(ctx: Ctx, path: str, *argv: str) -> list[str]:
+    name = ctx.stream()
+    return ["load", path, "--stream", name, "-s", ctx.url, "--subject", f"{name}.x", *argv]
+
+
 # == the tests ===============================================================================
 
 
@@ -2990,3 +3033,15 @@ def test_option(
     ctx.capsys = capsys
     ctx.request = request
     PROBES[probe_key].run(ctx)
+
+
+@pytest.mark.parametrize("case", sorted(IGNORED_IN_COMBINATION))
+def test_option_ignored_in_combination(
+    case: str, ctx: Ctx, capsys: pytest.CaptureFixture[str]
+) -> None:
+    flag, argv = IGNORED_IN_COMBINATION[case]
+    ctx.capsys = capsys
+    run = ctx.cli(*argv(ctx))
+    assert run.code == 2 and flag in run.err, (
+        f"{case}: exit {run.code}, the flag was taken and did nothing (stderr {run.err!r})"
+    )
