@@ -71,6 +71,9 @@ class ConnectOptions:
             raise BadInputError("options 'tls_cert' and 'tls_key' go together: give both")
         if self.user is not None and self.password is None:
             raise BadInputError("option 'user' needs 'password'")
+        if self.password is not None and self.user is None:
+            # A password alone is sent nowhere: the server takes it only with a user.
+            raise BadInputError("option 'password' needs 'user'")
         if self.max_reconnects is not None and (
             isinstance(self.max_reconnects, bool)
             or not isinstance(self.max_reconnects, int)

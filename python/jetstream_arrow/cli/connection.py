@@ -57,7 +57,7 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
         "--creds", metavar="FILE", help="user credentials file (JWT + nkey seed) ($NATS_CREDS)"
     )
     g.add_argument("--user", help="user name ($NATS_USER); needs --password")
-    g.add_argument("--password", help="password ($NATS_PASSWORD)")
+    g.add_argument("--password", help="password ($NATS_PASSWORD); needs --user")
     g.add_argument("--token", help="authentication token ($NATS_TOKEN)")
     g.add_argument("--nkey", metavar="FILE", help="file holding an nkey seed ($NATS_NKEY)")
     g.add_argument(
@@ -184,6 +184,7 @@ def _flag_names(message: str) -> str:
         ("'tls_key'", "--tls-key"),
         ("'domain'", "--domain"),
         ("'api_prefix'", "--api-prefix"),
+        ("'connect_timeout'", "--connect-timeout"),
     ):
         message = message.replace(f"option {field}", f"option {field} ({flag})")
     return message
