@@ -17,7 +17,7 @@ import pyarrow as pa
 from ..exceptions import BadInputError
 from .columns import ACK_SCHEMA, PublishColumns, arrow_schema, conform, message_schema
 from .connection_cache import get_client
-from .options import parse_read_options, parse_write_options
+from .options import _READ_INDEX, _norm, parse_read_options, parse_write_options
 from .preflight import check_worker_python
 from .reading import read_range
 from .sink import PublishTally, publish_batches, task_ids
@@ -92,7 +92,9 @@ def read_fn(**options: Any) -> ArrowFn:
 
     Options: the connection options of :func:`jetstream_arrow.connect`, ``stream``,
     ``subjects``, ``include_headers``, ``fail_on_data_loss``, ``batch_rows``,
-    ``max_bytes``, ``heartbeat``.
+    ``max_bytes``, ``heartbeat``. The range options (``start_seq``, ...) and the split
+    options (``min_partitions``, ``max_messages_per_partition``) are refused: each input
+    row is one range, read whole by the task that holds it.
 
     Raises :class:`~jetstream_arrow.exceptions.SparkSetupError` at once when the active
     session's Python workers cannot import this package.
@@ -110,6 +112,15 @@ def read_fn(**options: Any) -> ArrowFn:
             raise BadInputError(
                 f"option {name!r} does not apply to read_fn: each input row gives its range "
                 "(columns stream, start_seq, end_seq)"
+            )
+    # The split options have defaults, so what was given is told by the keys.
+    for key in options:
+        spec = _READ_INDEX.get(_norm(key))
+        if spec is not None and spec.python in ("min_partitions", "max_messages_per_partition"):
+            raise BadInputError(
+                f"option {key!r} does not apply to read_fn: it splits a read into Spark "
+                "partitions, and read_fn reads each input row's range whole, in the task "
+                "that holds the row (split the ranges in the input instead)"
             )
     target = arrow_schema(message_schema(opts.include_headers))
 
