@@ -101,7 +101,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument(
         "--compression",
         metavar="CODEC",
-        help="parquet: zstd (default), snappy, gzip, none; arrow: zstd or lz4",
+        help="parquet: zstd (default), snappy, gzip, none; arrow: zstd or lz4 (not for csv, jsonl)",
     )
     p.add_argument(
         "--batch-rows",
@@ -274,6 +274,11 @@ def run(args: argparse.Namespace) -> int:
     data_as = args.data_as or ("binary" if fmt in ("parquet", "arrow") else "text")
     if data_as == "binary" and fmt in ("csv", "jsonl"):
         raise UsageError(f"--data-as binary cannot be written as {fmt}; use text, base64 or json")
+    if args.compression is not None and fmt in ("csv", "jsonl"):
+        raise UsageError(
+            f"--compression {args.compression!r} applies to parquet and arrow output; "
+            f"{fmt} is written uncompressed (pipe -o - through gzip to compress it)"
+        )
     since = parse_time(args.since, "--since") if args.since else None
     until = parse_time(args.until, "--until") if args.until else None
     subjects = [s for item in (args.subjects or []) for s in item.split(",") if s] or None
