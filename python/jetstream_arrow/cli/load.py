@@ -124,8 +124,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument(
         "--storage",
         choices=("file", "memory"),
-        default="file",
-        help="storage of a stream made by --create-stream (default %(default)s)",
+        help="storage of a stream made by --create-stream (default file)",
     )
     p.add_argument(
         "--duplicate-window",
@@ -133,9 +132,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help="duplicate window of a stream made by --create-stream (server default 120)",
     )
-    p.add_argument(
-        "--delimiter", default=",", metavar="CHAR", help="CSV field delimiter (default %(default)s)"
-    )
+    p.add_argument("--delimiter", metavar="CHAR", help="field delimiter of CSV files (default ,)")
     p.add_argument(
         "--csv-types",
         choices=CSV_TYPES,
@@ -249,6 +246,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--batch-rows must be at least 1")
     if args.window < 1:
         raise UsageError("--window must be at least 1")
+    if not args.ack_timeout > 0:
+        raise UsageError("--ack-timeout must be a positive number of seconds")
     if args.max_rate is not None and args.max_rate <= 0:
         raise UsageError("--max-rate must be a positive number of rows per second")
     if args.data_column and args.data_column in (args.headers_column, args.msg_id_column):
@@ -258,6 +257,22 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--csv-types applies to CSV files; none of the files is CSV")
     if args.csv_types is None:
         args.csv_types = "text"
+    if args.delimiter is not None and "csv" not in formats:
+        raise UsageError("--delimiter applies to CSV files; none of the files is CSV")
+    if args.delimiter is None:
+        args.delimiter = ","
+    if not args.create_stream:
+        # These describe the stream --create-stream makes; an existing stream keeps its own.
+        for flag, value in (
+            ("--stream-subjects", args.stream_subjects),
+            ("--storage", args.storage),
+            ("--duplicate-window", args.duplicate_window),
+        ):
+            if value is not None:
+                raise UsageError(
+                    f"{flag} applies to the stream made by --create-stream; without "
+                    "--create-stream the stream is used as it is"
+                )
     progress = Progress("load", enabled=args.progress)
     files = _prepare(args, progress)
 
@@ -359,7 +374,7 @@ def _ensure_stream(client: Any, args: argparse.Namespace) -> Any:
             "--create-stream with --subject-column needs --stream-subjects, the subjects "
             "the new stream stores (e.g. --stream-subjects 'orders.>')"
         )
-    config: dict[str, Any] = {"storage": args.storage}
+    config: dict[str, Any] = {"storage": args.storage or "file"}
     if args.duplicate_window is not None:
         config["duplicate_window"] = args.duplicate_window
     client.create_stream(args.stream, subjects=subjects, **config)
