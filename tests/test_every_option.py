@@ -2767,7 +2767,6 @@ def demo_run(ctx: Ctx) -> tuple[Any, str, ja.Client]:
             "--step-timeout",
             "240",
             "--quiet",
-            "--progress",
             timeout=300,
         )
         ctx.extra_servers["demo"] = (run, name, ja.connect(server.url))
@@ -2819,13 +2818,6 @@ def _cli_demo_quiet(ctx: Ctx) -> None:
     assert not run.out.strip() and not run.err.strip(), (
         f"demo --quiet printed (stdout) {run.out!r} and (stderr) {run.err[:300]!r}"
     )
-
-
-@_demo_probe("--progress")
-def _cli_demo_progress(ctx: Ctx) -> None:
-    run = demo_run(ctx)[0]
-    assert run.code == 0
-    assert "\r" in run.err, f"demo --progress drew no progress line: stderr {run.err[:300]!r}"
 
 
 @_demo_probe("--master")
@@ -2932,7 +2924,6 @@ SPARK_PROBES = {
             "--rows",
             "--partitions",
             "--quiet",
-            "--progress",
             "--master",
             "--step-timeout",
         )

@@ -9,6 +9,7 @@ for each step, and stops what it started.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import secrets
 import sys
@@ -17,8 +18,8 @@ import textwrap
 import threading
 import time
 import warnings
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,7 +27,7 @@ from ..embedded_server import EmbeddedServer
 from ..exceptions import NotFoundError
 from ..options import ConnectOptions
 from .connection import add_connection_args, client_factory
-from .errors import CliError
+from .errors import CliError, UsageError
 from .progress import add_output_args, human_count, human_duration, human_rate
 
 _T = TypeVar("_T")
@@ -40,6 +41,10 @@ appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+# Spark treats a PySpark driver as a shell and announces a level for it (WARN) unless
+# the shell's logger has one of its own.
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = error
 """
 
 
@@ -82,11 +87,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="with --servers, keep the demo stream (default: delete it)",
     )
     add_connection_args(p)
-    add_output_args(p)
+    # Spark runs the steps; the demo has no progress line of its own to draw.
+    add_output_args(p, progress=False)
 
 
-def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+def _say(message: str, quiet: bool) -> None:
+    if not quiet:
+        print(message, file=sys.stderr, flush=True)
 
 
 def _spark_preflight() -> None:
@@ -183,15 +190,18 @@ def run(args: argparse.Namespace) -> int:
     connect_as_given = client_factory(args)
     if args.rows < 1:
         raise CliError("--rows must be at least 1")
+    if not args.step_timeout > 0:
+        raise UsageError("--step-timeout must be a positive number of seconds")
+    quiet = args.quiet
     # Before any server starts: without Java the demo can only fail later.
     _spark_preflight()
     partitions = args.partitions or max(2, os.cpu_count() or 2)
     with ExitStack() as stack:
         if args.servers is None and args.context is None and not os.environ.get("NATS_URL"):
-            _say("starting nats-server with JetStream ...")
+            _say("starting nats-server with JetStream ...", quiet)
             server = stack.enter_context(EmbeddedServer())
             url = server.url
-            _say(f"  {url} (temporary store, removed at the end)")
+            _say(f"  {url} (temporary store, removed at the end)", quiet)
             client = stack.enter_context(connect(url))
             stream = args.stream or "DEMO"
             options = {"servers": url}
@@ -200,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
             stream = args.stream or f"JETSTREAM_ARROW_DEMO_{secrets.token_hex(4).upper()}"
             opts = client.options
             options = _spark_connect_options(opts)
-            _say(f"using {opts.redacted()['servers']}")
+            _say(f"using {opts.redacted()['servers']}", quiet)
         try:
             client.stream_info(stream)
             raise CliError(
@@ -212,16 +222,27 @@ def run(args: argparse.Namespace) -> int:
         client.create_stream(stream, subjects=["demo.>"])
         if not args.keep_stream and args.servers is not None:
             stack.callback(_delete_stream, client, stream)
-        _say(f"created stream {stream} (subjects demo.>)")
+        _say(f"created stream {stream} (subjects demo.>)", quiet)
 
-        _say(f"starting Spark ({args.master}) ...")
+        _say(f"starting Spark ({args.master}) ...", quiet)
         started = time.monotonic()
-        spark = _spark_session(args.master, partitions)
+        if quiet:
+            # The JVM writes its start-up notices (incubator modules) to the stderr it
+            # inherits: with --quiet that is a file, named if the demo fails.
+            spark_output = Path(tempfile.mkdtemp(prefix="jetstream-arrow-demo-")) / "spark.log"
+            with _stderr_to(spark_output):
+                spark = _spark_session(args.master, partitions)
+            stack.enter_context(_naming_on_failure(spark_output))
+            stack.enter_context(_spark_reports_only_warnings())
+        else:
+            spark = _spark_session(args.master, partitions)
         stack.callback(spark.stop)
-        _say(f"  Spark {spark.version} ready in {human_duration(time.monotonic() - started)}")
+        _say(
+            f"  Spark {spark.version} ready in {human_duration(time.monotonic() - started)}", quiet
+        )
 
         df = _generated(spark, args.rows, partitions)
-        _say(f"writing {human_count(args.rows)} rows through Spark ...")
+        _say(f"writing {human_count(args.rows)} rows through Spark ...", quiet)
         started = time.monotonic()
         writer = df.write.format("jetstream").mode("append").option("stream", stream)
         for key, value in options.items():
@@ -229,9 +250,9 @@ def run(args: argparse.Namespace) -> int:
         _timed(spark, args.step_timeout, "writing the data set through Spark", writer.save)
         write_s = time.monotonic() - started
         stored = client.stream_info(stream).state.messages
-        _report("write", args.rows, write_s)
+        _report("write", args.rows, write_s, quiet)
 
-        _say("reading the stream back through Spark ...")
+        _say("reading the stream back through Spark ...", quiet)
         reader = spark.read.format("jetstream").option("stream", stream)
         for key, value in options.items():
             reader = reader.option(key, value)
@@ -243,7 +264,7 @@ def run(args: argparse.Namespace) -> int:
             lambda: _fingerprint(reader.load()),
         )
         read_s = time.monotonic() - started
-        _report("read", got["count"], read_s)
+        _report("read", got["count"], read_s, quiet)
 
         want = _timed(
             spark,
@@ -267,11 +288,12 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(
                 "the data read back differs from what was written: " + "; ".join(problems)
             )
-        print(
-            f"check  ok: {human_count(args.rows)} rows, each id once, every payload and "
-            "subject equal",
-            flush=True,
-        )
+        if not quiet:
+            print(
+                f"check  ok: {human_count(args.rows)} rows, each id once, every payload and "
+                "subject equal",
+                flush=True,
+            )
     return 0
 
 
@@ -286,6 +308,43 @@ def _spark_connect_options(opts: ConnectOptions) -> dict[str, Any]:
     return out
 
 
+@contextmanager
+def _stderr_to(path: Path) -> Iterator[None]:
+    """Standard error (file descriptor 2, which child processes inherit) goes to ``path``."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(path, "wb") as sink:
+            os.dup2(sink.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+@contextmanager
+def _naming_on_failure(spark_output: Path) -> Iterator[None]:
+    try:
+        yield
+    except CliError as e:
+        raise type(e)(f"{e} (Spark's own output: {spark_output})") from e.__cause__
+
+
+@contextmanager
+def _spark_reports_only_warnings() -> Iterator[None]:
+    """The data source reports each write on stderr (INFO); with --quiet only its
+    warnings are shown."""
+    log = logging.getLogger("jetstream_arrow.spark")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("jetstream_arrow.spark: %(message)s"))
+    log.addHandler(handler)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+
+
 def _timed(spark: Any, timeout: float, what: str, step: Callable[[], _T]) -> _T:
     """Run a Spark step; cancel its jobs and fail if it takes longer than ``timeout``."""
     expired = threading.Event()
@@ -298,7 +357,7 @@ def _timed(spark: Any, timeout: float, what: str, step: Callable[[], _T]) -> _T:
     timer.daemon = True
     timer.start()
     try:
-        return step()
+        result = step()
     except Exception as e:
         if expired.is_set():
             raise CliError(
@@ -309,9 +368,16 @@ def _timed(spark: Any, timeout: float, what: str, step: Callable[[], _T]) -> _T:
         raise CliError(f"{what} failed: {first}") from e
     finally:
         timer.cancel()
+    # A deadline that passed before the step's Spark job started cancelled nothing:
+    # the step ran to its end, and is still past the deadline.
+    if expired.is_set():
+        raise CliError(f"{what} did not finish within {timeout:g} s (--step-timeout)")
+    return result
 
 
-def _report(step: str, rows: int, seconds: float) -> None:
+def _report(step: str, rows: int, seconds: float, quiet: bool) -> None:
+    if quiet:
+        return
     rate = rows / max(seconds, 1e-9)
     print(
         f"{step:<6} {human_count(rows)} rows through Spark in {seconds:.2f} s: "
@@ -324,4 +390,4 @@ def _delete_stream(client: Any, stream: str) -> None:
     try:
         client.delete_stream(stream)
     except Exception as e:
-        _say(f"could not delete the demo stream {stream}: {e}")
+        _say(f"could not delete the demo stream {stream}: {e}", quiet=False)

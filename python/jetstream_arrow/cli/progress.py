@@ -14,15 +14,19 @@ from typing import TextIO
 from .errors import add_debug_flag
 
 
-def add_output_args(parser: argparse.ArgumentParser) -> None:
-    """The output flags of the commands that move data: progress, quiet, debug."""
+def add_output_args(parser: argparse.ArgumentParser, *, progress: bool = True) -> None:
+    """The output flags of the commands that move data: progress, quiet, debug.
+
+    ``progress=False`` leaves ``--progress`` out, for a command that draws no progress
+    line (a flag it offered would be taken and do nothing)."""
     g = parser.add_argument_group("output")
-    g.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="show a progress line on stderr (default: when stderr is a terminal)",
-    )
+    if progress:
+        g.add_argument(
+            "--progress",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="show a progress line on stderr (default: when stderr is a terminal)",
+        )
     g.add_argument("-q", "--quiet", action="store_true", help="print only errors")
     add_debug_flag(g)
 
