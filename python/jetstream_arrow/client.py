@@ -94,7 +94,7 @@ class Publisher:
             # Input errors and lost connections stop a publish midway; what was
             # already acknowledged is reported, never lost.
             if isinstance(getattr(err, "result", None), _core.PublishOutcome):
-                err.result = PublishResult._from_core(err.result)  # type: ignore[attr-defined]
+                err.result = PublishResult._from_core(err.result)
             raise
         result = PublishResult._from_core(outcome)
         return _raise_if_failed(result) if self._raise_on_error else result

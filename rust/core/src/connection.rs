@@ -247,7 +247,9 @@ impl Connection {
     /// Deliver what is buffered, then close. A dead server cannot make this hang:
     /// each step waits at most the request timeout.
     pub async fn close(&self) {
-        let _ = self.flush(None).await;
+        // Writing out the buffer is all closing needs; waiting for the server's
+        // answer (`flush`) would make a paused server hold up every close.
+        let _ = tokio::time::timeout(self.request_timeout, self.client.flush()).await;
         let _ = tokio::time::timeout(self.request_timeout, self.client.drain()).await;
     }
 
@@ -299,13 +301,38 @@ async fn build_options(
     if let Some(seed) = &config.nkey_seed {
         options = options.nkey(seed.clone());
     }
+    // A file that cannot be read would otherwise leave TLS off without a word, and
+    // the connection in plain text.
+    for (option, path) in [
+        ("tls_ca", &config.tls_ca),
+        ("tls_cert", &config.tls_cert),
+        ("tls_key", &config.tls_key),
+    ] {
+        if let Some(path) = path {
+            std::fs::metadata(path).map_err(|e| {
+                Error::bad_input(format!(
+                    "option '{option}': cannot read {}: {e}",
+                    path.display()
+                ))
+            })?;
+        }
+    }
     if let Some(ca) = &config.tls_ca {
         options = options.add_root_certificates(ca.clone());
     }
-    if let (Some(cert), Some(key)) = (&config.tls_cert, &config.tls_key) {
-        options = options.add_client_certificate(cert.clone(), key.clone());
+    match (&config.tls_cert, &config.tls_key) {
+        (Some(cert), Some(key)) => {
+            options = options.add_client_certificate(cert.clone(), key.clone());
+        }
+        (None, None) => {}
+        _ => {
+            return Err(Error::bad_input(
+                "options 'tls_cert' and 'tls_key' go together: give both or neither",
+            ))
+        }
     }
-    if config.tls_required {
+    // A CA or a client certificate asks for TLS, as in nats.go.
+    if config.tls_required || config.tls_ca.is_some() || config.tls_cert.is_some() {
         options = options.require_tls(true);
     }
     if config.tls_first {

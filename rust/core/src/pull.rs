@@ -93,6 +93,27 @@ impl PullSettings {
                 "option 'expires' must be at least 1 second",
             ));
         }
+        if self.heartbeat.is_some_and(|hb| hb.is_zero()) {
+            return Err(Error::bad_input(
+                "option 'heartbeat' must be more than 0 seconds (None for no heartbeat)",
+            ));
+        }
+        if self.max_bytes == Some(0) {
+            return Err(Error::bad_input("option 'max_bytes' must be at least 1"));
+        }
+        match (self.threshold_bytes, self.max_bytes) {
+            (Some(_), None) => {
+                return Err(Error::bad_input(
+                    "option 'threshold_bytes' needs 'max_bytes' (it is a part of it)",
+                ))
+            }
+            (Some(t), Some(m)) if t >= m => {
+                return Err(Error::bad_input(
+                    "option 'threshold_bytes' must be below 'max_bytes'",
+                ))
+            }
+            _ => {}
+        }
         if let Some(hb) = self.heartbeat {
             if hb * 2 > self.expires {
                 return Err(Error::bad_input(format!(
@@ -410,6 +431,19 @@ pub async fn fetch_once(
     } = fetch.clone();
     if max_messages == 0 {
         return Err(Error::bad_input("option 'max_messages' must be at least 1"));
+    }
+    if max_bytes == Some(0) {
+        return Err(Error::bad_input("option 'max_bytes' must be at least 1"));
+    }
+    if !no_wait && expires.is_zero() {
+        return Err(Error::bad_input(
+            "option 'expires' must be more than 0 seconds (or use no_wait=True)",
+        ));
+    }
+    if heartbeat.is_some_and(|hb| hb.is_zero() || hb * 2 > expires) && !no_wait {
+        return Err(Error::bad_input(format!(
+            "option 'heartbeat' must be more than 0 and at most half of 'expires' ({expires:?})"
+        )));
     }
     let inbox = conn.client.new_inbox();
     let mut sub = conn.client.subscribe(inbox.clone()).await?;
