@@ -162,9 +162,7 @@ class Client:
         ack_policy: str | None = None,
     ) -> PushConsumer:
         """Bind to a durable push consumer (info lookup unless deliver_subject is given)."""
-    def first_seq_at(
-        self, stream: str, time_ns: int, subjects: list[str] = ...
-    ) -> int | None:
+    def first_seq_at(self, stream: str, time_ns: int, subjects: list[str] = ...) -> int | None:
         """The sequence of the first message stored at or after time_ns on any of
         subjects (all when empty); None when there is none."""
     def flush(self, timeout: float | None = None) -> None: ...
