@@ -17,7 +17,7 @@ import pyarrow as pa
 from ..exceptions import BadInputError
 from .columns import ACK_SCHEMA, PublishColumns, arrow_schema, conform, message_schema
 from .connection_cache import get_client
-from .options import _READ_INDEX, _norm, parse_read_options, parse_write_options
+from .options import parse_read_options, parse_write_options, read_option_name
 from .preflight import check_worker_python
 from .reading import read_range
 from .sink import PublishTally, publish_batches, task_ids
@@ -115,8 +115,7 @@ def read_fn(**options: Any) -> ArrowFn:
             )
     # The split options have defaults, so what was given is told by the keys.
     for key in options:
-        spec = _READ_INDEX.get(_norm(key))
-        if spec is not None and spec.python in ("min_partitions", "max_messages_per_partition"):
+        if read_option_name(key) in ("min_partitions", "max_messages_per_partition"):
             raise BadInputError(
                 f"option {key!r} does not apply to read_fn: it splits a read into Spark "
                 "partitions, and read_fn reads each input row's range whole, in the task "

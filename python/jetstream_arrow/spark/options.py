@@ -41,6 +41,14 @@ def _norm(name: str) -> str:
 
 _READ_INDEX = _index(CONNECT_SPECS + READ_SPECS)
 _WRITE_INDEX = _index(CONNECT_SPECS + WRITE_SPECS)
+
+
+def read_option_name(key: str) -> str | None:
+    """The Python name of the read option ``key`` names (in either spelling), or None."""
+    spec = _READ_INDEX.get(_norm(key))
+    return None if spec is None else spec.python
+
+
 # The defaults of options not given, and of the fields of ReadOptions and WriteOptions:
 # the table's, so each default is written in one place.
 _READ_DEFAULTS = spec_defaults(READ_SPECS)

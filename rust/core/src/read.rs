@@ -187,6 +187,8 @@ pub struct StreamReader {
     max_bytes: usize,
     /// A message that did not fit the previous batch's byte budget.
     carry: Option<Delivered>,
+    /// The resets of the ordered consumer once the read finished and dropped it.
+    finished_resets: u32,
 }
 
 impl StreamReader {
@@ -216,6 +218,7 @@ impl StreamReader {
             batch_rows: options.batch_rows,
             max_bytes: options.max_bytes,
             carry: None,
+            finished_resets: 0,
         };
         if info.state.messages == 0 || end_seq < start {
             return Ok(reader);
@@ -322,14 +325,18 @@ impl StreamReader {
     pub fn resets(&self) -> u32 {
         match &self.source {
             Some(Source::Ordered(ordered)) => ordered.resets,
-            _ => 0,
+            _ => self.finished_resets,
         }
     }
 
     /// Stop reading and delete the consumer.
     pub async fn finish(&mut self) {
         match self.source.take() {
-            Some(Source::Ordered(mut ordered)) => ordered.close().await,
+            Some(Source::Ordered(mut ordered)) => {
+                // Kept, so a finished read can still say that it recovered.
+                self.finished_resets = ordered.resets;
+                ordered.close().await
+            }
             Some(Source::Direct(mut direct)) => direct.close().await,
             None => {}
         }

@@ -513,7 +513,7 @@ mod tests {
         assert!(
             usize::from(requested_flow(defaults::WINDOW, big))
                 * big
-                * defaults::FAST_OUTSTANDING_ACKS as usize
+                * (defaults::FAST_OUTSTANDING_ACKS as usize)
                 < MAX_BYTES_IN_FLIGHT
         );
     }
