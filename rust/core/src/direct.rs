@@ -32,6 +32,7 @@ use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
 use tokio::time::Instant;
 
+use crate::api::headers::{LAST_SEQUENCE, NUM_PENDING, SEQUENCE, STREAM, SUBJECT, TIME_STAMP};
 use crate::api::{subjects, Status};
 use crate::connection::Connection;
 use crate::error::{Error, ErrorKind, Result};
@@ -41,7 +42,6 @@ use crate::stored::{self, rfc3339};
 
 /// Headers the server adds to each message of a direct get; the message's own
 /// headers are the others.
-use crate::api::headers::{LAST_SEQUENCE, NUM_PENDING, SEQUENCE, STREAM, SUBJECT, TIME_STAMP};
 const DIRECT_HEADERS: [&str; 6] = [
     STREAM,
     SUBJECT,
