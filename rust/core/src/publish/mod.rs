@@ -142,6 +142,8 @@ impl Publisher {
             outcome,
         };
         let mut stop: Option<Error> = None;
+        // Since when the connection has been seen down (None: up at the last look).
+        let mut down_since: Option<Instant> = None;
         let id_base = self.rows_before + self.options.msg_id_start;
 
         let lost: Option<Error> = 'run: loop {
@@ -243,14 +245,24 @@ impl Publisher {
             while let Some(Some(ack)) = self.acks.next().now_or_never() {
                 run.on_ack(ack, self.next_token);
             }
-            if run.expire() && stop.is_none() && !self.conn.is_connected() {
-                // Acks time out while the connection is down: stop taking new rows,
-                // or each window of them would wait out its retries in turn. What is
-                // in flight is still resent (with msg ids) should the connection
-                // come back before its retries run out.
+            let gave_up = run.expire();
+            down_since = match (self.conn.is_connected(), down_since) {
+                (true, _) => None,
+                (false, since) => Some(since.unwrap_or_else(Instant::now)),
+            };
+            let down_too_long =
+                down_since.is_some_and(|since| since.elapsed() >= self.options.ack_timeout);
+            if gave_up && stop.is_none() && down_too_long {
+                // Rows are given up while the connection has been down for longer than
+                // an ack may take: stop taking new rows, or each window of them would
+                // wait out its retries in turn. An expiry alone is no reason (the rows
+                // may have been lost in an earlier outage that is over, or in one the
+                // retries will outlast); what is in flight is still resent (with msg
+                // ids) should the connection come back before its retries run out.
                 stop = Some(Error::connection(format!(
-                    "the connection to the server was lost and no ack came within {:?} \
-                     (option 'ack_timeout'); rows after row {} were not sent",
+                    "the connection to the server was lost for longer than {:?} \
+                     (option 'ack_timeout') and rows ran out of retries \
+                     (option 'max_retries'); rows after row {} were not sent",
                     self.options.ack_timeout,
                     source.taken.saturating_sub(1)
                 )));

@@ -220,12 +220,11 @@ impl PublishRun<'_> {
     }
 
     /// Messages whose ack did not come in time: retried when a msg id makes that
-    /// safe, reported otherwise. Whether any expired.
+    /// safe, reported otherwise. Whether any row was given up (reported failed).
     pub(super) fn expire(&mut self) -> bool {
         let now = Instant::now();
-        let mut expired = false;
+        let failed_before = self.outcome.failed();
         while let Some(entry) = self.in_flight.pop_expired(now) {
-            expired = true;
             let subject = entry.message.subject.to_string();
             if let Some(violation) = self.conn.server_errors.permission_violation_for(&subject) {
                 self.outcome
@@ -256,7 +255,7 @@ impl PublishRun<'_> {
                 );
             }
         }
-        expired
+        self.outcome.failed() > failed_before
     }
 
     /// When to wake up if no ack comes: the oldest deadline or the next retry.
