@@ -182,6 +182,53 @@ def test_a_publish_through_three_kill_9s_stores_every_row_exactly_once(
     assert stored + duplicates == n
 
 
+@pytest.mark.fault
+@pytest.mark.timeout(180)
+def test_a_second_kill_as_the_first_kills_lost_acks_expire_stops_nothing(
+    nats_server_factory: Callable[..., NatsServer],
+) -> None:
+    """The acks lost at one kill expire an ack timeout later; a second short outage at
+    that moment is no reason to stop the publish: the rows are retried by msg id once
+    the server is back, and every row is stored once."""
+    n, ack_timeout, prefix = 60_000, 1.0, "e-"
+    server = nats_server_factory(jetstream_extra="sync_interval: always", tmpfs=True)
+    with ja.connect(server.url, max_reconnects=None, reconnect_delay=0.1) as client:
+        client.create_stream("E", ["E.>"], duplicate_window=600.0)
+        table = pa.table({"data": pa.array([f"row-{i}".encode() for i in range(n)])})
+        kills: list[float] = []
+
+        def kill_twice() -> None:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    stored = int(server.monitor("jsz").get("messages", 0))
+                except (OSError, ValueError):
+                    stored = 0
+                if stored >= n // 4:
+                    break
+                time.sleep(0.005)
+            for _ in range(2):
+                kills.append(time.monotonic())
+                server.kill()
+                server.start()
+                # The second kill lands when the first kill's in-flight rows expire.
+                time.sleep(max(0.0, kills[0] + ack_timeout - 0.2 - time.monotonic()))
+
+        killer = threading.Thread(target=kill_twice, daemon=True)
+        killer.start()
+        result = client.publish(
+            table, subject="E.rows", msg_id_prefix=prefix, ack_timeout=ack_timeout
+        )
+        killer.join(60)
+        assert len(kills) == 2, kills
+        assert (result.stored + result.duplicates, result.failed) == (n, 0)
+        assert stream_state(client, "E").messages == n
+        print(
+            f"kills {kills[1] - kills[0]:.2f} s apart: {result.stored} stored, "
+            f"{result.duplicates} duplicates"
+        )
+
+
 # -- 2. a real overload: 429 Too Many Requests ------------------------------------------
 
 #: The server's ingest queue per stream (``max_buffered_msgs``, default 100,000): below
