@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import importlib
 import pkgutil
+import re
 from pathlib import Path
 
 import pytest
@@ -102,8 +103,8 @@ def test_every_module_imports() -> None:
         importlib.import_module(name)
 
 
-def test_no_import_cycles() -> None:
-    graph = {name: sorted({m for m, _ in imports_of(name)} - {name}) for name in python_modules()}
+def find_cycles(graph: dict[str, list[str]]) -> list[list[str]]:
+    """Every cycle a depth-first walk of ``graph`` meets, each as the path around it."""
     state: dict[str, int] = {}  # 1: on the current path, 2: done
     path: list[str] = []
     cycles: list[list[str]] = []
@@ -122,7 +123,72 @@ def test_no_import_cycles() -> None:
     for node in graph:
         if node not in state:
             walk(node)
+    return cycles
+
+
+def test_no_import_cycles() -> None:
+    graph = {name: sorted({m for m, _ in imports_of(name)} - {name}) for name in python_modules()}
+    cycles = find_cycles(graph)
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+CORE = ROOT / "rust" / "core" / "src"
+_RUST_PATH = r"((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)"
+
+
+def core_modules() -> dict[str, Path]:
+    """The core's modules by path (``consume::pull``), each with its file."""
+    modules = {}
+    for file in CORE.rglob("*.rs"):
+        parts = list(file.relative_to(CORE).with_suffix("").parts)
+        if parts[-1] == "mod":
+            parts.pop()
+        if parts != ["lib"]:
+            modules["::".join(parts)] = file
+    return modules
+
+
+def core_imports() -> dict[str, list[str]]:
+    """Which of the core's modules each module's code (not its comments or its unit
+    tests) names, through ``crate::`` or ``super::`` paths. A module naming its own
+    parent or child is not counted: that is how a folder's files share their home."""
+    modules = core_modules()
+
+    def resolve(path: str) -> str | None:
+        parts = path.split("::")
+        for k in range(len(parts), 0, -1):
+            if (candidate := "::".join(parts[:k])) in modules:
+                return candidate
+        return None
+
+    graph = {}
+    for module, file in modules.items():
+        code = file.read_text().split("#[cfg(test)]")[0]
+        code = re.sub(r"//.*", "", code)
+        parent = module.rpartition("::")[0]
+        named = [resolve(p) for p in re.findall(r"\bcrate::" + _RUST_PATH, code)]
+        if parent:
+            named += [
+                resolve(f"{parent}::{p}") for p in re.findall(r"\bsuper::" + _RUST_PATH, code)
+            ]
+        graph[module] = sorted(
+            {
+                n
+                for n in named
+                if n
+                and n != module
+                and not n.startswith(module + "::")
+                and not module.startswith(n + "::")
+            }
+        )
+    return graph
+
+
+def test_the_core_has_no_module_cycle() -> None:
+    graph = core_imports()
+    assert {"connection", "consume::pull", "publish", "read"} <= set(graph), sorted(graph)
+    cycles = find_cycles(graph)
+    assert not cycles, "module cycles in the core:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
 def test_no_private_names_cross_modules() -> None:

@@ -391,7 +391,7 @@ async fn flow(args: &Args) -> Result<Value, Error> {
                 let meta = msg
                     .reply
                     .as_deref()
-                    .and_then(jetstream_arrow_core::metadata::parse_ack_subject)
+                    .and_then(jetstream_arrow_core::arrow::metadata::parse_ack_subject)
                     .ok_or("a delivery without an ack subject")?;
                 last = (meta.consumer_seq, meta.stream_seq);
                 received += 1;

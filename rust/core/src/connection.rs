@@ -84,9 +84,6 @@ impl Default for ConnectConfig {
     }
 }
 
-/// Messages one subscription may buffer: above every bound the engine requests.
-pub const SUBSCRIPTION_CAPACITY: usize = 4 * crate::pull::MAX_BUFFERED_MESSAGES;
-
 /// Server errors reported asynchronously (`-ERR` lines such as permission
 /// violations). A publish that sees no ack looks here to say why.
 #[derive(Debug, Default)]
@@ -359,7 +356,7 @@ async fn build_options(
         // window up to MAX_WINDOW acks in flight; the subscription buffer must hold
         // them all, or the client drops messages while Python is busy. (The channel
         // allocates as it fills, so a large bound costs nothing up front.)
-        .subscription_capacity(SUBSCRIPTION_CAPACITY)
+        .subscription_capacity(crate::limits::SUBSCRIPTION_CAPACITY)
         .reconnect_delay_callback(move |attempt| {
             delay.min(Duration::from_millis(100) * attempt as u32)
         })

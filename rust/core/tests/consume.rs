@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use common::{bounded, connect, consumer_info, create_consumer, create_stream, rows, NatsServer};
 use jetstream_arrow_core::api::types::{AckPolicy as WireAckPolicy, ConsumerConfig};
-use jetstream_arrow_core::consumer::{AckKind, AckPolicy, ConsumeOptions, DurableConsumer};
+use jetstream_arrow_core::consume::durable::{AckKind, AckPolicy, ConsumeOptions, DurableConsumer};
+use jetstream_arrow_core::consume::pull::{FetchRequest, PullSettings};
+use jetstream_arrow_core::consume::push::{PushConsumer, PushOptions};
 use jetstream_arrow_core::publish::{PublishOptions, Publisher};
-use jetstream_arrow_core::pull::{FetchRequest, PullSettings};
-use jetstream_arrow_core::push::{PushConsumer, PushOptions};
 use jetstream_arrow_core::{Connection, ErrorKind};
 
 /// Publish `n` rows into `stream`.

@@ -156,7 +156,7 @@ async fn an_ordered_stream_follows_messages_published_after_it_opened() {
             "O",
             FollowOptions {
                 subjects: Vec::new(),
-                start: jetstream_arrow_core::ordered::Start::All,
+                start: jetstream_arrow_core::read::ordered::Start::All,
                 include_headers: false,
                 batch_rows: 1_000,
                 batch_wait: Duration::from_millis(100),

@@ -8,13 +8,13 @@ use std::sync::{Arc, Mutex};
 use arrow_array::RecordBatch;
 use jetstream_arrow_core::connection::Connection;
 use jetstream_arrow_core::defaults;
-use jetstream_arrow_core::ordered::Start;
+use jetstream_arrow_core::publish::input::MessageDefaults;
 use jetstream_arrow_core::publish::{
     PublishMode, PublishOptions, PublishOutcome as CoreOutcome, Publisher as CorePublisher,
 };
-use jetstream_arrow_core::publish_input::MessageDefaults;
+use jetstream_arrow_core::read::ordered::Start;
+use jetstream_arrow_core::read::stored;
 use jetstream_arrow_core::read::{FollowOptions, OrderedStream as CoreOrderedStream};
-use jetstream_arrow_core::stored;
 use jetstream_arrow_core::Error;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;

@@ -3,13 +3,13 @@
 use std::sync::{Arc, Mutex};
 
 use jetstream_arrow_core::connection::Connection;
-use jetstream_arrow_core::consumer::{
+use jetstream_arrow_core::consume::durable::{
     AckKind, AckPolicy, ConsumeOptions, ConsumedBatch as CoreBatch, DurableConsumer,
     MessageStream as CoreStream,
 };
+use jetstream_arrow_core::consume::pull::{FetchRequest, PullSettings};
+use jetstream_arrow_core::consume::push::PushStream;
 use jetstream_arrow_core::defaults;
-use jetstream_arrow_core::pull::{FetchRequest, PullSettings};
-use jetstream_arrow_core::push::PushStream;
 use jetstream_arrow_core::Error;
 use pyo3::exceptions::PyStopIteration;
 use pyo3::prelude::*;

@@ -2,9 +2,9 @@
 //! `messages()` is the same `MessageStream` of `ConsumedBatch`es as pull consumers'.
 
 use jetstream_arrow_core::connection::Connection;
-use jetstream_arrow_core::consumer::AckPolicy;
+use jetstream_arrow_core::consume::durable::AckPolicy;
+use jetstream_arrow_core::consume::push::{PushConsumer as CoreConsumer, PushOptions};
 use jetstream_arrow_core::defaults;
-use jetstream_arrow_core::push::{PushConsumer as CoreConsumer, PushOptions};
 use pyo3::prelude::*;
 
 use crate::consumer::{Deliveries, MessageStream};

@@ -36,7 +36,7 @@ use crate::api::Status;
 use crate::connection::Connection;
 use crate::defaults;
 use crate::error::{err_codes, ApiErrorCode, Error, Result};
-use crate::publish_input::OutgoingMessage;
+use crate::publish::input::OutgoingMessage;
 
 /// What a wait is for.
 #[derive(Clone, Copy)]

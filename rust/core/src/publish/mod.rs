@@ -8,15 +8,16 @@
 //! id, because without one the server cannot tell a retry from a new message.
 //! Every row ends stored, duplicate, or failed with its reason.
 //!
-//! [`window`] holds the messages awaiting acks, [`run`] the state of one call (acks,
-//! retries, expiry), [`outcome`] what became of each row, [`options`] how a publisher
+//! [`input`] turns the caller's columns into messages, [`window`] holds the messages
+//! awaiting acks, [`acks`] the state of one call (ack classification, retries, expiry), [`outcome`] what became of each row, [`options`] how a publisher
 //! sends; this module reads the input and drives the loop.
 
+mod acks;
 mod fast;
+pub mod input;
 mod options;
 mod outcome;
 mod rows;
-mod run;
 mod window;
 
 use arrow_array::RecordBatch;
@@ -30,13 +31,13 @@ use tokio::time::Instant;
 
 use crate::connection::Connection;
 use crate::error::{Error, ErrorKind, Result};
-use crate::publish_input::{max_subject_len, OutgoingMessage, PublishBatch};
+use crate::publish::input::{max_subject_len, OutgoingMessage, PublishBatch};
 
+use acks::{PublishRun, RetryQueue};
 use options::MAX_ACK_TIMEOUT;
 pub use options::{PublishMode, PublishOptions, MAX_BYTES_IN_FLIGHT, MAX_WINDOW};
 pub use outcome::PublishOutcome;
 use rows::{refuse_all, refuse_rest, RowSource};
-use run::{PublishRun, RetryQueue};
 use window::{Congestion, Window};
 
 /// A publisher: one ack inbox and one window, reused across many publish calls.

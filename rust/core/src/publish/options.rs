@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::defaults;
 use crate::error::{Error, Result};
-use crate::publish_input::MessageDefaults;
+use crate::publish::input::MessageDefaults;
 
 /// The largest window: acks must fit the client's subscription buffer (64 Ki).
 pub const MAX_WINDOW: usize = 65_536;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use arrow_array::builder::{BooleanBuilder, Int64Builder, StringBuilder};
 use arrow_array::{ArrayRef, RecordBatch};
 
-use crate::schema::ack_schema;
+use crate::arrow::schema::ack_schema;
 
 /// What happened to each row of one publish call.
 #[derive(Debug, Default)]

@@ -5,7 +5,7 @@ use arrow_array::RecordBatch;
 
 use super::outcome::PublishOutcome;
 use crate::error::Result;
-use crate::publish_input::PublishBatch;
+use crate::publish::input::PublishBatch;
 
 /// Pulls rows out of the input batches one at a time.
 pub(super) struct RowSource<I> {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::MAX_BYTES_IN_FLIGHT;
-use crate::publish_input::OutgoingMessage;
+use crate::publish::input::OutgoingMessage;
 
 pub(super) struct InFlight {
     pub row: usize,

@@ -10,8 +10,8 @@ use arrow_array::builder::{
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, SchemaRef};
 
-use crate::metadata::MessageMetadata;
-use crate::schema::{message_schema, SchemaOptions};
+use crate::arrow::metadata::MessageMetadata;
+use crate::arrow::schema::{message_schema, SchemaOptions};
 
 type HeadersBuilder = MapBuilder<StringBuilder, ListBuilder<StringBuilder>>;
 

@@ -14,7 +14,7 @@
 //! ack policies get an empty answer (it reopens the window, acks nothing) as soon as
 //! the request is reached, as every NATS client does.
 //!
-//! Sequences are counted per *epoch*: a reset of the consumer (see `crate::push`)
+//! Sequences are counted per *epoch*: a reset of the consumer (see `crate::consume::push`)
 //! restarts its delivery sequence at 1, so releases of batches handed out before the
 //! reset name sequences the server no longer knows and are ignored (those messages
 //! are delivered again).

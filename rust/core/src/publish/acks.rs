@@ -13,7 +13,7 @@ use crate::api::types::PublishReply;
 use crate::api::Status;
 use crate::connection::Connection;
 use crate::error::err_codes;
-use crate::publish_input::OutgoingMessage;
+use crate::publish::input::OutgoingMessage;
 
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 

@@ -11,11 +11,11 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::api::types::{NextMessageRequest, StoredMessageReply};
 use crate::api::{is_transient, subjects, validate_name};
+use crate::arrow::metadata::Delivered;
+use crate::arrow::metadata::MessageMetadata;
 use crate::connection::Connection;
 use crate::defaults;
 use crate::error::{err_codes, Error, ErrorKind, Result};
-use crate::metadata::MessageMetadata;
-use crate::pull::Delivered;
 
 /// Where to look for the next message.
 #[derive(Debug, Clone, Copy)]

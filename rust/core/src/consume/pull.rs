@@ -21,12 +21,11 @@ use tokio::time::Instant;
 use crate::api::status::{Pending, Status};
 use crate::api::subjects;
 use crate::api::types::PullRequest;
+use crate::arrow::metadata::parse_ack_subject;
 use crate::connection::Connection;
 use crate::error::{Error, ErrorKind, Result};
-use crate::metadata::{parse_ack_subject, MessageMetadata};
 
-/// The most messages a loop keeps requested; must fit the subscription buffer.
-pub const MAX_BUFFERED_MESSAGES: usize = 131_072;
+use crate::limits::MAX_BUFFERED_MESSAGES;
 
 /// The pause before a fetch asks again after `503 No Responders`.
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
@@ -126,11 +125,7 @@ impl PullSettings {
     }
 }
 
-/// A message handed out by the loop, with the metadata of its reply subject.
-pub struct Delivered {
-    pub message: async_nats::Message,
-    pub meta: MessageMetadata,
-}
+use crate::arrow::metadata::Delivered;
 
 /// An open pull subscription on one consumer.
 pub struct PullLoop {

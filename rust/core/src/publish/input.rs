@@ -15,8 +15,8 @@ use async_nats::{HeaderMap, Subject};
 use bytes::Bytes;
 
 use crate::api::headers as header_names;
+use crate::arrow::schema::{DATA, HEADERS, MSG_ID, SEQ, STREAM, SUBJECT};
 use crate::error::{Error, Result};
-use crate::schema::{DATA, HEADERS, MSG_ID, SEQ, STREAM, SUBJECT};
 
 /// One message ready to send.
 #[derive(Debug, Clone)]

@@ -13,12 +13,13 @@ use futures::StreamExt;
 use tokio::time::Instant;
 
 use crate::api::validate_name;
-use crate::batch_builder::BatchBuilder;
+use crate::arrow::builder::BatchBuilder;
+use crate::arrow::metadata::Delivered;
+use crate::arrow::schema::SchemaOptions;
 use crate::connection::Connection;
+use crate::consume::flow_control::FlowControl;
+use crate::consume::pull::{fetch_once, FetchRequest, PullLoop, PullSettings};
 use crate::error::{Error, Result};
-use crate::flow_control::FlowControl;
-use crate::pull::{fetch_once, Delivered, FetchRequest, PullLoop, PullSettings};
-use crate::schema::SchemaOptions;
 
 /// The consumer's ack policy, when the caller knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,9 +7,9 @@
 //! One module for binding and the reading task: the task's liveness checks (heartbeats,
 //! the silence probe) depend on how the consumer was bound.
 //!
-//! Flow-control requests and their answers live in [`crate::flow_control`]; keeping
+//! Flow-control requests and their answers live in [`crate::consume::flow_control`]; keeping
 //! a flow-control consumer in step across lost deliveries and server restarts, in
-//! [`crate::resync`].
+//! [`crate::consume::resync`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,16 +23,16 @@ use crate::api::headers::{CONSUMER_STALLED, LAST_CONSUMER};
 use crate::api::subjects;
 use crate::api::types::{AckPolicy as WireAckPolicy, ConsumerInfo};
 use crate::api::{validate_name, Status};
-use crate::batch_builder::BatchBuilder;
+use crate::arrow::builder::BatchBuilder;
+use crate::arrow::metadata::parse_ack_subject;
+use crate::arrow::metadata::Delivered;
+use crate::arrow::schema::SchemaOptions;
 use crate::connection::Connection;
-use crate::consumer::{AckPolicy, ConsumedBatch};
+use crate::consume::durable::{AckPolicy, ConsumedBatch};
+use crate::consume::flow_control::FlowControl;
+use crate::consume::resync::{Resync, Verdict};
 use crate::defaults;
 use crate::error::{Error, ErrorKind, Result};
-use crate::flow_control::FlowControl;
-use crate::metadata::parse_ack_subject;
-use crate::pull::Delivered;
-use crate::resync::{Resync, Verdict};
-use crate::schema::SchemaOptions;
 
 /// A durable push consumer, bound by name.
 #[derive(Clone)]

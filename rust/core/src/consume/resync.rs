@@ -1,12 +1,12 @@
 //! Keeping a flow-control push consumer in step with the server: the consumer
 //! sequence as this client saw it, the verdict on each delivery and heartbeat, and
-//! the reset (`CONSUMER.RESET`) that brings it back in step. Used by [`crate::push`].
+//! the reset (`CONSUMER.RESET`) that brings it back in step. Used by [`crate::consume::push`].
 
 use crate::api::subjects;
 use crate::api::types::ConsumerReset;
 use crate::connection::Connection;
+use crate::consume::flow_control::FlowControl;
 use crate::error::{err_codes, ErrorKind, Result};
-use crate::flow_control::FlowControl;
 
 /// Keeps a flow-control consumer in step with the server.
 ///

@@ -34,11 +34,11 @@ use tokio::time::Instant;
 
 use crate::api::headers::{LAST_SEQUENCE, NUM_PENDING, SEQUENCE, STREAM, SUBJECT, TIME_STAMP};
 use crate::api::{subjects, Status};
+use crate::arrow::metadata::Delivered;
+use crate::arrow::metadata::MessageMetadata;
 use crate::connection::Connection;
 use crate::error::{Error, ErrorKind, Result};
-use crate::metadata::MessageMetadata;
-use crate::pull::Delivered;
-use crate::stored::{self, rfc3339};
+use crate::read::stored::{self, rfc3339};
 
 /// Headers the server adds to each message of a direct get; the message's own
 /// headers are the others.

@@ -1,12 +1,12 @@
 //! Replaying a range of a stream in sequence order as Arrow batches.
 //!
-//! Mechanism: an ordered consumer ([`crate::ordered`]): an ephemeral AckNone pull
+//! Mechanism: an ordered consumer ([`crate::read::ordered`]): an ephemeral AckNone pull
 //! consumer, recreated where it stopped when a server restarts, a leader changes or
 //! deliveries are lost, so the range comes out exactly once and in order. It is
 //! deleted when the read ends or is closed, and has an inactivity threshold in case
 //! the process dies, so a read leaves no state on the server.
 //!
-//! Or, with [`ReadMethod::Direct`], batched direct gets ([`crate::direct`]): no
+//! Or, with [`ReadMethod::Direct`], batched direct gets ([`crate::read::direct`]): no
 //! consumer at all, on streams with `allow_direct`. [`ReadMethod::Auto`] (the
 //! default) takes direct gets for short ranges, where a consumer's create and delete
 //! round trips cost more than the read, when they are sure to see every message.
@@ -16,6 +16,10 @@
 //! One module because a read's options, its choice of method and the batching of
 //! either source's messages are one thing to follow through.
 
+pub mod direct;
+pub mod ordered;
+pub mod stored;
+
 use std::time::Duration;
 
 use arrow_array::RecordBatch;
@@ -23,14 +27,16 @@ use arrow_schema::SchemaRef;
 
 use crate::api::types::{StreamAlternate, StreamInfo, StreamInfoWithAlternates};
 use crate::api::{subject_match, subjects, validate_name};
-use crate::batch_builder::BatchBuilder;
+use crate::arrow::builder::BatchBuilder;
+use crate::arrow::metadata::Delivered;
+use crate::arrow::schema::SchemaOptions;
 use crate::connection::Connection;
+use crate::consume::pull::PullSettings;
 use crate::defaults;
-use crate::direct::{DirectRange, DirectStart};
 use crate::error::{Error, Result};
-use crate::ordered::{OrderedPull, Start};
-use crate::pull::{Delivered, PullSettings, MAX_BUFFERED_MESSAGES};
-use crate::schema::SchemaOptions;
+use crate::limits::MAX_BUFFERED_MESSAGES;
+use crate::read::direct::{DirectRange, DirectStart};
+use crate::read::ordered::{OrderedPull, Start};
 
 /// What to read. Sequences are inclusive; times are nanoseconds since the epoch.
 #[derive(Debug, Clone)]
@@ -145,7 +151,7 @@ impl ReadOptions {
 
 /// Whether only `info`'s stream leader answers its direct gets. Replicas and mirrors
 /// with `mirror_direct` answer them too, from what they have applied so far; a direct
-/// read then waits for them or asks again ([`crate::direct`]), where a consumer,
+/// read then waits for them or asks again ([`crate::read::direct`]), where a consumer,
 /// served by the leader, need not. (A standalone server lists no `alternates`; a
 /// mirror's answers are then refused by the read.)
 fn direct_reads_are_current(info: &StreamInfo, alternates: &[StreamAlternate]) -> bool {

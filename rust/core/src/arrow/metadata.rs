@@ -41,6 +41,13 @@ pub fn parse_ack_subject(reply: &str) -> Option<MessageMetadata> {
     })
 }
 
+/// A message as a consumer or a direct get handed it out, with the metadata of its
+/// reply subject.
+pub struct Delivered {
+    pub message: async_nats::Message,
+    pub meta: MessageMetadata,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,10 +26,11 @@ use tokio::time::Instant;
 
 use crate::api::subjects;
 use crate::api::types::{AckPolicy, ConsumerConfig, ConsumerInfo, CreateConsumer, DeliverPolicy};
+use crate::arrow::metadata::Delivered;
 use crate::connection::Connection;
+use crate::consume::pull::{PullLoop, PullSettings};
 use crate::error::{Error, ErrorKind, Result};
-use crate::pull::{Delivered, PullLoop, PullSettings};
-use crate::stored;
+use crate::read::stored;
 
 /// The longest pause between two attempts to recreate the consumer.
 const MAX_RESUME_BACKOFF: Duration = Duration::from_secs(2);
