@@ -15,7 +15,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from conftest_spark import make_stream, publish, read_stream, run_available_now, spark
 from jetstream_arrow.spark import message_schema
 from jetstream_arrow.spark.options import parse_read_options
-from jetstream_arrow.spark.streaming import JetStreamStreamReader
+from jetstream_arrow.spark.stream_reader import JetStreamStreamReader
 
 pytestmark = pytest.mark.spark
 __all__ = ["spark"]

@@ -20,8 +20,8 @@ from pyspark.sql import functions as F
 import jetstream_arrow as ja
 from conftest_spark import SPARK_ERRORS, make_stream, publish, spark
 from jetstream_arrow.exceptions import BadInputError
+from jetstream_arrow.spark.consumer_stream_reader import prepare_consumer
 from jetstream_arrow.spark.options import parse_read_options
-from jetstream_arrow.spark.work_queue import prepare_consumer
 
 pytestmark = pytest.mark.spark
 __all__ = ["spark"]

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 import jetstream_arrow as ja
 from conftest_spark import SPARK_ERRORS, error_text, make_stream, read_df, spark, stream_table
 from jetstream_arrow.spark.options import parse_write_options
-from jetstream_arrow.spark.sink import JetStreamCommitMessage, JetStreamWriter
+from jetstream_arrow.spark.writing import JetStreamCommitMessage, JetStreamWriter
 
 pytestmark = pytest.mark.spark
 __all__ = ["spark"]

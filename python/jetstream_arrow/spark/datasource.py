@@ -16,14 +16,14 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from .batch_reader import JetStreamPushdownReader, JetStreamReader
 from .columns import PublishColumns, arrow_schema, message_schema
+from .consumer_stream_reader import WorkQueueStreamReader
 from .options import WriteOptions, parse_read_options, parse_write_options
 from .pushdown import planning_with_pushdown
 from .reading import checked_schema
-from .sink import JetStreamWriter, check_expected_stream, refuse_overwrite
-from .source import JetStreamPushdownReader, JetStreamReader
-from .streaming import JetStreamStreamReader, JetStreamStreamWriter
-from .work_queue import WorkQueueStreamReader
+from .stream_reader import JetStreamStreamReader, JetStreamStreamWriter
+from .writing import JetStreamWriter, check_expected_stream, refuse_overwrite
 
 
 class JetStreamDataSource(DataSource):

@@ -20,7 +20,7 @@ from .connection_cache import get_client
 from .options import parse_read_options, parse_write_options, read_option_name
 from .preflight import check_worker_python
 from .reading import read_range
-from .sink import PublishTally, publish_batches, task_ids
+from .writing import PublishTally, publish_batches, task_ids
 
 ArrowFn = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 

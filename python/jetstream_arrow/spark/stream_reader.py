@@ -63,7 +63,7 @@ from .connection_cache import get_client
 from .options import ReadOptions, WriteOptions
 from .partitions import read_partition, split_range
 from .reading import check_data_loss, first_available, first_seq_at, stream_state
-from .sink import (
+from .writing import (
     JetStreamCommitMessage,
     finished_tasks,
     publish_task,

@@ -53,7 +53,7 @@ from .connection_cache import get_client
 from .options import ReadOptions
 from .partitions import read_partition, split_range
 from .reading import stream_state
-from .streaming import next_seq_of
+from .stream_reader import next_seq_of
 
 #: Messages in flight of a consumer this source creates: one micro-batch at most.
 MAX_ACK_PENDING = 100_000
