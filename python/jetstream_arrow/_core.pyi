@@ -47,6 +47,23 @@ DEFAULT_SPARK_BATCH_ROWS: int
 DEFAULT_SPARK_MAX_MESSAGES_PER_PARTITION: int
 
 # JetStream error codes the package reacts to (rust/core/src/error.rs).
+API_STREAM_CREATE: str
+API_STREAM_UPDATE: str
+API_STREAM_INFO: str
+API_STREAM_DELETE: str
+API_STREAM_PURGE: str
+API_STREAM_LIST: str
+API_STREAM_NAMES: str
+API_STREAM_MSG_GET: str
+API_STREAM_MSG_DELETE: str
+API_DIRECT_GET: str
+API_CONSUMER_CREATE: str
+API_CONSUMER_INFO: str
+API_CONSUMER_DELETE: str
+API_CONSUMER_RESET: str
+API_CONSUMER_LIST: str
+API_CONSUMER_NAMES: str
+API_CONSUMER_MSG_NEXT: str
 ERR_CONSUMER_NOT_FOUND: int
 ERR_CONSUMER_INVALID_RESET: int
 ERR_NO_MESSAGE_FOUND: int
@@ -69,6 +86,9 @@ def js_api_prefix(domain: str | None = None, api_prefix: str | None = None) -> s
 
 def redact_servers(servers: str) -> str:
     """`servers` with each URL's user info (a password or a token) shown as `***`."""
+
+def api_subject(verb: str, *tokens: str) -> str:
+    """A JetStream API subject after the prefix: `verb` (an `API_*`), then `tokens`."""
 
 class _ArrowBatch(Protocol):
     """A record batch exported through the PyCapsule interface (pa.record_batch takes it)."""

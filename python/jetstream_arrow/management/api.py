@@ -11,7 +11,7 @@ import re
 from typing import Any, TypeVar, cast
 
 from .. import _core
-from .._core import validate_name
+from .._core import api_subject, validate_name
 from ..exceptions import ApiError, BadInputError
 from ..options import check_known_options
 from .consumers import ConsumerConfig, ConsumerInfo
@@ -61,7 +61,9 @@ class ManagementMixin:
         """Create a stream: ``create_stream("ORDERS", ["orders.>"], max_age=3600)`` or
         ``create_stream(StreamConfig(...))``. Creating a stream that exists with the
         same config succeeds; with a different config it raises ApiError (10058)."""
-        return self._write_stream("CREATE", self._stream_config(name, subjects, config))
+        return self._write_stream(
+            _core.API_STREAM_CREATE, self._stream_config(name, subjects, config)
+        )
 
     def update_stream(
         self, name: str | StreamConfig, subjects: list[str] | None = None, **config: Any
@@ -71,21 +73,23 @@ class ManagementMixin:
 
             client.update_stream(client.stream_info("S").config, max_msgs=100)
         """
-        return self._write_stream("UPDATE", self._stream_config(name, subjects, config))
+        return self._write_stream(
+            _core.API_STREAM_UPDATE, self._stream_config(name, subjects, config)
+        )
 
     def create_or_update_stream(
         self, name: str | StreamConfig, subjects: list[str] | None = None, **config: Any
     ) -> StreamInfo:
         cfg = self._stream_config(name, subjects, config)
         try:
-            return self._write_stream("CREATE", cfg)
+            return self._write_stream(_core.API_STREAM_CREATE, cfg)
         except ApiError as err:
             if err.err_code != _core.ERR_STREAM_NAME_IN_USE:
                 raise
-        return self._write_stream("UPDATE", cfg)
+        return self._write_stream(_core.API_STREAM_UPDATE, cfg)
 
-    def _write_stream(self, action: str, cfg: StreamConfig) -> StreamInfo:
-        return StreamInfo.from_api(self._api_json(f"STREAM.{action}.{cfg.name}", cfg.to_api()))
+    def _write_stream(self, verb: str, cfg: StreamConfig) -> StreamInfo:
+        return StreamInfo.from_api(self._api_json(api_subject(verb, cfg.name), cfg.to_api()))
 
     @staticmethod
     def _stream_config(
@@ -100,20 +104,20 @@ class ManagementMixin:
 
     def stream_info(self, name: str) -> StreamInfo:
         validate_name(name, "stream")
-        return StreamInfo.from_api(self._api_json(f"STREAM.INFO.{name}"))
+        return StreamInfo.from_api(self._api_json(api_subject(_core.API_STREAM_INFO, name)))
 
     def delete_stream(self, name: str) -> bool:
         validate_name(name, "stream")
-        return bool(self._api_json(f"STREAM.DELETE.{name}").get("success"))
+        return bool(self._api_json(api_subject(_core.API_STREAM_DELETE, name)).get("success"))
 
     def list_streams(self, subject: str | None = None) -> list[StreamInfo]:
         """Every stream (that stores ``subject``, when given), with config and state."""
         body = {"subject": subject} if subject else None
-        return [StreamInfo.from_api(s) for s in self._paged("STREAM.LIST", "streams", body)]
+        return [StreamInfo.from_api(s) for s in self._paged(_core.API_STREAM_LIST, "streams", body)]
 
     def stream_names(self, subject: str | None = None) -> list[str]:
         body = {"subject": subject} if subject else None
-        return [str(s) for s in self._paged("STREAM.NAMES", "streams", body)]
+        return [str(s) for s in self._paged(_core.API_STREAM_NAMES, "streams", body)]
 
     def purge_stream(
         self,
@@ -135,7 +139,7 @@ class ManagementMixin:
             body["seq"] = int(up_to_seq)
         if keep is not None:
             body["keep"] = int(keep)
-        reply = self._api_json(f"STREAM.PURGE.{name}", body or None)
+        reply = self._api_json(api_subject(_core.API_STREAM_PURGE, name), body or None)
         return PurgeResult.from_api(reply).purged
 
     def get_message(
@@ -146,7 +150,7 @@ class ManagementMixin:
         if (seq is None) == (last_by_subject is None):
             raise BadInputError("give exactly one of 'seq' and 'last_by_subject'")
         body = {"seq": int(seq)} if seq is not None else {"last_by_subj": last_by_subject}
-        reply = self._api_json(f"STREAM.MSG.GET.{stream}", body)
+        reply = self._api_json(api_subject(_core.API_STREAM_MSG_GET, stream), body)
         return StoredMessage.from_api(reply["message"])
 
     def delete_message(self, stream: str, seq: int, erase: bool = False) -> bool:
@@ -155,7 +159,9 @@ class ManagementMixin:
         body: dict[str, Any] = {"seq": int(seq)}
         if not erase:
             body["no_erase"] = True
-        return bool(self._api_json(f"STREAM.MSG.DELETE.{stream}", body).get("success"))
+        return bool(
+            self._api_json(api_subject(_core.API_STREAM_MSG_DELETE, stream), body).get("success")
+        )
 
     # -- consumers --------------------------------------------------------------------
     def create_consumer(
@@ -196,23 +202,27 @@ class ManagementMixin:
         if name is None:
             if action == "update":
                 raise BadInputError("update_consumer needs the consumer's 'durable_name' or 'name'")
-            subject = f"CONSUMER.CREATE.{stream}"
+            tokens = [stream]
         else:
-            subject = f"CONSUMER.CREATE.{stream}.{name}"
+            tokens = [stream, name]
             filters = cfg.filter_subjects or []
             # The filter in the subject lets permissions restrict what a user may
             # consume; a wildcard cannot travel as a literal subject token.
             if len(filters) == 1 and not re.search(r"[*>]", filters[0]):
-                subject += f".{filters[0]}"
+                tokens.append(filters[0])
         body: dict[str, Any] = {"stream_name": stream, "config": cfg.to_api()}
         if action:
             body["action"] = action
-        return ConsumerInfo.from_api(self._api_json(subject, body))
+        return ConsumerInfo.from_api(
+            self._api_json(api_subject(_core.API_CONSUMER_CREATE, *tokens), body)
+        )
 
     def consumer_info(self, stream: str, name: str) -> ConsumerInfo:
         validate_name(stream, "stream")
         validate_name(name, "consumer")
-        return ConsumerInfo.from_api(self._api_json(f"CONSUMER.INFO.{stream}.{name}"))
+        return ConsumerInfo.from_api(
+            self._api_json(api_subject(_core.API_CONSUMER_INFO, stream, name))
+        )
 
     def reset_consumer(self, stream: str, name: str, seq: int | None = None) -> int:
         """Move a consumer's delivery back to its ack floor (or to stream sequence
@@ -221,20 +231,25 @@ class ManagementMixin:
         validate_name(stream, "stream")
         validate_name(name, "consumer")
         body = {} if seq is None else {"seq": int(seq)}
-        reply = self._api_json(f"CONSUMER.RESET.{stream}.{name}", body)
+        reply = self._api_json(api_subject(_core.API_CONSUMER_RESET, stream, name), body)
         return int(reply.get("reset_seq", 0))
 
     def delete_consumer(self, stream: str, name: str) -> bool:
         validate_name(stream, "stream")
         validate_name(name, "consumer")
-        return bool(self._api_json(f"CONSUMER.DELETE.{stream}.{name}").get("success"))
+        return bool(
+            self._api_json(api_subject(_core.API_CONSUMER_DELETE, stream, name)).get("success")
+        )
 
     def list_consumers(self, stream: str) -> list[ConsumerInfo]:
         validate_name(stream, "stream")
         return [
-            ConsumerInfo.from_api(c) for c in self._paged(f"CONSUMER.LIST.{stream}", "consumers")
+            ConsumerInfo.from_api(c)
+            for c in self._paged(api_subject(_core.API_CONSUMER_LIST, stream), "consumers")
         ]
 
     def consumer_names(self, stream: str) -> list[str]:
         validate_name(stream, "stream")
-        return [str(c) for c in self._paged(f"CONSUMER.NAMES.{stream}", "consumers")]
+        return [
+            str(c) for c in self._paged(api_subject(_core.API_CONSUMER_NAMES, stream), "consumers")
+        ]

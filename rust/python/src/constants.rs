@@ -1,7 +1,8 @@
-//! The core's defaults, limits, error codes, name rule, API prefix rule and the redacted form
+//! The core's defaults, limits, error codes, API subjects, name rule, API prefix rule and the redacted form
 //! of server URLs, exported as module attributes so Python code and documentation take
 //! them from their one home.
 
+use jetstream_arrow_core::api::subjects;
 use jetstream_arrow_core::api::validate_name as core_validate_name;
 use jetstream_arrow_core::defaults::{Exported, EXPORTED};
 use jetstream_arrow_core::error::err_codes;
@@ -34,6 +35,15 @@ fn js_api_prefix(domain: Option<String>, api_prefix: Option<String>) -> String {
     jetstream_arrow_core::connection::js_api_prefix(domain.as_deref(), api_prefix.as_deref())
 }
 
+/// The subject of a JetStream API request after the prefix: `verb` (one of the
+/// `API_*` constants), then the tokens (stream, consumer, ...), dot-separated.
+#[pyfunction]
+#[pyo3(signature = (verb, *tokens))]
+fn api_subject(verb: &str, tokens: Vec<String>) -> String {
+    let tokens: Vec<&str> = tokens.iter().map(String::as_str).collect();
+    subjects::subject(verb, &tokens)
+}
+
 /// `servers` as messages and `repr`s show it: each URL's user info (a password or a
 /// token) replaced by `***`.
 #[pyfunction]
@@ -50,6 +60,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
             Exported::Str(s) => m.add(name, s)?,
         }
     }
+    for (name, verb) in subjects::EXPORTED {
+        m.add(format!("API_{name}"), verb)?;
+    }
     for (name, code) in err_codes::EXPORTED {
         m.add(format!("ERR_{name}"), code)?;
     }
@@ -64,5 +77,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(validate_name, m)?)?;
     m.add_function(wrap_pyfunction!(js_api_prefix, m)?)?;
     m.add_function(wrap_pyfunction!(redact_servers, m)?)?;
+    m.add_function(wrap_pyfunction!(api_subject, m)?)?;
     Ok(())
 }

@@ -1,43 +1,109 @@
 //! Subjects of the JetStream API, after the prefix (`$JS.API`, `$JS.<domain>.API` or a
-//! renamed import): one function per request kind, so a subject is spelt once.
+//! renamed import). Each request kind's verb is spelt once, here; a subject is the
+//! verb, then the stream, then the consumer (dot-separated). The verbs are exported to
+//! Python (`_core.API_*`, built with `_core.api_subject`), so the management calls
+//! written in Python send exactly these.
+
+/// Creates a stream: `STREAM.CREATE.<stream>`.
+pub const STREAM_CREATE: &str = "STREAM.CREATE";
+/// Changes a stream's configuration: `STREAM.UPDATE.<stream>`.
+pub const STREAM_UPDATE: &str = "STREAM.UPDATE";
+/// A stream's configuration and state: `STREAM.INFO.<stream>`.
+pub const STREAM_INFO: &str = "STREAM.INFO";
+/// `STREAM.DELETE.<stream>`.
+pub const STREAM_DELETE: &str = "STREAM.DELETE";
+/// Removes messages (all, by subject, up to a sequence): `STREAM.PURGE.<stream>`.
+pub const STREAM_PURGE: &str = "STREAM.PURGE";
+/// Every stream's info, paged.
+pub const STREAM_LIST: &str = "STREAM.LIST";
+/// Every stream's name, paged.
+pub const STREAM_NAMES: &str = "STREAM.NAMES";
+/// Single-message gets answered by the stream's leader only (direct gets may be
+/// answered by replicas and mirrors that trail it): `STREAM.MSG.GET.<stream>`.
+pub const STREAM_MSG_GET: &str = "STREAM.MSG.GET";
+/// `STREAM.MSG.DELETE.<stream>`.
+pub const STREAM_MSG_DELETE: &str = "STREAM.MSG.DELETE";
+/// Batched reads without a consumer, answered by every replica of a stream with
+/// `allow_direct`: `DIRECT.GET.<stream>`.
+pub const DIRECT_GET: &str = "DIRECT.GET";
+/// `CONSUMER.CREATE.<stream>[.<consumer>[.<filter>]]`.
+pub const CONSUMER_CREATE: &str = "CONSUMER.CREATE";
+/// `CONSUMER.INFO.<stream>.<consumer>`.
+pub const CONSUMER_INFO: &str = "CONSUMER.INFO";
+/// `CONSUMER.DELETE.<stream>.<consumer>`.
+pub const CONSUMER_DELETE: &str = "CONSUMER.DELETE";
+/// Moves a consumer's delivery back to its ack floor (empty body) or to
+/// `{"seq": N}`: `CONSUMER.RESET.<stream>.<consumer>`.
+pub const CONSUMER_RESET: &str = "CONSUMER.RESET";
+/// Every consumer's info on a stream, paged: `CONSUMER.LIST.<stream>`.
+pub const CONSUMER_LIST: &str = "CONSUMER.LIST";
+/// Every consumer's name on a stream, paged: `CONSUMER.NAMES.<stream>`.
+pub const CONSUMER_NAMES: &str = "CONSUMER.NAMES";
+/// Where pull requests go; the only API subject (with `$JS.ACK.<stream>.<consumer>.>`)
+/// that a client bound to an existing consumer needs: `CONSUMER.MSG.NEXT.<stream>.<consumer>`.
+pub const CONSUMER_MSG_NEXT: &str = "CONSUMER.MSG.NEXT";
+
+/// Every verb by its name, for export.
+pub const EXPORTED: [(&str, &str); 17] = [
+    ("STREAM_CREATE", STREAM_CREATE),
+    ("STREAM_UPDATE", STREAM_UPDATE),
+    ("STREAM_INFO", STREAM_INFO),
+    ("STREAM_DELETE", STREAM_DELETE),
+    ("STREAM_PURGE", STREAM_PURGE),
+    ("STREAM_LIST", STREAM_LIST),
+    ("STREAM_NAMES", STREAM_NAMES),
+    ("STREAM_MSG_GET", STREAM_MSG_GET),
+    ("STREAM_MSG_DELETE", STREAM_MSG_DELETE),
+    ("DIRECT_GET", DIRECT_GET),
+    ("CONSUMER_CREATE", CONSUMER_CREATE),
+    ("CONSUMER_INFO", CONSUMER_INFO),
+    ("CONSUMER_DELETE", CONSUMER_DELETE),
+    ("CONSUMER_RESET", CONSUMER_RESET),
+    ("CONSUMER_LIST", CONSUMER_LIST),
+    ("CONSUMER_NAMES", CONSUMER_NAMES),
+    ("CONSUMER_MSG_NEXT", CONSUMER_MSG_NEXT),
+];
+
+/// The subject of `verb` for `tokens` (stream, then consumer, ...): `VERB.t1.t2`.
+pub fn subject(verb: &str, tokens: &[&str]) -> String {
+    let mut subject = String::from(verb);
+    for token in tokens {
+        subject.push('.');
+        subject.push_str(token);
+    }
+    subject
+}
 
 pub fn stream_info(stream: &str) -> String {
-    format!("STREAM.INFO.{stream}")
+    subject(STREAM_INFO, &[stream])
 }
 
-/// Batched reads without a consumer, answered by every replica of a stream with
-/// `allow_direct`.
 pub fn direct_get(stream: &str) -> String {
-    format!("DIRECT.GET.{stream}")
+    subject(DIRECT_GET, &[stream])
 }
 
-/// Single-message gets answered by the stream's leader only (direct gets may be
-/// answered by replicas and mirrors that trail it).
 pub fn stream_msg_get(stream: &str) -> String {
-    format!("STREAM.MSG.GET.{stream}")
+    subject(STREAM_MSG_GET, &[stream])
 }
 
 pub fn consumer_create(stream: &str) -> String {
-    format!("CONSUMER.CREATE.{stream}")
+    subject(CONSUMER_CREATE, &[stream])
 }
 
 pub fn consumer_delete(stream: &str, consumer: &str) -> String {
-    format!("CONSUMER.DELETE.{stream}.{consumer}")
+    subject(CONSUMER_DELETE, &[stream, consumer])
 }
 
 pub fn consumer_info(stream: &str, consumer: &str) -> String {
-    format!("CONSUMER.INFO.{stream}.{consumer}")
+    subject(CONSUMER_INFO, &[stream, consumer])
 }
 
-/// Moves a consumer's delivery back to its ack floor (empty body) or to `{"seq": N}`.
 pub fn consumer_reset(stream: &str, consumer: &str) -> String {
-    format!("CONSUMER.RESET.{stream}.{consumer}")
+    subject(CONSUMER_RESET, &[stream, consumer])
 }
 
-/// Where pull requests go; the only API subject (with `$JS.ACK.<stream>.<consumer>.>`)
-/// that a client bound to an existing consumer needs.
 pub fn consumer_msg_next(stream: &str, consumer: &str) -> String {
-    format!("CONSUMER.MSG.NEXT.{stream}.{consumer}")
+    subject(CONSUMER_MSG_NEXT, &[stream, consumer])
 }
 
 /// Fast-ingest publishing keeps a batch's state in each message's reply subject:

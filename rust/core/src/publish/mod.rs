@@ -10,7 +10,8 @@
 //!
 //! [`input`] turns the caller's columns into messages, [`window`] holds the messages
 //! awaiting acks, [`acks`] the state of one call (ack classification, retries, expiry), [`outcome`] what became of each row, [`options`] how a publisher
-//! sends; this module reads the input and drives the loop.
+//! sends; this module reads the input and drives the loop: one module, because the
+//! order of filling, waiting and expiring is the publisher's guarantee, read in one place.
 
 mod acks;
 mod fast;

@@ -271,9 +271,13 @@ pub async fn create_stream(conn: &Connection, name: &str, extra: serde_json::Val
         config.extend(extra.clone());
     }
     let body = Bytes::from(serde_json::to_vec(&config).expect("a stream config serializes"));
-    conn.api_request(&format!("STREAM.CREATE.{name}"), body, None)
-        .await
-        .unwrap_or_else(|e| panic!("creating stream {name}: {e}"));
+    conn.api_request(
+        &subjects::subject(subjects::STREAM_CREATE, &[name]),
+        body,
+        None,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("creating stream {name}: {e}"));
 }
 
 pub async fn stream_info(conn: &Connection, name: &str) -> StreamInfo {
