@@ -75,7 +75,7 @@ def test_a_durable_copy_of_a_work_queue_survives_a_kill_9_with_every_message_onc
         )
         assert sorted(data) == sorted(f"m{i}".encode() for i in range(n))
         # The origin empties as the copy stores (acknowledged by flow control);
-        # what a crash leaves below the ack floor is done work (see the README).
+        # what a crash leaves below the ack floor is done work (see docs/consumers.md).
         wait_until(
             lambda: client.consumer_info("ORIGIN", "copier").ack_floor.stream_seq == n,
             30.0,

@@ -102,7 +102,7 @@ def test_a_publish_through_three_kill_9s_stores_every_row_exactly_once(
     # 200k rows: enough for three kills in the middle of one publish call while the
     # whole suite stays within CI time.
     n, kills, prefix = 200_000, 3, "k-"
-    # The store syncs every write before its ack, the setting the README names for
+    # The store syncs every write before its ack, the setting docs/publishing.md names for
     # single-node durability; a kill -9 loses what the process holds, never what it
     # wrote, so a memory-backed directory keeps the same promise at a fraction of
     # the disk's sync time.

@@ -12,7 +12,7 @@ duplicate window longer than the test) and a durable pull consumer with a short
 ``ack_wait``, then draws steps from:
 
 - **publish**, acked or fast, with or without msg ids, any window, raising or not;
-- **republish** rows with ids: the ones a publish reported failed (what the README
+- **republish** rows with ids: the ones a publish reported failed (what docs/reliability.md
   tells users to do) and rows stored before;
 - **read** from a random ``start_seq``, by consumer, direct gets or auto;
 - **consume**: one ``fetch`` of a durable pull consumer, then ``ack_sync`` of all,

@@ -202,7 +202,7 @@ def test_flow_control_consumption_across_two_kill_9_restarts_delivers_every_mess
     window was in flight at a kill arrive again (at-least-once, `delivered` > 1). The
     server may keep messages it counts as acknowledged (below the consumer's ack
     floor) after such a kill; they are exactly those, and purging up to the ack floor
-    empties the queue, as the README says."""
+    empties the queue, as docs/consumers.md says."""
     server = nats_server_factory(jetstream_extra="sync_interval: always")
     n, kills, seen, errors = 12_000, 0, [], 0
     with ja.connect(server.url, max_reconnects=None, reconnect_delay=0.2) as client:

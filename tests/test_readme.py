@@ -1,5 +1,5 @@
-"""The README's option tables stay in step with the code's defaults (whose one home is
-the native core's `DEFAULT_*` constants)."""
+"""The option tables of the guides in docs/ stay in step with the code's defaults (whose
+one home is the native core's `DEFAULT_*` constants)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,11 @@ import pytest
 from jetstream_arrow import Client, PullConsumer, _core
 from jetstream_arrow.options import ConnectOptions
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def guide(page: str) -> str:
+    return (DOCS / page).read_text()
 
 
 def camel(name: str) -> str:
@@ -24,7 +28,8 @@ def camel(name: str) -> str:
 
 
 def connect_option_rows() -> dict[str, tuple[str, str]]:
-    section = README.read_text().split("## Connecting", 1)[1].split("\n## ", 1)[0]
+    # The options table comes before the page's first section.
+    section = guide("connecting.md").split("\n## ", 1)[0]
     rows = {}
     for line in section.splitlines():
         match = re.match(r"\| `(\w+)` \| `(\w+)` \| `([^`]*)` \|", line)
@@ -44,9 +49,9 @@ def test_every_connect_option_is_in_the_table_with_its_default() -> None:
         assert default == expected, f.name
 
 
-def option_table(section: str, after: str = "") -> dict[str, str]:
-    """`| `name` | default | meaning |` rows of the first table after ``after`` in ``section``."""
-    text = README.read_text().split(f"## {section}", 1)[1].split("\n## ", 1)[0]
+def option_table(page: str, after: str = "") -> dict[str, str]:
+    """`| `name` | default | meaning |` rows of the first table after ``after`` in ``page``."""
+    text = guide(page)
     text = text.split(after, 1)[1] if after else text
     rows: dict[str, str] = {}
     started = False
@@ -71,27 +76,27 @@ def defaults_of(function: Callable[..., Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("section", "after", "function"),
+    ("page", "after", "function"),
     [
-        ("Publishing", "", Client.publisher),
-        ("Reading", "", Client.read),
-        ("Pull consumers", "`fetch()`:", PullConsumer.fetch),
-        ("Pull consumers", "`messages()`:", PullConsumer.messages),
+        ("publishing.md", "", Client.publisher),
+        ("reading.md", "", Client.read),
+        ("consumers.md", "`fetch()`:", PullConsumer.fetch),
+        ("consumers.md", "`messages()`:", PullConsumer.messages),
     ],
     ids=["publisher", "read", "fetch", "messages"],
 )
 def test_option_tables_show_the_defaults_of_the_code(
-    section: str, after: str, function: Callable[..., Any]
+    page: str, after: str, function: Callable[..., Any]
 ) -> None:
-    rows = option_table(section, after)
+    rows = option_table(page, after)
     defaults = defaults_of(function)
-    assert rows, f"no option table in section {section!r}"
+    assert rows, f"no option table in docs/{page}"
     for name, shown in rows.items():
-        assert name in defaults, f"{section}: {name!r} is not an option of {function.__qualname__}"
+        assert name in defaults, f"{page}: {name!r} is not an option of {function.__qualname__}"
         expected = (
             f'"{defaults[name]}"' if isinstance(defaults[name], str) else repr(defaults[name])
         )
-        assert shown == expected, f"{section}: {name!r} shows {shown}, the code says {expected}"
+        assert shown == expected, f"{page}: {name!r} shows {shown}, the code says {expected}"
     documented = set(rows) | {"subject", "raise_on_error", "rows_per_result"}
     assert set(defaults) <= documented, set(defaults) - documented
 
@@ -101,19 +106,28 @@ def test_the_facade_defaults_are_the_cores() -> None:
     assert defaults_of(Client.read)["batch_rows"] == _core.DEFAULT_READ_BATCH_ROWS
     assert defaults_of(PullConsumer.messages)["heartbeat"] == _core.DEFAULT_HEARTBEAT
     assert ConnectOptions().max_reconnects == _core.DEFAULT_MAX_RECONNECTS
-    text = README.read_text()
-    assert f"default {_core.DEFAULT_ROWS_PER_RESULT:,}" in text
-    assert f"`ack_sync(timeout={_core.DEFAULT_ACK_SYNC_TIMEOUT})`" in text
+    assert f"default {_core.DEFAULT_ROWS_PER_RESULT:,}" in guide("publishing.md")
+    assert f"`ack_sync(timeout={_core.DEFAULT_ACK_SYNC_TIMEOUT})`" in guide("consumers.md")
 
 
 def test_the_direct_read_threshold_in_the_text_is_the_cores() -> None:
-    text = " ".join(README.read_text().split())
-    for said in (
-        "direct gets for a range of at most {:,} sequences",
-        "a range of at most {:,} sequences, such as a small streaming",
-        "Range reads of up to {:,} messages are faster by direct gets",
-        "under {:,} messages a consumer's create and delete cost more",
+    for page, said in (
+        ("reading.md", "direct gets for a range of at most {:,} sequences"),
+        ("spark.md", "a range of at most {:,} sequences, such as a small streaming"),
+        ("benchmarks.md", "Range reads of up to {:,} messages are faster by direct gets"),
+        ("reading.md", "under {:,} messages a consumer's create and delete cost more"),
     ):
-        assert said.format(_core.DIRECT_READ_MAX_MESSAGES) in text, said
-    architecture = " ".join((README.parent / "docs" / "ARCHITECTURE.md").read_text().split())
+        text = " ".join(guide(page).split())
+        assert said.format(_core.DIRECT_READ_MAX_MESSAGES) in text, (page, said)
+    architecture = " ".join(guide("ARCHITECTURE.md").split())
     assert f"`DIRECT_READ_MAX_MESSAGES` ({_core.DIRECT_READ_MAX_MESSAGES:,})" in architecture
+
+
+def test_the_readme_names_the_two_commands_and_maps_every_guide() -> None:
+    readme = (DOCS.parent / "README.md").read_text()
+    assert "bash scripts/demo.sh" in readme
+    assert "bash scripts/test.sh" in readme
+    nav = re.findall(r"^  - [^:\n]+: (\S+\.md)$", (DOCS.parent / "mkdocs.yml").read_text(), re.M)
+    assert sorted(nav) == sorted(page.name for page in DOCS.glob("*.md"))
+    missing = [page for page in nav if page != "index.md" and f"](docs/{page}" not in readme]
+    assert not missing, f"README.md's map of the docs lacks {missing}"

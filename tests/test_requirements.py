@@ -1,5 +1,6 @@
-"""The README's requirements, checked as a user meets them: without Java the Spark paths
-say in one line what to install; a worker interpreter without the package is named."""
+"""The requirements the README and docs/development.md list, checked as a user meets
+them: without Java the Spark paths say in one line what to install; a worker interpreter
+without the package is named."""
 
 from __future__ import annotations
 

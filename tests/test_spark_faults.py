@@ -3,10 +3,10 @@
 - the stream leader of an R3 stream killed (``kill -9``) and restarted on the same
   port and store during ``df.write.format("jetstream")``: every row stored once (a
   task whose publishes give up during the election is retried by Spark with the same
-  message ids; README "Writing");
+  message ids; docs/spark.md "Writing");
 - the same during ``spark.read.format("jetstream")``: every message read once, and no
   task fails (each partition's read recreates its consumer after the lost server and
-  retries its requests through the election; README "Reading");
+  retries its requests through the election; docs/spark.md "Reading");
 - a streaming query (jetstream source, from its checkpointed offsets) in a driver
   process SIGKILLed five times at random moments and restarted from its checkpoint,
   with messages published before and during the run, into Spark's parquet file sink
@@ -199,7 +199,7 @@ def test_a_batch_write_through_a_leader_kill_9_stores_every_row_once(
                 write()
             except SPARK_ERRORS as err:
                 # A task whose four attempts all met the election (each gives up after
-                # the publisher's retries) fails the job: the README's way to finish
+                # the publisher's retries) fails the job: the Spark guide's way to finish
                 # it is to run it again, and the rows' msg ids keep that from storing
                 # anything twice.
                 reruns.append(str(err))
@@ -268,7 +268,7 @@ def test_a_batch_read_through_a_leader_kill_9_reads_every_message_once(
         f"{len(seqs) - distinct} duplicated; {failed} task attempts failed"
     )
     assert (len(seqs), distinct, lo, hi) == (n, n, 1, n)
-    # Each partition's read recovered by itself (README "Reading"), no task retry.
+    # Each partition's read recovered by itself (docs/spark.md "Reading"), no task retry.
     assert failed == 0
 
 
