@@ -43,6 +43,11 @@ python -m mypy.stubtest "${stubtest_args[@]}"
 step "mypy"
 mypy python/jetstream_arrow
 
+step "docs: mkdocs build --strict"
+# The guides in docs/ as a site (mkdocs.yml); a broken link, a missing anchor or a page
+# left out of the nav is an error. The site goes to target/site/ (git-ignored).
+mkdocs build --strict -d target/site
+
 step "pytest"
 rc=0
 python -m pytest "$@" || rc=$?
