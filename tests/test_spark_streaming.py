@@ -32,11 +32,8 @@ from jetstream_arrow.spark import message_schema
 from jetstream_arrow.spark.columns import PublishColumns
 from jetstream_arrow.spark.options import parse_read_options, parse_write_options
 from jetstream_arrow.spark.reading import DataLossError
-from jetstream_arrow.spark.stream_reader import (
-    JetStreamStreamReader,
-    JetStreamStreamWriter,
-    StreamCommitMessage,
-)
+from jetstream_arrow.spark.stream_reader import JetStreamStreamReader
+from jetstream_arrow.spark.stream_writer import JetStreamStreamWriter, StreamCommitMessage
 
 pytestmark = pytest.mark.spark
 __all__ = ["spark"]

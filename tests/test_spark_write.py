@@ -13,8 +13,9 @@ from pyspark.sql import functions as F
 
 import jetstream_arrow as ja
 from conftest_spark import SPARK_ERRORS, error_text, make_stream, read_df, spark, stream_table
+from jetstream_arrow.spark.batch_writer import JetStreamWriter
 from jetstream_arrow.spark.options import parse_write_options
-from jetstream_arrow.spark.writing import JetStreamCommitMessage, JetStreamWriter
+from jetstream_arrow.spark.writing import JetStreamCommitMessage
 
 pytestmark = pytest.mark.spark
 __all__ = ["spark"]

@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from .batch_reader import JetStreamReader
+from .batch_writer import JetStreamWriter
 from .columns import ACK_SCHEMA, message_schema
 from .connection_cache import freeze_worker_heap
 from .datasource import JetStreamDataSource
@@ -33,8 +34,8 @@ from .options import ReadOptions, WriteOptions, parse_read_options, parse_write_
 from .partitions import SequenceRange
 from .preflight import check_java, check_worker_python
 from .reading import DataLossError
-from .stream_reader import JetStreamStreamReader, JetStreamStreamWriter
-from .writing import JetStreamWriter
+from .stream_reader import JetStreamStreamReader
+from .stream_writer import JetStreamStreamWriter
 
 
 def register(spark: Any) -> None:

@@ -127,7 +127,7 @@ def last_seq_on(client: Client, stream: str, subjects: tuple[str, ...] | None) -
         return 0
 
 
-class WorkQueueStreamReader(DataSourceStreamReader):
+class ConsumerStreamReader(DataSourceStreamReader):
     """Micro-batches of the messages a durable consumer claims; acknowledged once
     committed. Offset and planning methods run on the driver; ``read`` on executors."""
 
@@ -141,9 +141,7 @@ class WorkQueueStreamReader(DataSourceStreamReader):
         self.planned_end = 1
 
     def __repr__(self) -> str:
-        return (
-            f"WorkQueueStreamReader(stream={self.opts.stream!r}, consumer={self.opts.consumer!r})"
-        )
+        return f"ConsumerStreamReader(stream={self.opts.stream!r}, consumer={self.opts.consumer!r})"
 
     def _claimer(self) -> PullConsumer:
         if self._consumer is None:

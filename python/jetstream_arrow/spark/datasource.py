@@ -2,8 +2,10 @@
 ``format("jetstream")``: the data source that Spark instantiates, and nothing else.
 
 Built on Spark's Python Data Source API. It parses the options (:mod:`.options`) and
-hands them to the batch reader (:mod:`.source`), the stream reader and writer
-(:mod:`.streaming`) or the batch writer (:mod:`.sink`), which hold the logic.
+hands them to the batch reader (:mod:`.batch_reader`), the batch writer
+(:mod:`.batch_writer`), the stream reader (:mod:`.stream_reader`; through a durable
+consumer, :mod:`.consumer_stream_reader`) or the stream writer (:mod:`.stream_writer`),
+which hold the logic.
 """
 
 from __future__ import annotations
@@ -17,13 +19,15 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from .batch_reader import JetStreamPushdownReader, JetStreamReader
+from .batch_writer import JetStreamWriter
 from .columns import PublishColumns, arrow_schema, message_schema
-from .consumer_stream_reader import WorkQueueStreamReader
+from .consumer_stream_reader import ConsumerStreamReader
 from .options import WriteOptions, parse_read_options, parse_write_options
 from .pushdown import planning_with_pushdown
 from .reading import checked_schema
-from .stream_reader import JetStreamStreamReader, JetStreamStreamWriter
-from .writing import JetStreamWriter, check_expected_stream, refuse_overwrite
+from .stream_reader import JetStreamStreamReader
+from .stream_writer import JetStreamStreamWriter
+from .writing import check_expected_stream, refuse_overwrite
 
 
 class JetStreamDataSource(DataSource):
@@ -59,7 +63,7 @@ class JetStreamDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         opts = parse_read_options(self.options, queries="stream")
         if opts.consumer is not None:
-            return WorkQueueStreamReader(opts, checked_schema(opts, schema))
+            return ConsumerStreamReader(opts, checked_schema(opts, schema))
         return JetStreamStreamReader(opts, checked_schema(opts, schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:

@@ -5,8 +5,8 @@ equality, ``IN`` and prefixes ending in ``.`` become subject filters (only when
 option ``subjects`` is not given); predicates on ``timestamp`` narrow the range too
 but are left for Spark to check as well. Everything else is Spark's.
 
-Kept apart from the reader (:mod:`.source`) because it is pure: filters in,
-:class:`PushedFilters` out, no connection and no Spark session needed.
+Kept apart from the batch reader (:mod:`.batch_reader`) because it is pure: filters
+in, :class:`PushedFilters` out, no connection and no Spark session needed.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """Publishing Spark's Arrow batches: the write task, its commit message and reports,
-and the batch writer of ``df.write.format("jetstream")``.
+and the driver-side checks before a write.
 
 A task publishes its batches through one publisher whose message ids are
 ``<prefix><row number>``, the prefix naming the write and the partition: a retried
 task sends the same ids and the server drops what it already stored (inside the
-stream's duplicate window). The batch writer, the streaming writer
-(:mod:`.streaming`) and ``publish_fn`` (:mod:`.functions`) differ only in that prefix
-and in what they tell the user when a write ends.
+stream's duplicate window). The batch writer (:mod:`.batch_writer`), the stream
+writer (:mod:`.stream_writer`) and ``publish_fn`` (:mod:`.functions`) differ only in
+that prefix and in what they tell the user when a write ends.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import WriterCommitMessage
 
 from .._read_ahead import ReadAhead
 from ..exceptions import BadInputError, JetStreamArrowError, NotFoundError, PublishError
@@ -238,36 +238,3 @@ def report_aborted(
         f"the stream. {how_to_finish}",
         logging.WARNING,
     )
-
-
-class JetStreamWriter(DataSourceArrowWriter):
-    """Publishes each task's Arrow batches; idempotent across task retries."""
-
-    def __init__(self, opts: WriteOptions, columns: PublishColumns) -> None:
-        self.opts = opts
-        self.columns = columns
-
-    def __repr__(self) -> str:
-        return f"JetStreamWriter(write_id={self.opts.write_id!r})"
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> JetStreamCommitMessage:
-        _, partition, attempt = task_ids()
-        where = f"write {self.opts.write_id}, partition {partition}, attempt {attempt}"
-        prefix = f"{self.opts.write_id}-{partition}-"
-        tally = publish_task(self.opts, self.columns, iterator, prefix, where)
-        return JetStreamCommitMessage(partition, attempt, **asdict(tally))
-
-    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        done = finished_tasks(messages, JetStreamCommitMessage)
-        report_committed(f"write {self.opts.write_id}", done, len(messages))
-
-    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        done = finished_tasks(messages, JetStreamCommitMessage)
-        report_aborted(
-            f"write {self.opts.write_id}",
-            done,
-            len(messages),
-            "To finish the write without duplicates, run it again with option "
-            f"writeId={self.opts.write_id} (same data, same partitioning) within the "
-            "stream's duplicate window.",
-        )

@@ -1,0 +1,59 @@
+"""The batch writer of ``df.write.format("jetstream")``.
+
+Each task publishes with message ids ``<write id>-<partition>-<row>``
+(:mod:`.writing`), so a retried task, or the whole write run again with the same
+option ``writeId`` (same data, same partitioning), stores only what is missing
+(inside the stream's duplicate window).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import asdict
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+
+from .columns import PublishColumns
+from .options import WriteOptions
+from .writing import (
+    JetStreamCommitMessage,
+    finished_tasks,
+    publish_task,
+    report_aborted,
+    report_committed,
+    task_ids,
+)
+
+
+class JetStreamWriter(DataSourceArrowWriter):
+    """Publishes each task's Arrow batches; idempotent across task retries."""
+
+    def __init__(self, opts: WriteOptions, columns: PublishColumns) -> None:
+        self.opts = opts
+        self.columns = columns
+
+    def __repr__(self) -> str:
+        return f"JetStreamWriter(write_id={self.opts.write_id!r})"
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> JetStreamCommitMessage:
+        _, partition, attempt = task_ids()
+        where = f"write {self.opts.write_id}, partition {partition}, attempt {attempt}"
+        prefix = f"{self.opts.write_id}-{partition}-"
+        tally = publish_task(self.opts, self.columns, iterator, prefix, where)
+        return JetStreamCommitMessage(partition, attempt, **asdict(tally))
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        done = finished_tasks(messages, JetStreamCommitMessage)
+        report_committed(f"write {self.opts.write_id}", done, len(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        done = finished_tasks(messages, JetStreamCommitMessage)
+        report_aborted(
+            f"write {self.opts.write_id}",
+            done,
+            len(messages),
+            "To finish the write without duplicates, run it again with option "
+            f"writeId={self.opts.write_id} (same data, same partitioning) within the "
+            "stream's duplicate window.",
+        )

@@ -1,0 +1,105 @@
+"""The stream writer of ``df.writeStream.format("jetstream")``.
+
+A streaming write publishes each micro-batch like a batch write, with message ids
+``<query id>-<batch id>-<partition>-<row>``. Spark keeps the query id in the
+checkpoint and re-runs an unfinished micro-batch under its old batch id after a
+restart, so the re-run sends the ids of the first attempt and the server drops the
+messages it already stored.
+
+The write task, its commit message and reports are the batch writer's too
+(:mod:`.writing`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
+
+from ..exceptions import JetStreamArrowError
+from .columns import PublishColumns
+from .options import WriteOptions
+from .writing import (
+    JetStreamCommitMessage,
+    finished_tasks,
+    publish_task,
+    report_aborted,
+    report_committed,
+)
+
+#: Local properties Spark sets for the tasks of a streaming micro-batch.
+_QUERY_ID_PROPERTY = "sql.streaming.queryId"
+_BATCH_ID_PROPERTY = "streaming.sql.batchId"
+
+
+@dataclass
+class StreamCommitMessage(JetStreamCommitMessage):
+    """What one write task of a micro-batch did, and the query it belongs to."""
+
+    query_id: str
+
+
+def micro_batch_ids() -> tuple[str, int, int, int]:
+    """(query id, batch id, partition id, attempt number) of the running write task.
+
+    The query id is kept in the checkpoint, so it survives a restart (the run id does
+    not); the batch id is the micro-batch's, the same when Spark re-runs it.
+    """
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    query_id = ctx.getLocalProperty(_QUERY_ID_PROPERTY) if ctx is not None else None
+    batch_id = ctx.getLocalProperty(_BATCH_ID_PROPERTY) if ctx is not None else None
+    if ctx is None or not query_id or batch_id is None:
+        raise JetStreamArrowError(
+            "a jetstream streaming write runs only as a task of a micro-batch of a "
+            "streaming query (Spark gives it the query id and the batch id that make "
+            "its message ids)"
+        )
+    return query_id, int(batch_id), ctx.partitionId(), ctx.attemptNumber()
+
+
+class JetStreamStreamWriter(DataSourceStreamArrowWriter):
+    """Publishes each micro-batch's Arrow batches; idempotent across task retries and
+    micro-batch re-runs (a query restarted from its checkpoint)."""
+
+    def __init__(self, opts: WriteOptions, columns: PublishColumns) -> None:
+        self.opts = opts
+        self.columns = columns
+
+    def __repr__(self) -> str:
+        return "JetStreamStreamWriter()"
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StreamCommitMessage:
+        query_id, batch_id, partition, attempt = micro_batch_ids()
+        where = (
+            f"streaming query {query_id}, batch {batch_id}, partition {partition}, "
+            f"attempt {attempt}"
+        )
+        prefix = f"{query_id}-{batch_id}-{partition}-"
+        tally = publish_task(self.opts, self.columns, iterator, prefix, where)
+        return StreamCommitMessage(partition, attempt, **asdict(tally), query_id=query_id)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        done = finished_tasks(messages, StreamCommitMessage)
+        report_committed(self._batch(done, batchId), done, len(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        done = finished_tasks(messages, StreamCommitMessage)
+        report_aborted(
+            self._batch(done, batchId),
+            done,
+            len(messages),
+            f"Restart the query from its checkpoint: it re-runs batch {batchId} with the "
+            "same message ids, so the server drops what is already stored (inside the "
+            "stream's duplicate window).",
+        )
+
+    @staticmethod
+    def _batch(done: list[StreamCommitMessage], batch_id: int) -> str:
+        # This runs in a driver process of its own, which is not told the query id;
+        # the tasks' messages carry it.
+        query = f"streaming query {done[0].query_id}" if done else "streaming query"
+        return f"{query} batch {batch_id}"
