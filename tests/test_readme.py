@@ -68,11 +68,16 @@ def option_table(page: str, after: str = "") -> dict[str, str]:
 
 
 def defaults_of(function: Callable[..., Any]) -> dict[str, Any]:
-    return {
+    defaults = {
         name: p.default
         for name, p in inspect.signature(function).parameters.items()
         if p.default is not inspect.Parameter.empty
     }
+    if function is Client.publisher:
+        # Its options are the fields of PublishOptions, each None (the core's default).
+        del defaults["options"]
+        defaults.update(_core.PUBLISH_DEFAULTS)
+    return defaults
 
 
 @pytest.mark.parametrize(

@@ -6,13 +6,14 @@ from . import exceptions
 from ._core import __version__
 from .client import Client, Publisher, PublishResult, connect
 from .consumers import ConsumedBatch, Messages, OrderedConsumer, PullConsumer, PushConsumer
-from .options import ConnectOptions
+from .options import ConnectOptions, PublishOptions
 
 __all__ = [
     "Client",
     "ConnectOptions",
     "ConsumedBatch",
     "OrderedConsumer",
+    "PublishOptions",
     "PublishResult",
     "Publisher",
     "PullConsumer",

@@ -77,6 +77,9 @@ ERR_BATCH_PUBLISH_UNKNOWN_ID: int
 
 # The fields ConnectOptions must have: the native core reads exactly these.
 CONNECT_FIELDS: list[str]
+PUBLISH_FIELDS: list[str]
+# What each PublishOptions field left None means: the core's default.
+PUBLISH_DEFAULTS: dict[str, Any]
 
 def validate_name(value: object, option: str = "name") -> str:
     """Return a valid stream or consumer name, or raise BadInputError naming `option`."""
@@ -117,24 +120,8 @@ class Client:
     ) -> bytes:
         """Request `<api_prefix>.<subject>` and return the raw JSON reply. Raises ApiError
         (or NotFoundError, JetStreamNotEnabledError) when the reply is an error."""
-    def publisher(
-        self,
-        *,
-        subject: str | None = None,
-        window: int = ...,
-        on_full: str = "wait",
-        ack_timeout: float = ...,
-        max_retries: int = ...,
-        retry_backoff: float = ...,
-        msg_id_prefix: str | None = None,
-        msg_id_start: int = 0,
-        expected_stream: str | None = None,
-        expected_last_seq: int | None = None,
-        expected_last_msg_id: str | None = None,
-        expected_last_subject_seq: int | None = None,
-        mode: str = ...,
-        keep_control_headers: bool | None = None,
-    ) -> Publisher: ...
+    def publisher(self, options: Any) -> Publisher:
+        """A publisher sending as a jetstream_arrow.PublishOptions says (None: defaults)."""
     def read(
         self,
         stream: str,

@@ -24,10 +24,7 @@ from ._time import to_epoch_ns
 from .consumers import OrderedConsumer, PullConsumer, PushConsumer
 from .exceptions import BadInputError, JetStreamArrowError, PublishError
 from .management import ManagementMixin
-from .options import ConnectOptions
-
-OnFull = Literal["wait", "fail"]
-PublishMode = Literal["acked", "fast"]
+from .options import ConnectOptions, PublishOptions
 
 
 @dataclass(frozen=True)
@@ -208,73 +205,27 @@ class Client(ManagementMixin):
         return reply
 
     # -- publish -------------------------------------------------------------------
-    @names_counts
     def publisher(
         self,
         subject: str | None = None,
         *,
-        window: int = _core.DEFAULT_WINDOW,
-        on_full: OnFull = "wait",
-        ack_timeout: float = _core.DEFAULT_ACK_TIMEOUT,
-        max_retries: int = _core.DEFAULT_MAX_RETRIES,
-        retry_backoff: float = _core.DEFAULT_RETRY_BACKOFF,
-        msg_id_prefix: str | None = None,
-        msg_id_start: int = 0,
-        expected_stream: str | None = None,
-        expected_last_seq: int | None = None,
-        expected_last_msg_id: str | None = None,
-        expected_last_subject_seq: int | None = None,
-        mode: PublishMode = _core.DEFAULT_PUBLISH_MODE,
-        keep_control_headers: bool | None = None,
+        options: PublishOptions | None = None,
         raise_on_error: bool = True,
+        **kwargs: Any,
     ) -> Publisher:
-        """A publisher with a bounded window of unacknowledged messages.
-
-        ``window``: publishes in flight before waiting for acks (``on_full="wait"``)
-        or refusing further rows (``"fail"``). ``429``, ``503`` and ack timeouts are
-        retried ``max_retries`` times with doubling backoff from ``retry_backoff``;
-        a row without a msg id is retried after an ack timeout only when
-        ``msg_id_prefix`` gives it one (otherwise a retry could store it twice).
-        ``msg_id_prefix``: rows without a ``msg_id`` get ``<prefix><n>``, ``n``
-        counting input rows from ``msg_id_start`` across this publisher's calls,
-        so re-running the same input is deduplicated by the server.
-        ``expected_*``: optimistic-concurrency checks on the first row of each call
-        (``expected_stream`` on every row); the rest is sent only once it passed.
-        ``mode``: ``"acked"`` (an ack per message) or ``"fast"`` (fast-ingest
-        batches into a stream with ``allow_batched``, nats-server 2.14+: the server
-        acks every N messages; a batch that fails part-way reports the rows after
-        its last ack, which a re-run with msg ids stores once; ``acks.seq`` is null).
-        ``keep_control_headers``: whether a ``headers`` column's headers that steer
-        how the server stores a message (``Nats-TTL``, ``Nats-Rollup``,
-        ``Nats-Expected-*``, ``Nats-Batch-*``, ``Nats-Schedule*``, counters) and those
-        the server adds to what it delivers (``Nats-Stream``, ``Nats-Sequence``, ...)
-        are published. ``None`` (default): as given, except when the input is a read
-        of a stream (it has the read's ``stream`` and ``seq`` columns): a copy, whose
-        control headers are dropped so they steer nothing in the stream it goes to.
-        A ``Nats-Msg-Id`` header is always kept and is the row's msg id.
-        """
-        native = self._native.publisher(
-            subject=subject,
-            window=window,
-            on_full=on_full,
-            ack_timeout=ack_timeout,
-            max_retries=max_retries,
-            retry_backoff=retry_backoff,
-            msg_id_prefix=msg_id_prefix,
-            msg_id_start=msg_id_start,
-            expected_stream=expected_stream,
-            expected_last_seq=expected_last_seq,
-            expected_last_msg_id=expected_last_msg_id,
-            expected_last_subject_seq=expected_last_subject_seq,
-            mode=mode,
-            keep_control_headers=keep_control_headers,
-        )
-        return Publisher(native, raise_on_error)
+        """A publisher with a bounded window of unacknowledged messages, sending as
+        ``options`` say, with any :class:`PublishOptions` field given as a keyword
+        (``window=8192``) set over them. ``raise_on_error``: raise ``PublishError``
+        (with ``.result``) when rows fail, or return the result."""
+        if subject is not None:
+            kwargs["subject"] = subject
+        settings = PublishOptions.from_kwargs(options, **kwargs)
+        return Publisher(self._native.publisher(settings), raise_on_error)
 
     def publish(self, data: Any, subject: str | None = None, **options: Any) -> PublishResult:
         """Publish every row of an Arrow batch, table or stream (anything with the
-        Arrow PyCapsule interface) in the message schema; see :meth:`publisher`
-        for the options. Raises ``PublishError`` (with ``.result``) when rows fail,
+        Arrow PyCapsule interface) in the message schema; ``options`` are
+        :class:`PublishOptions` fields and ``raise_on_error`` (see :meth:`publisher`). Raises ``PublishError`` (with ``.result``) when rows fail,
         unless ``raise_on_error=False``."""
         with self.publisher(subject, **options) as publisher:
             return publisher.publish(data)

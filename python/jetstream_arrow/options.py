@@ -10,12 +10,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from . import _core
 from .exceptions import BadInputError
 
 _SECRET_FIELDS = frozenset({"password", "token", "nkey_seed"})
+
+OnFull = Literal["wait", "fail"]
+PublishMode = Literal["acked", "fast"]
 
 
 def check_known_options(cls: type[Any], options: Mapping[str, Any], what: str) -> None:
@@ -130,3 +133,55 @@ class ConnectOptions:
             if out.get(name) is not None:
                 out[name] = "***"
         return out
+
+
+@dataclass(frozen=True)
+class PublishOptions:
+    """How a publisher sends. A field left None takes the native core's default
+    (``_core.DEFAULT_*``); the core checks every value and names the option at fault.
+
+    ``subject``: every row goes to this subject (else each row's ``subject`` column).
+    ``window``: publishes in flight before waiting for acks (``on_full="wait"``)
+    or refusing further rows (``"fail"``). ``429``, ``503`` and ack timeouts are
+    retried ``max_retries`` times with doubling backoff from ``retry_backoff``;
+    a row without a msg id is retried after an ack timeout only when
+    ``msg_id_prefix`` gives it one (otherwise a retry could store it twice).
+    ``msg_id_prefix``: rows without a ``msg_id`` get ``<prefix><n>``, ``n``
+    counting input rows from ``msg_id_start`` across a publisher's calls,
+    so re-running the same input is deduplicated by the server.
+    ``expected_*``: optimistic-concurrency checks on the first row of each call
+    (``expected_stream`` on every row); the rest is sent only once it passed.
+    ``mode``: ``"acked"`` (an ack per message) or ``"fast"`` (fast-ingest
+    batches into a stream with ``allow_batched``, nats-server 2.14+: the server
+    acks every N messages; a batch that fails part-way reports the rows after
+    its last ack, which a re-run with msg ids stores once; ``acks.seq`` is null).
+    ``keep_control_headers``: whether a ``headers`` column's headers that steer
+    how the server stores a message (``Nats-TTL``, ``Nats-Rollup``,
+    ``Nats-Expected-*``, ``Nats-Batch-*``, ``Nats-Schedule*``, counters) and those
+    the server adds to what it delivers (``Nats-Stream``, ``Nats-Sequence``, ...)
+    are published. ``None`` (default): as given, except when the input is a read
+    of a stream (it has the read's ``stream`` and ``seq`` columns): a copy, whose
+    control headers are dropped so they steer nothing in the stream it goes to.
+    A ``Nats-Msg-Id`` header is always kept and is the row's msg id.
+    """
+
+    subject: str | None = None
+    window: int | None = None
+    on_full: OnFull | None = None
+    ack_timeout: float | None = None
+    max_retries: int | None = None
+    retry_backoff: float | None = None
+    msg_id_prefix: str | None = None
+    msg_id_start: int | None = None
+    expected_stream: str | None = None
+    expected_last_seq: int | None = None
+    expected_last_msg_id: str | None = None
+    expected_last_subject_seq: int | None = None
+    mode: PublishMode | None = None
+    keep_control_headers: bool | None = None
+
+    @classmethod
+    def from_kwargs(cls, given: PublishOptions | None = None, **options: Any) -> PublishOptions:
+        """``given`` (or the defaults) with ``options`` set, naming unknown ones."""
+        check_known_options(cls, options, "publish")
+        return dataclasses.replace(given or cls(), **options)

@@ -53,6 +53,9 @@ class OptionSpec:
     # (spark.readStream, df.writeStream) or "both". Given to the other kind it is an
     # error, never silently ignored.
     queries: str = "both"
+    # The field of jetstream_arrow.PublishOptions a write option sets (its Python name
+    # there, accepted by Spark too), or None for an option of the Spark writer itself.
+    publish_field: str | None = None
 
 
 #: The largest count or sequence an option takes: Spark's LongType and Arrow's int64
@@ -307,6 +310,7 @@ WRITE_SPECS = [
         "`fast`: fast-ingest batches into a stream with `allow_batched` (the server acks every N messages: less client and server work per row); a failed batch fails the task instead of being resent, and the task's retry stores what is missing by message id. `acked`: an ack per message, 429/503/timeouts resent within the task",
         "write",
         choices=("acked", "fast"),
+        publish_field="mode",
     ),
     OptionSpec(
         "window",
@@ -317,6 +321,7 @@ WRITE_SPECS = [
         "write",
         minimum=1,
         maximum=MAX_WINDOW,
+        publish_field="window",
     ),
     OptionSpec(
         "ack_timeout",
@@ -326,6 +331,7 @@ WRITE_SPECS = [
         "seconds to wait for each ack before retrying",
         "write",
         minimum=0.001,
+        publish_field="ack_timeout",
     ),
     OptionSpec(
         "max_retries",
@@ -336,6 +342,7 @@ WRITE_SPECS = [
         "write",
         minimum=0,
         maximum=MAX_RETRIES,
+        publish_field="max_retries",
     ),
     OptionSpec(
         "retry_backoff",
@@ -345,6 +352,7 @@ WRITE_SPECS = [
         "seconds before the first retry (doubling)",
         "write",
         minimum=0,
+        publish_field="retry_backoff",
     ),
     OptionSpec(
         "expected_stream",
@@ -353,6 +361,7 @@ WRITE_SPECS = [
         None,
         "the stream every message must be stored in (header `Nats-Expected-Stream`); option `stream` on a write means the same",
         "write",
+        publish_field="expected_stream",
     ),
 ]
 

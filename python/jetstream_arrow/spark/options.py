@@ -32,6 +32,8 @@ def _index(specs: list[OptionSpec]) -> dict[str, OptionSpec]:
     for spec in specs:
         out[_norm(spec.python)] = spec
         out[_norm(spec.spark)] = spec
+        if spec.publish_field is not None:
+            out[_norm(spec.publish_field)] = spec
     return out
 
 
@@ -333,13 +335,11 @@ class WriteOptions:
     expected_stream: str | None = None
 
     def publisher_kwargs(self) -> dict[str, Any]:
+        """The :class:`jetstream_arrow.PublishOptions` fields these options set."""
         return {
-            "mode": self.publish_mode,
-            "window": self.window,
-            "ack_timeout": self.ack_timeout,
-            "max_retries": self.max_retries,
-            "retry_backoff": self.retry_backoff,
-            "expected_stream": self.expected_stream,
+            spec.publish_field: getattr(self, spec.python)
+            for spec in WRITE_SPECS
+            if spec.publish_field is not None
         }
 
 

@@ -2,7 +2,8 @@
 //!
 //! Pure Rust, no Python: the `jetstream-arrow-python` crate wraps it. Modules by
 //! concept:
-//! - [`defaults`] (every default) and [`limits`] (the engine's fixed bounds);
+//! - [`defaults`] (every default), [`limits`] (the engine's fixed bounds) and
+//!   [`option_values`] (option values as callers give them, checked once);
 //! - [`connection`] (connect options) and [`server_urls`] (credentials in server URLs,
 //!   and redacting them);
 //! - [`api`]: the JetStream vocabulary (subjects, headers, statuses) and API requests;
@@ -22,6 +23,7 @@ pub mod consume;
 pub mod defaults;
 pub mod error;
 pub mod limits;
+pub mod option_values;
 pub mod publish;
 pub mod read;
 pub mod server_urls;

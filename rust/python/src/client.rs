@@ -8,10 +8,7 @@ use std::sync::{Arc, Mutex};
 use arrow_array::RecordBatch;
 use jetstream_arrow_core::connection::Connection;
 use jetstream_arrow_core::defaults;
-use jetstream_arrow_core::publish::input::MessageDefaults;
-use jetstream_arrow_core::publish::{
-    PublishMode, PublishOptions, PublishOutcome as CoreOutcome, Publisher as CorePublisher,
-};
+use jetstream_arrow_core::publish::{PublishOutcome as CoreOutcome, Publisher as CorePublisher};
 use jetstream_arrow_core::read::ordered::Start;
 use jetstream_arrow_core::read::stored;
 use jetstream_arrow_core::read::{FollowOptions, OrderedStream as CoreOrderedStream};
@@ -24,10 +21,11 @@ use pyo3_arrow::PyRecordBatch;
 
 use crate::consumer::PullConsumer;
 use crate::errors::{GlueError, GlueResult};
-use crate::options::{connect_config, opt_seconds, seconds};
+use crate::options::{connect_config, publish_options};
 use crate::push::PushConsumer;
 use crate::reader::{Batches, ReadBatches};
 use crate::runtime::{wait, BlockingIter};
+use jetstream_arrow_core::option_values::{opt_seconds, seconds};
 
 /// A live connection. Not picklable, and usable only in the process that made it.
 #[pyclass(module = "jetstream_arrow._core", frozen)]
@@ -105,60 +103,9 @@ impl Client {
         Ok(PyBytes::new(py, &reply))
     }
 
-    #[pyo3(signature = (
-        *, subject=None, window=defaults::WINDOW, on_full="wait",
-        ack_timeout=defaults::ACK_TIMEOUT.as_secs_f64(), max_retries=defaults::MAX_RETRIES,
-        retry_backoff=defaults::RETRY_BACKOFF.as_secs_f64(), msg_id_prefix=None, msg_id_start=0,
-        expected_stream=None, expected_last_seq=None, expected_last_msg_id=None,
-        expected_last_subject_seq=None, mode=defaults::PUBLISH_MODE, keep_control_headers=None
-    ))]
-    #[allow(clippy::too_many_arguments)]
-    fn publisher(
-        &self,
-        py: Python<'_>,
-        subject: Option<String>,
-        window: usize,
-        on_full: &str,
-        ack_timeout: f64,
-        max_retries: u32,
-        retry_backoff: f64,
-        msg_id_prefix: Option<String>,
-        msg_id_start: u64,
-        expected_stream: Option<String>,
-        expected_last_seq: Option<u64>,
-        expected_last_msg_id: Option<String>,
-        expected_last_subject_seq: Option<u64>,
-        mode: &str,
-        keep_control_headers: Option<bool>,
-    ) -> GlueResult<Publisher> {
-        let fail_when_full = match on_full {
-            "wait" => false,
-            "fail" => true,
-            other => {
-                return Err(Error::bad_input(format!(
-                    "option 'on_full' must be 'wait' or 'fail', got {other:?}"
-                ))
-                .into())
-            }
-        };
-        let options = PublishOptions {
-            window,
-            fail_when_full,
-            ack_timeout: seconds(ack_timeout, "ack_timeout")?,
-            max_retries,
-            retry_backoff: seconds(retry_backoff, "retry_backoff")?,
-            defaults: MessageDefaults {
-                subject,
-                msg_id_prefix,
-                expected_stream,
-                keep_control_headers,
-            },
-            msg_id_start,
-            expected_last_seq,
-            expected_last_msg_id,
-            expected_last_subject_seq,
-            mode: PublishMode::parse(mode)?,
-        };
+    /// A publisher sending as `options` (a `jetstream_arrow.PublishOptions`) say.
+    fn publisher(&self, py: Python<'_>, options: &Bound<'_, PyAny>) -> GlueResult<Publisher> {
+        let options = publish_options(options)?;
         let conn = self.connection()?;
         let inner = wait(py, CorePublisher::new(conn, options))??;
         Ok(Publisher {

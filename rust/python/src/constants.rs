@@ -10,7 +10,7 @@ use jetstream_arrow_core::Error;
 use pyo3::prelude::*;
 
 use crate::errors::GlueResult;
-use crate::options::CONNECT_FIELDS;
+use crate::options::{publish_defaults, CONNECT_FIELDS, PUBLISH_FIELDS};
 
 /// Check a stream or consumer name; raises `BadInputError` naming `option`, also
 /// for a value that is not a string at all.
@@ -74,6 +74,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         jetstream_arrow_core::defaults::DIRECT_READ_MAX_MESSAGES,
     )?;
     m.add("CONNECT_FIELDS", CONNECT_FIELDS.to_vec())?;
+    m.add("PUBLISH_FIELDS", PUBLISH_FIELDS.to_vec())?;
+    m.add("PUBLISH_DEFAULTS", publish_defaults(m.py())?)?;
     m.add_function(wrap_pyfunction!(validate_name, m)?)?;
     m.add_function(wrap_pyfunction!(js_api_prefix, m)?)?;
     m.add_function(wrap_pyfunction!(redact_servers, m)?)?;

@@ -16,8 +16,8 @@ use pyo3::prelude::*;
 use pyo3_arrow::PyRecordBatch;
 
 use crate::errors::GlueResult;
-use crate::options::{opt_seconds, seconds};
 use crate::runtime::{step, wait};
+use jetstream_arrow_core::option_values::{opt_seconds, seconds};
 
 #[pyclass(module = "jetstream_arrow._core", frozen)]
 pub struct PullConsumer {

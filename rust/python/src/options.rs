@@ -1,28 +1,39 @@
-//! Options crossing from Python: `ConnectOptions` extracted field by field into the
-//! core's `ConnectConfig`, and durations given as seconds.
+//! Options crossing from Python: each options dataclass (`ConnectOptions`,
+//! `PublishOptions`) read by attribute into one struct here, then into the core's
+//! struct; values are checked by the core (`option_values`, each struct's
+//! `validate`), which names the option.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use jetstream_arrow_core::connection::ConnectConfig;
+use jetstream_arrow_core::option_values::{opt_count, opt_seconds, seconds};
+use jetstream_arrow_core::publish::input::MessageDefaults;
+use jetstream_arrow_core::publish::{OnFull, PublishMode, PublishOptions};
 use jetstream_arrow_core::Error;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyDict, PyTuple};
 
 use crate::errors::GlueResult;
 
-/// A duration given in seconds as option `option`.
-pub fn seconds(value: f64, option: &str) -> Result<Duration, Error> {
-    Duration::try_from_secs_f64(value).map_err(|_| {
-        Error::bad_input(format!(
-            "option '{option}' must be a non-negative number of seconds, got {value}"
-        ))
-    })
-}
-
-/// An optional duration in seconds.
-pub fn opt_seconds(value: Option<f64>, option: &str) -> Result<Option<Duration>, Error> {
-    value.map(|v| seconds(v, option)).transpose()
+/// Refuse a dataclass with a field the struct read from it does not have: a field
+/// missing here would be silently ignored (a field missing on the Python side fails
+/// the extraction by attribute).
+fn check_fields(options: &Bound<'_, PyAny>, known: &[&str], what: &str) -> GlueResult<()> {
+    let fields: Bound<'_, PyTuple> = options
+        .py()
+        .import("dataclasses")?
+        .call_method1("fields", (options,))?
+        .extract()?;
+    for field in fields.iter() {
+        let name: String = field.getattr("name")?.extract()?;
+        if !known.contains(&name.as_str()) {
+            return Err(Error::bad_input(format!(
+                "{what} option '{name}' is not known to the native core"
+            ))
+            .into());
+        }
+    }
+    Ok(())
 }
 
 /// `jetstream_arrow.ConnectOptions`, read by attribute: a field missing on either
@@ -79,20 +90,7 @@ pub const CONNECT_FIELDS: [&str; 21] = [
 
 /// Read a `ConnectOptions` into the core's config.
 pub fn connect_config(options: &Bound<'_, PyAny>) -> GlueResult<ConnectConfig> {
-    let fields: Bound<'_, PyTuple> = options
-        .py()
-        .import("dataclasses")?
-        .call_method1("fields", (options,))?
-        .extract()?;
-    for field in fields.iter() {
-        let name: String = field.getattr("name")?.extract()?;
-        if !CONNECT_FIELDS.contains(&name.as_str()) {
-            return Err(Error::bad_input(format!(
-                "connect option '{name}' is not known to the native core"
-            ))
-            .into());
-        }
-    }
+    check_fields(options, &CONNECT_FIELDS, "connect")?;
     let a: ConnectArgs = options.extract()?;
     Ok(ConnectConfig {
         servers: a.servers,
@@ -117,4 +115,99 @@ pub fn connect_config(options: &Bound<'_, PyAny>) -> GlueResult<ConnectConfig> {
         api_prefix: a.api_prefix,
         inbox_prefix: a.inbox_prefix,
     })
+}
+
+/// `jetstream_arrow.PublishOptions`, read by attribute: a field left None takes the
+/// core's default. Counts come as Python ints of any size and are checked by the core.
+#[derive(FromPyObject)]
+struct PublishArgs {
+    subject: Option<String>,
+    window: Option<i128>,
+    on_full: Option<String>,
+    ack_timeout: Option<f64>,
+    max_retries: Option<i128>,
+    retry_backoff: Option<f64>,
+    msg_id_prefix: Option<String>,
+    msg_id_start: Option<i128>,
+    expected_stream: Option<String>,
+    expected_last_seq: Option<i128>,
+    expected_last_msg_id: Option<String>,
+    expected_last_subject_seq: Option<i128>,
+    mode: Option<String>,
+    keep_control_headers: Option<bool>,
+}
+
+/// The field names of [`PublishArgs`]: Python's `PublishOptions` must have exactly these.
+pub const PUBLISH_FIELDS: [&str; 14] = [
+    "subject",
+    "window",
+    "on_full",
+    "ack_timeout",
+    "max_retries",
+    "retry_backoff",
+    "msg_id_prefix",
+    "msg_id_start",
+    "expected_stream",
+    "expected_last_seq",
+    "expected_last_msg_id",
+    "expected_last_subject_seq",
+    "mode",
+    "keep_control_headers",
+];
+
+/// Read a `PublishOptions` into the core's options (checked by the core when a
+/// publisher is made from them).
+pub fn publish_options(options: &Bound<'_, PyAny>) -> GlueResult<PublishOptions> {
+    check_fields(options, &PUBLISH_FIELDS, "publish")?;
+    // A value of the wrong type: pyo3's message names the field (`PublishArgs.window`).
+    let a: PublishArgs = options
+        .extract()
+        .map_err(|e| Error::bad_input(format!("publish options: {e}")))?;
+    let defaults = PublishOptions::default();
+    let options = PublishOptions {
+        window: opt_count(a.window, "window")?.unwrap_or(defaults.window),
+        fail_when_full: match a.on_full.as_deref() {
+            None => defaults.fail_when_full,
+            Some(on_full) => OnFull::parse(on_full)? == OnFull::Fail,
+        },
+        ack_timeout: opt_seconds(a.ack_timeout, "ack_timeout")?.unwrap_or(defaults.ack_timeout),
+        max_retries: opt_count(a.max_retries, "max_retries")?.unwrap_or(defaults.max_retries),
+        retry_backoff: opt_seconds(a.retry_backoff, "retry_backoff")?
+            .unwrap_or(defaults.retry_backoff),
+        defaults: MessageDefaults {
+            subject: a.subject,
+            msg_id_prefix: a.msg_id_prefix,
+            expected_stream: a.expected_stream,
+            keep_control_headers: a.keep_control_headers,
+        },
+        msg_id_start: opt_count(a.msg_id_start, "msg_id_start")?.unwrap_or(defaults.msg_id_start),
+        expected_last_seq: opt_count(a.expected_last_seq, "expected_last_seq")?,
+        expected_last_msg_id: a.expected_last_msg_id,
+        expected_last_subject_seq: opt_count(
+            a.expected_last_subject_seq,
+            "expected_last_subject_seq",
+        )?,
+        mode: match a.mode.as_deref() {
+            None => defaults.mode,
+            Some(mode) => PublishMode::parse(mode)?,
+        },
+    };
+    Ok(options)
+}
+
+/// What each field of `PublishOptions` left None means: the core's defaults, by field.
+pub fn publish_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let d = PublishOptions::default();
+    let out = PyDict::new(py);
+    for field in PUBLISH_FIELDS {
+        out.set_item(field, py.None())?;
+    }
+    out.set_item("window", d.window)?;
+    out.set_item("on_full", if d.fail_when_full { "fail" } else { "wait" })?;
+    out.set_item("ack_timeout", d.ack_timeout.as_secs_f64())?;
+    out.set_item("max_retries", d.max_retries)?;
+    out.set_item("retry_backoff", d.retry_backoff.as_secs_f64())?;
+    out.set_item("msg_id_start", d.msg_id_start)?;
+    out.set_item("mode", d.mode.as_str())?;
+    Ok(out)
 }

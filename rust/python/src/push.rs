@@ -9,8 +9,8 @@ use pyo3::prelude::*;
 
 use crate::consumer::{Deliveries, MessageStream};
 use crate::errors::GlueResult;
-use crate::options::{opt_seconds, seconds};
 use crate::runtime::wait;
+use jetstream_arrow_core::option_values::{opt_seconds, seconds};
 
 #[pyclass(module = "jetstream_arrow._core", frozen)]
 pub struct PushConsumer {

@@ -36,7 +36,7 @@ use crate::publish::input::{max_subject_len, OutgoingMessage, PublishBatch};
 
 use acks::{PublishRun, RetryQueue};
 use options::MAX_ACK_TIMEOUT;
-pub use options::{PublishMode, PublishOptions, MAX_BYTES_IN_FLIGHT, MAX_WINDOW};
+pub use options::{OnFull, PublishMode, PublishOptions, MAX_BYTES_IN_FLIGHT, MAX_WINDOW};
 pub use outcome::PublishOutcome;
 use rows::{refuse_all, refuse_rest, RowSource};
 use window::{Congestion, Window};

@@ -52,7 +52,35 @@ pub enum PublishMode {
     Fast,
 }
 
+/// What a publisher does when its window is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnFull {
+    /// Wait for acks to make room.
+    Wait,
+    /// Refuse the remaining rows of the call.
+    Fail,
+}
+
+impl OnFull {
+    pub fn parse(value: &str) -> Result<Self> {
+        match value {
+            "wait" => Ok(Self::Wait),
+            "fail" => Ok(Self::Fail),
+            other => Err(Error::bad_input(format!(
+                "option 'on_full' must be 'wait' or 'fail', got {other:?}"
+            ))),
+        }
+    }
+}
+
 impl PublishMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Acked => "acked",
+            Self::Fast => "fast",
+        }
+    }
+
     pub fn parse(value: &str) -> Result<Self> {
         match value {
             "acked" => Ok(Self::Acked),

@@ -1,0 +1,83 @@
+//! Option values as a caller gives them, checked once here: counts of any integer size
+//! and durations in seconds become the engine's types, or an error naming the option.
+
+use std::fmt::Display;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// An unsigned count or sequence type an option may have.
+pub trait Count: TryFrom<i128> + Display + Copy {
+    const MAX: Self;
+}
+
+impl Count for u32 {
+    const MAX: Self = u32::MAX;
+}
+
+impl Count for u64 {
+    const MAX: Self = u64::MAX;
+}
+
+impl Count for usize {
+    const MAX: Self = usize::MAX;
+}
+
+/// `value` of option `option` as the count type `T`: negative or too large values are
+/// refused naming the option (callers may give any integer).
+pub fn count<T: Count>(value: i128, option: &str) -> Result<T> {
+    T::try_from(value).map_err(|_| {
+        Error::bad_input(format!(
+            "option '{option}' ({value}) out of range: counts and sequences are \
+             non-negative integers up to {}",
+            T::MAX
+        ))
+    })
+}
+
+/// An optional count.
+pub fn opt_count<T: Count>(value: Option<i128>, option: &str) -> Result<Option<T>> {
+    value.map(|v| count(v, option)).transpose()
+}
+
+/// A duration given in seconds as option `option`.
+pub fn seconds(value: f64, option: &str) -> Result<Duration> {
+    Duration::try_from_secs_f64(value).map_err(|_| {
+        Error::bad_input(format!(
+            "option '{option}' must be a non-negative number of seconds, got {value}"
+        ))
+    })
+}
+
+/// An optional duration in seconds.
+pub fn opt_seconds(value: Option<f64>, option: &str) -> Result<Option<Duration>> {
+    value.map(|v| seconds(v, option)).transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_out_of_range_name_the_option() {
+        assert_eq!(count::<usize>(7, "window").unwrap(), 7);
+        for bad in [-1, 1_i128 << 70] {
+            let e = count::<u64>(bad, "start_seq").unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("option 'start_seq' ({bad}) out of range")),
+                "{e}"
+            );
+        }
+        assert!(count::<u32>(u32::MAX as i128 + 1, "max_retries").is_err());
+    }
+
+    #[test]
+    fn seconds_are_checked() {
+        assert_eq!(
+            seconds(1.5, "ack_timeout").unwrap(),
+            Duration::from_millis(1500)
+        );
+        assert!(seconds(-1.0, "ack_timeout").is_err());
+        assert!(seconds(f64::NAN, "ack_timeout").is_err());
+    }
+}
