@@ -102,7 +102,10 @@ def _spreads(func: Callable[..., Any]) -> bool:
 #: (An entry point that takes ``**options`` and is missing here fails the meta test.)
 _SPREAD_INTO: dict[str, list[str]] = {
     "connect": [*_fields(ConnectOptions), "options"],
-    "Client.publish": _defaulted(ja.Client.publisher),
+    "Client.publisher": _fields(ja.PublishOptions),
+    "Client.publish": [*_defaulted(ja.Client.publisher), *_fields(ja.PublishOptions)],
+    "Client.read": _fields(ja.ReadOptions),
+    "PullConsumer.messages": _fields(ja.ConsumeOptions),
     "Client.create_stream": _fields(StreamConfig, "name"),
     "Client.update_stream": [],
     "Client.create_or_update_stream": [],
@@ -675,6 +678,23 @@ def _publisher_probes(entry: str) -> None:
         assert small.failed > 0 and large.failed == 0, (small, large)
         raises(lambda: _publish(ctx, entry, table(name, 1), window=0), BadInputError)
 
+    @reg("options")
+    def _(ctx: Ctx, entry: str) -> None:
+        name = ctx.stream()
+        options = ja.PublishOptions(subject=f"{name}.given", msg_id_prefix="O-")
+        _publish(ctx, entry, table(name, 2).drop_columns(["subject"]), options=options)
+        _publish(ctx, entry, table(name, 2).drop_columns(["subject"]), options=options)
+        assert ctx.rows(name).column("subject").to_pylist() == [f"{name}.given"] * 2
+        # A keyword is set over the object.
+        _publish(
+            ctx,
+            entry,
+            table(name, 1).drop_columns(["subject"]),
+            options=options,
+            msg_id_prefix="Q-",
+        )
+        assert ctx.rows(name).num_rows == 3
+
     @reg("on_full")
     def _(ctx: Ctx, entry: str) -> None:
         name = ctx.stream()
@@ -777,6 +797,14 @@ def _rows_per_result(ctx: Ctx) -> None:
 
 
 # == Python: reading ===========================================================================
+
+
+@effect(("Client.read", "options"))
+def _read_options(ctx: Ctx) -> None:
+    name = ctx.stream(6)
+    options = ja.ReadOptions(start_seq=3, batch_rows=2)
+    assert ctx.rows(name, options=options).column("seq").to_pylist() == [3, 4, 5, 6]
+    assert ctx.rows(name, options=options, end_seq=4).column("seq").to_pylist() == [3, 4]
 
 
 @effect(("Client.read", "start_seq"))
@@ -1034,6 +1062,16 @@ def _first_consumed(messages: Any) -> ConsumedBatch:
         return batch
     finally:
         messages.close()
+
+
+@effect(("PullConsumer.messages", "options"))
+def _messages_options(ctx: Ctx) -> None:
+    # An options object sets what keywords would; a keyword is set over it.
+    name, consumer = pull(ctx)
+    c = ctx.client.pull_consumer(name, consumer)
+    options = ja.ConsumeOptions(batch_rows=3, batch_wait=0.2)
+    assert len(_first_consumed(c.messages(options=options))) == 3
+    assert len(_first_consumed(c.messages(options=options, batch_rows=2))) == 2
 
 
 @effect(("PullConsumer.messages", "batch_rows"))

@@ -73,10 +73,15 @@ def defaults_of(function: Callable[..., Any]) -> dict[str, Any]:
         for name, p in inspect.signature(function).parameters.items()
         if p.default is not inspect.Parameter.empty
     }
-    if function is Client.publisher:
-        # Its options are the fields of PublishOptions, each None (the core's default).
+    # Their options are the fields of an options dataclass, each None (the core's default).
+    core_defaults = {
+        Client.publisher: _core.PUBLISH_DEFAULTS,
+        Client.read: _core.READ_DEFAULTS,
+        PullConsumer.messages: _core.CONSUME_DEFAULTS,
+    }
+    if function in core_defaults:
         del defaults["options"]
-        defaults.update(_core.PUBLISH_DEFAULTS)
+        defaults.update(core_defaults[function])
     return defaults
 
 
@@ -86,7 +91,7 @@ def defaults_of(function: Callable[..., Any]) -> dict[str, Any]:
         ("publishing.md", "", Client.publisher),
         ("reading.md", "", Client.read),
         ("consumers.md", "`fetch()`:", PullConsumer.fetch),
-        ("consumers.md", "`messages()`:", PullConsumer.messages),
+        ("consumers.md", "`messages()` (", PullConsumer.messages),
     ],
     ids=["publisher", "read", "fetch", "messages"],
 )

@@ -6,17 +6,19 @@ from . import exceptions
 from ._core import __version__
 from .client import Client, Publisher, PublishResult, connect
 from .consumers import ConsumedBatch, Messages, OrderedConsumer, PullConsumer, PushConsumer
-from .options import ConnectOptions, PublishOptions
+from .options import ConnectOptions, ConsumeOptions, PublishOptions, ReadOptions
 
 __all__ = [
     "Client",
     "ConnectOptions",
+    "ConsumeOptions",
     "ConsumedBatch",
     "OrderedConsumer",
     "PublishOptions",
     "PublishResult",
     "Publisher",
     "PullConsumer",
+    "ReadOptions",
     "PushConsumer",
     "Messages",
     "__version__",

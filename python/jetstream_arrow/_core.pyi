@@ -80,6 +80,12 @@ CONNECT_FIELDS: list[str]
 PUBLISH_FIELDS: list[str]
 # What each PublishOptions field left None means: the core's default.
 PUBLISH_DEFAULTS: dict[str, Any]
+READ_FIELDS: list[str]
+# What each ReadOptions field left None means: the core's default.
+READ_DEFAULTS: dict[str, Any]
+CONSUME_FIELDS: list[str]
+# What each ConsumeOptions field left None means: the core's default.
+CONSUME_DEFAULTS: dict[str, Any]
 
 def validate_name(value: object, option: str = "name") -> str:
     """Return a valid stream or consumer name, or raise BadInputError naming `option`."""
@@ -122,23 +128,9 @@ class Client:
         (or NotFoundError, JetStreamNotEnabledError) when the reply is an error."""
     def publisher(self, options: Any) -> Publisher:
         """A publisher sending as a jetstream_arrow.PublishOptions says (None: defaults)."""
-    def read(
-        self,
-        stream: str,
-        *,
-        start_seq: int | None = None,
-        end_seq: int | None = None,
-        subjects: list[str] | None = None,
-        start_time_ns: int | None = None,
-        end_time_ns: int | None = None,
-        include_headers: bool = False,
-        batch_rows: int = ...,
-        max_bytes: int = ...,
-        heartbeat: float = ...,
-        resume_timeout: float = ...,
-        method: str = ...,
-    ) -> ReadBatches:
-        """Open a read (errors of the opening raise here); batches follow in sequence order."""
+    def read(self, stream: str, options: Any) -> ReadBatches:
+        """Open a read as a jetstream_arrow.ReadOptions says (None: defaults); errors of
+        the opening raise here, batches follow in sequence order."""
     def follow(
         self,
         stream: str,
@@ -219,19 +211,8 @@ class PullConsumer:
         heartbeat: float | None = None,
         include_headers: bool = False,
     ) -> ConsumedBatch: ...
-    def messages(
-        self,
-        *,
-        max_messages: int = ...,
-        max_bytes: int | None = None,
-        threshold_messages: int | None = None,
-        threshold_bytes: int | None = None,
-        expires: float = ...,
-        heartbeat: float = ...,
-        batch_rows: int = ...,
-        batch_wait: float = ...,
-        include_headers: bool = False,
-    ) -> MessageStream: ...
+    def messages(self, options: Any) -> MessageStream:
+        """Continuous consumption as a jetstream_arrow.ConsumeOptions says (None: defaults)."""
 
 @final
 class MessageStream:

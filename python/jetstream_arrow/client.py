@@ -19,12 +19,11 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from . import _core
-from ._counts import names_counts
 from ._time import to_epoch_ns
 from .consumers import OrderedConsumer, PullConsumer, PushConsumer
 from .exceptions import BadInputError, JetStreamArrowError, PublishError
 from .management import ManagementMixin
-from .options import ConnectOptions, PublishOptions
+from .options import ConnectOptions, PublishOptions, ReadOptions
 
 
 @dataclass(frozen=True)
@@ -246,23 +245,12 @@ class Client(ManagementMixin):
         filters = [subjects] if isinstance(subjects, str) else list(subjects or [])
         return self._native.first_seq_at(stream, time_ns, filters)
 
-    @names_counts
     def read(
-        self,
-        stream: str,
-        start_seq: int | None = None,
-        end_seq: int | None = None,
-        subjects: Sequence[str] | str | None = None,
-        start_time: datetime | str | float | None = None,
-        end_time: datetime | str | float | None = None,
-        include_headers: bool = False,
-        batch_rows: int = _core.DEFAULT_READ_BATCH_ROWS,
-        max_bytes: int = _core.DEFAULT_READ_MAX_BYTES,
-        heartbeat: float = _core.DEFAULT_HEARTBEAT,
-        resume_timeout: float = _core.DEFAULT_RESUME_TIMEOUT,
-        method: Literal["auto", "consumer", "direct"] = _core.DEFAULT_READ_METHOD,
+        self, stream: str, *, options: ReadOptions | None = None, **kwargs: Any
     ) -> pa.RecordBatchReader:
-        """Replay a stream in sequence order as Arrow record batches.
+        """Replay a stream in sequence order as Arrow record batches, as ``options``
+        (a :class:`ReadOptions`) say, with any of its fields given as a keyword
+        (``start_seq=100``) set over them.
 
         Reads from ``start_seq`` (or ``start_time``; default: the first message) up
         to ``end_seq`` inclusive (default: the last sequence when the read starts)
@@ -286,28 +274,12 @@ class Client(ManagementMixin):
         mirror with ``mirror_direct``): replicas and mirrors answer from what they have
         applied so far, which can trail the latest publish. Otherwise it is a consumer.
         """
-        if isinstance(subjects, str):
-            subjects = [subjects]
-        native = self._native.read(
-            stream,
-            start_seq=start_seq,
-            end_seq=end_seq,
-            subjects=None if subjects is None else list(subjects),
-            start_time_ns=to_epoch_ns(start_time, "start_time"),
-            end_time_ns=to_epoch_ns(end_time, "end_time"),
-            include_headers=include_headers,
-            batch_rows=batch_rows,
-            max_bytes=max_bytes,
-            heartbeat=heartbeat,
-            resume_timeout=resume_timeout,
-            method=method,
-        )
+        native = self._native.read(stream, ReadOptions.from_kwargs(options, **kwargs))
         # Each batch is read natively with the GIL released. An error raised by the
         # native iterator keeps its class through pyarrow (an Arrow C stream would turn
         # it into text). Dropping the reader deletes the read's consumer on the server.
         return pa.RecordBatchReader.from_batches(pa.schema(native.schema()), _read_batches(native))
 
-    @names_counts
     def ordered_consumer(
         self,
         stream: str,

@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from . import _core
-from ._counts import names_counts
+from .options import ConsumeOptions
 
 
 def _rows_arg(rows: Sequence[int] | None) -> list[int] | None:
@@ -76,7 +76,6 @@ class PullConsumer(_BoundConsumer):
     def __init__(self, native: _core.PullConsumer) -> None:
         self._native: _core.PullConsumer = native
 
-    @names_counts
     def fetch(
         self,
         max_messages: int = _core.DEFAULT_FETCH_MAX_MESSAGES,
@@ -103,40 +102,17 @@ class PullConsumer(_BoundConsumer):
             )
         )
 
-    @names_counts
-    def messages(
-        self,
-        *,
-        max_messages: int = _core.DEFAULT_CONSUME_MAX_MESSAGES,
-        max_bytes: int | None = None,
-        threshold_messages: int | None = None,
-        threshold_bytes: int | None = None,
-        expires: float = _core.DEFAULT_CONSUME_EXPIRES,
-        heartbeat: float = _core.DEFAULT_HEARTBEAT,
-        batch_rows: int = _core.DEFAULT_CONSUME_BATCH_ROWS,
-        batch_wait: float = _core.DEFAULT_CONSUME_BATCH_WAIT,
-        include_headers: bool = False,
-    ) -> Messages:
-        """Continuous, pre-buffered consumption, like nats.go's ``Messages()``.
+    def messages(self, *, options: ConsumeOptions | None = None, **kwargs: Any) -> Messages:
+        """Continuous, pre-buffered consumption, like nats.go's ``Messages()``, as
+        ``options`` (a :class:`ConsumeOptions`) say, with any of its fields given as a
+        keyword (``max_messages=1000``) set over them.
 
         Up to ``max_messages`` (or ``max_bytes``) are kept buffered; a new pull is
         sent when the buffer falls to the threshold (default half). Raises
         ``MissedHeartbeatsError`` after two missed heartbeats and
         ``ConsumerDeletedError`` when the consumer goes away.
         """
-        return Messages(
-            self._native.messages(
-                max_messages=max_messages,
-                max_bytes=max_bytes,
-                threshold_messages=threshold_messages,
-                threshold_bytes=threshold_bytes,
-                expires=expires,
-                heartbeat=heartbeat,
-                batch_rows=batch_rows,
-                batch_wait=batch_wait,
-                include_headers=include_headers,
-            )
-        )
+        return Messages(self._native.messages(ConsumeOptions.from_kwargs(options, **kwargs)))
 
 
 class PushConsumer(_BoundConsumer):
@@ -149,7 +125,6 @@ class PushConsumer(_BoundConsumer):
     def deliver_subject(self) -> str:
         return self._native.deliver_subject
 
-    @names_counts
     def messages(
         self,
         *,
@@ -224,7 +199,6 @@ class OrderedConsumer:
         self.stream = stream
         self._config = config
 
-    @names_counts
     def messages(
         self,
         *,

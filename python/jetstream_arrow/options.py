@@ -10,15 +10,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from datetime import datetime
+from typing import Any, ClassVar, Literal, TypeVar, cast
 
 from . import _core
+from ._time import to_epoch_ns
 from .exceptions import BadInputError
 
 _SECRET_FIELDS = frozenset({"password", "token", "nkey_seed"})
 
 OnFull = Literal["wait", "fail"]
 PublishMode = Literal["acked", "fast"]
+ReadMethod = Literal["auto", "consumer", "direct"]
 
 
 def check_known_options(cls: type[Any], options: Mapping[str, Any], what: str) -> None:
@@ -135,8 +138,25 @@ class ConnectOptions:
         return out
 
 
+_Options = TypeVar("_Options", bound="NativeOptions")
+
+
+class NativeOptions:
+    """An options dataclass the native core reads whole, by attribute: a field left
+    None takes the core's default, and the core checks every value it is given."""
+
+    #: The options' kind, as error messages name it ("unknown publish option ...").
+    what: ClassVar[str]
+
+    @classmethod
+    def from_kwargs(cls: type[_Options], given: _Options | None = None, **options: Any) -> _Options:
+        """``given`` (or the defaults) with ``options`` set, naming unknown ones."""
+        check_known_options(cls, options, cls.what)
+        return cast(_Options, dataclasses.replace(cast(Any, given or cls()), **options))
+
+
 @dataclass(frozen=True)
-class PublishOptions:
+class PublishOptions(NativeOptions):
     """How a publisher sends. A field left None takes the native core's default
     (``_core.DEFAULT_*``); the core checks every value and names the option at fault.
 
@@ -165,6 +185,7 @@ class PublishOptions:
     A ``Nats-Msg-Id`` header is always kept and is the row's msg id.
     """
 
+    what: ClassVar[str] = "publish"
     subject: str | None = None
     window: int | None = None
     on_full: OnFull | None = None
@@ -180,8 +201,72 @@ class PublishOptions:
     mode: PublishMode | None = None
     keep_control_headers: bool | None = None
 
-    @classmethod
-    def from_kwargs(cls, given: PublishOptions | None = None, **options: Any) -> PublishOptions:
-        """``given`` (or the defaults) with ``options`` set, naming unknown ones."""
-        check_known_options(cls, options, "publish")
-        return dataclasses.replace(given or cls(), **options)
+
+@dataclass(frozen=True)
+class ReadOptions(NativeOptions):
+    """What a range read returns and how. A field left None takes the native core's
+    default (``_core.DEFAULT_*``); the core checks every value and names the option.
+
+    Reads from ``start_seq`` (or ``start_time``; default: the first message) up to
+    ``end_seq`` inclusive (default: the last sequence when the read starts) and
+    ``end_time``, only ``subjects`` (one filter or several) if given. Times are a
+    datetime with a zone, ISO text or epoch seconds. Memory is bounded by
+    ``batch_rows`` and ``max_bytes`` per pull. ``heartbeat``: the consumer's idle
+    heartbeat; ``resume_timeout``: how long the read keeps trying to recreate its
+    consumer after losing it. ``method``: ``"auto"``, ``"consumer"`` or ``"direct"``
+    (see :meth:`jetstream_arrow.Client.read`).
+    """
+
+    what: ClassVar[str] = "read"
+    start_seq: int | None = None
+    end_seq: int | None = None
+    subjects: Sequence[str] | str | None = None
+    start_time: datetime | str | float | None = None
+    end_time: datetime | str | float | None = None
+    include_headers: bool | None = None
+    batch_rows: int | None = None
+    max_bytes: int | None = None
+    heartbeat: float | None = None
+    resume_timeout: float | None = None
+    method: ReadMethod | None = None
+
+    # What the native core reads in place of the fields given in Python's forms.
+    @property
+    def subject_filters(self) -> list[str]:
+        """``subjects`` as a list (empty: every subject)."""
+        if self.subjects is None:
+            return []
+        return [self.subjects] if isinstance(self.subjects, str) else list(self.subjects)
+
+    @property
+    def start_time_ns(self) -> int | None:
+        return to_epoch_ns(self.start_time, "start_time")
+
+    @property
+    def end_time_ns(self) -> int | None:
+        return to_epoch_ns(self.end_time, "end_time")
+
+
+@dataclass(frozen=True)
+class ConsumeOptions(NativeOptions):
+    """Continuous consumption of a durable pull consumer (nats.go's ``Messages()``
+    options). A field left None takes the native core's default; the core checks
+    every value and names the option.
+
+    Up to ``max_messages`` (or ``max_bytes``) are kept buffered; a new pull is sent
+    when the buffer falls to ``threshold_messages`` / ``threshold_bytes`` (default
+    half). Each pull request lasts ``expires`` seconds with an idle ``heartbeat``.
+    Batches hold up to ``batch_rows`` messages: after the first, what arrives within
+    ``batch_wait`` seconds. ``include_headers`` adds the headers column.
+    """
+
+    what: ClassVar[str] = "consume"
+    max_messages: int | None = None
+    max_bytes: int | None = None
+    threshold_messages: int | None = None
+    threshold_bytes: int | None = None
+    expires: float | None = None
+    heartbeat: float | None = None
+    batch_rows: int | None = None
+    batch_wait: float | None = None
+    include_headers: bool | None = None

@@ -53,9 +53,10 @@ class OptionSpec:
     # (spark.readStream, df.writeStream) or "both". Given to the other kind it is an
     # error, never silently ignored.
     queries: str = "both"
-    # The field of jetstream_arrow.PublishOptions a write option sets (its Python name
-    # there, accepted by Spark too), or None for an option of the Spark writer itself.
-    publish_field: str | None = None
+    # The field of the native options a Spark option sets (jetstream_arrow.PublishOptions
+    # for a write, ReadOptions for a read), by its Python name there, which Spark
+    # accepts too; None for an option of the Spark source or sink itself.
+    native_field: str | None = None
 
 
 #: The largest count or sequence an option takes: Spark's LongType and Arrow's int64
@@ -236,6 +237,7 @@ READ_SPECS = [
         False,
         "add the `headers` column (map<string, array<string>>)",
         "read",
+        native_field="include_headers",
     ),
     OptionSpec(
         "fail_on_data_loss",
@@ -254,6 +256,7 @@ READ_SPECS = [
         "read",
         minimum=1,
         maximum=INT64_MAX,
+        native_field="batch_rows",
     ),
     OptionSpec(
         "max_bytes",
@@ -264,6 +267,7 @@ READ_SPECS = [
         "read",
         minimum=1,
         maximum=INT64_MAX,
+        native_field="max_bytes",
     ),
     OptionSpec(
         "heartbeat",
@@ -273,6 +277,7 @@ READ_SPECS = [
         "seconds between the server's idle heartbeats while reading",
         "read",
         minimum=0.1,
+        native_field="heartbeat",
     ),
 ]
 
@@ -310,7 +315,7 @@ WRITE_SPECS = [
         "`fast`: fast-ingest batches into a stream with `allow_batched` (the server acks every N messages: less client and server work per row); a failed batch fails the task instead of being resent, and the task's retry stores what is missing by message id. `acked`: an ack per message, 429/503/timeouts resent within the task",
         "write",
         choices=("acked", "fast"),
-        publish_field="mode",
+        native_field="mode",
     ),
     OptionSpec(
         "window",
@@ -321,7 +326,7 @@ WRITE_SPECS = [
         "write",
         minimum=1,
         maximum=MAX_WINDOW,
-        publish_field="window",
+        native_field="window",
     ),
     OptionSpec(
         "ack_timeout",
@@ -331,7 +336,7 @@ WRITE_SPECS = [
         "seconds to wait for each ack before retrying",
         "write",
         minimum=0.001,
-        publish_field="ack_timeout",
+        native_field="ack_timeout",
     ),
     OptionSpec(
         "max_retries",
@@ -342,7 +347,7 @@ WRITE_SPECS = [
         "write",
         minimum=0,
         maximum=MAX_RETRIES,
-        publish_field="max_retries",
+        native_field="max_retries",
     ),
     OptionSpec(
         "retry_backoff",
@@ -352,7 +357,7 @@ WRITE_SPECS = [
         "seconds before the first retry (doubling)",
         "write",
         minimum=0,
-        publish_field="retry_backoff",
+        native_field="retry_backoff",
     ),
     OptionSpec(
         "expected_stream",
@@ -361,7 +366,7 @@ WRITE_SPECS = [
         None,
         "the stream every message must be stored in (header `Nats-Expected-Stream`); option `stream` on a write means the same",
         "write",
-        publish_field="expected_stream",
+        native_field="expected_stream",
     ),
 ]
 

@@ -32,8 +32,8 @@ def _index(specs: list[OptionSpec]) -> dict[str, OptionSpec]:
     for spec in specs:
         out[_norm(spec.python)] = spec
         out[_norm(spec.spark)] = spec
-        if spec.publish_field is not None:
-            out[_norm(spec.publish_field)] = spec
+        if spec.native_field is not None:
+            out[_norm(spec.native_field)] = spec
     return out
 
 
@@ -323,7 +323,7 @@ class WriteOptions:
 
     connect: ConnectOptions
     # The prefix of a batch write's message ids; empty for a streaming write, whose ids
-    # come from its query id and micro-batch id (see streaming.py).
+    # come from its query id and micro-batch id (see stream_writer.py).
     write_id: str
     subject: str | None = None
     msg_id_column: str | None = None
@@ -337,9 +337,9 @@ class WriteOptions:
     def publisher_kwargs(self) -> dict[str, Any]:
         """The :class:`jetstream_arrow.PublishOptions` fields these options set."""
         return {
-            spec.publish_field: getattr(self, spec.python)
+            spec.native_field: getattr(self, spec.python)
             for spec in WRITE_SPECS
-            if spec.publish_field is not None
+            if spec.native_field is not None
         }
 
 

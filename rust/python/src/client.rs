@@ -21,11 +21,11 @@ use pyo3_arrow::PyRecordBatch;
 
 use crate::consumer::PullConsumer;
 use crate::errors::{GlueError, GlueResult};
-use crate::options::{connect_config, publish_options};
+use crate::options::{connect_config, publish_options, read_options};
 use crate::push::PushConsumer;
 use crate::reader::{Batches, ReadBatches};
 use crate::runtime::{wait, BlockingIter};
-use jetstream_arrow_core::option_values::{opt_seconds, seconds};
+use jetstream_arrow_core::option_values::{count, opt_count, opt_seconds, seconds};
 
 /// A live connection. Not picklable, and usable only in the process that made it.
 #[pyclass(module = "jetstream_arrow._core", frozen)]
@@ -113,42 +113,14 @@ impl Client {
         })
     }
 
-    #[pyo3(signature = (
-        stream, *, start_seq=None, end_seq=None, subjects=None, start_time_ns=None,
-        end_time_ns=None, include_headers=false, batch_rows=defaults::READ_BATCH_ROWS,
-        max_bytes=defaults::READ_MAX_BYTES, heartbeat=defaults::HEARTBEAT.as_secs_f64(),
-        resume_timeout=defaults::RESUME_TIMEOUT.as_secs_f64(), method=defaults::READ_METHOD
-    ))]
-    #[allow(clippy::too_many_arguments)]
+    /// A range read of `stream` as `options` (a `jetstream_arrow.ReadOptions`) say.
     fn read(
         &self,
         py: Python<'_>,
         stream: &str,
-        start_seq: Option<u64>,
-        end_seq: Option<u64>,
-        subjects: Option<Vec<String>>,
-        start_time_ns: Option<i64>,
-        end_time_ns: Option<i64>,
-        include_headers: bool,
-        batch_rows: usize,
-        max_bytes: usize,
-        heartbeat: f64,
-        resume_timeout: f64,
-        method: &str,
+        options: &Bound<'_, PyAny>,
     ) -> GlueResult<ReadBatches> {
-        let options = jetstream_arrow_core::read::ReadOptions {
-            method: jetstream_arrow_core::read::ReadMethod::parse(method)?,
-            start_seq,
-            end_seq,
-            subjects: subjects.unwrap_or_default(),
-            start_time_ns,
-            end_time_ns,
-            include_headers,
-            batch_rows,
-            max_bytes,
-            heartbeat: seconds(heartbeat, "heartbeat")?,
-            resume_timeout: seconds(resume_timeout, "resume_timeout")?,
-        };
+        let options = read_options(options)?;
         crate::reader::open(py, self.connection()?, stream, options)
     }
 
@@ -156,8 +128,8 @@ impl Client {
     /// `start_seq` / `start_time_ns`) where to start.
     #[pyo3(signature = (
         stream, *, subjects=None, start_seq=None, start_time_ns=None, deliver_new=false,
-        include_headers=false, batch_rows=defaults::READ_BATCH_ROWS,
-        batch_wait=defaults::FOLLOW_BATCH_WAIT.as_secs_f64(), max_bytes=defaults::READ_MAX_BYTES,
+        include_headers=false, batch_rows=defaults::READ_BATCH_ROWS as i128,
+        batch_wait=defaults::FOLLOW_BATCH_WAIT.as_secs_f64(), max_bytes=defaults::READ_MAX_BYTES as i128,
         heartbeat=defaults::HEARTBEAT.as_secs_f64(),
         resume_timeout=defaults::RESUME_TIMEOUT.as_secs_f64()
     ))]
@@ -167,16 +139,17 @@ impl Client {
         py: Python<'_>,
         stream: &str,
         subjects: Option<Vec<String>>,
-        start_seq: Option<u64>,
+        start_seq: Option<i128>,
         start_time_ns: Option<i64>,
         deliver_new: bool,
         include_headers: bool,
-        batch_rows: usize,
+        batch_rows: i128,
         batch_wait: f64,
-        max_bytes: usize,
+        max_bytes: i128,
         heartbeat: f64,
         resume_timeout: f64,
     ) -> GlueResult<ReadBatches> {
+        let start_seq = opt_count::<u64>(start_seq, "start_seq")?;
         let start = match (start_seq, start_time_ns, deliver_new) {
             (Some(0), _, _) => {
                 return Err(
@@ -198,9 +171,9 @@ impl Client {
             subjects: subjects.unwrap_or_default(),
             start,
             include_headers,
-            batch_rows,
+            batch_rows: count(batch_rows, "batch_rows")?,
             batch_wait: seconds(batch_wait, "batch_wait")?,
-            max_bytes,
+            max_bytes: count(max_bytes, "max_bytes")?,
             heartbeat: seconds(heartbeat, "heartbeat")?,
             resume_timeout: seconds(resume_timeout, "resume_timeout")?,
         };

@@ -10,7 +10,10 @@ use jetstream_arrow_core::Error;
 use pyo3::prelude::*;
 
 use crate::errors::GlueResult;
-use crate::options::{publish_defaults, CONNECT_FIELDS, PUBLISH_FIELDS};
+use crate::options::{
+    consume_defaults, publish_defaults, read_defaults, CONNECT_FIELDS, CONSUME_FIELDS,
+    PUBLISH_FIELDS, READ_FIELDS,
+};
 
 /// Check a stream or consumer name; raises `BadInputError` naming `option`, also
 /// for a value that is not a string at all.
@@ -76,6 +79,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CONNECT_FIELDS", CONNECT_FIELDS.to_vec())?;
     m.add("PUBLISH_FIELDS", PUBLISH_FIELDS.to_vec())?;
     m.add("PUBLISH_DEFAULTS", publish_defaults(m.py())?)?;
+    m.add("READ_FIELDS", READ_FIELDS.to_vec())?;
+    m.add("READ_DEFAULTS", read_defaults(m.py())?)?;
+    m.add("CONSUME_FIELDS", CONSUME_FIELDS.to_vec())?;
+    m.add("CONSUME_DEFAULTS", consume_defaults(m.py())?)?;
     m.add_function(wrap_pyfunction!(validate_name, m)?)?;
     m.add_function(wrap_pyfunction!(js_api_prefix, m)?)?;
     m.add_function(wrap_pyfunction!(redact_servers, m)?)?;

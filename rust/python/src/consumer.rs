@@ -4,10 +4,9 @@ use std::sync::{Arc, Mutex};
 
 use jetstream_arrow_core::connection::Connection;
 use jetstream_arrow_core::consume::durable::{
-    AckKind, AckPolicy, ConsumeOptions, ConsumedBatch as CoreBatch, DurableConsumer,
-    MessageStream as CoreStream,
+    AckKind, AckPolicy, ConsumedBatch as CoreBatch, DurableConsumer, MessageStream as CoreStream,
 };
-use jetstream_arrow_core::consume::pull::{FetchRequest, PullSettings};
+use jetstream_arrow_core::consume::pull::FetchRequest;
 use jetstream_arrow_core::consume::push::PushStream;
 use jetstream_arrow_core::defaults;
 use jetstream_arrow_core::Error;
@@ -16,8 +15,9 @@ use pyo3::prelude::*;
 use pyo3_arrow::PyRecordBatch;
 
 use crate::errors::GlueResult;
+use crate::options::consume_options;
 use crate::runtime::{step, wait};
-use jetstream_arrow_core::option_values::{opt_seconds, seconds};
+use jetstream_arrow_core::option_values::{count, opt_count, opt_seconds, seconds};
 
 #[pyclass(module = "jetstream_arrow._core", frozen)]
 pub struct PullConsumer {
@@ -51,7 +51,7 @@ impl PullConsumer {
     }
 
     #[pyo3(signature = (
-        max_messages=defaults::FETCH_MAX_MESSAGES, *, max_bytes=None,
+        max_messages=defaults::FETCH_MAX_MESSAGES as i128, *, max_bytes=None,
         expires=defaults::FETCH_EXPIRES.as_secs_f64(), no_wait=false, heartbeat=None,
         include_headers=false
     ))]
@@ -59,8 +59,8 @@ impl PullConsumer {
     fn fetch(
         &self,
         py: Python<'_>,
-        max_messages: usize,
-        max_bytes: Option<usize>,
+        max_messages: i128,
+        max_bytes: Option<i128>,
         expires: f64,
         no_wait: bool,
         heartbeat: Option<f64>,
@@ -69,8 +69,8 @@ impl PullConsumer {
         let expires = seconds(expires, "expires")?;
         let heartbeat = opt_seconds(heartbeat, "heartbeat")?;
         let request = FetchRequest {
-            max_messages,
-            max_bytes,
+            max_messages: count(max_messages, "max_messages")?,
+            max_bytes: opt_count(max_bytes, "max_bytes")?,
             expires,
             no_wait,
             heartbeat,
@@ -84,44 +84,9 @@ impl PullConsumer {
         })
     }
 
-    #[pyo3(signature = (
-        *, max_messages=defaults::CONSUME_MAX_MESSAGES, max_bytes=None, threshold_messages=None,
-        threshold_bytes=None, expires=defaults::CONSUME_EXPIRES.as_secs_f64(),
-        heartbeat=defaults::HEARTBEAT.as_secs_f64(), batch_rows=defaults::CONSUME_BATCH_ROWS,
-        batch_wait=defaults::CONSUME_BATCH_WAIT.as_secs_f64(), include_headers=false
-    ))]
-    #[allow(clippy::too_many_arguments)]
-    fn messages(
-        &self,
-        py: Python<'_>,
-        max_messages: usize,
-        max_bytes: Option<usize>,
-        threshold_messages: Option<usize>,
-        threshold_bytes: Option<usize>,
-        expires: f64,
-        heartbeat: f64,
-        batch_rows: usize,
-        batch_wait: f64,
-        include_headers: bool,
-    ) -> GlueResult<MessageStream> {
-        let mut pull = PullSettings::new(
-            max_messages,
-            max_bytes,
-            seconds(expires, "expires")?,
-            Some(seconds(heartbeat, "heartbeat")?),
-        );
-        if let Some(t) = threshold_messages {
-            pull.threshold_messages = t;
-        }
-        if threshold_bytes.is_some() {
-            pull.threshold_bytes = threshold_bytes;
-        }
-        let options = ConsumeOptions {
-            pull,
-            batch_rows,
-            batch_wait: seconds(batch_wait, "batch_wait")?,
-            include_headers,
-        };
+    /// Continuous consumption as `options` (a `jetstream_arrow.ConsumeOptions`) say.
+    fn messages(&self, py: Python<'_>, options: &Bound<'_, PyAny>) -> GlueResult<MessageStream> {
+        let options = consume_options(options)?;
         let consumer = self.inner.clone();
         let stream = wait(py, async move { consumer.messages(options).await })??;
         Ok(MessageStream::new(Deliveries::Pull(Box::new(stream))))

@@ -1,14 +1,18 @@
 //! Options crossing from Python: each options dataclass (`ConnectOptions`,
-//! `PublishOptions`) read by attribute into one struct here, then into the core's
+//! `PublishOptions`, `ReadOptions`, `ConsumeOptions`) read by attribute into one struct here, then into the core's
 //! struct; values are checked by the core (`option_values`, each struct's
 //! `validate`), which names the option.
 
 use std::path::PathBuf;
 
 use jetstream_arrow_core::connection::ConnectConfig;
+use jetstream_arrow_core::consume::durable::ConsumeOptions;
+use jetstream_arrow_core::consume::pull::PullSettings;
+use jetstream_arrow_core::defaults;
 use jetstream_arrow_core::option_values::{opt_count, opt_seconds, seconds};
 use jetstream_arrow_core::publish::input::MessageDefaults;
 use jetstream_arrow_core::publish::{OnFull, PublishMode, PublishOptions};
+use jetstream_arrow_core::read::{ReadMethod, ReadOptions};
 use jetstream_arrow_core::Error;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
@@ -209,5 +213,159 @@ pub fn publish_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     out.set_item("retry_backoff", d.retry_backoff.as_secs_f64())?;
     out.set_item("msg_id_start", d.msg_id_start)?;
     out.set_item("mode", d.mode.as_str())?;
+    Ok(out)
+}
+
+/// `jetstream_arrow.ReadOptions`, read by attribute: a field left None takes the core's
+/// default. Subjects and times are read from the dataclass's normalising properties
+/// (`subject_filters`, `start_time_ns`, `end_time_ns`), which accept what a Python user
+/// gives (one subject or several; a datetime, ISO text or epoch seconds).
+#[derive(FromPyObject)]
+struct ReadArgs {
+    start_seq: Option<i128>,
+    end_seq: Option<i128>,
+    #[pyo3(attribute("subject_filters"))]
+    subjects: Vec<String>,
+    #[pyo3(attribute("start_time_ns"))]
+    start_time_ns: Option<i64>,
+    #[pyo3(attribute("end_time_ns"))]
+    end_time_ns: Option<i64>,
+    include_headers: Option<bool>,
+    batch_rows: Option<i128>,
+    max_bytes: Option<i128>,
+    heartbeat: Option<f64>,
+    resume_timeout: Option<f64>,
+    method: Option<String>,
+}
+
+/// The fields of Python's `ReadOptions`: [`ReadArgs`] reads exactly these (subjects
+/// and times through their properties).
+pub const READ_FIELDS: [&str; 11] = [
+    "start_seq",
+    "end_seq",
+    "subjects",
+    "start_time",
+    "end_time",
+    "include_headers",
+    "batch_rows",
+    "max_bytes",
+    "heartbeat",
+    "resume_timeout",
+    "method",
+];
+
+/// Read a `ReadOptions` into the core's options (checked by the core when the read
+/// opens).
+pub fn read_options(options: &Bound<'_, PyAny>) -> GlueResult<ReadOptions> {
+    check_fields(options, &READ_FIELDS, "read")?;
+    let a: ReadArgs = options
+        .extract()
+        .map_err(|e| Error::bad_input(format!("read options: {e}")))?;
+    let d = ReadOptions::default();
+    Ok(ReadOptions {
+        start_seq: opt_count(a.start_seq, "start_seq")?,
+        end_seq: opt_count(a.end_seq, "end_seq")?,
+        subjects: a.subjects,
+        start_time_ns: a.start_time_ns,
+        end_time_ns: a.end_time_ns,
+        include_headers: a.include_headers.unwrap_or(d.include_headers),
+        batch_rows: opt_count(a.batch_rows, "batch_rows")?.unwrap_or(d.batch_rows),
+        max_bytes: opt_count(a.max_bytes, "max_bytes")?.unwrap_or(d.max_bytes),
+        heartbeat: opt_seconds(a.heartbeat, "heartbeat")?.unwrap_or(d.heartbeat),
+        resume_timeout: opt_seconds(a.resume_timeout, "resume_timeout")?
+            .unwrap_or(d.resume_timeout),
+        method: match a.method.as_deref() {
+            None => d.method,
+            Some(method) => ReadMethod::parse(method)?,
+        },
+    })
+}
+
+/// What each field of `ReadOptions` left None means: the core's defaults, by field.
+pub fn read_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let d = ReadOptions::default();
+    let out = PyDict::new(py);
+    for field in READ_FIELDS {
+        out.set_item(field, py.None())?;
+    }
+    out.set_item("include_headers", d.include_headers)?;
+    out.set_item("batch_rows", d.batch_rows)?;
+    out.set_item("max_bytes", d.max_bytes)?;
+    out.set_item("heartbeat", d.heartbeat.as_secs_f64())?;
+    out.set_item("resume_timeout", d.resume_timeout.as_secs_f64())?;
+    out.set_item("method", defaults::READ_METHOD)?;
+    Ok(out)
+}
+
+/// `jetstream_arrow.ConsumeOptions` (continuous consumption of a pull consumer), read
+/// by attribute: a field left None takes the core's default.
+#[derive(FromPyObject)]
+struct ConsumeArgs {
+    max_messages: Option<i128>,
+    max_bytes: Option<i128>,
+    threshold_messages: Option<i128>,
+    threshold_bytes: Option<i128>,
+    expires: Option<f64>,
+    heartbeat: Option<f64>,
+    batch_rows: Option<i128>,
+    batch_wait: Option<f64>,
+    include_headers: Option<bool>,
+}
+
+/// The field names of [`ConsumeArgs`]: Python's `ConsumeOptions` must have exactly these.
+pub const CONSUME_FIELDS: [&str; 9] = [
+    "max_messages",
+    "max_bytes",
+    "threshold_messages",
+    "threshold_bytes",
+    "expires",
+    "heartbeat",
+    "batch_rows",
+    "batch_wait",
+    "include_headers",
+];
+
+/// Read a `ConsumeOptions` into the core's options (checked by the core when
+/// consumption starts). Thresholds default to half the buffer, as in nats.go.
+pub fn consume_options(options: &Bound<'_, PyAny>) -> GlueResult<ConsumeOptions> {
+    check_fields(options, &CONSUME_FIELDS, "consume")?;
+    let a: ConsumeArgs = options
+        .extract()
+        .map_err(|e| Error::bad_input(format!("consume options: {e}")))?;
+    let d = ConsumeOptions::default();
+    let mut pull = PullSettings::new(
+        opt_count(a.max_messages, "max_messages")?.unwrap_or(d.pull.max_messages),
+        opt_count(a.max_bytes, "max_bytes")?,
+        opt_seconds(a.expires, "expires")?.unwrap_or(d.pull.expires),
+        Some(opt_seconds(a.heartbeat, "heartbeat")?.unwrap_or(defaults::HEARTBEAT)),
+    );
+    if let Some(t) = opt_count(a.threshold_messages, "threshold_messages")? {
+        pull.threshold_messages = t;
+    }
+    if let Some(t) = opt_count(a.threshold_bytes, "threshold_bytes")? {
+        pull.threshold_bytes = Some(t);
+    }
+    Ok(ConsumeOptions {
+        pull,
+        batch_rows: opt_count(a.batch_rows, "batch_rows")?.unwrap_or(d.batch_rows),
+        batch_wait: opt_seconds(a.batch_wait, "batch_wait")?.unwrap_or(d.batch_wait),
+        include_headers: a.include_headers.unwrap_or(d.include_headers),
+    })
+}
+
+/// What each field of `ConsumeOptions` left None means: the core's defaults, by field
+/// (None where the default depends on other fields: thresholds are half the buffer).
+pub fn consume_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let d = ConsumeOptions::default();
+    let out = PyDict::new(py);
+    for field in CONSUME_FIELDS {
+        out.set_item(field, py.None())?;
+    }
+    out.set_item("max_messages", d.pull.max_messages)?;
+    out.set_item("expires", d.pull.expires.as_secs_f64())?;
+    out.set_item("heartbeat", d.pull.heartbeat.map(|h| h.as_secs_f64()))?;
+    out.set_item("batch_rows", d.batch_rows)?;
+    out.set_item("batch_wait", d.batch_wait.as_secs_f64())?;
+    out.set_item("include_headers", d.include_headers)?;
     Ok(out)
 }

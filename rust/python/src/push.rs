@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use crate::consumer::{Deliveries, MessageStream};
 use crate::errors::GlueResult;
 use crate::runtime::wait;
-use jetstream_arrow_core::option_values::{opt_seconds, seconds};
+use jetstream_arrow_core::option_values::{count, opt_seconds, seconds};
 
 #[pyclass(module = "jetstream_arrow._core", frozen)]
 pub struct PushConsumer {
@@ -53,20 +53,20 @@ impl PushConsumer {
     }
 
     #[pyo3(signature = (
-        *, batch_rows=defaults::CONSUME_BATCH_ROWS,
+        *, batch_rows=defaults::CONSUME_BATCH_ROWS as i128,
         batch_wait=defaults::CONSUME_BATCH_WAIT.as_secs_f64(), include_headers=false,
         heartbeat=None
     ))]
     fn messages(
         &self,
         py: Python<'_>,
-        batch_rows: usize,
+        batch_rows: i128,
         batch_wait: f64,
         include_headers: bool,
         heartbeat: Option<f64>,
     ) -> GlueResult<MessageStream> {
         let options = PushOptions {
-            batch_rows,
+            batch_rows: count(batch_rows, "batch_rows")?,
             batch_wait: seconds(batch_wait, "batch_wait")?,
             include_headers,
             heartbeat: opt_seconds(heartbeat, "heartbeat")?,

@@ -19,6 +19,7 @@ use crate::arrow::schema::SchemaOptions;
 use crate::connection::Connection;
 use crate::consume::flow_control::FlowControl;
 use crate::consume::pull::{fetch_once, FetchRequest, PullLoop, PullSettings};
+use crate::defaults;
 use crate::error::{Error, Result};
 
 /// The consumer's ack policy, when the caller knows it.
@@ -63,6 +64,22 @@ pub struct ConsumeOptions {
     /// After the first message of a batch, how long to wait for more.
     pub batch_wait: Duration,
     pub include_headers: bool,
+}
+
+impl Default for ConsumeOptions {
+    fn default() -> Self {
+        Self {
+            pull: PullSettings::new(
+                defaults::CONSUME_MAX_MESSAGES,
+                None,
+                defaults::CONSUME_EXPIRES,
+                Some(defaults::HEARTBEAT),
+            ),
+            batch_rows: defaults::CONSUME_BATCH_ROWS,
+            batch_wait: defaults::CONSUME_BATCH_WAIT,
+            include_headers: false,
+        }
+    }
 }
 
 impl DurableConsumer {
