@@ -1,13 +1,18 @@
 //! Reading a stream against a real server: an ordered read yields every sequence
-//! once and in order while the server is killed and restarted under it; a direct
-//! read (no consumer) yields the same range; an open-ended ordered stream follows
-//! what is published after it opened.
+//! once and in order while the server is killed and restarted under it, and so does
+//! a read by either method through repeated `kill -9`s of a store that syncs every
+//! write; a read whose source ends before its range does (the rest deleted, or of
+//! other subjects) ends there without an error or a second source; a direct read (no
+//! consumer) yields the same range; an open-ended ordered stream follows what is
+//! published after it opened.
 
 mod common;
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use common::{bounded, connect, create_stream, rows, NatsServer};
+use jetstream_arrow_core::api::subjects;
 use jetstream_arrow_core::publish::{PublishOptions, Publisher};
 use jetstream_arrow_core::read::{
     FollowOptions, OrderedStream, ReadMethod, ReadOptions, StreamReader,
@@ -183,6 +188,152 @@ async fn an_ordered_stream_follows_messages_published_after_it_opened() {
         }
         follow.close().await;
         assert_eq!(seqs, (1..=150).collect::<Vec<_>>());
+    })
+    .await;
+}
+
+/// Reads by `method` through `kills` `kill -9`s of a server that syncs every write,
+/// spread over the range; returns what was read and the read's resets.
+async fn read_through_kills(method: ReadMethod, kills: usize) -> (Vec<i64>, Vec<Vec<u8>>, u32) {
+    let mut server = NatsServer::start_syncing_every_write();
+    let conn = connect(&server.url()).await;
+    let n = 1_200;
+    bounded("filling the stream", async {
+        create_stream(&conn, "K", serde_json::json!({"allow_direct": true})).await;
+        fill(&conn, "K", 0, n).await;
+    })
+    .await;
+    // Ten messages a batch: 120 batches, a kill every 120 / (kills + 1) of them.
+    let options = ReadOptions {
+        method,
+        batch_rows: 50,
+        max_bytes: 10 * PAYLOAD,
+        heartbeat: Duration::from_secs(1),
+        resume_timeout: Duration::from_secs(20),
+        ..ReadOptions::default()
+    };
+    let mut reader = bounded("opening the read", async {
+        StreamReader::open(conn.clone(), "K", options)
+            .await
+            .expect("opening a read of the stream")
+    })
+    .await;
+    let (mut seqs, mut data, mut resets) = (Vec::new(), Vec::new(), 0);
+    let mut batches = 0;
+    bounded("reading through the kills", async {
+        while let Some(batch) = reader.next_batch().await.expect("reading the stream") {
+            batches += 1;
+            resets = reader.resets();
+            seqs.extend(common::int64_column(&batch, "seq"));
+            data.extend(common::data_column(&batch));
+            if batches % (n / 10 / (kills + 1)) == 0 && batches < n / 10 {
+                server.restart();
+            }
+        }
+    })
+    .await;
+    (seqs, data, resets.max(reader.resets()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_read_yields_every_message_once_in_order_through_kill_9s() {
+    let (seqs, data, resets) = read_through_kills(ReadMethod::Consumer, 3).await;
+    assert_eq!(seqs, (1..=1_200).collect::<Vec<_>>());
+    assert!(
+        data == payloads(1_200),
+        "every payload is read back as stored"
+    );
+    assert!(
+        resets >= 3,
+        "a new consumer after each kill: {resets} resets"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_direct_read_yields_every_message_once_in_order_through_kill_9s() {
+    let (seqs, data, _) = read_through_kills(ReadMethod::Direct, 3).await;
+    assert_eq!(seqs, (1..=1_200).collect::<Vec<_>>());
+    assert!(
+        data == payloads(1_200),
+        "every payload is read back as stored"
+    );
+}
+
+/// Delete message `seq` of `stream`.
+async fn delete_message(conn: &Connection, stream: &str, seq: u64) {
+    let body = Bytes::from(serde_json::json!({"seq": seq, "no_erase": true}).to_string());
+    conn.api_request(
+        &subjects::subject(subjects::STREAM_MSG_DELETE, &[stream]),
+        body,
+        None,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("deleting message {seq} of {stream}: {e}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_whose_rest_was_deleted_while_it_read_ends_where_the_stream_does() {
+    let server = NatsServer::start();
+    bounded("a read whose tail goes", async {
+        let conn = connect(&server.url()).await;
+        create_stream(&conn, "T", serde_json::json!({})).await;
+        fill(&conn, "T", 0, 200).await;
+        let mut reader = StreamReader::open(
+            conn.clone(),
+            "T",
+            ReadOptions {
+                method: ReadMethod::Consumer,
+                batch_rows: 10,
+                max_bytes: 10 * PAYLOAD,
+                ..ReadOptions::default()
+            },
+        )
+        .await
+        .expect("opening a read");
+        let first = reader
+            .next_batch()
+            .await
+            .expect("the first batch")
+            .expect("a batch");
+        let mut seqs = common::int64_column(&first, "seq");
+        // The range owes 1..=200; its last ten go before the read gets there. The
+        // consumer then says nothing is pending after 190, the leader agrees, and
+        // fewer messages than the range is no error: the stream lost them.
+        for seq in 191..=200 {
+            delete_message(&conn, "T", seq).await;
+        }
+        let (rest, _) = read_to_end(&mut reader).await;
+        seqs.extend(rest);
+        assert_eq!(seqs, (1..=190).collect::<Vec<_>>());
+        assert_eq!(reader.resets(), 0, "no second consumer was needed");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filtered_read_ends_after_its_last_subject_without_an_error_or_a_second_consumer() {
+    let server = NatsServer::start();
+    bounded("a filtered read", async {
+        let conn = connect(&server.url()).await;
+        create_stream(&conn, "F", serde_json::json!({})).await;
+        // Rows 0..300 on F.0, F.1, F.2 in turn; row 299 (sequence 300) is on F.2, so
+        // the last message of F.0 is sequence 298 and the consumer ends there.
+        fill(&conn, "F", 0, 300).await;
+        let mut reader = StreamReader::open(
+            conn.clone(),
+            "F",
+            ReadOptions {
+                method: ReadMethod::Consumer,
+                subjects: vec!["F.0".into()],
+                batch_rows: 25,
+                ..ReadOptions::default()
+            },
+        )
+        .await
+        .expect("opening a filtered read");
+        let (seqs, _) = read_to_end(&mut reader).await;
+        assert_eq!(seqs, (1..=298).step_by(3).collect::<Vec<_>>());
+        assert_eq!(reader.resets(), 0, "no second consumer was needed");
     })
     .await;
 }

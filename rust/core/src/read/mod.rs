@@ -11,11 +11,18 @@
 //! default) takes direct gets for short ranges, where a consumer's create and delete
 //! round trips cost more than the read, when they are sure to see every message.
 //!
+//! Either way the read owes the sequences its stream held in the range when it opened
+//! ([`crate::read::completeness`]): a source that says nothing is pending before the
+//! range's end is checked with the stream's leader and resumed after the last message
+//! read, and a read of every subject counts what it got at its end. (Failures while
+//! reading are each source's own to recover: both retry for `resume_timeout`.)
+//!
 //! [`OrderedStream`] is the open-ended form: it follows the stream as it grows.
 //!
 //! One module because a read's options, its choice of method and the batching of
 //! either source's messages are one thing to follow through.
 
+pub mod completeness;
 pub mod direct;
 pub mod ordered;
 pub mod stored;
@@ -24,6 +31,7 @@ use std::time::Duration;
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
+use tokio::time::Instant;
 
 use crate::api::types::{StreamAlternate, StreamInfo, StreamInfoWithAlternates};
 use crate::api::{subject_match, subjects, validate_name};
@@ -33,8 +41,9 @@ use crate::arrow::schema::SchemaOptions;
 use crate::connection::Connection;
 use crate::consume::pull::PullSettings;
 use crate::defaults;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::limits::MAX_BUFFERED_MESSAGES;
+use crate::read::completeness::{incomplete, leader_has_message, Holding, Progress};
 use crate::read::direct::{DirectRange, DirectStart};
 use crate::read::ordered::{OrderedPull, Start};
 
@@ -183,8 +192,17 @@ enum Source {
     Direct(Box<DirectRange>),
 }
 
+/// The longest pause between two attempts to resume a read that ended early.
+const MAX_RESUME_PAUSE: Duration = Duration::from_secs(2);
+
 /// An open read: yields batches until the end of the range.
 pub struct StreamReader {
+    conn: Connection,
+    stream: String,
+    /// What the read was opened with: a resumed read opens its source again with them.
+    options: ReadOptions,
+    /// [`ReadMethod::Consumer`] or [`ReadMethod::Direct`], as chosen when it opened.
+    method: ReadMethod,
     source: Option<Source>,
     builder: BatchBuilder,
     end_seq: u64,
@@ -193,8 +211,17 @@ pub struct StreamReader {
     max_bytes: usize,
     /// A message that did not fit the previous batch's byte budget.
     carry: Option<Delivered>,
-    /// The resets of the ordered consumer once the read finished and dropped it.
-    finished_resets: u32,
+    progress: Progress,
+    /// The source said nothing is pending before the end of the range: the stream's
+    /// leader is asked before the read ends.
+    ended_early: bool,
+    /// Since when resuming has delivered nothing, and how often it was tried.
+    resuming_since: Option<Instant>,
+    resume_attempts: u32,
+    /// Stopped by its caller ([`Self::finish`]): the count is not checked.
+    closed: bool,
+    /// Consumer resets of sources that are gone, and sources opened again.
+    earlier_resets: u32,
 }
 
 impl StreamReader {
@@ -216,7 +243,23 @@ impl StreamReader {
             .start_seq
             .unwrap_or(1)
             .max(info.state.first_sequence);
+        let owed_last = end_seq.min(info.state.last_sequence);
+        let by_time = options.start_time_ns.is_some() || options.end_time_ns.is_some();
+        let progress = Progress {
+            start: options.start_time_ns.is_none().then_some(start),
+            last: owed_last,
+            next: None,
+            received: 0,
+            // Other subjects' sequences, or times, leave holes a count cannot tell
+            // from lost messages.
+            count_checked: options.subjects.is_empty()
+                && !by_time
+                && Holding::from(&info).holds_every_sequence(start, owed_last),
+        };
         let mut reader = Self {
+            conn,
+            stream: stream.to_string(),
+            method: ReadMethod::Consumer,
             source: None,
             builder: BatchBuilder::new(stream, schema_options),
             end_seq,
@@ -224,12 +267,19 @@ impl StreamReader {
             batch_rows: options.batch_rows,
             max_bytes: options.max_bytes,
             carry: None,
-            finished_resets: 0,
+            progress,
+            ended_early: false,
+            resuming_since: None,
+            resume_attempts: 0,
+            closed: false,
+            earlier_resets: 0,
+            options,
         };
         if info.state.messages == 0 || end_seq < start {
             return Ok(reader);
         }
-        let method = match options.method {
+        let options = &reader.options;
+        reader.method = match options.method {
             ReadMethod::Auto
                 if end_seq - start < defaults::DIRECT_READ_MAX_MESSAGES
                     && options.subjects.len() <= 1
@@ -240,44 +290,56 @@ impl StreamReader {
             ReadMethod::Auto => ReadMethod::Consumer,
             chosen => chosen,
         };
-        if method == ReadMethod::Direct {
-            if !info.config.allow_direct {
-                return Err(Error::bad_input(format!(
-                    "option 'method': stream {stream:?} does not allow direct gets \
-                     (allow_direct is false); read it with method 'consumer', or update \
-                     the stream with allow_direct=True"
-                )));
-            }
-            let direct_start = match options.start_time_ns {
-                Some(ns) => DirectStart::Time(ns),
-                None => DirectStart::Sequence(start),
-            };
-            reader.source = Some(Source::Direct(Box::new(DirectRange::new(
-                conn,
-                stream,
+        if reader.method == ReadMethod::Direct && !info.config.allow_direct {
+            return Err(Error::bad_input(format!(
+                "option 'method': stream {stream:?} does not allow direct gets \
+                 (allow_direct is false); read it with method 'consumer', or update \
+                 the stream with allow_direct=True"
+            )));
+        }
+        let ordered_start = options.start();
+        let direct_start = match options.start_time_ns {
+            Some(ns) => DirectStart::Time(ns),
+            None => DirectStart::Sequence(start),
+        };
+        if !reader.open_source(ordered_start, direct_start).await? {
+            reader.end_source().await;
+        }
+        Ok(reader)
+    }
+
+    /// Open the read's source at `ordered_start` (a consumer) or `direct_start`
+    /// (direct gets); false when a consumer has nothing pending there.
+    async fn open_source(
+        &mut self,
+        ordered_start: Start,
+        direct_start: DirectStart,
+    ) -> Result<bool> {
+        let options = &self.options;
+        if self.method == ReadMethod::Direct {
+            self.source = Some(Source::Direct(Box::new(DirectRange::new(
+                self.conn.clone(),
+                &self.stream,
                 options.subjects.first().cloned(),
                 direct_start,
-                end_seq,
+                self.end_seq,
                 options.batch_rows,
                 options.max_bytes,
                 options.resume_timeout,
             ))));
-            return Ok(reader);
+            return Ok(true);
         }
         let (ordered, pending) = OrderedPull::open(
-            conn,
-            stream,
+            self.conn.clone(),
+            &self.stream,
             options.subjects.clone(),
-            options.start(),
+            ordered_start,
             options.pull_settings(),
             options.resume_timeout,
         )
         .await?;
-        reader.source = Some(Source::Ordered(Box::new(ordered)));
-        if pending == 0 {
-            reader.finish().await;
-        }
-        Ok(reader)
+        self.source = Some(Source::Ordered(Box::new(ordered)));
+        Ok(pending > 0)
     }
 
     pub fn schema(&self) -> SchemaRef {
@@ -292,6 +354,11 @@ impl StreamReader {
         }
         while self.builder.len() < self.batch_rows {
             let delivered = match self.source.as_mut() {
+                // What was read is handed out before the read resumes.
+                None if self.ended_early && self.builder.is_empty() => {
+                    self.resume_early_end().await?;
+                    continue;
+                }
                 None => break,
                 Some(Source::Ordered(ordered)) => match ordered.next(None).await? {
                     Some(delivered) => delivered,
@@ -300,7 +367,7 @@ impl StreamReader {
                 Some(Source::Direct(direct)) => match direct.next().await? {
                     Some(delivered) => delivered,
                     None => {
-                        self.finish().await;
+                        self.end_source().await;
                         break;
                     }
                 },
@@ -308,11 +375,17 @@ impl StreamReader {
             let meta = delivered.meta;
             let past_time = self.end_time_ns.is_some_and(|end| meta.timestamp_ns > end);
             if meta.stream_seq > self.end_seq || past_time {
-                self.finish().await;
+                self.end_source().await;
                 break;
             }
-            if meta.stream_seq >= self.end_seq || meta.pending == 0 {
-                self.finish().await;
+            self.progress.delivered(meta.stream_seq);
+            self.resuming_since = None;
+            self.resume_attempts = 0;
+            if meta.stream_seq >= self.end_seq {
+                self.end_source().await;
+            } else if meta.pending == 0 {
+                self.end_source().await;
+                self.ended_early = self.progress.resume_at().is_some();
             }
             let size = delivered.message.payload.len();
             if !self.builder.is_empty() && self.builder.data_bytes() + size > self.max_bytes {
@@ -322,25 +395,122 @@ impl StreamReader {
             self.builder.append(&delivered.message, &meta);
         }
         if self.builder.is_empty() {
+            self.check_count().await?;
             return Ok(None);
         }
         Ok(Some(self.builder.finish()))
     }
 
-    /// How often the read recreated its consumer to get past a failure.
-    pub fn resets(&self) -> u32 {
-        match &self.source {
-            Some(Source::Ordered(ordered)) => ordered.resets,
-            _ => self.finished_resets,
+    /// The source said nothing is pending before the end of the range. Ask the
+    /// stream's leader whether a message of the range is left after the last one
+    /// read: if not (deleted, or of other subjects) the read is over; if one is, open
+    /// the source again there, pausing between attempts that deliver nothing, until
+    /// `resume_timeout` has passed without a message.
+    async fn resume_early_end(&mut self) -> Result<()> {
+        self.ended_early = false;
+        let Some(from) = self.progress.resume_at() else {
+            return Ok(());
+        };
+        let since = *self.resuming_since.get_or_insert_with(Instant::now);
+        let give_up = since + self.options.resume_timeout;
+        let last = self.progress.last;
+        let owed = leader_has_message(
+            &self.conn,
+            &self.stream,
+            from,
+            last,
+            &self.options.subjects,
+            give_up,
+        )
+        .await?;
+        if !owed {
+            return Ok(());
         }
+        if self.resume_attempts > 0 {
+            let pause = (Duration::from_millis(100) * (1 << self.resume_attempts.min(5)))
+                .min(MAX_RESUME_PAUSE);
+            if Instant::now() + pause >= give_up {
+                return Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "the read of stream {:?} ended at sequence {} before the end of its \
+                         range ({last}), where the stream's leader holds more; reading it \
+                         again from there delivered nothing within {:?} (option \
+                         'resume_timeout')",
+                        self.stream,
+                        from - 1,
+                        self.options.resume_timeout
+                    ),
+                ));
+            }
+            tokio::time::sleep(pause).await;
+        }
+        self.resume_attempts += 1;
+        self.earlier_resets += 1;
+        if !self
+            .open_source(Start::Sequence(from), DirectStart::Sequence(from))
+            .await?
+        {
+            self.end_source().await;
+            self.ended_early = true;
+        }
+        Ok(())
+    }
+
+    /// At the end of a read of every subject whose stream held every sequence of
+    /// the range when it opened: fewer messages than that is an error, unless the
+    /// stream has lost some since (asked only then).
+    async fn check_count(&mut self) -> Result<()> {
+        let checked = std::mem::take(&mut self.progress.count_checked);
+        let (Some(start), false) = (self.progress.start, self.closed) else {
+            return Ok(());
+        };
+        let (last, received) = (self.progress.last, self.progress.received);
+        if !checked || received == last - start + 1 {
+            return Ok(());
+        }
+        let info: StreamInfo = self
+            .conn
+            .api_get_patiently(
+                &subjects::stream_info(&self.stream),
+                self.options.resume_timeout,
+            )
+            .await
+            .map_err(|e| {
+                e.context(format!(
+                    "checking the end of a read of stream {:?}",
+                    self.stream
+                ))
+            })?;
+        match incomplete(&self.stream, start, last, received, Holding::from(&info)) {
+            Some(err) => Err(err),
+            None => Ok(()),
+        }
+    }
+
+    /// How often the read recreated its consumer, or opened its source again, to get
+    /// past a failure or an early end.
+    pub fn resets(&self) -> u32 {
+        self.earlier_resets
+            + match &self.source {
+                Some(Source::Ordered(ordered)) => ordered.resets,
+                _ => 0,
+            }
     }
 
     /// Stop reading and delete the consumer.
     pub async fn finish(&mut self) {
+        self.closed = true;
+        self.ended_early = false;
+        self.end_source().await;
+    }
+
+    /// Close the current source (its consumer is deleted).
+    async fn end_source(&mut self) {
         match self.source.take() {
             Some(Source::Ordered(mut ordered)) => {
                 // Kept, so a finished read can still say that it recovered.
-                self.finished_resets = ordered.resets;
+                self.earlier_resets += ordered.resets;
                 ordered.close().await
             }
             Some(Source::Direct(mut direct)) => direct.close().await,

@@ -100,11 +100,24 @@ pub struct NatsServer {
     pub port: u16,
     dir: PathBuf,
     process: Option<Child>,
+    /// Lines of the config's `jetstream { }` block, e.g. `sync_interval: always`.
+    jetstream_settings: String,
 }
 
 impl NatsServer {
     /// Start a server and wait until it accepts connections.
     pub fn start() -> Self {
+        Self::start_with_jetstream("")
+    }
+
+    /// A server whose store syncs every write before its ack (`sync_interval:
+    /// always`): a `kill -9` loses nothing it acknowledged.
+    pub fn start_syncing_every_write() -> Self {
+        Self::start_with_jetstream("sync_interval: always")
+    }
+
+    /// Start a server with `settings` in its config's `jetstream { }` block.
+    pub fn start_with_jetstream(settings: &str) -> Self {
         let binary = nats_server_binary();
         let dir = unique_dir("nats");
         let mut last_failure = String::new();
@@ -114,6 +127,7 @@ impl NatsServer {
                 port: free_port(),
                 dir: dir.clone(),
                 process: None,
+                jetstream_settings: settings.to_string(),
             };
             match server.launch() {
                 Ok(()) => return server,
@@ -145,12 +159,24 @@ impl NatsServer {
             .open(self.log_path())
             .map_err(|e| format!("cannot open {}: {e}", self.log_path().display()))?;
         let log_err = log.try_clone().map_err(|e| e.to_string())?;
-        let child = Command::new(&self.binary)
+        let mut command = Command::new(&self.binary);
+        command
             .args(["-js", "-a", "127.0.0.1", "-p"])
             .arg(self.port.to_string())
             // nats-server keeps its store in `<dir>/jetstream`.
             .arg("-sd")
-            .arg(&self.dir)
+            .arg(&self.dir);
+        if !self.jetstream_settings.is_empty() {
+            // The flags above win over the file; it adds what no flag sets.
+            let config = self.dir.join("nats-server.conf");
+            std::fs::write(
+                &config,
+                format!("jetstream {{\n{}\n}}\n", self.jetstream_settings),
+            )
+            .map_err(|e| format!("cannot write {}: {e}", config.display()))?;
+            command.arg("-c").arg(config);
+        }
+        let child = command
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log_err)
