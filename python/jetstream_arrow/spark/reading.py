@@ -1,6 +1,6 @@
 """Reading sequence ranges of a stream, and noticing messages removed before they were read.
 
-Batch reads (:mod:`.source`), streaming reads (:mod:`.streaming`) and ``read_fn``
+Batch reads (:mod:`.batch_reader`), streaming reads (:mod:`.stream_reader`) and ``read_fn``
 (:mod:`.functions`) all read a range of stream sequences on an executor and look up
 where a stream starts on the driver; they share these functions so that a range
 means the same thing, and loses no message silently, whichever API asked for it.
@@ -8,7 +8,6 @@ means the same thing, and loses no message silently, whichever API asked for it.
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -37,8 +36,6 @@ log = logging.getLogger("jetstream_arrow.spark")
 
 #: The highest sequence a range can name (Spark's ``seq`` column is a bigint).
 MAX_SEQ = 2**63 - 1
-# Resumptions of one range read after mid-read failures (see read_range).
-_MAX_RESUMES = 10_000
 # Longest pause between two attempts of a request that failed transiently.
 _MAX_RETRY_DELAY = 2.0
 
@@ -58,10 +55,10 @@ def retry_transient(
     call: Callable[[], _T], what: str, timeout: float = DEFAULT_RESUME_TIMEOUT
 ) -> _T:
     """``call()``, tried again after a transient error until ``timeout`` seconds have
-    passed, then the last error is raised with its class. An engine read recovers
-    its consumer for as long (its ``resume_timeout``); the requests around it (the
-    stream's state, opening a read) must outlast a leader election as well, or a
-    partition fails where the read itself would have gone on."""
+    passed, then the last error is raised with its class. A read recovers for as
+    long (its ``resume_timeout``, in the core, opening included); the requests around
+    it (the stream's state) must outlast a leader election as well, or a partition
+    fails where the read itself would have gone on."""
     deadline = time.monotonic() + timeout
     delay = 0.1
     while True:
@@ -195,18 +192,18 @@ def read_range(
 ) -> Iterator[pa.RecordBatch]:
     """Messages ``start..end`` (inclusive) of ``stream`` as batches in ``target``'s schema.
 
-    A read that fails after it delivered messages resumes after the last one it
-    delivered (a fresh reader, at most ``_MAX_RESUMES`` times), and so does one that
-    ends before ``end``. An unfiltered read of a stream without deleted messages
-    must return every sequence of the range; fewer is an error, never a silent loss.
-    With ``failOnDataLoss``, an unfiltered read checks each batch that skipped
-    sequences, and its end, against the stream's head (:func:`check_removed_while_read`),
-    so messages removed while the range is read are named, not skipped.
+    The core's reader recovers by itself (a new consumer, or the same direct get again,
+    for up to its ``resume_timeout``), resumes a source that ends before the range
+    does, and fails a read of every subject of a stream without deleted messages that
+    gets fewer messages than the range holds. With ``failOnDataLoss``, an unfiltered
+    read checks each batch that skipped sequences, and its end, against the stream's
+    head (:func:`check_removed_while_read`), so messages removed while the range is
+    read are named, not skipped.
     """
     state = stream_state(client, stream)
     # A read through a durable consumer (option 'consumer') re-reads the messages the
     # consumer holds unacknowledged, by direct gets: acknowledged work items around
-    # them are gone by design, so neither removed messages nor a short count mean loss.
+    # them are gone by design, so removed messages do not mean loss.
     through_consumer = opts.consumer is not None
     what = f"range {start}..{end if end is not None else 'end'}"
     if opts.fail_on_data_loss and not through_consumer:
@@ -214,59 +211,33 @@ def read_range(
     # With a subject filter the messages between two of the read are other subjects'.
     watch_head = opts.fail_on_data_loss and not through_consumer and subjects is None
     last = int(state.last_seq) if end is None else min(end, int(state.last_seq))
-    next_seq, received, resumes = start, 0, 0
-    while next_seq <= last:
-        progressed = False
-        reader = retry_transient(
-            functools.partial(
-                client.read,
-                stream,
-                start_seq=next_seq,
-                end_seq=last,
-                subjects=list(subjects) if subjects else None,
-                include_headers=opts.include_headers,
-                batch_rows=opts.batch_rows,
-                max_bytes=opts.max_bytes,
-                heartbeat=opts.heartbeat,
-                # "auto": short ranges (small streaming micro-batches) by direct gets.
-                method="direct" if through_consumer else "auto",
-            ),
-            f"opening a read of stream {stream!r} at sequence {next_seq}",
-        )
-        try:
-            for batch in reader:
-                if batch.num_rows:
-                    progressed = True
-                    received += batch.num_rows
-                    if watch_head:
-                        skipped = skipped_sequences(batch.column("seq"), next_seq)
-                        check_removed_while_read(client, stream, skipped, what)
-                    next_seq = int(batch.column("seq")[-1].as_py()) + 1
-                    yield conform(batch, target)
-        except (BadInputError, OperationTimeoutError, ConnectionFailedError) as err:
-            if not progressed or resumes >= _MAX_RESUMES:
-                raise
-            resumes += 1
-            log.info("read of %s resumes at sequence %d after: %s", stream, next_seq, err)
-        finally:
-            # Also when Spark stops early (a limit) or the task is cancelled: the
-            # reader's consumer is deleted on the server right away.
-            reader.close()
-        if not progressed:
-            break
+    if start > last:
+        return
+    reader = client.read(
+        stream,
+        start_seq=start,
+        end_seq=last,
+        subjects=list(subjects) if subjects else None,
+        include_headers=opts.include_headers,
+        batch_rows=opts.batch_rows,
+        max_bytes=opts.max_bytes,
+        heartbeat=opts.heartbeat,
+        # "auto": short ranges (small streaming micro-batches) by direct gets.
+        method="direct" if through_consumer else "auto",
+    )
+    next_seq = start
+    try:
+        for batch in reader:
+            if batch.num_rows:
+                if watch_head:
+                    skipped = skipped_sequences(batch.column("seq"), next_seq)
+                    check_removed_while_read(client, stream, skipped, what)
+                next_seq = int(batch.column("seq")[-1].as_py()) + 1
+                yield conform(batch, target)
+    finally:
+        # Also when Spark stops early (a limit) or the task is cancelled: the
+        # reader's consumer is deleted on the server right away.
+        reader.close()
     if watch_head and next_seq <= last:
         # The read ended early: its last sequences may have gone with the head.
         check_removed_while_read(client, stream, [(next_seq, last)], what)
-    if subjects is None and start <= last and not through_consumer:
-        _check_complete(client, stream, start, last, received)
-
-
-def _check_complete(client: Client, stream: str, start: int, last: int, received: int) -> None:
-    state = stream_state(client, stream)
-    if state.num_deleted == 0 and first_available(state) <= start:
-        expected = last - start + 1
-        if received != expected:
-            raise JetStreamArrowError(
-                f"the read of stream {stream!r} sequences {start}..{last} returned {received} "
-                f"messages where the stream holds {expected}; the read is incomplete"
-            )
