@@ -19,6 +19,29 @@ use pyo3::types::{PyDict, PyTuple};
 
 use crate::errors::GlueResult;
 
+/// Declares the struct an options dataclass is read into by attribute, and `$fields`,
+/// the names of its fields, which are the names the dataclass must have (checked
+/// before extraction, and compared with the dataclass by the tests): each field is
+/// written once.
+macro_rules! native_options {
+    (
+        $(#[$doc:meta])*
+        $name:ident, $fields:ident {
+            $($(#[$attr:meta])* $field:ident : $ty:ty),* $(,)?
+        }
+    ) => {
+        $(#[$doc])*
+        #[derive(FromPyObject)]
+        struct $name {
+            $($(#[$attr])* $field: $ty,)*
+        }
+
+        /// The fields of the dataclass read into
+        #[doc = concat!("[`", stringify!($name), "`].")]
+        pub const $fields: &[&str] = &[$(stringify!($field)),*];
+    };
+}
+
 /// Refuse a dataclass with a field the struct read from it does not have: a field
 /// missing here would be silently ignored (a field missing on the Python side fails
 /// the extraction by attribute).
@@ -40,61 +63,37 @@ fn check_fields(options: &Bound<'_, PyAny>, known: &[&str], what: &str) -> GlueR
     Ok(())
 }
 
-/// `jetstream_arrow.ConnectOptions`, read by attribute: a field missing on either
-/// side is an error at connect time, never a silently ignored option.
-#[derive(FromPyObject)]
-struct ConnectArgs {
-    servers: String,
-    user: Option<String>,
-    password: Option<String>,
-    token: Option<String>,
-    creds: Option<PathBuf>,
-    nkey_seed: Option<String>,
-    tls_ca: Option<PathBuf>,
-    tls_cert: Option<PathBuf>,
-    tls_key: Option<PathBuf>,
-    tls_required: bool,
-    tls_first: bool,
-    name: Option<String>,
-    connect_timeout: f64,
-    request_timeout: f64,
-    max_reconnects: Option<usize>,
-    reconnect_delay: f64,
-    retry_on_initial_connect: bool,
-    ping_interval: f64,
-    domain: Option<String>,
-    api_prefix: Option<String>,
-    inbox_prefix: Option<String>,
+native_options! {
+    /// `jetstream_arrow.ConnectOptions`, read by attribute: a field missing on either
+    /// side is an error at connect time, never a silently ignored option.
+    ConnectArgs, CONNECT_FIELDS {
+        servers: String,
+        user: Option<String>,
+        password: Option<String>,
+        token: Option<String>,
+        creds: Option<PathBuf>,
+        nkey_seed: Option<String>,
+        tls_ca: Option<PathBuf>,
+        tls_cert: Option<PathBuf>,
+        tls_key: Option<PathBuf>,
+        tls_required: bool,
+        tls_first: bool,
+        name: Option<String>,
+        connect_timeout: f64,
+        request_timeout: f64,
+        max_reconnects: Option<usize>,
+        reconnect_delay: f64,
+        retry_on_initial_connect: bool,
+        ping_interval: f64,
+        domain: Option<String>,
+        api_prefix: Option<String>,
+        inbox_prefix: Option<String>,
+    }
 }
-
-/// The field names of [`ConnectArgs`]: Python's `ConnectOptions` must have exactly these.
-pub const CONNECT_FIELDS: [&str; 21] = [
-    "servers",
-    "user",
-    "password",
-    "token",
-    "creds",
-    "nkey_seed",
-    "tls_ca",
-    "tls_cert",
-    "tls_key",
-    "tls_required",
-    "tls_first",
-    "name",
-    "connect_timeout",
-    "request_timeout",
-    "max_reconnects",
-    "reconnect_delay",
-    "retry_on_initial_connect",
-    "ping_interval",
-    "domain",
-    "api_prefix",
-    "inbox_prefix",
-];
 
 /// Read a `ConnectOptions` into the core's config.
 pub fn connect_config(options: &Bound<'_, PyAny>) -> GlueResult<ConnectConfig> {
-    check_fields(options, &CONNECT_FIELDS, "connect")?;
+    check_fields(options, CONNECT_FIELDS, "connect")?;
     let a: ConnectArgs = options.extract()?;
     Ok(ConnectConfig {
         servers: a.servers,
@@ -121,48 +120,31 @@ pub fn connect_config(options: &Bound<'_, PyAny>) -> GlueResult<ConnectConfig> {
     })
 }
 
-/// `jetstream_arrow.PublishOptions`, read by attribute: a field left None takes the
-/// core's default. Counts come as Python ints of any size and are checked by the core.
-#[derive(FromPyObject)]
-struct PublishArgs {
-    subject: Option<String>,
-    window: Option<i128>,
-    on_full: Option<String>,
-    ack_timeout: Option<f64>,
-    max_retries: Option<i128>,
-    retry_backoff: Option<f64>,
-    msg_id_prefix: Option<String>,
-    msg_id_start: Option<i128>,
-    expected_stream: Option<String>,
-    expected_last_seq: Option<i128>,
-    expected_last_msg_id: Option<String>,
-    expected_last_subject_seq: Option<i128>,
-    mode: Option<String>,
-    keep_control_headers: Option<bool>,
+native_options! {
+    /// `jetstream_arrow.PublishOptions`, read by attribute: a field left None takes the
+    /// core's default. Counts come as Python ints of any size and are checked by the core.
+    PublishArgs, PUBLISH_FIELDS {
+        subject: Option<String>,
+        window: Option<i128>,
+        on_full: Option<String>,
+        ack_timeout: Option<f64>,
+        max_retries: Option<i128>,
+        retry_backoff: Option<f64>,
+        msg_id_prefix: Option<String>,
+        msg_id_start: Option<i128>,
+        expected_stream: Option<String>,
+        expected_last_seq: Option<i128>,
+        expected_last_msg_id: Option<String>,
+        expected_last_subject_seq: Option<i128>,
+        mode: Option<String>,
+        keep_control_headers: Option<bool>,
+    }
 }
-
-/// The field names of [`PublishArgs`]: Python's `PublishOptions` must have exactly these.
-pub const PUBLISH_FIELDS: [&str; 14] = [
-    "subject",
-    "window",
-    "on_full",
-    "ack_timeout",
-    "max_retries",
-    "retry_backoff",
-    "msg_id_prefix",
-    "msg_id_start",
-    "expected_stream",
-    "expected_last_seq",
-    "expected_last_msg_id",
-    "expected_last_subject_seq",
-    "mode",
-    "keep_control_headers",
-];
 
 /// Read a `PublishOptions` into the core's options (checked by the core when a
 /// publisher is made from them).
 pub fn publish_options(options: &Bound<'_, PyAny>) -> GlueResult<PublishOptions> {
-    check_fields(options, &PUBLISH_FIELDS, "publish")?;
+    check_fields(options, PUBLISH_FIELDS, "publish")?;
     // A value of the wrong type: pyo3's message names the field (`PublishArgs.window`).
     let a: PublishArgs = options
         .extract()
@@ -203,7 +185,7 @@ pub fn publish_options(options: &Bound<'_, PyAny>) -> GlueResult<PublishOptions>
 pub fn publish_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let d = PublishOptions::default();
     let out = PyDict::new(py);
-    for field in PUBLISH_FIELDS {
+    for &field in PUBLISH_FIELDS {
         out.set_item(field, py.None())?;
     }
     out.set_item("window", d.window)?;
@@ -216,48 +198,33 @@ pub fn publish_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     Ok(out)
 }
 
-/// `jetstream_arrow.ReadOptions`, read by attribute: a field left None takes the core's
-/// default. Subjects and times are read from the dataclass's normalising properties
-/// (`subject_filters`, `start_time_ns`, `end_time_ns`), which accept what a Python user
-/// gives (one subject or several; a datetime, ISO text or epoch seconds).
-#[derive(FromPyObject)]
-struct ReadArgs {
-    start_seq: Option<i128>,
-    end_seq: Option<i128>,
-    #[pyo3(attribute("subject_filters"))]
-    subjects: Vec<String>,
-    #[pyo3(attribute("start_time_ns"))]
-    start_time_ns: Option<i64>,
-    #[pyo3(attribute("end_time_ns"))]
-    end_time_ns: Option<i64>,
-    include_headers: Option<bool>,
-    batch_rows: Option<i128>,
-    max_bytes: Option<i128>,
-    heartbeat: Option<f64>,
-    resume_timeout: Option<f64>,
-    method: Option<String>,
+native_options! {
+    /// `jetstream_arrow.ReadOptions`, read by attribute: a field left None takes the core's
+    /// default. Subjects and times are read from the dataclass's normalising properties
+    /// (`subject_filters`, `start_time_ns`, `end_time_ns`), which accept what a Python user
+    /// gives (one subject or several; a datetime, ISO text or epoch seconds).
+    ReadArgs, READ_FIELDS {
+        start_seq: Option<i128>,
+        end_seq: Option<i128>,
+        #[pyo3(attribute("subject_filters"))]
+        subjects: Vec<String>,
+        #[pyo3(attribute("start_time_ns"))]
+        start_time: Option<i64>,
+        #[pyo3(attribute("end_time_ns"))]
+        end_time: Option<i64>,
+        include_headers: Option<bool>,
+        batch_rows: Option<i128>,
+        max_bytes: Option<i128>,
+        heartbeat: Option<f64>,
+        resume_timeout: Option<f64>,
+        method: Option<String>,
+    }
 }
-
-/// The fields of Python's `ReadOptions`: [`ReadArgs`] reads exactly these (subjects
-/// and times through their properties).
-pub const READ_FIELDS: [&str; 11] = [
-    "start_seq",
-    "end_seq",
-    "subjects",
-    "start_time",
-    "end_time",
-    "include_headers",
-    "batch_rows",
-    "max_bytes",
-    "heartbeat",
-    "resume_timeout",
-    "method",
-];
 
 /// Read a `ReadOptions` into the core's options (checked by the core when the read
 /// opens).
 pub fn read_options(options: &Bound<'_, PyAny>) -> GlueResult<ReadOptions> {
-    check_fields(options, &READ_FIELDS, "read")?;
+    check_fields(options, READ_FIELDS, "read")?;
     let a: ReadArgs = options
         .extract()
         .map_err(|e| Error::bad_input(format!("read options: {e}")))?;
@@ -266,8 +233,8 @@ pub fn read_options(options: &Bound<'_, PyAny>) -> GlueResult<ReadOptions> {
         start_seq: opt_count(a.start_seq, "start_seq")?,
         end_seq: opt_count(a.end_seq, "end_seq")?,
         subjects: a.subjects,
-        start_time_ns: a.start_time_ns,
-        end_time_ns: a.end_time_ns,
+        start_time_ns: a.start_time,
+        end_time_ns: a.end_time,
         include_headers: a.include_headers.unwrap_or(d.include_headers),
         batch_rows: opt_count(a.batch_rows, "batch_rows")?.unwrap_or(d.batch_rows),
         max_bytes: opt_count(a.max_bytes, "max_bytes")?.unwrap_or(d.max_bytes),
@@ -285,7 +252,7 @@ pub fn read_options(options: &Bound<'_, PyAny>) -> GlueResult<ReadOptions> {
 pub fn read_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let d = ReadOptions::default();
     let out = PyDict::new(py);
-    for field in READ_FIELDS {
+    for &field in READ_FIELDS {
         out.set_item(field, py.None())?;
     }
     out.set_item("include_headers", d.include_headers)?;
@@ -297,38 +264,26 @@ pub fn read_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     Ok(out)
 }
 
-/// `jetstream_arrow.ConsumeOptions` (continuous consumption of a pull consumer), read
-/// by attribute: a field left None takes the core's default.
-#[derive(FromPyObject)]
-struct ConsumeArgs {
-    max_messages: Option<i128>,
-    max_bytes: Option<i128>,
-    threshold_messages: Option<i128>,
-    threshold_bytes: Option<i128>,
-    expires: Option<f64>,
-    heartbeat: Option<f64>,
-    batch_rows: Option<i128>,
-    batch_wait: Option<f64>,
-    include_headers: Option<bool>,
+native_options! {
+    /// `jetstream_arrow.ConsumeOptions` (continuous consumption of a pull consumer), read
+    /// by attribute: a field left None takes the core's default.
+    ConsumeArgs, CONSUME_FIELDS {
+        max_messages: Option<i128>,
+        max_bytes: Option<i128>,
+        threshold_messages: Option<i128>,
+        threshold_bytes: Option<i128>,
+        expires: Option<f64>,
+        heartbeat: Option<f64>,
+        batch_rows: Option<i128>,
+        batch_wait: Option<f64>,
+        include_headers: Option<bool>,
+    }
 }
-
-/// The field names of [`ConsumeArgs`]: Python's `ConsumeOptions` must have exactly these.
-pub const CONSUME_FIELDS: [&str; 9] = [
-    "max_messages",
-    "max_bytes",
-    "threshold_messages",
-    "threshold_bytes",
-    "expires",
-    "heartbeat",
-    "batch_rows",
-    "batch_wait",
-    "include_headers",
-];
 
 /// Read a `ConsumeOptions` into the core's options (checked by the core when
 /// consumption starts). Thresholds default to half the buffer, as in nats.go.
 pub fn consume_options(options: &Bound<'_, PyAny>) -> GlueResult<ConsumeOptions> {
-    check_fields(options, &CONSUME_FIELDS, "consume")?;
+    check_fields(options, CONSUME_FIELDS, "consume")?;
     let a: ConsumeArgs = options
         .extract()
         .map_err(|e| Error::bad_input(format!("consume options: {e}")))?;
@@ -358,7 +313,7 @@ pub fn consume_options(options: &Bound<'_, PyAny>) -> GlueResult<ConsumeOptions>
 pub fn consume_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let d = ConsumeOptions::default();
     let out = PyDict::new(py);
-    for field in CONSUME_FIELDS {
+    for &field in CONSUME_FIELDS {
         out.set_item(field, py.None())?;
     }
     out.set_item("max_messages", d.pull.max_messages)?;
