@@ -8,6 +8,9 @@
 //! with JetStream on a free loopback port with its own store directory; both stay the
 //! same across a restart, so clients reconnect and find their streams. The process is
 //! killed when the value is dropped, also when a test panics.
+//!
+//! One module because each test file includes it whole (`mod common;`): the server,
+//! the requests around it and the input are what every such file needs together.
 
 // Each test file compiles this module on its own and uses part of it.
 #![allow(dead_code)]
