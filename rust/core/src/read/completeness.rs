@@ -1,25 +1,17 @@
-//! Whether a range read came out whole: what it owes, what it got, and what the
-//! stream's leader says is left.
+//! Whether a range read came out whole: what it owes and what it got.
 //!
 //! A read owes the sequences `start..=last` that the stream held when it opened
 //! (`last` is the read's end, or the stream's last sequence then if that is lower).
 //! Its source ends early when the server says nothing is pending before `last`: true
-//! when the rest was deleted or does not match the read's subjects, so the stream's
-//! leader is asked (`STREAM.MSG.GET`, [`crate::read::stored`]) whether a message of
-//! the range is left after the last one read, and the read resumes there if one is.
-//! At its end, a read of every subject of a stream that held every sequence of the
-//! range when it opened must have got each one; fewer is an error unless the stream
-//! lost messages meanwhile (its limits, a purge, a delete), never a silent loss.
+//! when the rest was deleted or does not match the read's subjects, so the reader
+//! opens its source again after the last message read ([`Progress::resume_at`]) and
+//! ends only when that one has nothing either. At its end, a read of every subject of
+//! a stream that held every sequence of the range when it opened must have got each
+//! one; fewer is an error unless the stream lost messages meanwhile (its limits, a
+//! purge, a delete), never a silent loss.
 
-use std::time::Duration;
-
-use tokio::time::Instant;
-
-use crate::api::is_transient;
 use crate::api::types::StreamInfo;
-use crate::connection::Connection;
-use crate::error::{Error, ErrorKind, Result};
-use crate::read::stored;
+use crate::error::{Error, ErrorKind};
 
 /// What a stream holds, from its `STREAM.INFO` state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,38 +97,6 @@ impl Progress {
     /// started has no position to resume at; the count check judges it).
     pub fn resume_at(&self) -> Option<u64> {
         self.next.filter(|next| *next <= self.last)
-    }
-}
-
-/// Whether the stream's leader has a message of `from..=last` on `subjects` (every
-/// subject when empty). Asked again while the answer is what a restarting server or
-/// an election gives, until `give_up`.
-pub async fn leader_has_message(
-    conn: &Connection,
-    stream: &str,
-    from: u64,
-    last: u64,
-    subjects: &[String],
-    give_up: Instant,
-) -> Result<bool> {
-    let mut pause = Duration::from_millis(50);
-    loop {
-        let asked =
-            stored::first_at_or_after(conn, stream, stored::Position::Sequence(from), subjects)
-                .await;
-        match asked {
-            Ok(next) => return Ok(next.is_some_and(|d| d.meta.stream_seq <= last)),
-            Err(e) if is_transient(&e) && Instant::now() + pause < give_up => {
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_secs(1));
-            }
-            Err(e) => {
-                return Err(e.context(format!(
-                    "asking the leader of stream {stream:?} whether a message of the range \
-                     is left at or after sequence {from}"
-                )))
-            }
-        }
     }
 }
 

@@ -13,9 +13,9 @@
 //!
 //! Either way the read owes the sequences its stream held in the range when it opened
 //! ([`crate::read::completeness`]): a source that says nothing is pending before the
-//! range's end is checked with the stream's leader and resumed after the last message
-//! read, and a read of every subject counts what it got at its end. (Failures while
-//! reading are each source's own to recover: both retry for `resume_timeout`.)
+//! range's end is opened again after the last message read, and a read of every
+//! subject counts what it got at its end. (Failures while reading are each source's
+//! own to recover: both retry for `resume_timeout`.)
 //!
 //! [`OrderedStream`] is the open-ended form: it follows the stream as it grows.
 //!
@@ -31,7 +31,6 @@ use std::time::Duration;
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
-use tokio::time::Instant;
 
 use crate::api::types::{StreamAlternate, StreamInfo, StreamInfoWithAlternates};
 use crate::api::{subject_match, subjects, validate_name};
@@ -41,9 +40,9 @@ use crate::arrow::schema::SchemaOptions;
 use crate::connection::Connection;
 use crate::consume::pull::PullSettings;
 use crate::defaults;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::limits::MAX_BUFFERED_MESSAGES;
-use crate::read::completeness::{incomplete, leader_has_message, Holding, Progress};
+use crate::read::completeness::{incomplete, Holding, Progress};
 use crate::read::direct::{DirectRange, DirectStart};
 use crate::read::ordered::{OrderedPull, Start};
 
@@ -192,9 +191,6 @@ enum Source {
     Direct(Box<DirectRange>),
 }
 
-/// The longest pause between two attempts to resume a read that ended early.
-const MAX_RESUME_PAUSE: Duration = Duration::from_secs(2);
-
 /// An open read: yields batches until the end of the range.
 pub struct StreamReader {
     conn: Connection,
@@ -212,15 +208,12 @@ pub struct StreamReader {
     /// A message that did not fit the previous batch's byte budget.
     carry: Option<Delivered>,
     progress: Progress,
-    /// The source said nothing is pending before the end of the range: the stream's
-    /// leader is asked before the read ends.
+    /// The source said nothing is pending before the end of the range: it is opened
+    /// again there before the read ends.
     ended_early: bool,
-    /// Since when resuming has delivered nothing, and how often it was tried.
-    resuming_since: Option<Instant>,
-    resume_attempts: u32,
     /// Stopped by its caller ([`Self::finish`]): the count is not checked.
     closed: bool,
-    /// Consumer resets of sources that are gone, and sources opened again.
+    /// Consumer resets of sources that are gone.
     earlier_resets: u32,
 }
 
@@ -269,8 +262,6 @@ impl StreamReader {
             carry: None,
             progress,
             ended_early: false,
-            resuming_since: None,
-            resume_attempts: 0,
             closed: false,
             earlier_resets: 0,
             options,
@@ -379,8 +370,6 @@ impl StreamReader {
                 break;
             }
             self.progress.delivered(meta.stream_seq);
-            self.resuming_since = None;
-            self.resume_attempts = 0;
             if meta.stream_seq >= self.end_seq {
                 self.end_source().await;
             } else if meta.pending == 0 {
@@ -401,58 +390,24 @@ impl StreamReader {
         Ok(Some(self.builder.finish()))
     }
 
-    /// The source said nothing is pending before the end of the range. Ask the
-    /// stream's leader whether a message of the range is left after the last one
-    /// read: if not (deleted, or of other subjects) the read is over; if one is, open
-    /// the source again there, pausing between attempts that deliver nothing, until
-    /// `resume_timeout` has passed without a message.
+    /// The source said nothing is pending before the end of the range: true when the
+    /// rest was deleted or is of other subjects, but a consumer that lived through a
+    /// leader change, or a replica answering direct gets, may say so early. Open the
+    /// source again after the last message read, as the read itself may (a consumer
+    /// it creates, direct gets it sends): what the new one has pending is the answer.
+    /// The opening retries for `resume_timeout`; a resumed source that delivers moves
+    /// the read past what it owes or ends it again, so this does not repeat without
+    /// progress.
     async fn resume_early_end(&mut self) -> Result<()> {
         self.ended_early = false;
         let Some(from) = self.progress.resume_at() else {
             return Ok(());
         };
-        let since = *self.resuming_since.get_or_insert_with(Instant::now);
-        let give_up = since + self.options.resume_timeout;
-        let last = self.progress.last;
-        let owed = leader_has_message(
-            &self.conn,
-            &self.stream,
-            from,
-            last,
-            &self.options.subjects,
-            give_up,
-        )
-        .await?;
-        if !owed {
-            return Ok(());
-        }
-        if self.resume_attempts > 0 {
-            let pause = (Duration::from_millis(100) * (1 << self.resume_attempts.min(5)))
-                .min(MAX_RESUME_PAUSE);
-            if Instant::now() + pause >= give_up {
-                return Err(Error::new(
-                    ErrorKind::Timeout,
-                    format!(
-                        "the read of stream {:?} ended at sequence {} before the end of its \
-                         range ({last}), where the stream's leader holds more; reading it \
-                         again from there delivered nothing within {:?} (option \
-                         'resume_timeout')",
-                        self.stream,
-                        from - 1,
-                        self.options.resume_timeout
-                    ),
-                ));
-            }
-            tokio::time::sleep(pause).await;
-        }
-        self.resume_attempts += 1;
-        self.earlier_resets += 1;
         if !self
             .open_source(Start::Sequence(from), DirectStart::Sequence(from))
             .await?
         {
             self.end_source().await;
-            self.ended_early = true;
         }
         Ok(())
     }
@@ -488,8 +443,7 @@ impl StreamReader {
         }
     }
 
-    /// How often the read recreated its consumer, or opened its source again, to get
-    /// past a failure or an early end.
+    /// How often the read recreated its consumer to get past a failure.
     pub fn resets(&self) -> u32 {
         self.earlier_resets
             + match &self.source {
