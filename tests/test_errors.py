@@ -17,11 +17,12 @@ from engine_helpers import read_all, rows, stored_rows, stream_state
 from jetstream_arrow.client import PublishResult
 from jetstream_arrow.exceptions import (
     BadInputError,
+    ConnectionFailedError,
     JetStreamArrowError,
     NotFoundError,
     PublishError,
 )
-from natsserver import NatsServer
+from natsserver import NatsServer, free_port
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -324,3 +325,20 @@ def test_ack_timeout_without_msg_id_is_reported_not_retried(nats_server: NatsSer
         assert result.failed == 5
         for error in result.acks.column("error").to_pylist():
             assert "ack_timeout" in error and "msg id" in error, error
+
+
+# -- which errors a retry may cure --------------------------------------------------------
+
+
+def test_each_error_says_whether_a_retry_may_cure_it(client: ja.Client) -> None:
+    """The core's one rule (a timeout, a lost connection, a 503) travels with each
+    error as ``transient``, so callers that retry do not restate it."""
+    with pytest.raises(NotFoundError) as missing:
+        client.stream_info("NO_SUCH_STREAM_HERE")
+    assert missing.value.transient is False
+    with pytest.raises(BadInputError) as bad:
+        client.publisher("x", window=0)
+    assert bad.value.transient is False
+    with pytest.raises(ConnectionFailedError) as unreachable:
+        ja.connect(f"nats://127.0.0.1:{free_port()}", connect_timeout=0.5, max_reconnects=0)
+    assert unreachable.value.transient is True

@@ -18,9 +18,14 @@ class JetStreamArrowError(Exception):
 
     ``result``: when the error stopped a publish (a lost connection, bad input, a
     timeout), what that publish had done by then, row by row (a ``PublishResult``:
-    stored, duplicate, or failed with its reason); None for every other error."""
+    stored, duplicate, or failed with its reason); None for every other error.
+
+    ``transient``: whether the native core counts the error as one a retry may cure
+    (no reply in time, a lost connection, a ``503`` while a stream's leader is being
+    elected or a server restarts); False for errors raised in Python."""
 
     result: Any = None
+    transient: bool = False
 
 
 class ConnectionFailedError(JetStreamArrowError, ConnectionError):

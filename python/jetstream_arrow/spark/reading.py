@@ -22,12 +22,9 @@ from .._core import DEFAULT_RESUME_TIMEOUT
 from .._time import LAST_NS_TIME
 from ..client import Client
 from ..exceptions import (
-    ApiError,
     BadInputError,
-    ConnectionFailedError,
     JetStreamArrowError,
     NotFoundError,
-    OperationTimeoutError,
 )
 from .columns import conform, message_schema
 from .options import ReadOptions
@@ -40,15 +37,6 @@ MAX_SEQ = 2**63 - 1
 _MAX_RETRY_DELAY = 2.0
 
 _T = TypeVar("_T")
-
-
-def transient(err: BaseException) -> bool:
-    """Whether ``err`` is what a cluster answers while a stream's leader is being
-    elected or a server restarts: no reply in time, a lost connection, or a 503
-    (JetStream temporarily unavailable)."""
-    if isinstance(err, ApiError):
-        return err.code == 503
-    return isinstance(err, (OperationTimeoutError, ConnectionFailedError))
 
 
 def retry_transient(
@@ -65,7 +53,7 @@ def retry_transient(
         try:
             return call()
         except JetStreamArrowError as err:
-            if not transient(err) or time.monotonic() + delay > deadline:
+            if not err.transient or time.monotonic() + delay > deadline:
                 raise
             log.info("%s failed, trying again in %.1f s: %s", what, delay, err)
         time.sleep(delay)

@@ -5,6 +5,7 @@
 //! errors, so `?` works on core errors and Python errors alike and each core error
 //! reaches Python as its own class.
 
+use jetstream_arrow_core::api::is_transient;
 use jetstream_arrow_core::{Error, ErrorKind};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -86,6 +87,9 @@ fn core_to_py(err: Error, result: Option<Py<PyAny>>) -> PyErr {
             if let Some(result) = result {
                 exc.setattr("result", result)?;
             }
+            // The core's one rule for what a retry may cure, so callers that retry
+            // (Spark's planning) do not restate it.
+            exc.setattr("transient", is_transient(&err))?;
             Ok(PyErr::from_value(exc))
         };
         build().unwrap_or_else(|e| {
