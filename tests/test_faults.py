@@ -47,6 +47,15 @@ from natsserver import NatsServer
 # -- 1. kill -9 during a publish --------------------------------------------------------
 
 
+def stored_messages(server: NatsServer) -> int | None:
+    """The messages the server stores, or None while it is down: read on the
+    monitoring port, not by a NATS client, which would need reconnecting."""
+    try:
+        return int(server.monitor("jsz").get("messages", 0))
+    except (OSError, ValueError):
+        return None
+
+
 class Killer(threading.Thread):
     """Kills the server (SIGKILL) and starts it again on the same port and store each
     time the stream has stored the next fraction of ``n`` rows, so every kill lands in
@@ -61,12 +70,7 @@ class Killer(threading.Thread):
         self.error: BaseException | None = None
 
     def stored(self) -> int | None:
-        # The monitoring port, not a NATS client: it needs no reconnecting and
-        # simply fails while the server is down.
-        try:
-            return int(self.server.monitor("jsz").get("messages", 0))
-        except (OSError, ValueError):
-            return None
+        return stored_messages(self.server)
 
     def run(self) -> None:
         deadline = time.monotonic() + self.timeout
@@ -200,11 +204,7 @@ def test_a_second_kill_as_the_first_kills_lost_acks_expire_stops_nothing(
         def kill_twice() -> None:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
-                try:
-                    stored = int(server.monitor("jsz").get("messages", 0))
-                except (OSError, ValueError):
-                    stored = 0
-                if stored >= n // 4:
+                if (stored_messages(server) or 0) >= n // 4:
                     break
                 time.sleep(0.005)
             for _ in range(2):
