@@ -84,6 +84,12 @@ class BadInputError(JetStreamArrowError, ValueError):
         self.result = result
 
 
+class MalformedPayloadError(BadInputError):
+    """A payload that does not decode with the value's format and schema (mode
+    ``failfast``). The message names the stream, the sequence and the field; the
+    message stays where it was (a consumer's is not acknowledged)."""
+
+
 class PublishError(JetStreamArrowError):
     """Some rows of a publish were not stored. ``result`` says row by row which were
     stored, which were duplicates and why the others failed."""
@@ -102,6 +108,7 @@ __all__ = [
     "ApiError",
     "AuthorizationError",
     "BadInputError",
+    "MalformedPayloadError",
     "ConnectionFailedError",
     "ConsumerDeletedError",
     "JetStreamArrowError",

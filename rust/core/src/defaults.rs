@@ -43,6 +43,13 @@ pub const FAST_MAX_IDLE: Duration = Duration::from_secs(4);
 /// Rows per result of `Publisher.publish_batches`: bounds the memory of the acks.
 pub const ROWS_PER_RESULT: usize = 1_000_000;
 
+// -- typed payloads -----------------------------------------------------------------
+/// What a payload that does not decode does: "failfast", "permissive" or
+/// "dropmalformed" (Spark's JSON reader's modes).
+pub const ON_MALFORMED: &str = "failfast";
+/// Messages sampled from the stream to infer a JSON value schema when none is given.
+pub const VALUE_SAMPLE_ROWS: usize = 1_000;
+
 // -- reading a range ----------------------------------------------------------------
 pub const READ_BATCH_ROWS: usize = 65_536;
 /// Payload bytes per output batch and per pull request.
@@ -112,6 +119,8 @@ pub const EXPORTED: &[(&str, Exported)] = &[
     ("RETRY_BACKOFF", Exported::Seconds(RETRY_BACKOFF)),
     ("ROWS_PER_RESULT", Exported::Int(ROWS_PER_RESULT as i64)),
     ("PUBLISH_MODE", Exported::Str(PUBLISH_MODE)),
+    ("ON_MALFORMED", Exported::Str(ON_MALFORMED)),
+    ("VALUE_SAMPLE_ROWS", Exported::Int(VALUE_SAMPLE_ROWS as i64)),
     ("READ_BATCH_ROWS", Exported::Int(READ_BATCH_ROWS as i64)),
     ("READ_MAX_BYTES", Exported::Int(READ_MAX_BYTES as i64)),
     ("HEARTBEAT", Exported::Seconds(HEARTBEAT)),

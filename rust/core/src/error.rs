@@ -26,6 +26,8 @@ pub enum ErrorKind {
     ConsumerDeleted,
     /// Input that cannot be sent as asked (column, row, option).
     BadInput,
+    /// A payload that does not decode with the value's format and schema.
+    MalformedPayload,
 }
 
 /// An error of the core: a kind, a message that names what is at fault, and for

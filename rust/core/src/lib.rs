@@ -8,6 +8,8 @@
 //!   and redacting them);
 //! - [`api`]: the JetStream vocabulary (subjects, headers, statuses) and API requests;
 //! - [`arrow`]: the one message schema and messages to Arrow columns;
+//! - [`codec`]: payloads decoded into typed columns and encoded from them (JSON,
+//!   Avro, Arrow IPC);
 //! - [`publish`]: rows to messages through the ack window, or fast ingest;
 //! - [`read`]: range reads and open-ended ordered streams, by ordered consumer or
 //!   direct get, and one stored message;
@@ -18,6 +20,7 @@
 
 pub mod api;
 pub mod arrow;
+pub mod codec;
 pub mod connection;
 pub mod consume;
 pub mod defaults;

@@ -168,6 +168,7 @@ async fn an_ordered_stream_follows_messages_published_after_it_opened() {
                 max_bytes: 1 << 20,
                 heartbeat: Duration::from_secs(1),
                 resume_timeout: Duration::from_secs(10),
+                values: None,
             },
         )
         .await

@@ -65,6 +65,7 @@ fn class_name(kind: ErrorKind) -> &'static str {
         ErrorKind::JetStreamNotEnabled => "JetStreamNotEnabledError",
         ErrorKind::ConsumerDeleted => "ConsumerDeletedError",
         ErrorKind::BadInput => "BadInputError",
+        ErrorKind::MalformedPayload => "MalformedPayloadError",
     }
 }
 

@@ -1,5 +1,6 @@
 //! Building Arrow record batches straight from delivered NATS messages, column by
-//! column, with no intermediate rows.
+//! column, with no intermediate rows; payloads decoded into typed columns when a
+//! codec is given.
 
 use std::sync::Arc;
 
@@ -11,6 +12,8 @@ use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, SchemaRef};
 
 use crate::arrow::metadata::MessageMetadata;
+use crate::codec::ValueDecoder;
+use crate::error::Result;
 use crate::arrow::schema::{message_schema, SchemaOptions};
 
 type HeadersBuilder = MapBuilder<StringBuilder, ListBuilder<StringBuilder>>;
@@ -28,6 +31,8 @@ pub struct BatchBuilder {
     consumer_seq: Option<Int64Builder>,
     rows: usize,
     data_bytes: usize,
+    /// Decodes `data` into value columns as each batch is finished.
+    values: Option<ValueDecoder>,
 }
 
 fn headers_builder() -> HeadersBuilder {
@@ -62,11 +67,34 @@ impl BatchBuilder {
             consumer_seq: options.consumer_columns.then(Int64Builder::new),
             rows: 0,
             data_bytes: 0,
+            values: None,
         }
     }
 
+    /// Batches with their payloads decoded by `values`.
+    pub fn with_values(mut self, values: Option<ValueDecoder>) -> Self {
+        self.values = values;
+        self
+    }
+
+    /// The schema of finished batches.
     pub fn schema(&self) -> SchemaRef {
-        self.schema.clone()
+        match &self.values {
+            Some(values) => values.schema(&self.schema),
+            None => self.schema.clone(),
+        }
+    }
+
+    /// For each row of the last finished batch, the index of the message it came
+    /// from, when row `i` is not message `i` (malformed messages dropped, or Arrow
+    /// payloads of several rows).
+    pub fn last_origins(&self) -> Option<&[u32]> {
+        self.values.as_ref().and_then(ValueDecoder::last_origins)
+    }
+
+    /// Payloads that did not decode, so far.
+    pub fn malformed(&self) -> u64 {
+        self.values.as_ref().map_or(0, ValueDecoder::malformed)
     }
 
     pub fn len(&self) -> usize {
@@ -120,8 +148,10 @@ impl BatchBuilder {
         self.rows += 1;
     }
 
-    /// The rows so far as one batch; the builder starts over empty.
-    pub fn finish(&mut self) -> RecordBatch {
+    /// The rows so far as one batch, payloads decoded if a codec is given; the
+    /// builder starts over empty. A payload that does not decode (mode `failfast`)
+    /// fails the batch, naming its message.
+    pub fn finish(&mut self) -> Result<RecordBatch> {
         let n = self.rows;
         let mut columns: Vec<ArrayRef> = vec![
             Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
@@ -142,8 +172,12 @@ impl BatchBuilder {
         }
         self.rows = 0;
         self.data_bytes = 0;
-        RecordBatch::try_new(self.schema.clone(), columns)
-            .expect("builders match the message schema")
+        let batch = RecordBatch::try_new(self.schema.clone(), columns)
+            .expect("builders match the message schema");
+        match &mut self.values {
+            Some(values) => values.decode(&self.stream, batch),
+            None => Ok(batch),
+        }
     }
 }
 
@@ -197,7 +231,7 @@ mod tests {
                 ..meta
             },
         );
-        let batch = b.finish();
+        let batch = b.finish().unwrap();
         assert_eq!(batch.num_rows(), 2);
         assert_eq!(
             batch.schema(),

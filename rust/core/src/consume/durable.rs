@@ -16,6 +16,7 @@ use crate::api::validate_name;
 use crate::arrow::builder::BatchBuilder;
 use crate::arrow::metadata::Delivered;
 use crate::arrow::schema::SchemaOptions;
+use crate::codec::{CodecSpec, ValueDecoder};
 use crate::connection::Connection;
 use crate::consume::flow_control::FlowControl;
 use crate::consume::pull::{fetch_once, FetchRequest, PullLoop, PullSettings};
@@ -64,6 +65,8 @@ pub struct ConsumeOptions {
     /// After the first message of a batch, how long to wait for more.
     pub batch_wait: Duration,
     pub include_headers: bool,
+    /// Payloads decoded into typed columns, the schema resolved (none: `data` as bytes).
+    pub values: Option<CodecSpec>,
 }
 
 impl Default for ConsumeOptions {
@@ -78,6 +81,7 @@ impl Default for ConsumeOptions {
             batch_rows: defaults::CONSUME_BATCH_ROWS,
             batch_wait: defaults::CONSUME_BATCH_WAIT,
             include_headers: false,
+            values: None,
         }
     }
 }
@@ -110,16 +114,13 @@ impl DurableConsumer {
         &self,
         request: &FetchRequest,
         include_headers: bool,
+        values: Option<&CodecSpec>,
     ) -> Result<ConsumedBatch> {
         let delivered = fetch_once(&self.conn, &self.stream, &self.name, request).await?;
-        let mut builder = BatchBuilder::new(&self.stream, Self::schema_options(include_headers));
-        Ok(ConsumedBatch::build(
-            &self.conn,
-            &mut builder,
-            delivered,
-            self.ack_policy,
-            None,
-        ))
+        let values = values.map(|spec| ValueDecoder::new(spec, delivered.len())).transpose()?;
+        let mut builder = BatchBuilder::new(&self.stream, Self::schema_options(include_headers))
+            .with_values(values);
+        ConsumedBatch::build(&self.conn, &mut builder, delivered, self.ack_policy, None).await
     }
 
     pub async fn messages(&self, options: ConsumeOptions) -> Result<MessageStream> {
@@ -133,9 +134,15 @@ impl DurableConsumer {
             options.pull.clone(),
         )
         .await?;
+        let values = options
+            .values
+            .as_ref()
+            .map(|spec| ValueDecoder::new(spec, options.batch_rows))
+            .transpose()?;
         Ok(MessageStream {
             consumer: self.clone(),
-            builder: BatchBuilder::new(&self.stream, Self::schema_options(options.include_headers)),
+            builder: BatchBuilder::new(&self.stream, Self::schema_options(options.include_headers))
+                .with_values(values),
             pull,
             batch_rows: options.batch_rows,
             batch_wait: options.batch_wait,
@@ -171,13 +178,14 @@ impl MessageStream {
                 None => break,
             }
         }
-        Ok(ConsumedBatch::build(
+        ConsumedBatch::build(
             &self.consumer.conn,
             &mut self.builder,
             delivered,
             self.consumer.ack_policy,
             None,
-        ))
+        )
+        .await
     }
 }
 
@@ -222,13 +230,17 @@ pub struct ConsumedBatch {
 
 impl ConsumedBatch {
     /// The batch of `delivered` messages, in delivery order.
-    pub(crate) fn build(
+    /// Messages whose payloads were dropped as malformed (`dropmalformed`) are
+    /// terminated here, so they are not delivered again; a flow-control consumer
+    /// releases them with the batch. A payload that fails the batch (`failfast`)
+    /// leaves every message of it unacknowledged, to be delivered again.
+    pub(crate) async fn build(
         conn: &Connection,
         builder: &mut BatchBuilder,
         delivered: Vec<Delivered>,
         ack_policy: Option<AckPolicy>,
         flow: Option<(Arc<FlowControl>, u64)>,
-    ) -> Self {
+    ) -> Result<Self> {
         let mut replies = Vec::with_capacity(delivered.len());
         let mut consumer_seqs = Vec::with_capacity(delivered.len());
         let mut last = (0, 0);
@@ -245,15 +257,34 @@ impl ConsumedBatch {
                 last = (d.meta.consumer_seq, d.meta.stream_seq);
             }
         }
-        Self {
+        let batch = builder.finish()?;
+        if let Some(origins) = builder.last_origins() {
+            let mut has_rows = vec![false; replies.len()];
+            for &o in origins {
+                has_rows[o as usize] = true;
+            }
+            if flow.is_none() {
+                let term = AckKind::Term {
+                    reason: Some("malformed payload (dropmalformed)".to_string()),
+                }
+                .body();
+                for (reply, _) in replies.iter().zip(&has_rows).filter(|(_, kept)| !**kept) {
+                    conn.client.publish(reply.clone(), term.clone()).await?;
+                }
+            }
+            // Rows acknowledge the message they came from.
+            replies = origins.iter().map(|&o| replies[o as usize].clone()).collect();
+            consumer_seqs = origins.iter().map(|&o| consumer_seqs[o as usize]).collect();
+        }
+        Ok(Self {
             conn: conn.clone(),
-            batch: builder.finish(),
+            batch,
             replies,
             consumer_seqs,
             last,
             ack_all: ack_policy == Some(AckPolicy::All),
             flow,
-        }
+        })
     }
 
     /// The consumer sequence of the last message of the batch.

@@ -27,6 +27,7 @@ use crate::arrow::builder::BatchBuilder;
 use crate::arrow::metadata::parse_ack_subject;
 use crate::arrow::metadata::Delivered;
 use crate::arrow::schema::SchemaOptions;
+use crate::codec::{CodecSpec, ValueDecoder};
 use crate::connection::Connection;
 use crate::consume::durable::{AckPolicy, ConsumedBatch};
 use crate::consume::flow_control::FlowControl;
@@ -56,6 +57,8 @@ pub struct PushOptions {
     pub include_headers: bool,
     /// The consumer's idle heartbeat when it was not looked up (no info request).
     pub heartbeat: Option<Duration>,
+    /// Payloads decoded into typed columns, the schema resolved (none: `data` as bytes).
+    pub values: Option<CodecSpec>,
 }
 
 impl PushConsumer {
@@ -133,7 +136,12 @@ impl PushConsumer {
             }
             None => client.subscribe(self.deliver_subject.clone()).await?,
         };
-        Ok(PushStream::start(self.clone(), sub, resync, &options))
+        let values = options
+            .values
+            .as_ref()
+            .map(|spec| ValueDecoder::new(spec, options.batch_rows))
+            .transpose()?;
+        Ok(PushStream::start(self.clone(), sub, resync, &options, values))
     }
 }
 
@@ -288,6 +296,7 @@ impl PushStream {
         sub: Subscriber,
         resync: Option<Resync>,
         options: &PushOptions,
+        values: Option<ValueDecoder>,
     ) -> Self {
         let flow_acks = consumer.ack_policy == Some(AckPolicy::FlowControl);
         let flow = Arc::new(FlowControl::new(consumer.conn.clone(), flow_acks));
@@ -312,7 +321,8 @@ impl PushStream {
                     include_headers: options.include_headers,
                     consumer_columns: true,
                 },
-            ),
+            )
+            .with_values(values),
             consumer,
             events,
             reader,
@@ -400,17 +410,25 @@ impl PushStream {
             }
         };
         let flow = self.flow.acks.then(|| (self.flow.clone(), epoch));
+        let last_delivered = delivered
+            .iter()
+            .map(|d| d.meta.consumer_seq)
+            .max()
+            .unwrap_or(0);
         let batch = ConsumedBatch::build(
             &self.consumer.conn,
             &mut self.builder,
             delivered,
             self.consumer.ack_policy,
             flow,
-        );
+        )
+        .await;
         if !self.flow.acks {
-            // Without flow-control acks, a request is answered once it is handed out.
-            self.flow.handed_out(batch.last_delivered()).await?;
+            // Without flow-control acks, a request is answered once it is handed out
+            // (a batch that failed to decode too: its messages come again after
+            // their ack wait).
+            self.flow.handed_out(last_delivered).await?;
         }
-        Ok(batch)
+        batch
     }
 }

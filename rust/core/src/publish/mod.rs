@@ -30,6 +30,7 @@ use std::time::Duration;
 use futures::{FutureExt, StreamExt};
 use tokio::time::Instant;
 
+use crate::codec::ValueEncoder;
 use crate::connection::Connection;
 use crate::error::{Error, ErrorKind, Result};
 use crate::publish::input::{max_subject_len, OutgoingMessage, PublishBatch};
@@ -93,6 +94,23 @@ impl Publisher {
     {
         let mut outcome = PublishOutcome::default();
         let subject = subject.or_else(|| self.options.defaults.subject.clone());
+        // Value columns become payloads batch by batch, as the rows are taken.
+        let mut encoder = match self.options.values.as_ref().map(ValueEncoder::new) {
+            Some(Ok(encoder)) => Some(encoder),
+            Some(Err(e)) => return (outcome, Some(e)),
+            None => None,
+        };
+        let schema = match &mut encoder {
+            Some(encoder) => match encoder.schema(&schema) {
+                Ok(schema) => schema,
+                Err(e) => return (outcome, Some(e)),
+            },
+            None => schema,
+        };
+        let batches = batches.map(move |batch| match &mut encoder {
+            Some(encoder) => batch.and_then(|b| encoder.encode(&b)),
+            None => batch,
+        });
         // The columns are checked before any row, so an input is refused for a
         // missing or mistyped column whether or not it has rows.
         let empty = RecordBatch::new_empty(schema);

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::codec::CodecSpec;
 use crate::defaults;
 use crate::error::{Error, Result};
 use crate::publish::input::MessageDefaults;
@@ -39,6 +40,9 @@ pub struct PublishOptions {
     pub expected_last_subject_seq: Option<u64>,
     /// Per-message acks, or fast-ingest batches ([`fast`]).
     pub mode: PublishMode,
+    /// The input's value columns encoded into each row's payload (none: the input
+    /// has a `data` column).
+    pub values: Option<CodecSpec>,
 }
 
 /// How messages are acknowledged.
@@ -106,6 +110,7 @@ impl Default for PublishOptions {
             expected_last_msg_id: None,
             expected_last_subject_seq: None,
             mode: PublishMode::parse(defaults::PUBLISH_MODE).expect("the default mode is valid"),
+            values: None,
         }
     }
 }

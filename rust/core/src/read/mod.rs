@@ -35,6 +35,7 @@ use arrow_schema::SchemaRef;
 use crate::api::types::{StreamAlternate, StreamInfo, StreamInfoWithAlternates};
 use crate::api::{subject_match, subjects, validate_name};
 use crate::arrow::builder::BatchBuilder;
+use crate::codec::{infer_value_schema, CodecSpec, ValueDecoder};
 use crate::arrow::metadata::Delivered;
 use crate::arrow::schema::SchemaOptions;
 use crate::connection::Connection;
@@ -64,6 +65,8 @@ pub struct ReadOptions {
     /// (direct reads: to get an answer).
     pub resume_timeout: Duration,
     pub method: ReadMethod,
+    /// Payloads decoded into typed columns (none: `data` as bytes).
+    pub values: Option<CodecSpec>,
 }
 
 /// How a range is read.
@@ -105,6 +108,7 @@ impl Default for ReadOptions {
             heartbeat: defaults::HEARTBEAT,
             resume_timeout: defaults::RESUME_TIMEOUT,
             method: ReadMethod::parse(defaults::READ_METHOD).expect("a known method"),
+            values: None,
         }
     }
 }
@@ -249,12 +253,27 @@ impl StreamReader {
                 && !by_time
                 && Holding::from(&info).holds_every_sequence(start, owed_last),
         };
+        let values = match &options.values {
+            Some(spec) => {
+                let sample = ReadOptions {
+                    start_seq: options.start_seq,
+                    end_seq: options.end_seq,
+                    subjects: options.subjects.clone(),
+                    start_time_ns: options.start_time_ns,
+                    end_time_ns: options.end_time_ns,
+                    ..ReadOptions::default()
+                };
+                let spec = resolve_value_schema(&conn, stream, spec, sample).await?;
+                Some(ValueDecoder::new(&spec, options.batch_rows)?)
+            }
+            None => None,
+        };
         let mut reader = Self {
             conn,
             stream: stream.to_string(),
             method: ReadMethod::Consumer,
             source: None,
-            builder: BatchBuilder::new(stream, schema_options),
+            builder: BatchBuilder::new(stream, schema_options).with_values(values),
             end_seq,
             end_time_ns: options.end_time_ns,
             batch_rows: options.batch_rows,
@@ -387,7 +406,7 @@ impl StreamReader {
             self.check_count().await?;
             return Ok(None);
         }
-        Ok(Some(self.builder.finish()))
+        Ok(Some(self.builder.finish()?))
     }
 
     /// The source said nothing is pending before the end of the range: true when the
@@ -485,6 +504,8 @@ pub struct FollowOptions {
     pub max_bytes: usize,
     pub heartbeat: Duration,
     pub resume_timeout: Duration,
+    /// Payloads decoded into typed columns (none: `data` as bytes).
+    pub values: Option<CodecSpec>,
 }
 
 /// An open-ended ordered consumer (nats.go's `OrderedConsumer`): every message from
@@ -510,6 +531,17 @@ impl OrderedStream {
             heartbeat: options.heartbeat,
             ..ReadOptions::default()
         };
+        let values = match &options.values {
+            Some(spec) => {
+                let sample = ReadOptions {
+                    subjects: options.subjects.clone(),
+                    ..ReadOptions::default()
+                };
+                let spec = resolve_value_schema(&conn, stream, spec, sample).await?;
+                Some(ValueDecoder::new(&spec, options.batch_rows)?)
+            }
+            None => None,
+        };
         let (ordered, _) = OrderedPull::open(
             conn,
             stream,
@@ -527,7 +559,8 @@ impl OrderedStream {
                     include_headers: options.include_headers,
                     consumer_columns: false,
                 },
-            ),
+            )
+            .with_values(values),
             batch_rows: options.batch_rows,
             batch_wait: options.batch_wait,
             max_bytes: options.max_bytes,
@@ -564,7 +597,7 @@ impl OrderedStream {
             }
             self.builder.append(&delivered.message, &delivered.meta);
         }
-        Ok(self.builder.finish())
+        self.builder.finish()
     }
 
     pub fn resets(&self) -> u32 {
@@ -574,4 +607,47 @@ impl OrderedStream {
     pub async fn close(&mut self) {
         self.ordered.close().await;
     }
+}
+
+/// `spec` with its value schema: as given, or inferred from the first
+/// `spec.sample_rows` messages that `sample` (a range, subjects) reads.
+pub async fn resolve_value_schema(
+    conn: &Connection,
+    stream: &str,
+    spec: &CodecSpec,
+    sample: ReadOptions,
+) -> Result<CodecSpec> {
+    if !spec.needs_inference() {
+        return Ok(spec.clone());
+    }
+    let want = spec.sample_rows.max(1);
+    let options = ReadOptions {
+        batch_rows: want,
+        values: None,
+        ..sample
+    };
+    let mut reader = Box::pin(StreamReader::open(conn.clone(), stream, options)).await?;
+    let mut payloads: Vec<bytes::Bytes> = Vec::new();
+    while payloads.len() < want {
+        let Some(batch) = Box::pin(reader.next_batch()).await? else {
+            break;
+        };
+        let data = batch
+            .column_by_name(crate::arrow::schema::DATA)
+            .expect("message batches have a data column");
+        let data = arrow_array::cast::AsArray::as_binary::<i32>(data.as_ref());
+        payloads.extend(
+            data.iter()
+                .take(want - payloads.len())
+                .map(|p| bytes::Bytes::copy_from_slice(p.unwrap_or_default())),
+        );
+    }
+    reader.finish().await;
+    let sample: Vec<&[u8]> = payloads.iter().map(|p| p.as_ref()).collect();
+    let schema = infer_value_schema(spec.format, &sample)
+        .map_err(|e| e.context(format!("stream {stream:?}")))?;
+    Ok(CodecSpec {
+        schema: Some(schema),
+        ..spec.clone()
+    })
 }

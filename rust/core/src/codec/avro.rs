@@ -1,0 +1,245 @@
+//! Avro payloads through `arrow-avro`: raw datums, single-object encoding, and the
+//! Confluent wire format with the writers' schemas given by id.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow_array::{BinaryArray, RecordBatch, StructArray};
+use arrow_avro::reader::{Decoder, ReaderBuilder};
+use arrow_avro::schema::{
+    AvroSchema, Fingerprint, FingerprintAlgorithm, FingerprintStrategy, SchemaStore,
+    SCHEMA_METADATA_KEY,
+};
+use arrow_avro::writer::format::{AvroBinaryFormat, AvroSoeFormat};
+use arrow_avro::writer::{Encoder, WriterBuilder};
+use arrow_schema::{Fields, Schema, SchemaRef};
+
+use super::{binary_from_parts, AvroFraming, CodecSpec, RowsDecoder, RowsEncoder};
+use crate::error::{Error, Result};
+
+/// The prefix raw datums are given so the streaming decoder, which reads framed
+/// payloads only, can read them: the Confluent magic byte and schema id 0.
+const RAW_PREFIX: [u8; 5] = [0, 0, 0, 0, 0];
+
+fn bad_schema(e: impl std::fmt::Display) -> Error {
+    Error::bad_input(format!("option 'avro_schema': {e}"))
+}
+
+/// The schema payloads are read as: the one given, or the only writer's.
+fn reader_schema(spec: &CodecSpec) -> Result<String> {
+    match (&spec.avro_schema, spec.avro_schemas_by_id.as_slice()) {
+        (Some(schema), _) => Ok(schema.clone()),
+        (None, [(_, only)]) => Ok(only.clone()),
+        (None, []) => Err(bad_schema("Avro values need their Avro schema")),
+        (None, _) => Err(bad_schema(
+            "the writers' schemas are several: give the schema to read them as",
+        )),
+    }
+}
+
+pub(super) struct AvroRows {
+    framing: AvroFraming,
+    store: SchemaStore,
+    reader: AvroSchema,
+    batch_rows: usize,
+    decoder: Decoder,
+    schema: SchemaRef,
+    framed: Vec<u8>,
+}
+
+impl AvroRows {
+    pub fn new(spec: &CodecSpec, batch_rows: usize) -> Result<Self> {
+        let reader = AvroSchema::new(reader_schema(spec)?);
+        let store = match spec.avro_framing {
+            AvroFraming::Raw => {
+                let mut store = SchemaStore::new_with_type(FingerprintAlgorithm::Id);
+                store
+                    .set(Fingerprint::Id(0), reader.clone())
+                    .map_err(bad_schema)?;
+                store
+            }
+            AvroFraming::SingleObject => {
+                let mut store = SchemaStore::new_with_type(FingerprintAlgorithm::Rabin);
+                store.register(reader.clone()).map_err(bad_schema)?;
+                store
+            }
+            AvroFraming::Confluent => {
+                if spec.avro_schemas_by_id.is_empty() {
+                    return Err(Error::bad_input(
+                        "option 'avro_schemas_by_id': Confluent framing needs the writers' \
+                         schemas by id",
+                    ));
+                }
+                let mut store = SchemaStore::new_with_type(FingerprintAlgorithm::Id);
+                for (id, schema) in &spec.avro_schemas_by_id {
+                    store
+                        .set(Fingerprint::Id(*id), AvroSchema::new(schema.clone()))
+                        .map_err(bad_schema)?;
+                }
+                store
+            }
+        };
+        let decoder = Self::build(&store, &reader, batch_rows)?;
+        let schema = decoder.schema();
+        Ok(Self {
+            framing: spec.avro_framing,
+            store,
+            reader,
+            batch_rows,
+            decoder,
+            schema,
+            framed: Vec::new(),
+        })
+    }
+
+    fn build(store: &SchemaStore, reader: &AvroSchema, batch_rows: usize) -> Result<Decoder> {
+        ReaderBuilder::new()
+            .with_writer_schema_store(store.clone())
+            .with_reader_schema(reader.clone())
+            .with_batch_size(batch_rows)
+            .build_decoder()
+            .map_err(bad_schema)
+    }
+
+    fn flush(&mut self, into: &mut Vec<RecordBatch>) -> Result<(), String> {
+        if let Some(batch) = self.decoder.flush().map_err(|e| e.to_string())? {
+            into.push(batch);
+        }
+        Ok(())
+    }
+
+    fn try_decode(&mut self, payloads: &[&[u8]]) -> Result<StructArray, String> {
+        let mut parts = Vec::new();
+        let mut scratch = std::mem::take(&mut self.framed);
+        for payload in payloads {
+            let framed: &[u8] = match self.framing {
+                AvroFraming::Raw => {
+                    scratch.clear();
+                    scratch.extend_from_slice(&RAW_PREFIX);
+                    scratch.extend_from_slice(payload);
+                    &scratch
+                }
+                _ => payload,
+            };
+            let (mut read, mut rows) = (0, 0);
+            loop {
+                if self.decoder.batch_is_full() {
+                    // A full batch, or a new writer schema: the rows so far go first.
+                    self.flush(&mut parts)?;
+                }
+                let before = self.decoder.capacity();
+                let n = self
+                    .decoder
+                    .decode(&framed[read..])
+                    .map_err(|e| e.to_string())?;
+                rows += before - self.decoder.capacity();
+                read += n;
+                if read == framed.len() || (n == 0 && !self.decoder.batch_is_full()) {
+                    break;
+                }
+            }
+            if read != framed.len() || rows != 1 {
+                let prefix = framed.len() - payload.len();
+                return Err(format!(
+                    "the payload is not one Avro record ({} of its {} bytes read)",
+                    read.saturating_sub(prefix),
+                    payload.len()
+                ));
+            }
+        }
+        self.framed = scratch;
+        self.flush(&mut parts)?;
+        let all = arrow_select::concat::concat_batches(&self.schema, &parts)
+            .map_err(|e| e.to_string())?;
+        Ok(all.into())
+    }
+}
+
+impl RowsDecoder for AvroRows {
+    fn value_fields(&self) -> Fields {
+        self.schema.fields().clone()
+    }
+
+    fn decode(&mut self, payloads: &[&[u8]]) -> Result<(StructArray, Option<Vec<u32>>), String> {
+        match self.try_decode(payloads) {
+            Ok(values) => Ok((values, None)),
+            Err(why) => {
+                // A decoder that failed part way may wait for the rest of a body.
+                self.decoder = Self::build(&self.store, &self.reader, self.batch_rows)
+                    .map_err(|e| e.to_string())?;
+                Err(why)
+            }
+        }
+    }
+}
+
+pub(super) struct AvroEncoder {
+    framing: AvroFraming,
+    schema_json: Option<String>,
+    schema_id: Option<u32>,
+    /// Built for the first input's columns, again when they change.
+    encoder: Option<(SchemaRef, Encoder)>,
+}
+
+impl AvroEncoder {
+    pub fn new(spec: &CodecSpec) -> Result<Self> {
+        let schema_id = spec.avro_schema_id;
+        let by_id: HashMap<u32, &String> =
+            spec.avro_schemas_by_id.iter().map(|(i, s)| (*i, s)).collect();
+        let schema_json = match (&spec.avro_schema, schema_id) {
+            (Some(s), _) => Some(s.clone()),
+            (None, Some(id)) => by_id.get(&id).map(|s| s.to_string()),
+            (None, None) => None,
+        };
+        if spec.avro_framing == AvroFraming::Confluent && schema_id.is_none() {
+            return Err(Error::bad_input(
+                "option 'avro_schema_id': Confluent framing writes the schema id each \
+                 payload starts with",
+            ));
+        }
+        Ok(Self {
+            framing: spec.avro_framing,
+            schema_json,
+            schema_id,
+            encoder: None,
+        })
+    }
+
+    fn build(&self, fields: &Fields) -> Result<Encoder> {
+        let mut metadata = HashMap::new();
+        if let Some(json) = &self.schema_json {
+            metadata.insert(SCHEMA_METADATA_KEY.to_string(), json.clone());
+        }
+        let schema = Schema::new_with_metadata(fields.clone(), metadata);
+        let builder = WriterBuilder::new(schema);
+        let built = match self.framing {
+            AvroFraming::Raw => builder.build_encoder::<AvroBinaryFormat>(),
+            AvroFraming::SingleObject => builder
+                .with_fingerprint_strategy(FingerprintStrategy::Rabin)
+                .build_encoder::<AvroSoeFormat>(),
+            AvroFraming::Confluent => builder
+                .with_fingerprint_strategy(FingerprintStrategy::Id(
+                    self.schema_id.expect("checked when built"),
+                ))
+                .build_encoder::<AvroSoeFormat>(),
+        };
+        built.map_err(|e| Error::bad_input(format!("encoding values as Avro: {e}")))
+    }
+}
+
+impl RowsEncoder for AvroEncoder {
+    fn encode(&mut self, values: &StructArray) -> Result<BinaryArray> {
+        let schema = Arc::new(Schema::new(values.fields().clone()));
+        if self.encoder.as_ref().is_none_or(|(s, _)| s != &schema) {
+            self.encoder = Some((schema.clone(), self.build(values.fields())?));
+        }
+        let (_, encoder) = self.encoder.as_mut().expect("built above");
+        let batch = RecordBatch::from(values.clone());
+        encoder
+            .encode(&batch)
+            .map_err(|e| Error::bad_input(format!("encoding values as Avro: {e}")))?;
+        let rows = encoder.flush();
+        let offsets = rows.offsets().to_vec();
+        binary_from_parts(rows.bytes().to_vec(), offsets)
+    }
+}

@@ -1,0 +1,94 @@
+//! Arrow payloads: each message an Arrow IPC stream (schema, then record batches),
+//! as columnar producers write them; one payload may hold many rows.
+
+use std::io::Cursor;
+
+use arrow_array::{Array, BinaryArray, RecordBatch, StructArray};
+use arrow_ipc::reader::StreamReader;
+use arrow_ipc::writer::StreamWriter;
+use arrow_schema::{Fields, SchemaRef};
+
+use super::{binary_from_parts, RowsDecoder, RowsEncoder};
+use crate::error::{Error, Result};
+
+pub(super) struct IpcRows {
+    schema: SchemaRef,
+}
+
+impl IpcRows {
+    pub fn new(schema: SchemaRef) -> Self {
+        Self { schema }
+    }
+
+    fn read_one(&self, payload: &[u8], into: &mut Vec<RecordBatch>) -> Result<u32, String> {
+        let reader = StreamReader::try_new(Cursor::new(payload), None)
+            .map_err(|e| format!("not an Arrow IPC stream: {e}"))?;
+        // Names and types must match; a field the value allows nulls in may come
+        // from a payload that has none.
+        let same = |a: &arrow_schema::Field, b: &arrow_schema::Field| {
+            a.name() == b.name() && a.data_type() == b.data_type()
+        };
+        let theirs = reader.schema();
+        if theirs.fields().len() != self.schema.fields().len()
+            || !theirs
+                .fields()
+                .iter()
+                .zip(self.schema.fields())
+                .all(|(a, b)| same(a, b))
+        {
+            return Err(format!(
+                "the payload's schema ({}) is not the value's ({})",
+                reader.schema(),
+                self.schema
+            ));
+        }
+        let mut rows = 0u32;
+        for batch in reader {
+            let batch = batch.map_err(|e| format!("a broken Arrow IPC stream: {e}"))?;
+            rows += batch.num_rows() as u32;
+            into.push(batch.with_schema(self.schema.clone()).map_err(|e| e.to_string())?);
+        }
+        Ok(rows)
+    }
+}
+
+impl RowsDecoder for IpcRows {
+    fn value_fields(&self) -> Fields {
+        self.schema.fields().clone()
+    }
+
+    fn decode(&mut self, payloads: &[&[u8]]) -> Result<(StructArray, Option<Vec<u32>>), String> {
+        let mut batches = Vec::with_capacity(payloads.len());
+        let mut counts = Vec::with_capacity(payloads.len());
+        for payload in payloads {
+            counts.push(self.read_one(payload, &mut batches)?);
+        }
+        let all = arrow_select::concat::concat_batches(&self.schema, &batches)
+            .map_err(|e| e.to_string())?;
+        let one_each = counts.iter().all(|n| *n == 1);
+        Ok((all.into(), (!one_each).then_some(counts)))
+    }
+}
+
+pub(super) struct IpcEncoder;
+
+impl RowsEncoder for IpcEncoder {
+    fn encode(&mut self, values: &StructArray) -> Result<BinaryArray> {
+        let batch = RecordBatch::from(values.clone());
+        let schema = batch.schema();
+        let mut bytes = Vec::new();
+        let mut offsets = Vec::with_capacity(values.len() + 1);
+        offsets.push(0);
+        let failed = |e: arrow_schema::ArrowError| {
+            Error::bad_input(format!("encoding values as Arrow IPC: {e}"))
+        };
+        for row in 0..values.len() {
+            let mut writer = StreamWriter::try_new(&mut bytes, &schema).map_err(failed)?;
+            writer.write(&batch.slice(row, 1)).map_err(failed)?;
+            writer.finish().map_err(failed)?;
+            drop(writer);
+            offsets.push(bytes.len());
+        }
+        binary_from_parts(bytes, offsets)
+    }
+}

@@ -1,0 +1,203 @@
+//! The codecs on message batches built as reads build them, no server.
+
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int32Type, Int64Type};
+use arrow_array::{Array, ArrayRef, Int32Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+
+use super::*;
+use crate::arrow::builder::BatchBuilder;
+use crate::arrow::metadata::MessageMetadata;
+use crate::arrow::schema::SchemaOptions;
+
+fn value_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int32, false),
+        Field::new("name", DataType::Utf8, true),
+    ]))
+}
+
+fn messages(payloads: &[&[u8]], values: Option<ValueDecoder>) -> Result<RecordBatch> {
+    let mut b = BatchBuilder::new("S", SchemaOptions::default()).with_values(values);
+    for (i, p) in payloads.iter().enumerate() {
+        let message = async_nats::Message {
+            subject: async_nats::Subject::from_static("s"),
+            reply: None,
+            payload: bytes::Bytes::copy_from_slice(p),
+            headers: None,
+            status: None,
+            description: None,
+            length: 0,
+        };
+        let meta = MessageMetadata {
+            delivered: 1,
+            stream_seq: 10 + i as u64,
+            consumer_seq: 1 + i as u64,
+            timestamp_ns: 0,
+            pending: 0,
+        };
+        b.append(&message, &meta);
+    }
+    b.finish()
+}
+
+fn json(mode: OnMalformed, flatten: bool) -> ValueDecoder {
+    let spec = CodecSpec {
+        schema: Some(value_schema()),
+        on_malformed: mode,
+        flatten,
+        ..CodecSpec::new(ValueFormat::Json)
+    };
+    ValueDecoder::new(&spec, 4).unwrap()
+}
+
+fn ids(batch: &RecordBatch) -> Vec<Option<i32>> {
+    let value = batch.column_by_name(VALUE).unwrap().as_struct();
+    let ids = value.column(0).as_primitive::<Int32Type>();
+    (0..value.len())
+        .map(|i| value.is_valid(i).then(|| ids.value(i)))
+        .collect()
+}
+
+#[test]
+fn json_payloads_become_a_typed_value_column_in_place_of_data() {
+    let rows: Vec<Vec<u8>> = (0..10)
+        .map(|i| format!(r#"{{"id": {i}, "name": "n{i}", "extra": true}}"#).into_bytes())
+        .collect();
+    let refs: Vec<&[u8]> = rows.iter().map(|r| r.as_slice()).collect();
+    let batch = messages(&refs, Some(json(OnMalformed::FailFast, false))).unwrap();
+    let names: Vec<_> = batch.schema().fields().iter().map(|f| f.name().clone()).collect();
+    assert_eq!(names, ["stream", "subject", "seq", "timestamp", "value"]);
+    assert_eq!(ids(&batch), (0..10).map(Some).collect::<Vec<_>>());
+    let flat = messages(&refs, Some(json(OnMalformed::FailFast, true))).unwrap();
+    assert_eq!(flat.column_by_name("name").unwrap().as_string::<i32>().value(3), "n3");
+}
+
+#[test]
+fn a_bad_payload_fails_fast_naming_stream_seq_and_field() {
+    let payloads: &[&[u8]] = &[br#"{"id": 1}"#, br#"{"id": "x"}"#, br#"{"id": 3}"#];
+    let err = messages(payloads, Some(json(OnMalformed::FailFast, false))).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::MalformedPayload);
+    let text = err.to_string();
+    assert!(text.contains("stream 'S' seq 11"), "{text}");
+    assert!(text.contains("id"), "{text}");
+}
+
+#[test]
+fn permissive_keeps_bad_payloads_bytes_and_dropmalformed_counts_them() {
+    let payloads: &[&[u8]] = &[
+        br#"{"id": 1}"#,
+        b"{\"id\": 2",
+        br#"{"id": 3}{"id": 4}"#,
+        b"",
+        br#"{"id": 5}"#,
+    ];
+    let batch = messages(payloads, Some(json(OnMalformed::Permissive, false))).unwrap();
+    assert_eq!(ids(&batch), [Some(1), None, None, None, Some(5)]);
+    let corrupt = batch.column_by_name(CORRUPT_RECORD).unwrap().as_binary::<i32>();
+    assert_eq!(corrupt.value(1), b"{\"id\": 2");
+    assert!(corrupt.is_null(0) && corrupt.is_valid(3));
+
+    let batch = messages(payloads, Some(json(OnMalformed::DropMalformed, false))).unwrap();
+    assert_eq!(ids(&batch), [Some(1), Some(5)]);
+    let seqs = batch.column_by_name("seq").unwrap().as_primitive::<Int64Type>();
+    assert_eq!(seqs.values().to_vec(), vec![10, 14]);
+}
+
+fn input(values: Vec<(&str, ArrayRef)>) -> RecordBatch {
+    let mut columns: Vec<(&str, ArrayRef)> =
+        vec![("subject", Arc::new(StringArray::from(vec!["a", "b", "c"])))];
+    columns.extend(values);
+    RecordBatch::try_from_iter(columns).unwrap()
+}
+
+fn round_trip(spec: CodecSpec) {
+    let batch = input(vec![
+        ("id", Arc::new(Int32Array::from(vec![1, 2, 3]))),
+        ("name", Arc::new(StringArray::from(vec![Some("x"), None, Some("z")]))),
+    ]);
+    let mut encoder = ValueEncoder::new(&spec).unwrap();
+    let encoded = encoder.encode(&batch).unwrap();
+    let names: Vec<_> = encoded.schema().fields().iter().map(|f| f.name().clone()).collect();
+    assert_eq!(names, ["subject", "data"]);
+    let data = encoded.column(1).as_binary::<i32>();
+    let payloads: Vec<&[u8]> = data.iter().map(|p| p.unwrap()).collect();
+    let decoder = ValueDecoder::new(&spec, 2).unwrap();
+    let decoded = messages(&payloads, Some(decoder)).unwrap();
+    let value = decoded.column_by_name(VALUE).unwrap().as_struct();
+    assert_eq!(value.column(0).as_primitive::<Int32Type>().values().to_vec(), vec![1, 2, 3]);
+    let names = value.column(1).as_string::<i32>();
+    assert_eq!(names.iter().collect::<Vec<_>>(), vec![Some("x"), None, Some("z")]);
+}
+
+const AVRO: &str = r#"{"type":"record","name":"E","fields":[
+    {"name":"id","type":"int"},{"name":"name","type":["null","string"]}]}"#;
+
+#[test]
+fn every_format_round_trips_a_table() {
+    let with_schema = |format| CodecSpec {
+        schema: Some(value_schema()),
+        ..CodecSpec::new(format)
+    };
+    round_trip(with_schema(ValueFormat::Json));
+    round_trip(with_schema(ValueFormat::Arrow));
+    for framing in [AvroFraming::Raw, AvroFraming::SingleObject] {
+        round_trip(CodecSpec {
+            avro_schema: Some(AVRO.to_string()),
+            avro_framing: framing,
+            ..CodecSpec::new(ValueFormat::Avro)
+        });
+    }
+    round_trip(CodecSpec {
+        avro_schemas_by_id: vec![(7, AVRO.to_string())],
+        avro_schema_id: Some(7),
+        avro_framing: AvroFraming::Confluent,
+        ..CodecSpec::new(ValueFormat::Avro)
+    });
+}
+
+#[test]
+fn an_arrow_payload_of_several_rows_repeats_its_message_columns() {
+    let spec = CodecSpec {
+        schema: Some(value_schema()),
+        ..CodecSpec::new(ValueFormat::Arrow)
+    };
+    let values = RecordBatch::try_new(
+        value_schema(),
+        vec![
+            Arc::new(Int32Array::from(vec![1, 2])),
+            Arc::new(StringArray::from(vec!["a", "b"])),
+        ],
+    )
+    .unwrap();
+    let mut payload = Vec::new();
+    {
+        let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut payload, &value_schema()).unwrap();
+        w.write(&values).unwrap();
+        w.finish().unwrap();
+    }
+    let one = {
+        let mut e = ValueEncoder::new(&spec).unwrap();
+        let b = e.encode(&input(vec![
+            ("id", Arc::new(Int32Array::from(vec![9, 9, 9]))),
+            ("name", Arc::new(StringArray::from(vec!["c", "c", "c"]))),
+        ]));
+        b.unwrap().column(1).as_binary::<i32>().value(0).to_vec()
+    };
+    let batch = messages(&[&payload, &one], Some(ValueDecoder::new(&spec, 8).unwrap())).unwrap();
+    assert_eq!(ids(&batch), [Some(1), Some(2), Some(9)]);
+    let seqs = batch.column_by_name("seq").unwrap().as_primitive::<Int64Type>();
+    assert_eq!(seqs.values().to_vec(), vec![10, 10, 11]);
+}
+
+#[test]
+fn json_schemas_are_inferred_from_a_sample() {
+    let sample: &[&[u8]] = &[br#"{"a": 1, "b": "x"}"#, b"not json", br#"{"a": 2, "c": [1.5]}"#];
+    let schema = infer_value_schema(ValueFormat::Json, sample).unwrap();
+    assert_eq!(schema.field_with_name("a").unwrap().data_type(), &DataType::Int64);
+    assert!(schema.field_with_name("c").is_ok());
+    let err = infer_value_schema(ValueFormat::Json, &[b"1"]).unwrap_err();
+    assert!(err.to_string().contains("1 messages sampled"), "{err}");
+}
