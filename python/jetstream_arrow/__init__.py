@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from . import exceptions
 from ._core import __version__
+from .codec import ValueCodec
 from .client import Client, Publisher, PublishResult, connect
 from .consumers import ConsumedBatch, Messages, OrderedConsumer, PullConsumer, PushConsumer
 from .options import ConnectOptions, ConsumeOptions, PublishOptions, ReadOptions
@@ -19,6 +20,7 @@ __all__ = [
     "Publisher",
     "PullConsumer",
     "ReadOptions",
+    "ValueCodec",
     "PushConsumer",
     "Messages",
     "__version__",

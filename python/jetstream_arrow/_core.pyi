@@ -126,9 +126,9 @@ class Client:
     ) -> bytes:
         """Request `<api_prefix>.<subject>` and return the raw JSON reply. Raises ApiError
         (or NotFoundError, JetStreamNotEnabledError) when the reply is an error."""
-    def publisher(self, options: Any) -> Publisher:
+    def publisher(self, options: Any, codec: Any = None) -> Publisher:
         """A publisher sending as a jetstream_arrow.PublishOptions says (None: defaults)."""
-    def read(self, stream: str, options: Any) -> ReadBatches:
+    def read(self, stream: str, options: Any, codec: Any = None) -> ReadBatches:
         """Open a read as a jetstream_arrow.ReadOptions says (None: defaults); errors of
         the opening raise here, batches follow in sequence order."""
     def follow(
@@ -145,6 +145,7 @@ class Client:
         max_bytes: int = ...,
         heartbeat: float = ...,
         resume_timeout: float = ...,
+        codec: Any = None,
     ) -> ReadBatches:
         """An open-ended ordered consumer of `stream`: its batches never end."""
     def pull_consumer(
@@ -210,8 +211,9 @@ class PullConsumer:
         no_wait: bool = False,
         heartbeat: float | None = None,
         include_headers: bool = False,
+        codec: Any = None,
     ) -> ConsumedBatch: ...
-    def messages(self, options: Any) -> MessageStream:
+    def messages(self, options: Any, codec: Any = None) -> MessageStream:
         """Continuous consumption as a jetstream_arrow.ConsumeOptions says (None: defaults)."""
 
 @final
@@ -255,4 +257,5 @@ class PushConsumer:
         batch_wait: float = ...,
         include_headers: bool = False,
         heartbeat: float | None = None,
+        codec: Any = None,
     ) -> MessageStream: ...

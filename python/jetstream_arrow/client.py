@@ -23,6 +23,7 @@ from ._time import to_epoch_ns
 from .consumers import OrderedConsumer, PullConsumer, PushConsumer
 from .exceptions import BadInputError, JetStreamArrowError, PublishError
 from .management import ManagementMixin
+from .codec import ValueCodec
 from .options import ConnectOptions, PublishOptions, ReadOptions
 
 
@@ -210,16 +211,23 @@ class Client(ManagementMixin):
         *,
         options: PublishOptions | None = None,
         raise_on_error: bool = True,
+        codec: ValueCodec | str | None = None,
         **kwargs: Any,
     ) -> Publisher:
         """A publisher with a bounded window of unacknowledged messages, sending as
         ``options`` say, with any :class:`PublishOptions` field given as a keyword
         (``window=8192``) set over them. ``raise_on_error``: raise ``PublishError``
-        (with ``.result``) when rows fail, or return the result."""
+        (with ``.result``) when rows fail, or return the result.
+
+        With ``codec`` (a :class:`ValueCodec` or a format name), the input has no
+        ``data`` column: its value columns (a struct column ``value``, or every
+        column that is not a message column) are encoded into each row's payload."""
         if subject is not None:
             kwargs["subject"] = subject
         settings = PublishOptions.from_kwargs(options, **kwargs)
-        return Publisher(self._native.publisher(settings), raise_on_error)
+        return Publisher(
+            self._native.publisher(settings, ValueCodec.of(codec)), raise_on_error
+        )
 
     def publish(self, data: Any, subject: str | None = None, **options: Any) -> PublishResult:
         """Publish every row of an Arrow batch, table or stream (anything with the
@@ -246,7 +254,12 @@ class Client(ManagementMixin):
         return self._native.first_seq_at(stream, time_ns, filters)
 
     def read(
-        self, stream: str, *, options: ReadOptions | None = None, **kwargs: Any
+        self,
+        stream: str,
+        *,
+        options: ReadOptions | None = None,
+        codec: ValueCodec | str | None = None,
+        **kwargs: Any,
     ) -> pa.RecordBatchReader:
         """Replay a stream in sequence order as Arrow record batches, as ``options``
         (a :class:`ReadOptions`) say, with any of its fields given as a keyword
@@ -273,8 +286,13 @@ class Client(ManagementMixin):
         when the stream allows them and only its leader answers them (one replica, no
         mirror with ``mirror_direct``): replicas and mirrors answer from what they have
         applied so far, which can trail the latest publish. Otherwise it is a consumer.
+
+        With ``codec`` (a :class:`ValueCodec` or a format name), each payload is
+        decoded into the struct column ``value`` in place of ``data``.
         """
-        native = self._native.read(stream, ReadOptions.from_kwargs(options, **kwargs))
+        native = self._native.read(
+            stream, ReadOptions.from_kwargs(options, **kwargs), ValueCodec.of(codec)
+        )
         # Each batch is read natively with the GIL released. An error raised by the
         # native iterator keeps its class through pyarrow (an Arrow C stream would turn
         # it into text). Dropping the reader deletes the read's consumer on the server.
@@ -290,6 +308,7 @@ class Client(ManagementMixin):
         deliver: Literal["all", "new"] = "all",
         heartbeat: float = _core.DEFAULT_HEARTBEAT,
         resume_timeout: float = _core.DEFAULT_RESUME_TIMEOUT,
+        codec: ValueCodec | str | None = None,
     ) -> OrderedConsumer:
         """An open-ended ordered consumer, like nats.go's ``OrderedConsumer``: every
         message of ``stream`` (only ``subjects`` if given) from ``start_seq``,
@@ -309,6 +328,7 @@ class Client(ManagementMixin):
             deliver_new=deliver == "new",
             heartbeat=heartbeat,
             resume_timeout=resume_timeout,
+            codec=ValueCodec.of(codec),
         )
 
     # -- consumers -----------------------------------------------------------------

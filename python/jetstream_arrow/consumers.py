@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from . import _core
+from .codec import ValueCodec
 from .options import ConsumeOptions
 
 
@@ -85,6 +86,7 @@ class PullConsumer(_BoundConsumer):
         no_wait: bool = False,
         heartbeat: float | None = None,
         include_headers: bool = False,
+        codec: ValueCodec | str | None = None,
     ) -> ConsumedBatch:
         """One pull request: up to ``max_messages`` (or ``max_bytes``) within ``expires``.
 
@@ -99,10 +101,17 @@ class PullConsumer(_BoundConsumer):
                 no_wait=no_wait,
                 heartbeat=heartbeat,
                 include_headers=include_headers,
+                codec=ValueCodec.of(codec),
             )
         )
 
-    def messages(self, *, options: ConsumeOptions | None = None, **kwargs: Any) -> Messages:
+    def messages(
+        self,
+        *,
+        options: ConsumeOptions | None = None,
+        codec: ValueCodec | str | None = None,
+        **kwargs: Any,
+    ) -> Messages:
         """Continuous, pre-buffered consumption, like nats.go's ``Messages()``, as
         ``options`` (a :class:`ConsumeOptions`) say, with any of its fields given as a
         keyword (``max_messages=1000``) set over them.
@@ -112,7 +121,11 @@ class PullConsumer(_BoundConsumer):
         ``MissedHeartbeatsError`` after two missed heartbeats and
         ``ConsumerDeletedError`` when the consumer goes away.
         """
-        return Messages(self._native.messages(ConsumeOptions.from_kwargs(options, **kwargs)))
+        return Messages(
+            self._native.messages(
+                ConsumeOptions.from_kwargs(options, **kwargs), ValueCodec.of(codec)
+            )
+        )
 
 
 class PushConsumer(_BoundConsumer):
@@ -132,6 +145,7 @@ class PushConsumer(_BoundConsumer):
         batch_wait: float = _core.DEFAULT_CONSUME_BATCH_WAIT,
         include_headers: bool = False,
         heartbeat: float | None = None,
+        codec: ValueCodec | str | None = None,
     ) -> Messages:
         """Continuous consumption from the deliver subject, as ``ConsumedBatch``es.
 
@@ -149,6 +163,7 @@ class PushConsumer(_BoundConsumer):
                 batch_wait=batch_wait,
                 include_headers=include_headers,
                 heartbeat=heartbeat,
+                codec=ValueCodec.of(codec),
             )
         )
 

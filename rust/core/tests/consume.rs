@@ -58,7 +58,10 @@ async fn a_durable_pull_consumer_delivers_every_message_and_takes_its_acks() {
         let consumer = DurableConsumer::bind(conn.clone(), "P", "pull", Some(AckPolicy::Explicit))
             .expect("binding the consumer");
 
-        let first = consumer.fetch(&fetch(100), false).await.expect("a fetch");
+        let first = consumer
+            .fetch(&fetch(100), false, None)
+            .await
+            .expect("a fetch");
         assert_eq!(
             common::int64_column(&first.batch, "seq"),
             (1..=100).collect::<Vec<_>>()
@@ -72,7 +75,10 @@ async fn a_durable_pull_consumer_delivers_every_message_and_takes_its_acks() {
         // A nak sends the batch again, each message delivered a second time. The
         // server takes acks and pull requests on separate queues, so redeliveries may
         // come before, among or after the rest: no order is asserted across them.
-        let second = consumer.fetch(&fetch(100), false).await.expect("a fetch");
+        let second = consumer
+            .fetch(&fetch(100), false, None)
+            .await
+            .expect("a fetch");
         assert_eq!(
             common::int64_column(&second.batch, "seq"),
             (101..=200).collect::<Vec<_>>()
@@ -94,6 +100,7 @@ async fn a_durable_pull_consumer_delivers_every_message_and_takes_its_acks() {
                 batch_rows: 40,
                 batch_wait: Duration::from_millis(100),
                 include_headers: false,
+                values: None,
             })
             .await
             .expect("continuous consumption");
@@ -148,7 +155,7 @@ async fn a_pull_over_the_consumers_max_batch_fails_naming_max_batch() {
         )
         .await;
         let consumer = DurableConsumer::bind(conn.clone(), "MB", "small", None).expect("binding");
-        let error = match consumer.fetch(&fetch(50), false).await {
+        let error = match consumer.fetch(&fetch(50), false, None).await {
             Ok(batch) => panic!(
                 "a pull of 50 from a consumer with max_batch 10 delivered {} rows",
                 batch.len()
@@ -163,7 +170,7 @@ async fn a_pull_over_the_consumers_max_batch_fails_naming_max_batch() {
         );
         // The same consumer answers a pull within its limit.
         let batch = consumer
-            .fetch(&fetch(10), false)
+            .fetch(&fetch(10), false, None)
             .await
             .expect("a pull of 10");
         assert_eq!(batch.len(), 10);
@@ -200,6 +207,7 @@ async fn a_push_consumer_delivers_every_message_once_in_order() {
                 batch_wait: Duration::from_millis(200),
                 include_headers: false,
                 heartbeat: None,
+                values: None,
             })
             .await
             .expect("push consumption");
@@ -263,6 +271,7 @@ async fn a_work_queue_drains_through_flow_control_acks() {
                 batch_wait: Duration::from_millis(100),
                 include_headers: false,
                 heartbeat: None,
+                values: None,
             })
             .await
             .expect("push consumption");

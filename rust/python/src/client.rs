@@ -19,6 +19,7 @@ use pyo3::types::{PyBytes, PyDict};
 use pyo3_arrow::input::AnyRecordBatch;
 use pyo3_arrow::PyRecordBatch;
 
+use crate::codec::codec_spec;
 use crate::consumer::PullConsumer;
 use crate::errors::{GlueError, GlueResult};
 use crate::options::{connect_config, publish_options, read_options};
@@ -103,9 +104,17 @@ impl Client {
         Ok(PyBytes::new(py, &reply))
     }
 
-    /// A publisher sending as `options` (a `jetstream_arrow.PublishOptions`) say.
-    fn publisher(&self, py: Python<'_>, options: &Bound<'_, PyAny>) -> GlueResult<Publisher> {
-        let options = publish_options(options)?;
+    /// A publisher sending as `options` (a `jetstream_arrow.PublishOptions`) say,
+    /// the input's value columns encoded by `codec` (a `jetstream_arrow.ValueCodec`).
+    #[pyo3(signature = (options, codec=None))]
+    fn publisher(
+        &self,
+        py: Python<'_>,
+        options: &Bound<'_, PyAny>,
+        codec: Option<&Bound<'_, PyAny>>,
+    ) -> GlueResult<Publisher> {
+        let mut options = publish_options(options)?;
+        options.values = codec_spec(codec)?;
         let conn = self.connection()?;
         let inner = wait(py, CorePublisher::new(conn, options))??;
         Ok(Publisher {
@@ -113,14 +122,18 @@ impl Client {
         })
     }
 
-    /// A range read of `stream` as `options` (a `jetstream_arrow.ReadOptions`) say.
+    /// A range read of `stream` as `options` (a `jetstream_arrow.ReadOptions`) say,
+    /// payloads decoded by `codec` (a `jetstream_arrow.ValueCodec`).
+    #[pyo3(signature = (stream, options, codec=None))]
     fn read(
         &self,
         py: Python<'_>,
         stream: &str,
         options: &Bound<'_, PyAny>,
+        codec: Option<&Bound<'_, PyAny>>,
     ) -> GlueResult<ReadBatches> {
-        let options = read_options(options)?;
+        let mut options = read_options(options)?;
+        options.values = codec_spec(codec)?;
         crate::reader::open(py, self.connection()?, stream, options)
     }
 
@@ -131,7 +144,7 @@ impl Client {
         include_headers=false, batch_rows=defaults::READ_BATCH_ROWS as i128,
         batch_wait=defaults::FOLLOW_BATCH_WAIT.as_secs_f64(), max_bytes=defaults::READ_MAX_BYTES as i128,
         heartbeat=defaults::HEARTBEAT.as_secs_f64(),
-        resume_timeout=defaults::RESUME_TIMEOUT.as_secs_f64()
+        resume_timeout=defaults::RESUME_TIMEOUT.as_secs_f64(), codec=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn follow(
@@ -148,6 +161,7 @@ impl Client {
         max_bytes: i128,
         heartbeat: f64,
         resume_timeout: f64,
+        codec: Option<&Bound<'_, PyAny>>,
     ) -> GlueResult<ReadBatches> {
         let start_seq = opt_count::<u64>(start_seq, "start_seq")?;
         let start = match (start_seq, start_time_ns, deliver_new) {
@@ -176,6 +190,7 @@ impl Client {
             max_bytes: count(max_bytes, "max_bytes")?,
             heartbeat: seconds(heartbeat, "heartbeat")?,
             resume_timeout: seconds(resume_timeout, "resume_timeout")?,
+            values: codec_spec(codec)?,
         };
         let conn = self.connection()?;
         let stream = stream.to_string();

@@ -14,6 +14,7 @@ use pyo3::exceptions::PyStopIteration;
 use pyo3::prelude::*;
 use pyo3_arrow::PyRecordBatch;
 
+use crate::codec::consumer_codec_spec;
 use crate::errors::GlueResult;
 use crate::options::consume_options;
 use crate::runtime::{step, wait};
@@ -53,7 +54,7 @@ impl PullConsumer {
     #[pyo3(signature = (
         max_messages=defaults::FETCH_MAX_MESSAGES as i128, *, max_bytes=None,
         expires=defaults::FETCH_EXPIRES.as_secs_f64(), no_wait=false, heartbeat=None,
-        include_headers=false
+        include_headers=false, codec=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn fetch(
@@ -65,7 +66,9 @@ impl PullConsumer {
         no_wait: bool,
         heartbeat: Option<f64>,
         include_headers: bool,
+        codec: Option<&Bound<'_, PyAny>>,
     ) -> GlueResult<ConsumedBatch> {
+        let values = consumer_codec_spec(py, self.inner.connection(), &self.inner.stream, codec)?;
         let expires = seconds(expires, "expires")?;
         let heartbeat = opt_seconds(heartbeat, "heartbeat")?;
         let request = FetchRequest {
@@ -77,7 +80,9 @@ impl PullConsumer {
         };
         let consumer = self.inner.clone();
         let batch = wait(py, async move {
-            consumer.fetch(&request, include_headers).await
+            consumer
+                .fetch(&request, include_headers, values.as_ref())
+                .await
         })??;
         Ok(ConsumedBatch {
             inner: Arc::new(batch),
@@ -85,8 +90,16 @@ impl PullConsumer {
     }
 
     /// Continuous consumption as `options` (a `jetstream_arrow.ConsumeOptions`) say.
-    fn messages(&self, py: Python<'_>, options: &Bound<'_, PyAny>) -> GlueResult<MessageStream> {
-        let options = consume_options(options)?;
+    #[pyo3(signature = (options, codec=None))]
+    fn messages(
+        &self,
+        py: Python<'_>,
+        options: &Bound<'_, PyAny>,
+        codec: Option<&Bound<'_, PyAny>>,
+    ) -> GlueResult<MessageStream> {
+        let mut options = consume_options(options)?;
+        options.values =
+            consumer_codec_spec(py, self.inner.connection(), &self.inner.stream, codec)?;
         let consumer = self.inner.clone();
         let stream = wait(py, async move { consumer.messages(options).await })??;
         Ok(MessageStream::new(Deliveries::Pull(Box::new(stream))))

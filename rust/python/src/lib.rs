@@ -2,6 +2,7 @@
 //! design: classes, the runtime, GIL release, and errors to exceptions.
 
 mod client;
+mod codec;
 mod constants;
 mod consumer;
 mod errors;

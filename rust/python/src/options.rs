@@ -177,6 +177,7 @@ pub fn publish_options(options: &Bound<'_, PyAny>) -> GlueResult<PublishOptions>
             None => defaults.mode,
             Some(mode) => PublishMode::parse(mode)?,
         },
+        values: None,
     };
     Ok(options)
 }
@@ -245,6 +246,7 @@ pub fn read_options(options: &Bound<'_, PyAny>) -> GlueResult<ReadOptions> {
             None => d.method,
             Some(method) => ReadMethod::parse(method)?,
         },
+        values: None,
     })
 }
 
@@ -305,6 +307,7 @@ pub fn consume_options(options: &Bound<'_, PyAny>) -> GlueResult<ConsumeOptions>
         batch_rows: opt_count(a.batch_rows, "batch_rows")?.unwrap_or(d.batch_rows),
         batch_wait: opt_seconds(a.batch_wait, "batch_wait")?.unwrap_or(d.batch_wait),
         include_headers: a.include_headers.unwrap_or(d.include_headers),
+        values: None,
     })
 }
 

@@ -7,6 +7,7 @@ use jetstream_arrow_core::consume::push::{PushConsumer as CoreConsumer, PushOpti
 use jetstream_arrow_core::defaults;
 use pyo3::prelude::*;
 
+use crate::codec::consumer_codec_spec;
 use crate::consumer::{Deliveries, MessageStream};
 use crate::errors::GlueResult;
 use crate::runtime::wait;
@@ -55,7 +56,7 @@ impl PushConsumer {
     #[pyo3(signature = (
         *, batch_rows=defaults::CONSUME_BATCH_ROWS as i128,
         batch_wait=defaults::CONSUME_BATCH_WAIT.as_secs_f64(), include_headers=false,
-        heartbeat=None
+        heartbeat=None, codec=None
     ))]
     fn messages(
         &self,
@@ -64,12 +65,15 @@ impl PushConsumer {
         batch_wait: f64,
         include_headers: bool,
         heartbeat: Option<f64>,
+        codec: Option<&Bound<'_, PyAny>>,
     ) -> GlueResult<MessageStream> {
+        let values = consumer_codec_spec(py, self.inner.connection(), &self.inner.stream, codec)?;
         let options = PushOptions {
             batch_rows: count(batch_rows, "batch_rows")?,
             batch_wait: seconds(batch_wait, "batch_wait")?,
             include_headers,
             heartbeat: opt_seconds(heartbeat, "heartbeat")?,
+            values,
         };
         let consumer = self.inner.clone();
         let stream = wait(py, async move { consumer.messages(options).await })??;

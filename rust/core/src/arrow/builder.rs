@@ -12,9 +12,9 @@ use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, SchemaRef};
 
 use crate::arrow::metadata::MessageMetadata;
+use crate::arrow::schema::{message_schema, SchemaOptions};
 use crate::codec::ValueDecoder;
 use crate::error::Result;
-use crate::arrow::schema::{message_schema, SchemaOptions};
 
 type HeadersBuilder = MapBuilder<StringBuilder, ListBuilder<StringBuilder>>;
 

@@ -184,8 +184,11 @@ pub(super) struct AvroEncoder {
 impl AvroEncoder {
     pub fn new(spec: &CodecSpec) -> Result<Self> {
         let schema_id = spec.avro_schema_id;
-        let by_id: HashMap<u32, &String> =
-            spec.avro_schemas_by_id.iter().map(|(i, s)| (*i, s)).collect();
+        let by_id: HashMap<u32, &String> = spec
+            .avro_schemas_by_id
+            .iter()
+            .map(|(i, s)| (*i, s))
+            .collect();
         let schema_json = match (&spec.avro_schema, schema_id) {
             (Some(s), _) => Some(s.clone()),
             (None, Some(id)) => by_id.get(&id).map(|s| s.to_string()),

@@ -32,10 +32,11 @@ pub fn infer_value_schema(format: ValueFormat, sample: &[&[u8]]) -> Result<Schem
             if objects.is_empty() {
                 return Err(none());
             }
-            let schema = arrow_json::reader::infer_json_schema_from_iterator(
-                objects.into_iter().map(Ok),
-            )
-            .map_err(|e| Error::bad_input(format!("inferring the JSON values' schema: {e}")))?;
+            let schema =
+                arrow_json::reader::infer_json_schema_from_iterator(objects.into_iter().map(Ok))
+                    .map_err(|e| {
+                        Error::bad_input(format!("inferring the JSON values' schema: {e}"))
+                    })?;
             Ok(Arc::new(schema))
         }
         ValueFormat::Arrow => sample

@@ -46,7 +46,11 @@ impl IpcRows {
         for batch in reader {
             let batch = batch.map_err(|e| format!("a broken Arrow IPC stream: {e}"))?;
             rows += batch.num_rows() as u32;
-            into.push(batch.with_schema(self.schema.clone()).map_err(|e| e.to_string())?);
+            into.push(
+                batch
+                    .with_schema(self.schema.clone())
+                    .map_err(|e| e.to_string())?,
+            );
         }
         Ok(rows)
     }

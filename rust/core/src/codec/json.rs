@@ -79,8 +79,8 @@ impl RowsDecoder for JsonRows {
             Ok(values) => Ok((values, None)),
             Err(why) => {
                 // A decoder that failed part way holds half a row: start afresh.
-                self.decoder = Self::build(&self.schema, self.batch_rows)
-                    .map_err(|e| e.to_string())?;
+                self.decoder =
+                    Self::build(&self.schema, self.batch_rows).map_err(|e| e.to_string())?;
                 Err(why)
             }
         }

@@ -178,8 +178,7 @@ impl CodecSpec {
         Self {
             format,
             schema: None,
-            on_malformed: OnMalformed::parse(crate::defaults::ON_MALFORMED)
-                .expect("a known mode"),
+            on_malformed: OnMalformed::parse(crate::defaults::ON_MALFORMED).expect("a known mode"),
             flatten: false,
             avro_schema: None,
             avro_framing: AvroFraming::default(),
@@ -486,7 +485,9 @@ impl ValueDecoder {
             }
         }
         RecordBatch::try_new(schema, columns).map_err(|e| {
-            Error::bad_input(format!("the decoded values do not fit the value schema: {e}"))
+            Error::bad_input(format!(
+                "the decoded values do not fit the value schema: {e}"
+            ))
         })
     }
 }
@@ -584,7 +585,9 @@ impl ValueEncoder {
 
     /// The schema of encoded batches, from the input's.
     pub fn schema(&mut self, input: &Schema) -> Result<SchemaRef> {
-        Ok(self.encode(&RecordBatch::new_empty(Arc::new(input.clone())))?.schema())
+        Ok(self
+            .encode(&RecordBatch::new_empty(Arc::new(input.clone())))?
+            .schema())
     }
 }
 

@@ -68,11 +68,22 @@ fn json_payloads_become_a_typed_value_column_in_place_of_data() {
         .collect();
     let refs: Vec<&[u8]> = rows.iter().map(|r| r.as_slice()).collect();
     let batch = messages(&refs, Some(json(OnMalformed::FailFast, false))).unwrap();
-    let names: Vec<_> = batch.schema().fields().iter().map(|f| f.name().clone()).collect();
+    let names: Vec<_> = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
     assert_eq!(names, ["stream", "subject", "seq", "timestamp", "value"]);
     assert_eq!(ids(&batch), (0..10).map(Some).collect::<Vec<_>>());
     let flat = messages(&refs, Some(json(OnMalformed::FailFast, true))).unwrap();
-    assert_eq!(flat.column_by_name("name").unwrap().as_string::<i32>().value(3), "n3");
+    assert_eq!(
+        flat.column_by_name("name")
+            .unwrap()
+            .as_string::<i32>()
+            .value(3),
+        "n3"
+    );
 }
 
 #[test]
@@ -96,13 +107,19 @@ fn permissive_keeps_bad_payloads_bytes_and_dropmalformed_counts_them() {
     ];
     let batch = messages(payloads, Some(json(OnMalformed::Permissive, false))).unwrap();
     assert_eq!(ids(&batch), [Some(1), None, None, None, Some(5)]);
-    let corrupt = batch.column_by_name(CORRUPT_RECORD).unwrap().as_binary::<i32>();
+    let corrupt = batch
+        .column_by_name(CORRUPT_RECORD)
+        .unwrap()
+        .as_binary::<i32>();
     assert_eq!(corrupt.value(1), b"{\"id\": 2");
     assert!(corrupt.is_null(0) && corrupt.is_valid(3));
 
     let batch = messages(payloads, Some(json(OnMalformed::DropMalformed, false))).unwrap();
     assert_eq!(ids(&batch), [Some(1), Some(5)]);
-    let seqs = batch.column_by_name("seq").unwrap().as_primitive::<Int64Type>();
+    let seqs = batch
+        .column_by_name("seq")
+        .unwrap()
+        .as_primitive::<Int64Type>();
     assert_eq!(seqs.values().to_vec(), vec![10, 14]);
 }
 
@@ -116,20 +133,38 @@ fn input(values: Vec<(&str, ArrayRef)>) -> RecordBatch {
 fn round_trip(spec: CodecSpec) {
     let batch = input(vec![
         ("id", Arc::new(Int32Array::from(vec![1, 2, 3]))),
-        ("name", Arc::new(StringArray::from(vec![Some("x"), None, Some("z")]))),
+        (
+            "name",
+            Arc::new(StringArray::from(vec![Some("x"), None, Some("z")])),
+        ),
     ]);
     let mut encoder = ValueEncoder::new(&spec).unwrap();
     let encoded = encoder.encode(&batch).unwrap();
-    let names: Vec<_> = encoded.schema().fields().iter().map(|f| f.name().clone()).collect();
+    let names: Vec<_> = encoded
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
     assert_eq!(names, ["subject", "data"]);
     let data = encoded.column(1).as_binary::<i32>();
     let payloads: Vec<&[u8]> = data.iter().map(|p| p.unwrap()).collect();
     let decoder = ValueDecoder::new(&spec, 2).unwrap();
     let decoded = messages(&payloads, Some(decoder)).unwrap();
     let value = decoded.column_by_name(VALUE).unwrap().as_struct();
-    assert_eq!(value.column(0).as_primitive::<Int32Type>().values().to_vec(), vec![1, 2, 3]);
+    assert_eq!(
+        value
+            .column(0)
+            .as_primitive::<Int32Type>()
+            .values()
+            .to_vec(),
+        vec![1, 2, 3]
+    );
     let names = value.column(1).as_string::<i32>();
-    assert_eq!(names.iter().collect::<Vec<_>>(), vec![Some("x"), None, Some("z")]);
+    assert_eq!(
+        names.iter().collect::<Vec<_>>(),
+        vec![Some("x"), None, Some("z")]
+    );
 }
 
 const AVRO: &str = r#"{"type":"record","name":"E","fields":[
@@ -174,7 +209,8 @@ fn an_arrow_payload_of_several_rows_repeats_its_message_columns() {
     .unwrap();
     let mut payload = Vec::new();
     {
-        let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut payload, &value_schema()).unwrap();
+        let mut w =
+            arrow_ipc::writer::StreamWriter::try_new(&mut payload, &value_schema()).unwrap();
         w.write(&values).unwrap();
         w.finish().unwrap();
     }
@@ -186,17 +222,31 @@ fn an_arrow_payload_of_several_rows_repeats_its_message_columns() {
         ]));
         b.unwrap().column(1).as_binary::<i32>().value(0).to_vec()
     };
-    let batch = messages(&[&payload, &one], Some(ValueDecoder::new(&spec, 8).unwrap())).unwrap();
+    let batch = messages(
+        &[&payload, &one],
+        Some(ValueDecoder::new(&spec, 8).unwrap()),
+    )
+    .unwrap();
     assert_eq!(ids(&batch), [Some(1), Some(2), Some(9)]);
-    let seqs = batch.column_by_name("seq").unwrap().as_primitive::<Int64Type>();
+    let seqs = batch
+        .column_by_name("seq")
+        .unwrap()
+        .as_primitive::<Int64Type>();
     assert_eq!(seqs.values().to_vec(), vec![10, 10, 11]);
 }
 
 #[test]
 fn json_schemas_are_inferred_from_a_sample() {
-    let sample: &[&[u8]] = &[br#"{"a": 1, "b": "x"}"#, b"not json", br#"{"a": 2, "c": [1.5]}"#];
+    let sample: &[&[u8]] = &[
+        br#"{"a": 1, "b": "x"}"#,
+        b"not json",
+        br#"{"a": 2, "c": [1.5]}"#,
+    ];
     let schema = infer_value_schema(ValueFormat::Json, sample).unwrap();
-    assert_eq!(schema.field_with_name("a").unwrap().data_type(), &DataType::Int64);
+    assert_eq!(
+        schema.field_with_name("a").unwrap().data_type(),
+        &DataType::Int64
+    );
     assert!(schema.field_with_name("c").is_ok());
     let err = infer_value_schema(ValueFormat::Json, &[b"1"]).unwrap_err();
     assert!(err.to_string().contains("1 messages sampled"), "{err}");

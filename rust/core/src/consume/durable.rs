@@ -87,6 +87,11 @@ impl Default for ConsumeOptions {
 }
 
 impl DurableConsumer {
+    /// The connection it consumes on.
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
     pub fn bind(
         conn: Connection,
         stream: &str,
@@ -117,7 +122,9 @@ impl DurableConsumer {
         values: Option<&CodecSpec>,
     ) -> Result<ConsumedBatch> {
         let delivered = fetch_once(&self.conn, &self.stream, &self.name, request).await?;
-        let values = values.map(|spec| ValueDecoder::new(spec, delivered.len())).transpose()?;
+        let values = values
+            .map(|spec| ValueDecoder::new(spec, delivered.len()))
+            .transpose()?;
         let mut builder = BatchBuilder::new(&self.stream, Self::schema_options(include_headers))
             .with_values(values);
         ConsumedBatch::build(&self.conn, &mut builder, delivered, self.ack_policy, None).await
@@ -273,7 +280,10 @@ impl ConsumedBatch {
                 }
             }
             // Rows acknowledge the message they came from.
-            replies = origins.iter().map(|&o| replies[o as usize].clone()).collect();
+            replies = origins
+                .iter()
+                .map(|&o| replies[o as usize].clone())
+                .collect();
             consumer_seqs = origins.iter().map(|&o| consumer_seqs[o as usize]).collect();
         }
         Ok(Self {

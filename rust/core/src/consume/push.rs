@@ -62,6 +62,11 @@ pub struct PushOptions {
 }
 
 impl PushConsumer {
+    /// The connection it consumes on.
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
     /// Bind to `name`. With `deliver_to` (the deliver subject and, for a consumer
     /// shared by a queue group, its deliver group) nothing is looked up (a client
     /// allowed only its deliver subject and `$JS.ACK`/`$JS.FC` works); otherwise the
@@ -141,7 +146,13 @@ impl PushConsumer {
             .as_ref()
             .map(|spec| ValueDecoder::new(spec, options.batch_rows))
             .transpose()?;
-        Ok(PushStream::start(self.clone(), sub, resync, &options, values))
+        Ok(PushStream::start(
+            self.clone(),
+            sub,
+            resync,
+            &options,
+            values,
+        ))
     }
 }
 

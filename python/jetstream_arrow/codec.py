@@ -1,0 +1,77 @@
+"""Typed payloads: how each message's payload is read into columns and written from
+them. The decoding and encoding run in the native core, batch by batch."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from .exceptions import BadInputError
+
+ValueFormat = Literal["json", "avro", "arrow"]
+OnMalformed = Literal["failfast", "permissive", "dropmalformed"]
+AvroFraming = Literal["raw", "single-object", "confluent"]
+
+
+@dataclass(frozen=True)
+class ValueCodec:
+    """A payload format and the value's schema.
+
+    - ``format``: ``"json"`` (one JSON object per message), ``"avro"`` (one Avro
+      record: ``avro_framing`` ``"raw"``, ``"single-object"`` or ``"confluent"``) or
+      ``"arrow"`` (an Arrow IPC stream per message, of any number of rows).
+    - ``schema``: the value's Arrow schema (anything with ``__arrow_c_schema__``).
+      Without one, a read infers a JSON or Arrow schema from the first
+      ``sample_rows`` messages it would read (a consumer: from the stream's first);
+      Avro values are read with ``avro_schema``.
+    - ``on_malformed``: ``"failfast"`` (the default: an error naming the stream,
+      sequence and field), ``"permissive"`` (a null value, the payload's bytes in
+      ``_corrupt_record``) or ``"dropmalformed"`` (the message left out; a
+      consumer's is terminated so it is not delivered again).
+    - ``flatten``: the value's fields as top-level columns instead of one struct
+      column ``value``.
+    - Avro: ``avro_schema`` (JSON text or a dict) the values are read as and written
+      with; with Confluent framing, the writers' schemas by id
+      (``avro_schemas_by_id``) and the id a publish writes (``avro_schema_id``).
+    """
+
+    format: ValueFormat
+    schema: Any = None
+    on_malformed: OnMalformed | None = None
+    flatten: bool = False
+    avro_schema: str | Mapping[str, Any] | None = None
+    avro_framing: AvroFraming | None = None
+    avro_schemas_by_id: Mapping[int, str | Mapping[str, Any]] | None = field(default=None)
+    avro_schema_id: int | None = None
+    sample_rows: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.schema is not None and not isinstance(self.schema, pa.Schema):
+            object.__setattr__(self, "schema", pa.schema(self.schema))
+        if isinstance(self.avro_schema, Mapping):
+            object.__setattr__(self, "avro_schema", json.dumps(self.avro_schema))
+        if self.avro_schemas_by_id is not None:
+            object.__setattr__(
+                self,
+                "avro_schemas_by_id",
+                {
+                    int(k): v if isinstance(v, str) else json.dumps(v)
+                    for k, v in self.avro_schemas_by_id.items()
+                },
+            )
+
+    @classmethod
+    def of(cls, codec: ValueCodec | str | None) -> ValueCodec | None:
+        """``codec`` as a :class:`ValueCodec`: a format name is that format with
+        everything else by default (a JSON schema inferred)."""
+        if codec is None or isinstance(codec, ValueCodec):
+            return codec
+        if isinstance(codec, str):
+            return cls(format=codec)  # type: ignore[arg-type]
+        raise BadInputError(
+            f"option 'codec' must be a ValueCodec or a format name, got {type(codec).__name__}"
+        )

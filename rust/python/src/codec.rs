@@ -1,0 +1,88 @@
+//! A `jetstream_arrow.ValueCodec` into the core's codec spec, read by attribute as
+//! the options are.
+
+use std::collections::HashMap;
+
+use jetstream_arrow_core::codec::{AvroFraming, CodecSpec, OnMalformed, ValueFormat};
+use jetstream_arrow_core::option_values::opt_count;
+use jetstream_arrow_core::read::{resolve_value_schema, ReadOptions};
+use jetstream_arrow_core::{Connection, Error};
+use pyo3::prelude::*;
+use pyo3_arrow::PySchema;
+
+use crate::errors::GlueResult;
+use crate::runtime::wait;
+
+#[derive(FromPyObject)]
+struct CodecArgs {
+    #[pyo3(attribute)]
+    format: String,
+    #[pyo3(attribute)]
+    schema: Option<PySchema>,
+    #[pyo3(attribute)]
+    on_malformed: Option<String>,
+    #[pyo3(attribute)]
+    flatten: Option<bool>,
+    #[pyo3(attribute)]
+    avro_schema: Option<String>,
+    #[pyo3(attribute)]
+    avro_framing: Option<String>,
+    #[pyo3(attribute)]
+    avro_schemas_by_id: Option<HashMap<i128, String>>,
+    #[pyo3(attribute)]
+    avro_schema_id: Option<i128>,
+    #[pyo3(attribute)]
+    sample_rows: Option<i128>,
+}
+
+/// The spec of `codec` (a `ValueCodec`, or None for payloads as bytes).
+pub fn codec_spec(codec: Option<&Bound<'_, PyAny>>) -> GlueResult<Option<CodecSpec>> {
+    let Some(codec) = codec.filter(|c| !c.is_none()) else {
+        return Ok(None);
+    };
+    let a: CodecArgs = codec
+        .extract()
+        .map_err(|e| Error::bad_input(format!("value codec: {e}")))?;
+    let mut spec = CodecSpec::new(ValueFormat::parse(&a.format)?);
+    spec.schema = a.schema.map(PySchema::into_inner);
+    if let Some(mode) = a.on_malformed.as_deref() {
+        spec.on_malformed = OnMalformed::parse(mode)?;
+    }
+    spec.flatten = a.flatten.unwrap_or(false);
+    spec.avro_schema = a.avro_schema;
+    if let Some(framing) = a.avro_framing.as_deref() {
+        spec.avro_framing = AvroFraming::parse(framing)?;
+    }
+    for (id, schema) in a.avro_schemas_by_id.unwrap_or_default() {
+        let id = opt_count::<u32>(Some(id), "avro_schemas_by_id")?.expect("given");
+        spec.avro_schemas_by_id.push((id, schema));
+    }
+    spec.avro_schemas_by_id.sort();
+    spec.avro_schema_id = opt_count(a.avro_schema_id, "avro_schema_id")?;
+    if let Some(n) = opt_count(a.sample_rows, "sample_rows")? {
+        spec.sample_rows = n;
+    }
+    Ok(Some(spec))
+}
+
+/// The spec of `codec` for a consumer of `stream`: a schema not given is inferred
+/// from the first messages of the stream (a consumer's own would be taken from it).
+pub fn consumer_codec_spec(
+    py: Python<'_>,
+    conn: &Connection,
+    stream: &str,
+    codec: Option<&Bound<'_, PyAny>>,
+) -> GlueResult<Option<CodecSpec>> {
+    let Some(spec) = codec_spec(codec)? else {
+        return Ok(None);
+    };
+    if !spec.needs_inference() {
+        return Ok(Some(spec));
+    }
+    let conn = conn.clone();
+    let stream = stream.to_string();
+    let spec = wait(py, async move {
+        resolve_value_schema(&conn, &stream, &spec, ReadOptions::default()).await
+    })??;
+    Ok(Some(spec))
+}

@@ -1,0 +1,283 @@
+"""Typed payloads against a real server: JSON, Avro and Arrow values decoded into
+columns on every read path, encoded on publish, and what each mode does with a
+payload that does not fit. Producers other than this package write some of them
+(nats-py JSON, fastavro Avro, Confluent framing)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import struct
+from collections.abc import Callable
+from datetime import date, datetime, timezone
+from decimal import Decimal
+
+import fastavro
+import nats
+import pyarrow as pa
+import pytest
+
+import jetstream_arrow as ja
+from jetstream_arrow.exceptions import BadInputError, MalformedPayloadError
+
+pytestmark = pytest.mark.timeout(120)
+
+VALUE = pa.schema(
+    [
+        pa.field("id", pa.int32(), nullable=False),
+        pa.field("name", pa.string()),
+        pa.field("score", pa.float64()),
+    ]
+)
+
+
+def rows(n: int) -> list[dict[str, object]]:
+    return [{"id": i, "name": f"n{i}", "score": i / 4} for i in range(n)]
+
+
+def publish_raw(client: ja.Client, subject: str, payloads: list[bytes]) -> None:
+    table = pa.table({"subject": [subject] * len(payloads), "data": payloads})
+    assert client.publish(table).stored == len(payloads)
+
+
+def values(table: pa.Table) -> list[dict[str, object] | None]:
+    return table.column("value").to_pylist()
+
+
+def test_json_from_nats_py_reads_as_typed_columns_on_every_path(
+    client: ja.Client, stream: str, shared_nats_server: object
+) -> None:
+    url = shared_nats_server.url  # type: ignore[attr-defined]
+
+    async def produce() -> None:
+        nc = await nats.connect(url)
+        js = nc.jetstream()
+        for row in rows(300):
+            await js.publish(f"{stream}.e", json.dumps(row).encode())
+        await nc.close()
+
+    asyncio.run(asyncio.wait_for(produce(), 60))
+    codec = ja.ValueCodec("json", schema=VALUE)
+    table = client.read(stream, codec=codec).read_all()
+    assert table.schema.field("value").type == pa.struct(list(VALUE))
+    assert table.column_names == ["stream", "subject", "seq", "timestamp", "value"]
+    assert values(table) == rows(300)
+
+    flat = client.read(stream, codec=ja.ValueCodec("json", schema=VALUE, flatten=True)).read_all()
+    assert flat.column("id").to_pylist() == list(range(300))
+    assert flat.schema.field("id").type == pa.int32()
+
+    # Inferred from a sample: JSON numbers are int64 and float64.
+    inferred = client.read(stream, codec="json").read_all()
+    assert inferred.schema.field("value").type.field("id").type == pa.int64()
+    assert [v["name"] for v in values(inferred)] == [r["name"] for r in rows(300)]
+
+    client.create_consumer(stream, durable_name="pull", ack_policy="explicit")
+    batch = client.pull_consumer(stream, "pull").fetch(300, expires=5, codec=codec)
+    assert values(pa.table(batch.data)) == rows(300)
+    batch.ack()
+
+    client.create_consumer(stream, durable_name="more", ack_policy="explicit")
+    with client.pull_consumer(stream, "more").messages(codec=codec, batch_rows=300) as messages:
+        got: list[object] = []
+        for b in messages:
+            got.extend(pa.table(b.data).column("value").to_pylist())
+            b.ack()
+            if len(got) >= 300:
+                break
+    assert got == rows(300)
+
+    follow = client.ordered_consumer(stream, codec=codec).messages(batch_wait=0.2)
+    got = []
+    for b in follow:
+        got.extend(b.column("value").to_pylist())
+        if len(got) >= 300:
+            break
+    follow.close()  # type: ignore[attr-defined]
+    assert got == rows(300)
+
+
+def test_a_bad_payload_fails_fast_naming_its_sequence_and_consumers_keep_it(
+    client: ja.Client, stream: str
+) -> None:
+    payloads = [json.dumps(r).encode() for r in rows(5)]
+    payloads[3] = b'{"id": "three"}'
+    publish_raw(client, f"{stream}.e", payloads)
+    codec = ja.ValueCodec("json", schema=VALUE)
+    with pytest.raises(MalformedPayloadError, match=r"seq 4\b.*id"):
+        client.read(stream, codec=codec).read_all()
+
+    # A consumer's batch that fails is not acknowledged: the messages come again.
+    client.create_consumer(stream, durable_name="c", ack_policy="explicit", ack_wait=1)
+    consumer = client.pull_consumer(stream, "c")
+    with pytest.raises(MalformedPayloadError, match=r"seq 4\b"):
+        consumer.fetch(5, expires=5, codec=codec)
+    again = consumer.fetch(5, expires=5)
+    assert pa.table(again.data).column("seq").to_pylist() == [1, 2, 3, 4, 5]
+
+
+def test_permissive_keeps_the_bytes_and_dropmalformed_terminates_the_message(
+    client: ja.Client, stream: str
+) -> None:
+    payloads = [json.dumps(r).encode() for r in rows(6)]
+    payloads[1] = b"not json"
+    payloads[4] = b'{"id": 4'
+    publish_raw(client, f"{stream}.e", payloads)
+
+    permissive = client.read(
+        stream, codec=ja.ValueCodec("json", schema=VALUE, on_malformed="permissive")
+    ).read_all()
+    got = values(permissive)
+    assert got[1] is None and got[4] is None and got[5] == rows(6)[5]
+    assert permissive.column("_corrupt_record").to_pylist() == [
+        None, b"not json", None, None, b'{"id": 4', None,
+    ]
+
+    drop = ja.ValueCodec("json", schema=VALUE, on_malformed="dropmalformed")
+    dropped = client.read(stream, codec=drop).read_all()
+    assert dropped.column("seq").to_pylist() == [1, 3, 4, 6]
+
+    client.create_consumer(stream, durable_name="d", ack_policy="explicit", ack_wait=1)
+    consumer = client.pull_consumer(stream, "d")
+    batch = consumer.fetch(6, expires=5, codec=drop)
+    assert pa.table(batch.data).column("seq").to_pylist() == [1, 3, 4, 6]
+    batch.ack()
+    # The dropped ones were terminated: nothing comes again after the ack wait.
+    later = consumer.fetch(6, expires=2)
+    assert len(later) == 0
+    info = client.consumer_info(stream, "d")
+    assert info.num_ack_pending == 0
+
+
+def test_a_table_published_as_json_reads_back_with_its_types(
+    client: ja.Client, stream: str
+) -> None:
+    table = pa.table(
+        {
+            "subject": [f"{stream}.t"] * 3,
+            "day": pa.array([date(2024, 1, 1), None, date(1999, 12, 31)], pa.date32()),
+            "price": pa.array([Decimal("1.25"), Decimal("-3.50"), None], pa.decimal128(10, 2)),
+            "at": pa.array(
+                [datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc), None, None],
+                pa.timestamp("us", tz="UTC"),
+            ),
+            "tags": pa.array([["a", "b"], [], None], pa.list_(pa.string())),
+            "point": pa.array(
+                [{"x": 1, "y": 2}, None, {"x": 3, "y": None}],
+                pa.struct([("x", pa.int16()), ("y", pa.int16())]),
+            ),
+        }
+    )
+    schema = table.drop_columns(["subject"]).schema
+    result = client.publish(table, codec=ja.ValueCodec("json", schema=schema))
+    assert result.stored == 3
+    raw = client.read(stream).read_all().column("data").to_pylist()
+    assert json.loads(raw[0])["day"] == "2024-01-01"
+    back = client.read(stream, codec=ja.ValueCodec("json", schema=schema, flatten=True))
+    assert back.read_all().select(schema.names) == table.drop_columns(["subject"])
+
+
+AVRO_SCHEMA = {
+    "type": "record",
+    "name": "Event",
+    "fields": [
+        {"name": "id", "type": "int"},
+        {"name": "name", "type": ["null", "string"]},
+        {"name": "score", "type": "double"},
+    ],
+}
+
+
+def fastavro_datum(row: dict[str, object]) -> bytes:
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(AVRO_SCHEMA), row)
+    return out.getvalue()
+
+
+def test_avro_written_by_fastavro_reads_raw_and_confluent_framed(
+    client: ja.Client, stream: str
+) -> None:
+    data = rows(50)
+    publish_raw(client, f"{stream}.raw", [fastavro_datum(r) for r in data])
+    framed = [b"\x00" + struct.pack(">I", 42) + fastavro_datum(r) for r in data]
+    publish_raw(client, f"{stream}.cf", framed)
+
+    raw = client.read(
+        stream,
+        subjects=[f"{stream}.raw"],
+        codec=ja.ValueCodec("avro", avro_schema=AVRO_SCHEMA),
+    ).read_all()
+    assert values(raw) == data
+    confluent = client.read(
+        stream,
+        subjects=[f"{stream}.cf"],
+        codec=ja.ValueCodec(
+            "avro", avro_framing="confluent", avro_schemas_by_id={42: AVRO_SCHEMA}
+        ),
+    ).read_all()
+    assert values(confluent) == data
+    # An id nobody gave is a malformed payload, by sequence.
+    with pytest.raises(MalformedPayloadError, match="seq 51"):
+        client.read(
+            stream,
+            subjects=[f"{stream}.cf"],
+            codec=ja.ValueCodec("avro", avro_framing="confluent", avro_schemas_by_id={7: AVRO_SCHEMA}),
+        ).read_all()
+
+
+def test_avro_published_by_the_codec_is_read_by_fastavro(
+    client: ja.Client, stream: str
+) -> None:
+    table = pa.table(
+        {
+            "subject": [f"{stream}.a"] * 20,
+            "id": pa.array(range(20), pa.int32()),
+            "name": [f"n{i}" for i in range(20)],
+            "score": [i / 4 for i in range(20)],
+        }
+    )
+    codec = ja.ValueCodec(
+        "avro", avro_framing="confluent", avro_schema=AVRO_SCHEMA, avro_schema_id=9
+    )
+    assert client.publish(table, codec=codec).stored == 20
+    payloads = client.read(stream).read_all().column("data").to_pylist()
+    parsed = fastavro.parse_schema(AVRO_SCHEMA)
+    decoded = []
+    for p in payloads:
+        assert p[:5] == b"\x00" + struct.pack(">I", 9)
+        decoded.append(fastavro.schemaless_reader(io.BytesIO(p[5:]), parsed, parsed))
+    assert decoded == rows(20)
+
+
+def test_arrow_ipc_payloads_of_several_rows_each(client: ja.Client, stream: str) -> None:
+    def ipc(batch: pa.RecordBatch) -> bytes:
+        sink = io.BytesIO()
+        with pa.ipc.new_stream(sink, batch.schema) as w:
+            w.write_batch(batch)
+        return sink.getvalue()
+
+    first = pa.record_batch({"k": ["a", "b", "c"], "v": [1, 2, 3]})
+    second = pa.record_batch({"k": ["d"], "v": [4]})
+    publish_raw(client, f"{stream}.x", [ipc(first), ipc(second)])
+    table = client.read(stream, codec="arrow").read_all()
+    assert table.column("seq").to_pylist() == [1, 1, 1, 2]
+    assert [v["k"] for v in values(table)] == ["a", "b", "c", "d"]
+
+
+def test_codec_mistakes_name_the_option(
+    client: ja.Client, stream: str, unique_name: Callable[[str], str]
+) -> None:
+    publish_raw(client, f"{stream}.e", [b'{"a": 1}'])
+    with pytest.raises(BadInputError, match="option 'format'"):
+        client.read(stream, codec="yaml").read_all()
+    with pytest.raises(BadInputError, match="option 'on_malformed'"):
+        client.read(stream, codec=ja.ValueCodec("json", on_malformed="lenient")).read_all()
+    with pytest.raises(BadInputError, match="option 'avro_schema'"):
+        client.read(stream, codec="avro").read_all()
+    with pytest.raises(BadInputError, match="'data' column"):
+        client.publish(
+            pa.table({"subject": [f"{stream}.e"], "data": [b"x"], "a": [1]}), codec="json"
+        )
+    with pytest.raises(BadInputError, match="no value columns"):
+        client.publish(pa.table({"subject": [f"{stream}.e"]}), codec="json")
