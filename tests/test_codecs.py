@@ -131,7 +131,12 @@ def test_permissive_keeps_the_bytes_and_dropmalformed_terminates_the_message(
     got = values(permissive)
     assert got[1] is None and got[4] is None and got[5] == rows(6)[5]
     assert permissive.column("_corrupt_record").to_pylist() == [
-        None, b"not json", None, None, b'{"id": 4', None,
+        None,
+        b"not json",
+        None,
+        None,
+        b'{"id": 4',
+        None,
     ]
 
     drop = ja.ValueCodec("json", schema=VALUE, on_malformed="dropmalformed")
@@ -212,9 +217,7 @@ def test_avro_written_by_fastavro_reads_raw_and_confluent_framed(
     confluent = client.read(
         stream,
         subjects=[f"{stream}.cf"],
-        codec=ja.ValueCodec(
-            "avro", avro_framing="confluent", avro_schemas_by_id={42: AVRO_SCHEMA}
-        ),
+        codec=ja.ValueCodec("avro", avro_framing="confluent", avro_schemas_by_id={42: AVRO_SCHEMA}),
     ).read_all()
     assert values(confluent) == data
     # An id nobody gave is a malformed payload, by sequence.
@@ -222,13 +225,13 @@ def test_avro_written_by_fastavro_reads_raw_and_confluent_framed(
         client.read(
             stream,
             subjects=[f"{stream}.cf"],
-            codec=ja.ValueCodec("avro", avro_framing="confluent", avro_schemas_by_id={7: AVRO_SCHEMA}),
+            codec=ja.ValueCodec(
+                "avro", avro_framing="confluent", avro_schemas_by_id={7: AVRO_SCHEMA}
+            ),
         ).read_all()
 
 
-def test_avro_published_by_the_codec_is_read_by_fastavro(
-    client: ja.Client, stream: str
-) -> None:
+def test_avro_published_by_the_codec_is_read_by_fastavro(client: ja.Client, stream: str) -> None:
     table = pa.table(
         {
             "subject": [f"{stream}.a"] * 20,

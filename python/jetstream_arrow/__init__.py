@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from . import exceptions
 from ._core import __version__
-from .codec import ValueCodec
 from .client import Client, Publisher, PublishResult, connect
+from .codec import ValueCodec
 from .consumers import ConsumedBatch, Messages, OrderedConsumer, PullConsumer, PushConsumer
 from .options import ConnectOptions, ConsumeOptions, PublishOptions, ReadOptions
 

@@ -20,10 +20,10 @@ import pyarrow as pa
 
 from . import _core
 from ._time import to_epoch_ns
+from .codec import ValueCodec
 from .consumers import OrderedConsumer, PullConsumer, PushConsumer
 from .exceptions import BadInputError, JetStreamArrowError, PublishError
 from .management import ManagementMixin
-from .codec import ValueCodec
 from .options import ConnectOptions, PublishOptions, ReadOptions
 
 
@@ -225,9 +225,7 @@ class Client(ManagementMixin):
         if subject is not None:
             kwargs["subject"] = subject
         settings = PublishOptions.from_kwargs(options, **kwargs)
-        return Publisher(
-            self._native.publisher(settings, ValueCodec.of(codec)), raise_on_error
-        )
+        return Publisher(self._native.publisher(settings, ValueCodec.of(codec)), raise_on_error)
 
     def publish(self, data: Any, subject: str | None = None, **options: Any) -> PublishResult:
         """Publish every row of an Arrow batch, table or stream (anything with the

@@ -108,13 +108,21 @@ class PublishColumns:
     """Which input column feeds which column of a publish (names as in the input)."""
 
     subject: str | None
-    data: str
+    #: None when the value columns are encoded into the payload (``valueFormat``).
+    data: str | None
     headers: str | None
     msg_id: str | None
+    #: The columns encoded into the payload (``valueFormat``), by their own names.
+    values: tuple[str, ...] = ()
 
     @classmethod
     def resolve(
-        cls, schema: pa.Schema, *, constant_subject: bool, msg_id_column: str | None
+        cls,
+        schema: pa.Schema,
+        *,
+        constant_subject: bool,
+        msg_id_column: str | None,
+        encoded: bool = False,
     ) -> PublishColumns:
         """Check the input columns, naming the one at fault. Spark matches column
         names case-insensitively, so this does too."""
@@ -140,15 +148,22 @@ class PublishColumns:
                 )
             check(subject, _is_string(schema.field(subject).type), "string")
         data = find("data")
-        if data is None:
+        if encoded:
+            if data is not None:
+                raise BadInputError(
+                    "option 'valueFormat': the payload is encoded from the value columns, so "
+                    "the DataFrame has no 'data' column; drop it or drop valueFormat"
+                )
+        elif data is None:
             raise BadInputError(
                 f"no 'data' column (binary or string) to publish (columns: {', '.join(schema.names)})"
             )
-        check(
-            data,
-            _is_binary(schema.field(data).type) or _is_string(schema.field(data).type),
-            "binary or string",
-        )
+        else:
+            check(
+                data,
+                _is_binary(schema.field(data).type) or _is_string(schema.field(data).type),
+                "binary or string",
+            )
         headers = find("headers")
         if headers is not None:
             check(
@@ -167,7 +182,16 @@ class PublishColumns:
             msg_id = find("msg_id")
         if msg_id is not None:
             check(msg_id, _is_string(schema.field(msg_id).type), "string (it becomes Nats-Msg-Id)")
-        return cls(subject=subject, data=data, headers=headers, msg_id=msg_id)
+        values: tuple[str, ...] = ()
+        if encoded:
+            taken = {subject, headers, msg_id}
+            values = tuple(n for n in schema.names if n not in taken)
+            if not values:
+                raise BadInputError(
+                    "option 'valueFormat': no value columns to encode "
+                    f"(columns: {', '.join(schema.names)})"
+                )
+        return cls(subject=subject, data=data, headers=headers, msg_id=msg_id, values=values)
 
     def select(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The publish input: the chosen columns under the engine's names, plain
@@ -189,4 +213,7 @@ class PublishColumns:
                 column = column.cast(pa.binary())
             arrays.append(column)
             names.append(target)
+        for name in self.values:
+            arrays.append(batch.column(name))
+            names.append(name)
         return pa.RecordBatch.from_arrays(arrays, names=names)

@@ -20,13 +20,14 @@ from pyspark.sql.types import StructType
 
 from .batch_reader import JetStreamPushdownReader, JetStreamReader
 from .batch_writer import JetStreamWriter
-from .columns import PublishColumns, arrow_schema, message_schema
+from .columns import PublishColumns, arrow_schema
 from .consumer_stream_reader import ConsumerStreamReader
 from .options import WriteOptions, parse_read_options, parse_write_options
 from .pushdown import planning_with_pushdown
 from .reading import checked_schema
 from .stream_reader import JetStreamStreamReader
 from .stream_writer import JetStreamStreamWriter
+from .values import read_schema
 from .writing import check_expected_stream, refuse_overwrite
 
 
@@ -45,7 +46,7 @@ class JetStreamDataSource(DataSource):
         # Spark asks for the schema before it says whether the read is a batch or a
         # streaming one; reader() and streamReader() check the options for their kind.
         opts = parse_read_options(self.options, need_stream=False, queries=None)
-        return message_schema(opts.include_headers)
+        return read_schema(opts)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = parse_read_options(self.options)
@@ -79,4 +80,5 @@ class JetStreamDataSource(DataSource):
             arrow_schema(schema),
             constant_subject=opts.subject is not None,
             msg_id_column=opts.msg_id_column,
+            encoded=opts.value_format is not None,
         )

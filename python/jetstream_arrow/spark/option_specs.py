@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._core import (
+    AVRO_FRAMINGS,
     DEFAULT_ACK_TIMEOUT,
     DEFAULT_HEARTBEAT,
     DEFAULT_MAX_RETRIES,
+    DEFAULT_ON_MALFORMED,
     DEFAULT_PUBLISH_MODE,
     DEFAULT_READ_MAX_BYTES,
     DEFAULT_RETRY_BACKOFF,
@@ -29,6 +31,8 @@ from .._core import (
     DEFAULT_WINDOW,
     MAX_RETRIES,
     MAX_WINDOW,
+    ON_MALFORMED_MODES,
+    VALUE_FORMATS,
 )
 from ..options import ConnectOptions
 
@@ -279,6 +283,52 @@ READ_SPECS = [
         minimum=0.1,
         native_field="heartbeat",
     ),
+    OptionSpec(
+        "value_format",
+        "valueFormat",
+        "str",
+        None,
+        "decode each payload into typed columns: `json`, `avro` or `arrow` (an Arrow IPC stream per message); the message columns and a struct column `value`, or with `.schema(...)` the message columns and value fields it names",
+        "read",
+        nullable=True,
+        choices=tuple(VALUE_FORMATS),
+    ),
+    OptionSpec(
+        "value_schema",
+        "valueSchema",
+        "str",
+        None,
+        "the value's schema: for `avro` the Avro schema (JSON); for `json` and `arrow` a Spark schema as JSON (`df.schema.json()`), where DDL goes to `.schema(...)` instead; default: inferred from the stream's first messages",
+        "read",
+        nullable=True,
+    ),
+    OptionSpec(
+        "on_malformed",
+        "mode",
+        "str",
+        DEFAULT_ON_MALFORMED,
+        "a payload that does not decode: `failfast` (fail naming stream, sequence and field), `permissive` (a null value and the payload in `_corrupt_record`) or `dropmalformed` (left out) -- Spark's JSON reader's modes",
+        "read",
+        choices=tuple(ON_MALFORMED_MODES),
+    ),
+    OptionSpec(
+        "avro_framing",
+        "avroFraming",
+        "str",
+        "raw",
+        "how each Avro payload is framed: `raw` (the datum), `single-object` (Avro's single-object encoding) or `confluent` (a zero byte and a 4-byte schema id)",
+        "read",
+        choices=tuple(AVRO_FRAMINGS),
+    ),
+    OptionSpec(
+        "avro_schemas_by_id",
+        "avroSchemasById",
+        "str",
+        None,
+        '`confluent` framing: the writers\' Avro schemas by id, as a JSON object (`{"42": {...}}`)',
+        "read",
+        nullable=True,
+    ),
 ]
 
 WRITE_SPECS = [
@@ -367,6 +417,45 @@ WRITE_SPECS = [
         "the stream every message must be stored in (header `Nats-Expected-Stream`); option `stream` on a write means the same",
         "write",
         native_field="expected_stream",
+    ),
+    OptionSpec(
+        "value_format",
+        "valueFormat",
+        "str",
+        None,
+        "encode the DataFrame's value columns (a struct column `value`, or every column that is not `subject`, `headers` or `msg_id`) into each payload: `json`, `avro` or `arrow`; the DataFrame then has no `data` column",
+        "write",
+        nullable=True,
+        choices=tuple(VALUE_FORMATS),
+    ),
+    OptionSpec(
+        "value_schema",
+        "valueSchema",
+        "str",
+        None,
+        "`avro`: the Avro schema (JSON) the values are written with (default: derived from the columns)",
+        "write",
+        nullable=True,
+    ),
+    OptionSpec(
+        "avro_framing",
+        "avroFraming",
+        "str",
+        "raw",
+        "how each Avro payload is framed: `raw`, `single-object` or `confluent`",
+        "write",
+        choices=tuple(AVRO_FRAMINGS),
+    ),
+    OptionSpec(
+        "avro_schema_id",
+        "avroSchemaId",
+        "int",
+        None,
+        "`confluent` framing: the schema id each payload starts with",
+        "write",
+        nullable=True,
+        minimum=0,
+        maximum=4_294_967_295,
     ),
 ]
 

@@ -315,6 +315,11 @@ class ReadOptions:
     batch_rows: int = _READ_DEFAULTS["batch_rows"]
     max_bytes: int = _READ_DEFAULTS["max_bytes"]
     heartbeat: float = _READ_DEFAULTS["heartbeat"]
+    value_format: str | None = None
+    value_schema: str | None = None
+    on_malformed: str = _READ_DEFAULTS["on_malformed"]
+    avro_framing: str = _READ_DEFAULTS["avro_framing"]
+    avro_schemas_by_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -333,6 +338,10 @@ class WriteOptions:
     max_retries: int = _WRITE_DEFAULTS["max_retries"]
     retry_backoff: float = _WRITE_DEFAULTS["retry_backoff"]
     expected_stream: str | None = None
+    value_format: str | None = None
+    value_schema: str | None = None
+    avro_framing: str = _WRITE_DEFAULTS["avro_framing"]
+    avro_schema_id: int | None = None
 
     def publisher_kwargs(self) -> dict[str, Any]:
         """The :class:`jetstream_arrow.PublishOptions` fields these options set."""

@@ -28,6 +28,7 @@ from ..exceptions import (
 )
 from .columns import conform, message_schema
 from .options import ReadOptions
+from .values import read_codec
 
 log = logging.getLogger("jetstream_arrow.spark")
 
@@ -72,7 +73,12 @@ class DataLossError(JetStreamArrowError):
 
 
 def checked_schema(opts: ReadOptions, schema: StructType) -> StructType:
-    """The message schema of a read, refusing a different user-given schema."""
+    """The message schema of a read, refusing a different user-given schema; with a
+    value format, the message columns and value fields the schema names."""
+    if opts.value_format is not None:
+        from .values import check_value_read_schema
+
+        return check_value_read_schema(opts, schema)
     expected = message_schema(opts.include_headers)
     if [(f.name, f.dataType) for f in schema.fields] != [
         (f.name, f.dataType) for f in expected.fields
@@ -212,6 +218,7 @@ def read_range(
         heartbeat=opts.heartbeat,
         # "auto": short ranges (small streaming micro-batches) by direct gets.
         method="direct" if through_consumer else "auto",
+        codec=read_codec(opts, target),
     )
     next_seq = start
     try:

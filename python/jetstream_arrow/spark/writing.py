@@ -27,6 +27,7 @@ from .columns import PublishColumns
 from .connection_cache import get_client
 from .options import WriteOptions
 from .reading import retry_transient
+from .values import write_codec
 
 log = logging.getLogger("jetstream_arrow.spark")
 
@@ -140,6 +141,7 @@ def publish_batches(
         opts.subject,
         msg_id_prefix=msg_id_prefix,
         raise_on_error=False,
+        codec=write_codec(opts),
         **opts.publisher_kwargs(),
     )
     selected = (columns.select(batch) for batch in batches if batch.num_rows)

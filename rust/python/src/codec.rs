@@ -3,7 +3,10 @@
 
 use std::collections::HashMap;
 
-use jetstream_arrow_core::codec::{AvroFraming, CodecSpec, OnMalformed, ValueFormat};
+use std::sync::Arc;
+
+use arrow_schema::Schema;
+use jetstream_arrow_core::codec::{AvroFraming, CodecSpec, OnMalformed, ValueDecoder, ValueFormat};
 use jetstream_arrow_core::option_values::opt_count;
 use jetstream_arrow_core::read::{resolve_value_schema, ReadOptions};
 use jetstream_arrow_core::{Connection, Error};
@@ -85,4 +88,15 @@ pub fn consumer_codec_spec(
         resolve_value_schema(&conn, &stream, &spec, ReadOptions::default()).await
     })??;
     Ok(Some(spec))
+}
+
+/// The Arrow schema `codec` decodes values into (given, or derived from its Avro
+/// schema), without reading: for planners that declare a read's schema first.
+#[pyfunction]
+pub fn value_schema(codec: &Bound<'_, PyAny>) -> GlueResult<PySchema> {
+    let spec = codec_spec(Some(codec))?.ok_or_else(|| Error::bad_input("no codec given"))?;
+    let decoder = ValueDecoder::new(&spec, 1)?;
+    Ok(PySchema::new(Arc::new(Schema::new(
+        decoder.value_fields().clone(),
+    ))))
 }

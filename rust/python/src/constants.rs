@@ -4,6 +4,7 @@
 
 use jetstream_arrow_core::api::subjects;
 use jetstream_arrow_core::api::validate_name as core_validate_name;
+use jetstream_arrow_core::codec;
 use jetstream_arrow_core::defaults::{Exported, EXPORTED};
 use jetstream_arrow_core::error::err_codes;
 use jetstream_arrow_core::Error;
@@ -76,6 +77,12 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "DIRECT_READ_MAX_MESSAGES",
         jetstream_arrow_core::defaults::DIRECT_READ_MAX_MESSAGES,
     )?;
+    m.add("VALUE_COLUMN", codec::VALUE)?;
+    m.add("CORRUPT_RECORD_COLUMN", codec::CORRUPT_RECORD)?;
+    m.add("MESSAGE_COLUMNS", codec::MESSAGE_COLUMNS.to_vec())?;
+    m.add("VALUE_FORMATS", codec::ValueFormat::NAMES.to_vec())?;
+    m.add("ON_MALFORMED_MODES", codec::OnMalformed::NAMES.to_vec())?;
+    m.add("AVRO_FRAMINGS", codec::AvroFraming::NAMES.to_vec())?;
     m.add("CONNECT_FIELDS", CONNECT_FIELDS.to_vec())?;
     m.add("PUBLISH_FIELDS", PUBLISH_FIELDS.to_vec())?;
     m.add("PUBLISH_DEFAULTS", publish_defaults(m.py())?)?;
@@ -87,5 +94,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(js_api_prefix, m)?)?;
     m.add_function(wrap_pyfunction!(redact_servers, m)?)?;
     m.add_function(wrap_pyfunction!(api_subject, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::codec::value_schema, m)?)?;
     Ok(())
 }

@@ -42,7 +42,7 @@ pub const VALUE: &str = "value";
 pub const CORRUPT_RECORD: &str = "_corrupt_record";
 
 /// Columns of the message schema (and of publish input) that are never a value's.
-const MESSAGE_COLUMNS: &[&str] = &[
+pub const MESSAGE_COLUMNS: &[&str] = &[
     STREAM,
     SUBJECT,
     SEQ,
@@ -266,6 +266,11 @@ impl ValueDecoder {
             malformed: 0,
             last_origins: None,
         })
+    }
+
+    /// The value's fields, as decoded.
+    pub fn value_fields(&self) -> &Fields {
+        &self.value_fields
     }
 
     /// Messages left out as malformed so far (`dropmalformed`) or kept as

@@ -1,0 +1,157 @@
+"""Typed payloads in Spark (option ``valueFormat``): the schema a read declares, and
+the codec each task decodes or encodes with in the native core.
+
+A read declares the message columns and a struct column ``value``; with
+``.schema(...)`` (Spark DDL) it declares what the user names instead: message columns
+by their names and types, and either one struct column ``value`` or the value's
+fields as columns (flattened). Without either, a JSON or Arrow value schema comes from
+``valueSchema`` (a Spark schema as JSON) or is inferred from the stream's first
+messages (the core samples them) when the query is planned; an Avro one is derived
+from the Avro schema.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from pyspark.sql.types import BinaryType, StructField, StructType
+
+from .. import _core
+from ..codec import ValueCodec
+from ..exceptions import BadInputError
+from .columns import message_schema
+from .connection_cache import get_client
+
+if TYPE_CHECKING:
+    from .options import ReadOptions, WriteOptions
+
+#: Columns that are never a value's field (the message columns and `_corrupt_record`).
+MESSAGE_COLUMNS = frozenset(_core.MESSAGE_COLUMNS)
+
+
+def _avro_schemas_by_id(text: str | None) -> dict[int, str] | None:
+    if text is None:
+        return None
+    try:
+        parsed = json.loads(text)
+        return {int(k): v if isinstance(v, str) else json.dumps(v) for k, v in parsed.items()}
+    except (ValueError, AttributeError) as err:
+        raise BadInputError(
+            f"option 'avroSchemasById' must be a JSON object of schema ids to Avro schemas: {err}"
+        ) from None
+
+
+def _read_codec(opts: ReadOptions, schema: pa.Schema | None, flatten: bool) -> ValueCodec:
+    avro = opts.value_format == "avro"
+    return ValueCodec(
+        format=opts.value_format,  # type: ignore[arg-type]
+        schema=None if avro else schema,
+        on_malformed=opts.on_malformed,  # type: ignore[arg-type]
+        flatten=flatten,
+        avro_schema=opts.value_schema if avro else None,
+        avro_framing=opts.avro_framing,  # type: ignore[arg-type]
+        avro_schemas_by_id=_avro_schemas_by_id(opts.avro_schemas_by_id) if avro else None,
+    )
+
+
+def _from_arrow(schema: pa.Schema) -> StructType:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema, prefer_timestamp_ntz=False)
+
+
+def value_struct(opts: ReadOptions) -> StructType:
+    """The Spark type of the value: from ``valueSchema``, or inferred (driver side)."""
+    if opts.value_format == "avro":
+        return _from_arrow(pa.schema(_core.value_schema(_read_codec(opts, None, False))))
+    if opts.value_schema is not None:
+        # A data source's schema is asked for in a Python worker, where Spark's DDL
+        # parser (on the JVM) is out of reach: DDL goes through .schema(...).
+        try:
+            return StructType.fromJson(json.loads(opts.value_schema))
+        except (ValueError, TypeError, KeyError, AttributeError) as err:
+            raise BadInputError(
+                f"option 'valueSchema' must be a Spark schema as JSON (df.schema.json()), "
+                f"got {opts.value_schema!r} ({err}); for DDL, give the value's fields to "
+                ".schema(...): 'seq LONG, value STRUCT<id: INT, name: STRING>' or "
+                "'seq LONG, id INT, name STRING'"
+            ) from None
+    client = get_client(opts.connect)
+    reader = client.read(
+        opts.stream,
+        codec=_read_codec(opts, None, False),
+        subjects=list(opts.subjects) if opts.subjects else None,
+        batch_rows=1,
+    )
+    try:
+        value = reader.schema.field(_core.VALUE_COLUMN).type
+    finally:
+        reader.close()
+    return _from_arrow(pa.schema(list(value)))
+
+
+def read_schema(opts: ReadOptions) -> StructType:
+    """What a read declares: message columns, ``value`` in place of ``data`` with a
+    value format (and ``_corrupt_record`` in mode ``permissive``)."""
+    messages = message_schema(opts.include_headers)
+    if opts.value_format is None:
+        return messages
+    fields = [f for f in messages.fields if f.name != "data"]
+    fields.append(StructField(_core.VALUE_COLUMN, value_struct(opts), True))
+    if opts.on_malformed == "permissive":
+        fields.append(StructField(_core.CORRUPT_RECORD_COLUMN, BinaryType(), True))
+    return StructType(fields)
+
+
+def check_value_read_schema(opts: ReadOptions, schema: StructType) -> StructType:
+    """A user-given schema of a read with a value format: message columns must have
+    their types; the other fields are the value's."""
+    known = {f.name: f.dataType for f in message_schema(True).fields}
+    known[_core.CORRUPT_RECORD_COLUMN] = BinaryType()
+    for f in schema.fields:
+        if f.name == "data":
+            raise BadInputError(
+                "option 'valueFormat': the payload is decoded, so the schema has no 'data' "
+                "column; name the value's fields (or read without valueFormat)"
+            )
+        if f.name in known and f.dataType != known[f.name]:
+            raise BadInputError(
+                f"column {f.name!r} is a message column of type "
+                f"{known[f.name].simpleString()}, not {f.dataType.simpleString()}"
+            )
+        if f.name == "headers" and not opts.include_headers:
+            raise BadInputError("column 'headers' needs option includeHeaders=true")
+    if not any(f.name not in MESSAGE_COLUMNS for f in schema.fields):
+        raise BadInputError(
+            f"option 'valueFormat': the schema {schema.simpleString()} names no field of the value"
+        )
+    return schema
+
+
+def read_codec(opts: ReadOptions, target: pa.Schema) -> ValueCodec | None:
+    """The codec a task reads with, for the Arrow schema Spark expects."""
+    if opts.value_format is None:
+        return None
+    value = [f for f in target if f.name not in MESSAGE_COLUMNS]
+    if (
+        len(value) == 1
+        and value[0].name == _core.VALUE_COLUMN
+        and pa.types.is_struct(value[0].type)
+    ):
+        return _read_codec(opts, pa.schema(list(value[0].type)), flatten=False)
+    return _read_codec(opts, pa.schema(value), flatten=True)
+
+
+def write_codec(opts: WriteOptions) -> ValueCodec | None:
+    """The codec a write task encodes with."""
+    if opts.value_format is None:
+        return None
+    avro = opts.value_format == "avro"
+    return ValueCodec(
+        format=opts.value_format,  # type: ignore[arg-type]
+        avro_schema=opts.value_schema if avro else None,
+        avro_framing=opts.avro_framing if avro else None,  # type: ignore[arg-type]
+        avro_schema_id=opts.avro_schema_id,
+    )
