@@ -3030,6 +3030,224 @@ def ctx(_shared_server: NatsServer, tmp_path_factory: pytest.TempPathFactory) ->
                         part.stop()
 
 
+# == Typed payloads: the codec of every Python entry point, the value options of Spark ===========
+
+_VALUE_AVRO = {
+    "type": "record",
+    "name": "Probe",
+    "fields": [{"name": "id", "type": "int"}],
+}
+
+
+def _json_stream(ctx: Ctx, payloads: list[bytes] | None = None) -> str:
+    """A stream of JSON objects ``{"id": i}`` (or ``payloads``) on ``<name>.j``."""
+    name = ctx.stream()
+    payloads = payloads or [json.dumps({"id": i}).encode() for i in range(3)]
+    ctx.client.publish(pa.table({"subject": [f"{name}.j"] * len(payloads), "data": payloads}))
+    return name
+
+
+def _ids(table: pa.Table | pa.RecordBatch) -> list[int]:
+    return [v["id"] for v in table.column("value").to_pylist()]
+
+
+@effect(("Client.read", "codec"))
+def _read_codec(ctx: Ctx) -> None:
+    name = _json_stream(ctx)
+    assert _ids(ctx.client.read(name, codec="json").read_all()) == [0, 1, 2]
+    assert "value" not in ctx.rows(name).column_names
+
+
+@effect(("Client.publish", "codec"), ("Client.publisher", "codec"))
+def _publish_codec(ctx: Ctx) -> None:
+    name = ctx.stream()
+    rows = pa.table({"subject": [f"{name}.j"], "id": [7]})
+    ctx.client.publish(rows, codec="json")
+    with ctx.client.publisher(codec="json") as publisher:
+        publisher.publish(rows)
+    assert ctx.rows(name).column("data").to_pylist() == [b'{"id":7}'] * 2
+
+
+@effect(("Client.ordered_consumer", "codec"))
+def _ordered_codec(ctx: Ctx) -> None:
+    name = _json_stream(ctx)
+    assert _ids(_first_batch(ctx.client.ordered_consumer(name, codec="json"))) == [0, 1, 2]
+
+
+@effect(("PullConsumer.fetch", "codec"), ("PullConsumer.messages", "codec"))
+def _pull_codec(ctx: Ctx) -> None:
+    name = _json_stream(ctx)
+    ctx.client.create_consumer(name, durable_name="C", ack_policy="explicit")
+    c = ctx.client.pull_consumer(name, "C")
+    assert _ids(c.fetch(1, codec="json").data) == [0]
+    got = _first_consumed(c.messages(codec="json", batch_rows=2, batch_wait=0.2))
+    assert _ids(got.data) == [1, 2]
+
+
+@effect(("PushConsumer.messages", "codec"))
+def _push_codec(ctx: Ctx) -> None:
+    name = _json_stream(ctx)
+    ctx.client.create_consumer(
+        name, durable_name="P", deliver_subject=f"deliver.{name}", ack_policy="explicit"
+    )
+    got = _first_consumed(
+        ctx.client.push_consumer(name, "P").messages(codec="json", batch_wait=0.2)
+    )
+    assert _ids(got.data)[0] == 0
+
+
+def _spark_value_probes() -> None:
+    id_int = (
+        '{"type":"struct","fields":[{"name":"id","type":"integer","nullable":true,"metadata":{}}]}'
+    )
+    for entry in ("spark.read", "spark.readStream"):
+
+        def table_of(ctx: Ctx, entry: str = entry, **options: Any) -> pa.Table:
+            if entry == "spark.read":
+                return spark_read(ctx, **options)[1]
+            got = micro_batch(ctx, startingOffsets="earliest", **options)[3]
+            return pa.Table.from_batches(got)
+
+        def format_(ctx: Ctx, table_of: Any = table_of) -> None:
+            name = _json_stream(ctx)
+            assert _ids(table_of(ctx, stream=name, valueFormat="json")) == [0, 1, 2]
+            assert "data" in table_of(ctx, stream=name).column_names
+
+        def schema_(ctx: Ctx, table_of: Any = table_of) -> None:
+            name = _json_stream(ctx)
+            got = table_of(ctx, stream=name, valueFormat="json", valueSchema=id_int)
+            assert got.schema.field("value").type == pa.struct([("id", pa.int32())])
+
+        def mode_(ctx: Ctx, table_of: Any = table_of) -> None:
+            name = _json_stream(ctx, [b'{"id": 1}', b"{bad"])
+            got = table_of(
+                ctx, stream=name, valueFormat="json", valueSchema=id_int, mode="permissive"
+            )
+            assert got.column("_corrupt_record").to_pylist() == [None, b"{bad"]
+            got = table_of(
+                ctx, stream=name, valueFormat="json", valueSchema=id_int, mode="dropmalformed"
+            )
+            assert got.column("seq").to_pylist() == [1]
+
+        def avro_(ctx: Ctx, table_of: Any = table_of) -> None:
+            import io
+            import struct
+
+            import fastavro
+
+            out = io.BytesIO()
+            fastavro.schemaless_writer(out, fastavro.parse_schema(_VALUE_AVRO), {"id": 5})
+            name = _json_stream(ctx, [b"\x00" + struct.pack(">I", 3) + out.getvalue()])
+            got = table_of(
+                ctx,
+                stream=name,
+                valueFormat="avro",
+                avroFraming="confluent",
+                avroSchemasById=json.dumps({"3": _VALUE_AVRO}),
+            )
+            assert _ids(got) == [5]
+
+        _register(entry, "valueFormat", "effect", format_)
+        _register(entry, "valueSchema", "effect", schema_)
+        _register(entry, "mode", "effect", mode_)
+        _register(entry, "avroFraming", "effect", avro_)
+        _register(entry, "avroSchemasById", "effect", avro_)
+
+
+_spark_value_probes()
+
+
+def _value_rows(name: str) -> pa.Table:
+    return pa.table({"subject": [f"{name}.v"] * 2, "id": pa.array([1, 2], pa.int32())})
+
+
+@effect(("df.write", "valueFormat"))
+def _write_value_format(ctx: Ctx) -> None:
+    name = ctx.stream()
+    spark_write(ctx, _value_rows(name), valueFormat="json")
+    assert ctx.rows(name).column("data").to_pylist() == [b'{"id":1}', b'{"id":2}']
+
+
+@effect(("df.write", "valueSchema"), ("df.write", "avroFraming"), ("df.write", "avroSchemaId"))
+def _write_avro(ctx: Ctx) -> None:
+    name = ctx.stream()
+    spark_write(
+        ctx,
+        _value_rows(name),
+        valueFormat="avro",
+        valueSchema=json.dumps(_VALUE_AVRO),
+        avroFraming="confluent",
+        avroSchemaId=11,
+    )
+    payloads = ctx.rows(name).column("data").to_pylist()
+    # A zero byte, the id, then the zig-zag varint of the int.
+    assert payloads == [b"\x00\x00\x00\x00\x0b\x02", b"\x00\x00\x00\x00\x0b\x04"]
+
+
+def _stream_write_value_delegated(option: str, value: Any) -> None:
+    def run(ctx: Ctx) -> None:
+        # A streaming write's task encodes like a batch write's: the same parsed options.
+        rows = _value_rows("probe")
+        given = {"valueFormat": "avro", option: value}
+        batch = _source(ctx, **given).writer(_write_schema(rows), False)
+        stream = stream_writer(ctx, rows, **given)
+        assert stream.opts == dataclasses.replace(batch.opts, write_id=stream.opts.write_id)
+        assert stream.columns == batch.columns
+
+    _register("df.writeStream", option, "delegated", run)
+
+
+_stream_write_value_delegated("valueFormat", "avro")
+_stream_write_value_delegated("valueSchema", json.dumps(_VALUE_AVRO))
+_stream_write_value_delegated("avroFraming", "single-object")
+_stream_write_value_delegated("avroSchemaId", 4)
+
+
+def _map_in_arrow_value_probes() -> None:
+    from jetstream_arrow.spark.functions import publish_fn, read_fn
+    from jetstream_arrow.spark.option_specs import READ_SPECS, WRITE_SPECS
+
+    values = {
+        "value_format": "avro",
+        "value_schema": json.dumps(_VALUE_AVRO),
+        "on_malformed": "permissive",
+        "avro_framing": "confluent",
+        "avro_schemas_by_id": json.dumps({"1": _VALUE_AVRO}),
+        "avro_schema_id": 1,
+    }
+    for name, make, specs, fields in (
+        (
+            "read_fn",
+            read_fn,
+            READ_SPECS,
+            ("value_format", "value_schema", "on_malformed", "avro_framing", "avro_schemas_by_id"),
+        ),
+        (
+            "publish_fn",
+            publish_fn,
+            WRITE_SPECS,
+            ("value_format", "value_schema", "avro_framing", "avro_schema_id"),
+        ),
+    ):
+        for python in fields:
+            assert any(s.python == python for s in specs)
+
+            def run(ctx: Ctx, make: Callable[..., Any] = make, python: str = python) -> None:
+                # The helper holds the options the data source would: its tasks read
+                # and write through the same read_range and publish_batches.
+                given = {"value_format": "avro", "value_schema": values["value_schema"]}
+                given[python] = values[python]
+                if given.get("avro_framing") == "confluent" and make is read_fn:
+                    given["avro_schemas_by_id"] = values["avro_schemas_by_id"]
+                opts = _closure_opts(make(servers=ctx.url, **given))
+                assert getattr(opts, python) == values[python]
+
+            _register(f"spark.functions.{name}", python, "delegated", run)
+
+
+_map_in_arrow_value_probes()
+
+
 def _all_keys() -> set[str]:
     return {key(entry, option) for entry, options in enumerated().items() for option in options}
 

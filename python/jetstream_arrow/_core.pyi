@@ -24,6 +24,8 @@ DEFAULT_ACK_TIMEOUT: float
 DEFAULT_MAX_RETRIES: int
 DEFAULT_RETRY_BACKOFF: float
 DEFAULT_ROWS_PER_RESULT: int
+DEFAULT_ON_MALFORMED: str
+DEFAULT_VALUE_SAMPLE_ROWS: int
 DEFAULT_READ_BATCH_ROWS: int
 DEFAULT_READ_MAX_BYTES: int
 DEFAULT_HEARTBEAT: float
@@ -33,6 +35,14 @@ DEFAULT_FOLLOW_BATCH_WAIT: float
 #: Limits checked before the engine would: the publisher's largest window, retry
 #: count, and the longest range method "auto" reads by direct gets.
 MAX_WINDOW: int
+# Typed payloads: the decoded value's column, the raw bytes of bad payloads
+# ("permissive"), the columns never a value's, and the names each setting takes.
+VALUE_COLUMN: str
+CORRUPT_RECORD_COLUMN: str
+MESSAGE_COLUMNS: list[str]
+VALUE_FORMATS: list[str]
+ON_MALFORMED_MODES: list[str]
+AVRO_FRAMINGS: list[str]
 MAX_RETRIES: int
 DIRECT_READ_MAX_MESSAGES: int
 DEFAULT_FETCH_MAX_MESSAGES: int
@@ -95,6 +105,10 @@ def js_api_prefix(domain: str | None = None, api_prefix: str | None = None) -> s
 
 def redact_servers(servers: str) -> str:
     """`servers` with each URL's user info (a password or a token) shown as `***`."""
+
+def value_schema(codec: Any) -> Any:
+    """The Arrow schema (an Arrow PyCapsule schema) a jetstream_arrow.ValueCodec
+    decodes values into: given, or derived from its Avro schema."""
 
 def api_subject(verb: str, *tokens: str) -> str:
     """A JetStream API subject after the prefix: `verb` (an `API_*`), then `tokens`."""

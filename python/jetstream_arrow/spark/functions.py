@@ -15,11 +15,12 @@ from typing import Any
 import pyarrow as pa
 
 from ..exceptions import BadInputError
-from .columns import ACK_SCHEMA, PublishColumns, arrow_schema, conform, message_schema
+from .columns import ACK_SCHEMA, PublishColumns, arrow_schema, conform
 from .connection_cache import get_client
 from .options import parse_read_options, parse_write_options, read_option_name
 from .preflight import check_worker_python
 from .reading import read_range
+from .values import read_schema
 from .writing import PublishTally, publish_batches, task_ids
 
 ArrowFn = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
@@ -39,7 +40,9 @@ def publish_fn(**options: Any) -> ArrowFn:
     Options: the connection options of :func:`jetstream_arrow.connect` and the write
     options (``subject``, ``msg_id_column``, ``write_id``, ``publish_mode``,
     ``window``, ``ack_timeout``, ``max_retries``, ``retry_backoff``,
-    ``expected_stream``). With ``publish_mode="fast"`` the server acknowledges ranges,
+    ``expected_stream``, and ``value_format``, ``value_schema``, ``avro_framing``,
+    ``avro_schema_id``: the value columns encoded into each payload, no ``data``
+    column). With ``publish_mode="fast"`` the server acknowledges ranges,
     so ``seq`` is null and a duplicate counts as stored.
 
     Message ids: rows without an id get ``<write id>-<stage>-<partition>-<n>``, so a
@@ -67,6 +70,7 @@ def publish_fn(**options: Any) -> ArrowFn:
             first.schema,
             constant_subject=opts.subject is not None,
             msg_id_column=opts.msg_id_column,
+            encoded=opts.value_format is not None,
         )
         target = arrow_schema(ACK_SCHEMA)
         where = f"publish_fn, partition {partition}, attempt {attempt}"
@@ -92,7 +96,10 @@ def read_fn(**options: Any) -> ArrowFn:
 
     Options: the connection options of :func:`jetstream_arrow.connect`, ``stream``,
     ``subjects``, ``include_headers``, ``fail_on_data_loss``, ``batch_rows``,
-    ``max_bytes``, ``heartbeat``. The range options (``start_seq``, ...) and the split
+    ``max_bytes``, ``heartbeat``, and the value options (``value_format``,
+    ``value_schema``, ``on_malformed``, ``avro_framing``, ``avro_schemas_by_id``:
+    the output then has ``value`` in place of ``data``, see
+    :func:`jetstream_arrow.spark.values.read_schema`). The range options (``start_seq``, ...) and the split
     options (``min_partitions``, ``max_messages_per_partition``) are refused: each input
     row is one range, read whole by the task that holds it.
 
@@ -121,7 +128,13 @@ def read_fn(**options: Any) -> ArrowFn:
                 "partitions, and read_fn reads each input row's range whole, in the task "
                 "that holds the row (split the ranges in the input instead)"
             )
-    target = arrow_schema(message_schema(opts.include_headers))
+    if opts.value_format is not None and opts.value_format != "avro" and opts.value_schema is None:
+        raise BadInputError(
+            "read_fn: option 'value_schema' is required with value_format "
+            f"{opts.value_format!r}: mapInArrow declares the output schema before any read "
+            "(jetstream_arrow.spark.values.read_schema gives it)"
+        )
+    target = arrow_schema(read_schema(opts))
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         client = get_client(opts.connect)

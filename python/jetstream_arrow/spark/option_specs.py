@@ -3,6 +3,8 @@
 One table serves the parser (:mod:`.options`), the error messages that list the known
 options, and the README's option tables (a test compares them). Every option has a
 Spark name (camelCase, matched case-insensitively) and a Python name (snake_case).
+It is one module because it is one table: split, the parser and the guide would each
+have to put it back together.
 
 Connection options are the fields of :class:`jetstream_arrow.ConnectOptions`, spelled
 in camelCase for Spark (``nkeySeed``, ``tlsCa``, ``apiPrefix`` ...), with its

@@ -11,6 +11,7 @@ use super::*;
 use crate::arrow::builder::BatchBuilder;
 use crate::arrow::metadata::MessageMetadata;
 use crate::arrow::schema::SchemaOptions;
+use crate::error::ErrorKind;
 
 fn value_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![

@@ -1,0 +1,312 @@
+//! Where decoded values go in a message batch, and what each mode does with a
+//! payload that does not decode.
+
+use std::sync::Arc;
+
+use arrow_array::builder::BinaryBuilder;
+use arrow_array::cast::AsArray;
+use arrow_array::{
+    new_null_array, Array, ArrayRef, BinaryArray, BooleanArray, RecordBatch, StructArray,
+    UInt32Array,
+};
+use arrow_schema::{DataType, Field, FieldRef, Fields, Schema, SchemaRef};
+
+use super::{
+    avro, ipc, json, CodecSpec, OnMalformed, ValueFormat, CORRUPT_RECORD, MESSAGE_COLUMNS, VALUE,
+};
+use crate::arrow::schema::{DATA, SEQ};
+use crate::error::{Error, ErrorKind, Result};
+
+/// One format's decoding of payloads into rows of a struct.
+pub(super) trait RowsDecoder: Send {
+    /// The struct every payload decodes to.
+    fn value_fields(&self) -> Fields;
+    /// Decodes every payload, or fails on the first that does not fit (saying why).
+    /// Returns the rows, and how many rows each payload gave when that is not one.
+    fn decode(&mut self, payloads: &[&[u8]]) -> Result<(StructArray, Option<Vec<u32>>), String>;
+}
+
+fn rows_decoder(spec: &CodecSpec, batch_rows: usize) -> Result<Box<dyn RowsDecoder>> {
+    Ok(match spec.format {
+        ValueFormat::Json => Box::new(json::JsonRows::new(
+            spec.schema_required("decoding")?,
+            batch_rows,
+        )?),
+        ValueFormat::Arrow => Box::new(ipc::IpcRows::new(spec.schema_required("decoding")?)),
+        ValueFormat::Avro => Box::new(avro::AvroRows::new(spec, batch_rows)?),
+    })
+}
+
+/// Turns the `data` column of finished message batches into value columns.
+pub struct ValueDecoder {
+    spec: CodecSpec,
+    rows: Box<dyn RowsDecoder>,
+    value_fields: Fields,
+    malformed: u64,
+    /// For each row of the last batch, the message it came from, when that is not
+    /// the row's own index (messages dropped, or payloads of several rows).
+    last_origins: Option<Vec<u32>>,
+}
+
+impl std::fmt::Debug for ValueDecoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ValueDecoder")
+            .field("spec", &self.spec)
+            .field("malformed", &self.malformed)
+            .finish()
+    }
+}
+
+impl ValueDecoder {
+    /// A decoder for batches of about `batch_rows` messages.
+    pub fn new(spec: &CodecSpec, batch_rows: usize) -> Result<Self> {
+        let rows = rows_decoder(spec, batch_rows.clamp(1, 1 << 16))?;
+        let value_fields = rows.value_fields();
+        if spec.flatten {
+            for f in value_fields.iter() {
+                if MESSAGE_COLUMNS.contains(&f.name().as_str()) {
+                    return Err(Error::bad_input(format!(
+                        "option 'flatten': the value's field '{}' has the name of a message \
+                         column; read it as the struct column 'value' instead",
+                        f.name()
+                    )));
+                }
+            }
+        }
+        Ok(Self {
+            spec: spec.clone(),
+            rows,
+            value_fields,
+            malformed: 0,
+            last_origins: None,
+        })
+    }
+
+    /// The value's fields, as decoded.
+    pub fn value_fields(&self) -> &Fields {
+        &self.value_fields
+    }
+
+    /// Messages left out as malformed so far (`dropmalformed`) or kept as
+    /// `_corrupt_record` (`permissive`).
+    pub fn malformed(&self) -> u64 {
+        self.malformed
+    }
+
+    /// For each row of the last decoded batch, the index of its message, or None
+    /// when row `i` is message `i`.
+    pub fn last_origins(&self) -> Option<&[u32]> {
+        self.last_origins.as_deref()
+    }
+
+    fn value_field(&self) -> Field {
+        Field::new(VALUE, DataType::Struct(self.value_fields.clone()), true)
+    }
+
+    /// The schema of decoded batches, from the message schema.
+    pub fn schema(&self, message: &Schema) -> SchemaRef {
+        let mut fields: Vec<FieldRef> = Vec::new();
+        for f in message.fields() {
+            if f.name() != DATA {
+                fields.push(f.clone());
+                continue;
+            }
+            if self.spec.flatten {
+                let nullable = self.spec.on_malformed == OnMalformed::Permissive;
+                fields.extend(self.value_fields.iter().map(|v| {
+                    if nullable {
+                        Arc::new(v.as_ref().clone().with_nullable(true))
+                    } else {
+                        v.clone()
+                    }
+                }));
+            } else {
+                fields.push(Arc::new(self.value_field()));
+            }
+            if self.spec.on_malformed == OnMalformed::Permissive {
+                fields.push(Arc::new(Field::new(CORRUPT_RECORD, DataType::Binary, true)));
+            }
+        }
+        Arc::new(Schema::new(fields))
+    }
+
+    /// The batch with its `data` column decoded. `stream` names the stream in errors.
+    pub fn decode(&mut self, stream: &str, batch: RecordBatch) -> Result<RecordBatch> {
+        self.last_origins = None;
+        let schema = self.schema(&batch.schema());
+        if batch.num_rows() == 0 {
+            return Ok(RecordBatch::new_empty(schema));
+        }
+        let data = batch
+            .column_by_name(DATA)
+            .expect("message batches have a data column")
+            .as_binary::<i32>()
+            .clone();
+        let payloads: Vec<&[u8]> = data.iter().map(|p| p.unwrap_or_default()).collect();
+        let (values, counts, kept, corrupt) = match self.rows.decode(&payloads) {
+            Ok((values, counts)) => (values, counts, None, None),
+            Err(_) => self.decode_one_by_one(stream, &batch, &payloads)?,
+        };
+        let mut messages = batch;
+        let mut origins: Option<Vec<u32>> = None;
+        if let Some(kept) = &kept {
+            let mask = BooleanArray::from(kept.clone());
+            messages = arrow_select::filter::filter_record_batch(&messages, &mask)
+                .map_err(|e| Error::bad_input(e.to_string()))?;
+            origins = Some(
+                (0..kept.len() as u32)
+                    .filter(|i| kept[*i as usize])
+                    .collect(),
+            );
+        }
+        if let Some(counts) = counts {
+            // Each message's columns repeat for every row its payload holds.
+            let base: Vec<u32> = origins
+                .take()
+                .unwrap_or_else(|| (0..messages.num_rows() as u32).collect());
+            let mut take = Vec::with_capacity(values.len());
+            let mut from = Vec::with_capacity(values.len());
+            for (i, n) in counts.iter().enumerate() {
+                for _ in 0..*n {
+                    take.push(i as u32);
+                    from.push(base[i]);
+                }
+            }
+            messages = arrow_select::take::take_record_batch(&messages, &UInt32Array::from(take))
+                .map_err(|e| Error::bad_input(e.to_string()))?;
+            origins = Some(from);
+        }
+        self.last_origins = origins;
+        self.assemble(schema, &messages, values, corrupt)
+    }
+
+    /// The slow path of a batch holding a bad payload: each payload alone.
+    #[allow(clippy::type_complexity)]
+    fn decode_one_by_one(
+        &mut self,
+        stream: &str,
+        batch: &RecordBatch,
+        payloads: &[&[u8]],
+    ) -> Result<(
+        StructArray,
+        Option<Vec<u32>>,
+        Option<Vec<bool>>,
+        Option<BinaryArray>,
+    )> {
+        let mut good: Vec<&[u8]> = Vec::with_capacity(payloads.len());
+        let mut bad: Vec<bool> = Vec::with_capacity(payloads.len());
+        for (row, payload) in payloads.iter().enumerate() {
+            match self.rows.decode(&[payload]) {
+                Ok(_) => {
+                    good.push(payload);
+                    bad.push(false);
+                }
+                Err(why) => {
+                    if self.spec.on_malformed == OnMalformed::FailFast {
+                        let seq = batch
+                            .column_by_name(SEQ)
+                            .expect("message batches have a seq column")
+                            .as_primitive::<arrow_array::types::Int64Type>()
+                            .value(row);
+                        return Err(Error::new(
+                            ErrorKind::MalformedPayload,
+                            format!(
+                                "stream '{stream}' seq {seq}: the payload is not {} of the \
+                                 value's schema: {why} (mode 'failfast'; 'permissive' or \
+                                 'dropmalformed' keep reading)",
+                                self.spec.format.as_str()
+                            ),
+                        ));
+                    }
+                    self.malformed += 1;
+                    bad.push(true);
+                }
+            }
+        }
+        let (good_values, counts) = if good.is_empty() {
+            let none = new_null_array(&DataType::Struct(self.value_fields.clone()), 0);
+            (none.as_struct().clone(), None)
+        } else {
+            self.rows
+                .decode(&good)
+                .map_err(|why| Error::bad_input(format!("decoding payloads again: {why}")))?
+        };
+        match self.spec.on_malformed {
+            OnMalformed::DropMalformed => {
+                let kept = bad.iter().map(|b| !b).collect();
+                Ok((good_values, counts, Some(kept), None))
+            }
+            _ => {
+                // Null rows where payloads were bad; their bytes kept beside.
+                let nulls = new_null_array(&DataType::Struct(self.value_fields.clone()), 1);
+                let mut next = 0usize;
+                let mut indices = Vec::with_capacity(payloads.len());
+                let mut counts_all = counts.as_ref().map(|_| Vec::new());
+                let mut corrupt = BinaryBuilder::new();
+                let mut row_in_good = 0usize;
+                for (i, is_bad) in bad.iter().enumerate() {
+                    if *is_bad {
+                        indices.push((1, 0));
+                        corrupt.append_value(payloads[i]);
+                        if let Some(c) = &mut counts_all {
+                            c.push(1);
+                        }
+                    } else {
+                        let n = counts.as_ref().map_or(1, |c| c[row_in_good] as usize);
+                        for _ in 0..n {
+                            indices.push((0, next));
+                            next += 1;
+                            corrupt.append_null();
+                        }
+                        if let Some(c) = &mut counts_all {
+                            c.push(n as u32);
+                        }
+                        row_in_good += 1;
+                    }
+                }
+                let values = arrow_select::interleave::interleave(
+                    &[&good_values as &dyn Array, nulls.as_ref()],
+                    &indices,
+                )
+                .map_err(|e| Error::bad_input(e.to_string()))?;
+                // The corrupt column is per row of output; with multi-row payloads
+                // it is rebuilt per message below instead.
+                let corrupt = corrupt.finish();
+                Ok((values.as_struct().clone(), counts_all, None, Some(corrupt)))
+            }
+        }
+    }
+
+    fn assemble(
+        &self,
+        schema: SchemaRef,
+        messages: &RecordBatch,
+        values: StructArray,
+        corrupt: Option<BinaryArray>,
+    ) -> Result<RecordBatch> {
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+        let n = messages.num_rows();
+        for (f, column) in messages.schema().fields().iter().zip(messages.columns()) {
+            if f.name() != DATA {
+                columns.push(column.clone());
+                continue;
+            }
+            if self.spec.flatten {
+                columns.extend(values.columns().iter().cloned());
+            } else {
+                columns.push(Arc::new(values.clone()));
+            }
+            if self.spec.on_malformed == OnMalformed::Permissive {
+                columns.push(match &corrupt {
+                    Some(c) => Arc::new(c.clone()),
+                    None => new_null_array(&DataType::Binary, n),
+                });
+            }
+        }
+        RecordBatch::try_new(schema, columns).map_err(|e| {
+            Error::bad_input(format!(
+                "the decoded values do not fit the value schema: {e}"
+            ))
+        })
+    }
+}

@@ -1,0 +1,236 @@
+//! A batch of delivered messages as Arrow, with what is needed to acknowledge them:
+//! all at once, by row, by double ack, or through flow control.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow_array::RecordBatch;
+use async_nats::Subject;
+use bytes::Bytes;
+use futures::StreamExt;
+use tokio::time::Instant;
+
+use crate::arrow::builder::BatchBuilder;
+use crate::arrow::metadata::Delivered;
+use crate::connection::Connection;
+use crate::consume::durable::AckPolicy;
+use crate::consume::flow_control::FlowControl;
+use crate::error::{Error, Result};
+
+/// What an ack message says.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AckKind {
+    Ack,
+    Nak { delay: Option<Duration> },
+    InProgress,
+    Term { reason: Option<String> },
+}
+
+impl AckKind {
+    fn body(&self) -> Bytes {
+        match self {
+            AckKind::Ack => Bytes::from_static(b"+ACK"),
+            AckKind::InProgress => Bytes::from_static(b"+WPI"),
+            AckKind::Nak { delay: None } => Bytes::from_static(b"-NAK"),
+            AckKind::Nak { delay: Some(d) } => {
+                Bytes::from(format!("-NAK {{\"delay\": {}}}", d.as_nanos()))
+            }
+            AckKind::Term { reason: None } => Bytes::from_static(b"+TERM"),
+            AckKind::Term { reason: Some(r) } => Bytes::from(format!("+TERM {r}")),
+        }
+    }
+}
+
+/// Messages delivered by a consumer, with what is needed to acknowledge them.
+pub struct ConsumedBatch {
+    conn: Connection,
+    pub batch: RecordBatch,
+    replies: Vec<Subject>,
+    consumer_seqs: Vec<u64>,
+    /// (consumer seq, stream seq) of the last message, for flow-control release.
+    last: (u64, u64),
+    /// The consumer acks everything up to a message with one ack.
+    ack_all: bool,
+    /// Set for flow-control consumers, with the epoch the batch was delivered in: an
+    /// ack releases the batch to the next answer.
+    flow: Option<(Arc<FlowControl>, u64)>,
+}
+
+impl ConsumedBatch {
+    /// The batch of `delivered` messages, in delivery order.
+    /// Messages whose payloads were dropped as malformed (`dropmalformed`) are
+    /// terminated here, so they are not delivered again; a flow-control consumer
+    /// releases them with the batch. A payload that fails the batch (`failfast`)
+    /// leaves every message of it unacknowledged, to be delivered again.
+    pub(crate) async fn build(
+        conn: &Connection,
+        builder: &mut BatchBuilder,
+        delivered: Vec<Delivered>,
+        ack_policy: Option<AckPolicy>,
+        flow: Option<(Arc<FlowControl>, u64)>,
+    ) -> Result<Self> {
+        let mut replies = Vec::with_capacity(delivered.len());
+        let mut consumer_seqs = Vec::with_capacity(delivered.len());
+        let mut last = (0, 0);
+        for d in &delivered {
+            builder.append(&d.message, &d.meta);
+            replies.push(
+                d.message
+                    .reply
+                    .clone()
+                    .expect("deliveries have a reply subject"),
+            );
+            consumer_seqs.push(d.meta.consumer_seq);
+            if d.meta.consumer_seq > last.0 {
+                last = (d.meta.consumer_seq, d.meta.stream_seq);
+            }
+        }
+        let batch = builder.finish()?;
+        if let Some(origins) = builder.last_origins() {
+            let mut has_rows = vec![false; replies.len()];
+            for &o in origins {
+                has_rows[o as usize] = true;
+            }
+            if flow.is_none() {
+                let term = AckKind::Term {
+                    reason: Some("malformed payload (dropmalformed)".to_string()),
+                }
+                .body();
+                for (reply, _) in replies.iter().zip(&has_rows).filter(|(_, kept)| !**kept) {
+                    conn.client.publish(reply.clone(), term.clone()).await?;
+                }
+            }
+            // Rows acknowledge the message they came from.
+            replies = origins
+                .iter()
+                .map(|&o| replies[o as usize].clone())
+                .collect();
+            consumer_seqs = origins.iter().map(|&o| consumer_seqs[o as usize]).collect();
+        }
+        Ok(Self {
+            conn: conn.clone(),
+            batch,
+            replies,
+            consumer_seqs,
+            last,
+            ack_all: ack_policy == Some(AckPolicy::All),
+            flow,
+        })
+    }
+
+    /// The consumer sequence of the last message of the batch.
+    pub fn last_delivered(&self) -> u64 {
+        self.last.0
+    }
+
+    /// Flow-control consumers acknowledge cumulatively, through flow control only.
+    fn flow_only(&self, what: &str) -> Result<()> {
+        if self.flow.is_some() {
+            return Err(Error::bad_input(format!(
+                "{what} is not available on a flow-control consumer: it acknowledges \
+                 cumulatively, through ack() of whole batches"
+            )));
+        }
+        Ok(())
+    }
+    pub fn len(&self) -> usize {
+        self.replies.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.replies.is_empty()
+    }
+
+    /// The reply subjects the chosen rows are acknowledged on.
+    fn targets(&self, rows: Option<&[usize]>, kind: &AckKind) -> Result<Vec<Subject>> {
+        match rows {
+            None if self.ack_all && *kind == AckKind::Ack && !self.is_empty() => {
+                // One AckAll for the highest consumer sequence covers the batch.
+                let last = (0..self.len())
+                    .max_by_key(|&i| self.consumer_seqs[i])
+                    .expect("not empty");
+                Ok(vec![self.replies[last].clone()])
+            }
+            None => Ok(self.replies.clone()),
+            Some(rows) => rows
+                .iter()
+                .map(|&r| {
+                    self.replies.get(r).cloned().ok_or_else(|| {
+                        Error::bad_input(format!(
+                            "row {r} is out of range: the batch has {} rows",
+                            self.len()
+                        ))
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    /// Send `kind` for the chosen rows (all when None), pipelined, then flush.
+    pub async fn acknowledge(&self, rows: Option<&[usize]>, kind: AckKind) -> Result<()> {
+        if let Some((flow, epoch)) = &self.flow {
+            if kind != AckKind::Ack || rows.is_some() {
+                self.flow_only("acknowledging chosen rows, nak, term or in_progress")?;
+            }
+            return flow.release(*epoch, self.last.0, self.last.1).await;
+        }
+        let body = kind.body();
+        for reply in self.targets(rows, &kind)? {
+            self.conn.client.publish(reply, body.clone()).await?;
+        }
+        tokio::time::timeout(self.conn.request_timeout, self.conn.client.flush())
+            .await
+            .map_err(|_| Error::timeout("flushing acks: the server did not answer the flush"))?
+            .map_err(|e| Error::connection(format!("flushing acks: {e}")))?;
+        Ok(())
+    }
+
+    /// Double ack: each ack is sent as a request; unconfirmed ones are sent again
+    /// until the server confirmed all of them or `timeout` passed. A repeated ack
+    /// is a no-op on the server, so retrying is safe.
+    pub async fn ack_sync(&self, rows: Option<&[usize]>, timeout: Duration) -> Result<()> {
+        self.flow_only("a double ack (ack_sync)")?;
+        let targets = self.targets(rows, &AckKind::Ack)?;
+        if targets.is_empty() {
+            return Ok(());
+        }
+        let inbox = self.conn.client.new_inbox();
+        let mut sub = self.conn.client.subscribe(format!("{inbox}.*")).await?;
+        let deadline = Instant::now() + timeout;
+        let attempt_wait = (timeout / 4).max(Duration::from_millis(250));
+        let mut pending: HashMap<usize, Subject> = targets.into_iter().enumerate().collect();
+        let body = AckKind::Ack.body();
+        while !pending.is_empty() {
+            if Instant::now() >= deadline {
+                return Err(Error::timeout(format!(
+                    "double ack: {} acks not confirmed by the server within {timeout:?}",
+                    pending.len()
+                )));
+            }
+            for (token, reply) in &pending {
+                self.conn
+                    .client
+                    .publish_with_reply(reply.clone(), format!("{inbox}.{token}"), body.clone())
+                    .await?;
+            }
+            let round_end = (Instant::now() + attempt_wait).min(deadline);
+            while !pending.is_empty() {
+                match tokio::time::timeout_at(round_end, sub.next()).await {
+                    Ok(Some(m)) => {
+                        if m.status.is_some_and(|s| s.as_u16() == 503) {
+                            continue; // nobody took it: resend next round
+                        }
+                        if let Some(t) = m.subject.rsplit('.').next().and_then(|t| t.parse().ok()) {
+                            pending.remove(&t);
+                        }
+                    }
+                    Ok(None) => return Err(Error::connection("double ack: the connection closed")),
+                    Err(_) => break,
+                }
+            }
+        }
+        let _ = sub.unsubscribe().await;
+        Ok(())
+    }
+}
