@@ -134,15 +134,11 @@ def _ja_publish(p: dict[str, Any], encode: bool) -> tuple[int, int]:
 
 
 def _spark(p: dict[str, Any], valueformat: bool) -> tuple[int, int]:
-    from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
-    )
+    from cases import _spark as spark_session  # the harness's session: workers, registration
+
+    spark = spark_session()
     ddl = "event_id BIGINT, user STRING, kind STRING, amount DOUBLE, count INT, ok BOOLEAN, region STRING, note STRING"
 
     def query() -> Any:

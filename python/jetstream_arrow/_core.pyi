@@ -110,6 +110,10 @@ def value_schema(codec: Any) -> Any:
     """The Arrow schema (an Arrow PyCapsule schema) a jetstream_arrow.ValueCodec
     decodes values into: given, or derived from its Avro schema."""
 
+def encode_values(batch: Any, codec: Any) -> _ArrowBatch:
+    """`batch` with its value columns encoded by a jetstream_arrow.ValueCodec into a
+    `data` column, as a publish would send them."""
+
 def api_subject(verb: str, *tokens: str) -> str:
     """A JetStream API subject after the prefix: `verb` (an `API_*`), then `tokens`."""
 

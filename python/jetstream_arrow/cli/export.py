@@ -19,10 +19,12 @@ import pyarrow.parquet as pq
 
 from .._core import DEFAULT_READ_BATCH_ROWS
 from .._time import EPOCH, to_datetime
+from ..codec import ValueCodec
 from ..exceptions import BadInputError, NotFoundError
+from . import value_schema
 from .connection import add_connection_args, client_factory
 from .errors import CliError, UsageError
-from .json_rows import json_literals, json_rows, lines_buffer, parse_json_rows
+from .json_rows import json_literals, lines_buffer
 from .progress import Progress, add_output_args, human_count, human_duration, human_rate
 from .sources import FORMATS, guess_format
 
@@ -158,8 +160,10 @@ class _JsonlWriter:
         self._sink = sink
 
     def write(self, table: pa.Table) -> None:
-        if table.num_rows:
-            self._sink.write(memoryview(lines_buffer(json_rows(table))))
+        for batch in table.to_batches():
+            if batch.num_rows:
+                rows = value_schema.json_payloads(batch, batch.schema.names)
+                self._sink.write(memoryview(lines_buffer(rows)))
 
     def close(self) -> None:
         pass
@@ -225,12 +229,13 @@ def _text(data: pa.Array) -> pa.Array:
     return text
 
 
-def _shape(
-    batch: pa.RecordBatch, data_as: str, fmt: str, json_schema: list[pa.Schema | None]
-) -> pa.Table:
+def _shape(batch: pa.RecordBatch, data_as: str, fmt: str) -> pa.Table:
     table = pa.Table.from_batches([batch])
-    i = table.schema.get_field_index("data")
-    data = table.column("data").combine_chunks()
+    # With --data-as json the read decoded the payloads (see _value_codec): the
+    # value's fields are columns already.
+    if data_as in ("text", "base64"):
+        i = table.schema.get_field_index("data")
+        data = table.column("data").combine_chunks()
     if data_as == "text":
         table = table.set_column(i, "data", _text(data))
     elif data_as == "base64":
@@ -239,31 +244,26 @@ def _shape(
             for v in pc.cast(data, pa.binary()).to_pylist()
         ]
         table = table.set_column(i, "data", pa.array(encoded, pa.string()))
-    elif data_as == "json":
-        try:
-            fields = parse_json_rows(data, json_schema[0])
-        except (pa.ArrowInvalid, ValueError) as e:
-            raise CliError(
-                f"--data-as json: messages from seq {table.column('seq')[0]} on are not JSON "
-                f"objects with the columns of the first batch: {str(e).splitlines()[0]}. "
-                "Export with --data-as text instead"
-            ) from None
-        if json_schema[0] is None:
-            json_schema[0] = fields.schema
-        table = table.remove_column(i)
-        for name in fields.column_names:
-            if name in table.column_names:
-                raise CliError(
-                    f"--data-as json: the data has a field {name!r}, which is also a message "
-                    "column; choose columns with --columns"
-                )
-        for j, name in enumerate(fields.column_names):
-            table = table.add_column(i + j, name, fields.column(name))
+
     if fmt == "csv" and "headers" in table.column_names:
         # CSV has no maps: one JSON object per row, e.g. {"Nats-Msg-Id":["x"]}
         k = table.schema.get_field_index("headers")
         table = table.set_column(k, "headers", json_literals(table.column("headers")))
     return table
+
+
+def _payload_bytes(batch: pa.RecordBatch) -> int:
+    """The payload bytes of a batch (its decoded columns' when payloads were decoded)."""
+    if "data" in batch.schema.names:
+        return int(batch.column("data").nbytes)
+    return int(batch.nbytes)
+
+
+def _value_codec(info: Any) -> ValueCodec:
+    """How ``--data-as json`` decodes payloads: with the schema a load recorded in the
+    stream's metadata (the loaded table's own types), else one the core infers from
+    the first messages of the stream."""
+    return ValueCodec("json", schema=value_schema.recorded(info), flatten=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -298,6 +298,7 @@ def run(args: argparse.Namespace) -> int:
         last = args.end_seq or info.state.last_seq
         reader = client.read(
             args.stream,
+            codec=_value_codec(info) if data_as == "json" else None,
             start_seq=args.start_seq,
             end_seq=args.end_seq,
             subjects=subjects,
@@ -333,14 +334,13 @@ def _export(
 ) -> int:
     writer = _Writer(fmt, sink, args.compression)
     progress = Progress(f"export {args.stream}", enabled=args.progress)
-    json_schema: list[pa.Schema | None] = [None]
     rows = nbytes = 0
     span = max(last - first + 1, 1)
     try:
         for batch in reader:
             if batch.num_rows == 0:
                 continue
-            table = _shape(batch, data_as, fmt, json_schema)
+            table = _shape(batch, data_as, fmt)
             if columns:
                 missing = [c for c in columns if c not in table.column_names]
                 if missing:
@@ -351,13 +351,12 @@ def _export(
                 table = table.select(columns)
             writer.write(table)
             rows += batch.num_rows
-            nbytes += batch.column("data").nbytes
+            payload = _payload_bytes(batch)
+            nbytes += payload
             last_seq = batch.column("seq")[-1].as_py()
-            progress.update(
-                batch.num_rows, batch.column("data").nbytes, (last_seq - first + 1) / span
-            )
+            progress.update(batch.num_rows, payload, (last_seq - first + 1) / span)
         nothing = pa.RecordBatch.from_pylist([], schema=reader.schema)
-        empty = _shape(nothing, data_as, fmt, json_schema)
+        empty = _shape(nothing, data_as, fmt)
         if columns:
             empty = empty.select([c for c in columns if c in empty.column_names])
         writer.close(empty.schema)

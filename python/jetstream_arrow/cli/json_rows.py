@@ -1,12 +1,10 @@
-"""Rows of an Arrow batch as JSON objects, built column by column.
+"""JSON text for the export's files: one literal per value of a column (the
+``headers`` map of a CSV export, one object per row), and values as lines.
 
-``load`` publishes each row as one JSON object when there is no single data column,
-and ``export --format jsonl`` writes one per line. Both go through :func:`json_rows`,
-which builds the text with Arrow compute kernels a column at a time: numbers, booleans,
-strings, dates and times never become Python objects. Measured on one core for six
-mixed scalar columns: ~0.5 million rows/s, against ~75 thousand rows/s for
-``json.dumps`` per row. Nested columns (lists, structs, maps) and binary columns that
-are not UTF-8 fall back to ``json.dumps`` row by row for that column only.
+Row payloads are not built here: a load encodes rows as JSON in the native core
+(``value_schema.json_payloads``), and ``export --format jsonl`` writes its lines the
+same way. Literals are built with Arrow compute kernels a column at a time; nested
+columns fall back to ``json.dumps`` row by row for that column only.
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.json as pajson
 
 _ESCAPES = {"\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _CONTROL = "[\\x00-\\x1f]"
@@ -101,25 +98,6 @@ def json_literals(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     return pc.fill_null(out, "null")
 
 
-def json_rows(batch: pa.RecordBatch | pa.Table, columns: list[str] | None = None) -> pa.Array:
-    """One JSON object per row (``{"col": value, ...}``) as a utf8 array.
-
-    Every listed column appears in every object, ``null`` when the value is null.
-    """
-    names = batch.schema.names if columns is None else columns
-    if not names:
-        return pa.array(["{}"] * batch.num_rows, pa.string())
-    parts: list[Any] = []
-    for i, name in enumerate(names):
-        key = json.dumps(name, ensure_ascii=False)
-        parts.append(("{" if i == 0 else ",") + key + ":")
-        parts.append(json_literals(batch.column(name)))
-    parts.append("}")
-    if batch.num_rows == 0:
-        return pa.array([], pa.string())
-    return pc.binary_join_element_wise(*parts, "")
-
-
 def lines_buffer(values: pa.Array) -> pa.Buffer:
     """Every value followed by a newline, as one contiguous buffer (no Python per row)."""
     newline = pa.scalar(b"\n", pa.large_binary())
@@ -132,32 +110,3 @@ def lines_buffer(values: pa.Array) -> pa.Buffer:
     )
     start, end = offsets[0].as_py(), offsets[-1].as_py()
     return payload.slice(start, end - start)
-
-
-def parse_json_rows(data: pa.Array | pa.ChunkedArray, schema: pa.Schema | None = None) -> pa.Table:
-    """Parse a column of JSON objects (one per row) into columns.
-
-    ``schema`` (from an earlier call) keeps every batch of an export to the same
-    columns; a field it does not know raises ``pyarrow.ArrowInvalid``.
-    """
-    if isinstance(data, pa.ChunkedArray):
-        data = data.combine_chunks()
-    if len(data) == 0:
-        return (schema or pa.schema([])).empty_table()
-    if data.null_count:
-        raise ValueError("some messages have no data (null); they are not JSON objects")
-    text = lines_buffer(data)
-    parse = pajson.ParseOptions(
-        newlines_in_values=True,
-        explicit_schema=schema,
-        unexpected_field_behavior="error" if schema is not None else "infer",
-    )
-    # one block holds the whole batch: the rows of a batch are parsed as one table
-    read = pajson.ReadOptions(use_threads=True, block_size=max(1 << 20, text.size + 1))
-    table = pajson.read_json(pa.BufferReader(text), read_options=read, parse_options=parse)
-    if table.num_rows != len(data):
-        raise ValueError(
-            f"{len(data)} messages gave {table.num_rows} JSON rows: some data is not "
-            "exactly one JSON object"
-        )
-    return table

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from .._core import DEFAULT_ACK_TIMEOUT, DEFAULT_WINDOW
 from .._read_ahead import ReadAhead
 from ..exceptions import BadInputError, NotFoundError
+from . import value_schema
 from .connection import add_connection_args, client_factory
 from .errors import CliError, UsageError
 from .json_lines import JsonLinesFile, LineFields
@@ -196,6 +197,8 @@ class LoadFile:
     path: Path
     messages: Callable[[int], Messages]
     json_lines: JsonLinesFile | None = None
+    #: The schema of the columns encoded as JSON payloads (None: payloads as given).
+    value_schema: pa.Schema | None = None
 
 
 def _converted(file: InputFile, builder: MessageBuilder, batch_rows: int) -> Messages:
@@ -231,7 +234,13 @@ def _prepare(args: argparse.Namespace, progress: Progress) -> list[LoadFile]:
             headers_column=args.headers_column,
             msg_id_column=args.msg_id_column,
         )
-        prepared.append(LoadFile(f.path, functools.partial(_converted, f, builder)))
+        prepared.append(
+            LoadFile(
+                f.path,
+                functools.partial(_converted, f, builder),
+                value_schema=builder.value_schema,
+            )
+        )
     for lf in prepared:
         if lf.json_lines is not None:
             progress.update(label=f"checking {lf.path.name}")
@@ -286,6 +295,11 @@ def run(args: argparse.Namespace) -> int:
         info = _ensure_stream(client, args)
         if args.subject is not None:
             check_subject_in_stream(args.subject, info)
+        schemas = {f.value_schema for f in files}
+        if len(schemas) == 1 and None not in schemas:
+            # Every file's rows become JSON of the same columns: the stream keeps their
+            # schema, so an export gives back the same types.
+            value_schema.record(client, args.stream, schemas.pop())
         max_payload = client.server_info().get("max_payload")
         for f in files:
             if f.json_lines is not None and max_payload:

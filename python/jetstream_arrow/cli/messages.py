@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import CliError
-from .json_rows import json_rows
+from .value_schema import json_payloads
 
 HEADERS_TYPE = pa.map_(pa.string(), pa.list_(pa.string()))
 
@@ -116,6 +116,20 @@ class MessageBuilder:
         if self.data_column is None and not self.json_columns:
             raise CliError(f"{self.source}: no columns left to encode as JSON data")
 
+    @property
+    def value_schema(self) -> pa.Schema | None:
+        """The schema of the columns encoded as JSON (dictionaries as their values),
+        or None when a data column is published as it is."""
+        if self.data_column is not None:
+            return None
+        fields = [self.schema.field(n) for n in self.json_columns]
+        return pa.schema(
+            [
+                f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f
+                for f in fields
+            ]
+        )
+
     def __call__(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, int]:
         """The message batch and its payload size in bytes."""
         arrays: list[pa.Array] = []
@@ -126,7 +140,7 @@ class MessageBuilder:
         if self.data_column is not None:
             data = _data(batch.column(self.data_column))
         else:
-            data = json_rows(batch, self.json_columns)
+            data = json_payloads(batch, self.json_columns)
         arrays.append(data)
         fields.append("data")
         if self.headers_column is not None:

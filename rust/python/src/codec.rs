@@ -2,16 +2,17 @@
 //! the options are.
 
 use std::collections::HashMap;
-
 use std::sync::Arc;
 
 use arrow_schema::Schema;
-use jetstream_arrow_core::codec::{AvroFraming, CodecSpec, OnMalformed, ValueDecoder, ValueFormat};
+use jetstream_arrow_core::codec::{
+    AvroFraming, CodecSpec, OnMalformed, ValueDecoder, ValueEncoder, ValueFormat,
+};
 use jetstream_arrow_core::option_values::opt_count;
 use jetstream_arrow_core::read::{resolve_value_schema, ReadOptions};
 use jetstream_arrow_core::{Connection, Error};
 use pyo3::prelude::*;
-use pyo3_arrow::PySchema;
+use pyo3_arrow::{PyRecordBatch, PySchema};
 
 use crate::errors::GlueResult;
 use crate::runtime::wait;
@@ -99,4 +100,13 @@ pub fn value_schema(codec: &Bound<'_, PyAny>) -> GlueResult<PySchema> {
     Ok(PySchema::new(Arc::new(Schema::new(
         decoder.value_fields().clone(),
     ))))
+}
+
+/// `batch` with its value columns encoded by `codec` into a `data` column, as a
+/// publish would send them: for tools that need the payloads before publishing.
+#[pyfunction]
+pub fn encode_values(batch: PyRecordBatch, codec: &Bound<'_, PyAny>) -> GlueResult<PyRecordBatch> {
+    let spec = codec_spec(Some(codec))?.ok_or_else(|| Error::bad_input("no codec given"))?;
+    let encoded = ValueEncoder::new(&spec)?.encode(&batch.into_inner())?;
+    Ok(PyRecordBatch::new(encoded))
 }

@@ -95,5 +95,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(redact_servers, m)?)?;
     m.add_function(wrap_pyfunction!(api_subject, m)?)?;
     m.add_function(wrap_pyfunction!(crate::codec::value_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::codec::encode_values, m)?)?;
     Ok(())
 }

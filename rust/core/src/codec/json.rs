@@ -92,7 +92,9 @@ pub(super) struct JsonEncoder;
 impl RowsEncoder for JsonEncoder {
     fn encode(&mut self, values: &StructArray) -> Result<BinaryArray> {
         let field = Arc::new(Field::new_struct("", values.fields().clone(), false));
-        let options = EncoderOptions::default();
+        // Every field in every object, null ones as `null`: an object says what the
+        // row held, and a field null in every row is still there to be read back.
+        let options = EncoderOptions::default().with_explicit_nulls(true);
         let mut encoder = make_encoder(&field, values, &options)
             .map_err(|e| Error::bad_input(format!("encoding values as JSON: {e}")))?;
         let mut bytes = Vec::with_capacity(values.len() * 64);
