@@ -14,9 +14,33 @@ use tokio::time::Instant;
 use crate::arrow::builder::BatchBuilder;
 use crate::arrow::metadata::Delivered;
 use crate::connection::Connection;
-use crate::consume::durable::AckPolicy;
 use crate::consume::flow_control::FlowControl;
 use crate::error::{Error, Result};
+
+/// The consumer's ack policy, when the caller knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckPolicy {
+    None,
+    All,
+    Explicit,
+    /// Acknowledged through flow-control answers (push consumers only).
+    FlowControl,
+}
+
+impl AckPolicy {
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "none" => Ok(Self::None),
+            "all" => Ok(Self::All),
+            "explicit" => Ok(Self::Explicit),
+            "flow_control" => Ok(Self::FlowControl),
+            other => Err(Error::bad_input(format!(
+                "option 'ack_policy' must be 'none', 'all', 'explicit' or 'flow_control', got \
+                 {other:?}"
+            ))),
+        }
+    }
+}
 
 /// What an ack message says.
 #[derive(Debug, Clone, PartialEq)]

@@ -15,31 +15,6 @@ use crate::consume::pull::{fetch_once, FetchRequest, PullLoop, PullSettings};
 use crate::defaults;
 use crate::error::{Error, Result};
 
-/// The consumer's ack policy, when the caller knows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AckPolicy {
-    None,
-    All,
-    Explicit,
-    /// Acknowledged through flow-control answers (push consumers only).
-    FlowControl,
-}
-
-impl AckPolicy {
-    pub fn parse(s: &str) -> Result<Self> {
-        match s {
-            "none" => Ok(Self::None),
-            "all" => Ok(Self::All),
-            "explicit" => Ok(Self::Explicit),
-            "flow_control" => Ok(Self::FlowControl),
-            other => Err(Error::bad_input(format!(
-                "option 'ack_policy' must be 'none', 'all', 'explicit' or 'flow_control', got \
-                 {other:?}"
-            ))),
-        }
-    }
-}
-
 /// A durable pull consumer, by name.
 #[derive(Clone)]
 pub struct DurableConsumer {
@@ -188,4 +163,4 @@ impl MessageStream {
     }
 }
 
-pub use crate::consume::batch::{AckKind, ConsumedBatch};
+pub use crate::consume::batch::{AckKind, AckPolicy, ConsumedBatch};
