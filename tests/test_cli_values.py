@@ -4,6 +4,7 @@ stream's metadata; the export decodes with it."""
 
 from __future__ import annotations
 
+import json
 from datetime import date, datetime, timezone
 from decimal import Decimal
 
@@ -98,3 +99,28 @@ def test_an_export_without_a_recorded_schema_infers_one_from_a_sample(
     back = pq.read_table(out)
     assert back.column("a").to_pylist() == [1, 2, 3]
     assert back.column("c").to_pylist() == [None, None, [1.5]]
+
+
+def test_a_user_who_may_not_update_the_stream_still_loads(nats_server_factory, tmp_path, capsys):
+    # Publishing is allowed, updating the stream is not: the schema is not recorded,
+    # the load says so and stores every row.
+    permissions = {"publish": {"deny": ["$JS.API.STREAM.UPDATE.>"]}}
+    server = nats_server_factory(
+        "authorization { users = [ {user: admin, password: a}, "
+        f"{{user: loader, password: l, permissions: {json.dumps(permissions)}}} ] }}"
+    )
+    with ja.connect(server.url, user="admin", password="a") as client:
+        client.create_stream("KEPT", subjects=["kept.>"])
+    src = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"id": pa.array([1, 2], pa.int32())}), src)
+    run = cli(
+        capsys,
+        "load", str(src), "--stream", "KEPT", "--subject", "kept.in",
+        "--user", "loader", "--password", "l", "-s", server.url,
+    )  # fmt: skip
+    assert run.code == 0, run.err
+    assert "schema was not recorded" in run.err
+    with ja.connect(server.url, user="admin", password="a") as client:
+        info = client.stream_info("KEPT")
+        assert info.state.messages == 2
+        assert value_schema.recorded(info) is None

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from .._core import DEFAULT_ACK_TIMEOUT, DEFAULT_WINDOW
 from .._read_ahead import ReadAhead
-from ..exceptions import BadInputError, NotFoundError
+from ..exceptions import ApiError, AuthorizationError, BadInputError, NotFoundError
 from . import value_schema
 from .connection import add_connection_args, client_factory
 from .errors import CliError, UsageError
@@ -298,8 +298,17 @@ def run(args: argparse.Namespace) -> int:
         schemas = {f.value_schema for f in files}
         if len(schemas) == 1 and None not in schemas:
             # Every file's rows become JSON of the same columns: the stream keeps their
-            # schema, so an export gives back the same types.
-            value_schema.record(client, args.stream, schemas.pop())
+            # schema, so an export gives back the same types. A user who may publish
+            # but not update the stream still loads; the export then infers types.
+            try:
+                value_schema.record(client, args.stream, schemas.pop())
+            except (AuthorizationError, ApiError) as e:
+                print(
+                    f"warning: the table's schema was not recorded in stream "
+                    f"{args.stream}'s metadata ({e}); `export --data-as json` will infer "
+                    "the types from the messages",
+                    file=sys.stderr,
+                )
         max_payload = client.server_info().get("max_payload")
         for f in files:
             if f.json_lines is not None and max_payload:
