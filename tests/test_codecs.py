@@ -118,7 +118,7 @@ def test_a_bad_payload_fails_fast_naming_its_sequence_and_consumers_keep_it(
 
 
 def test_permissive_keeps_the_bytes_and_dropmalformed_terminates_the_message(
-    client: ja.Client, stream: str
+    client: ja.Client, stream: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     payloads = [json.dumps(r).encode() for r in rows(6)]
     payloads[1] = b"not json"
@@ -140,13 +140,16 @@ def test_permissive_keeps_the_bytes_and_dropmalformed_terminates_the_message(
     ]
 
     drop = ja.ValueCodec("json", schema=VALUE, on_malformed="dropmalformed")
-    dropped = client.read(stream, codec=drop).read_all()
+    with caplog.at_level("WARNING", logger="jetstream_arrow"):
+        dropped = client.read(stream, codec=drop).read_all()
     assert dropped.column("seq").to_pylist() == [1, 3, 4, 6]
+    assert "2 payloads did not decode as json and were left out" in caplog.text
 
     client.create_consumer(stream, durable_name="d", ack_policy="explicit", ack_wait=1)
     consumer = client.pull_consumer(stream, "d")
     batch = consumer.fetch(6, expires=5, codec=drop)
     assert pa.table(batch.data).column("seq").to_pylist() == [1, 3, 4, 6]
+    assert (len(batch), batch.malformed) == (4, 2)
     batch.ack()
     # The dropped ones were terminated: nothing comes again after the ack wait.
     later = consumer.fetch(6, expires=2)

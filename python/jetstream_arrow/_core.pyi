@@ -206,6 +206,9 @@ class Publisher:
 @final
 class ConsumedBatch:
     def batch(self) -> _ArrowBatch: ...
+    @property
+    def malformed(self) -> int:
+        """Payloads of this batch that did not decode (dropped, or kept as _corrupt_record)."""
     def __len__(self) -> int: ...
     def ack(self, rows: list[int] | None = None) -> None: ...
     def ack_sync(self, rows: list[int] | None = None, timeout: float = ...) -> None:
@@ -255,6 +258,9 @@ class ReadBatches:
     @property
     def resets(self) -> int:
         """How often the read recreated its consumer to get past a failure."""
+    @property
+    def malformed(self) -> int:
+        """Payloads that did not decode so far (dropped, or kept as _corrupt_record)."""
     def __iter__(self) -> ReadBatches: ...
     def __next__(self) -> _ArrowBatch: ...
     def close(self) -> None:

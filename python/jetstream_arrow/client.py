@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from . import _core
 from ._time import to_epoch_ns
-from .codec import ValueCodec
+from .codec import ValueCodec, report_malformed
 from .consumers import OrderedConsumer, PullConsumer, PushConsumer
 from .exceptions import BadInputError, JetStreamArrowError, PublishError
 from .management import ManagementMixin
@@ -288,13 +288,13 @@ class Client(ManagementMixin):
         With ``codec`` (a :class:`ValueCodec` or a format name), each payload is
         decoded into the struct column ``value`` in place of ``data``.
         """
-        native = self._native.read(
-            stream, ReadOptions.from_kwargs(options, **kwargs), ValueCodec.of(codec)
-        )
+        value_codec = ValueCodec.of(codec)
+        native = self._native.read(stream, ReadOptions.from_kwargs(options, **kwargs), value_codec)
         # Each batch is read natively with the GIL released. An error raised by the
         # native iterator keeps its class through pyarrow (an Arrow C stream would turn
         # it into text). Dropping the reader deletes the read's consumer on the server.
-        return pa.RecordBatchReader.from_batches(pa.schema(native.schema()), _read_batches(native))
+        batches = _read_batches(native, stream, value_codec)
+        return pa.RecordBatchReader.from_batches(pa.schema(native.schema()), batches)
 
     def ordered_consumer(
         self,
@@ -368,12 +368,15 @@ class Client(ManagementMixin):
         return PullConsumer(self._native.pull_consumer(stream, name, ack_policy=ack_policy))
 
 
-def _read_batches(native: _core.ReadBatches) -> Iterator[pa.RecordBatch]:
+def _read_batches(
+    native: _core.ReadBatches, stream: str, codec: ValueCodec | None
+) -> Iterator[pa.RecordBatch]:
     # Closing the pyarrow reader drops this generator, and so closes the native read.
     try:
         for batch in native:
             yield pa.record_batch(batch)
     finally:
+        report_malformed(stream, codec, native.malformed)
         native.close()
 
 

@@ -4,6 +4,7 @@ them. The decoding and encoding run in the native core, batch by batch."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -11,6 +12,8 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from .exceptions import BadInputError
+
+_log = logging.getLogger("jetstream_arrow")
 
 ValueFormat = Literal["json", "avro", "arrow"]
 OnMalformed = Literal["failfast", "permissive", "dropmalformed"]
@@ -75,3 +78,21 @@ class ValueCodec:
         raise BadInputError(
             f"option 'codec' must be a ValueCodec or a format name, got {type(codec).__name__}"
         )
+
+
+def report_malformed(stream: str, codec: ValueCodec | None, count: int) -> None:
+    """Say, as a warning on logger ``jetstream_arrow``, how many payloads of a read of
+    ``stream`` did not decode (mode ``dropmalformed`` left them out; ``permissive``
+    kept their bytes in ``_corrupt_record``)."""
+    if codec is None or count == 0:
+        return
+    mode = codec.on_malformed or "failfast"
+    what = "left out" if mode == "dropmalformed" else "kept as _corrupt_record"
+    _log.warning(
+        "stream %r: %d payloads did not decode as %s and were %s (mode %r)",
+        stream,
+        count,
+        codec.format,
+        what,
+        mode,
+    )

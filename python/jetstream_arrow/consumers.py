@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from . import _core
-from .codec import ValueCodec
+from .codec import ValueCodec, report_malformed
 from .options import ConsumeOptions
 
 
@@ -33,6 +33,13 @@ class ConsumedBatch:
 
     def __len__(self) -> int:
         return len(self._native)
+
+    @property
+    def malformed(self) -> int:
+        """Payloads of this batch that did not decode (a codec's ``on_malformed``):
+        left out and terminated (``dropmalformed``), or kept as ``_corrupt_record``
+        (``permissive``)."""
+        return self._native.malformed
 
     def ack(self, rows: Sequence[int] | None = None) -> None:
         """Acknowledge (one AckAll for the whole batch where the policy allows)."""
@@ -235,12 +242,15 @@ class OrderedConsumer:
             include_headers=include_headers,
             **self._config,
         )
-        return _batches(stream)
+        return _batches(stream, self.stream, self._config.get("codec"))
 
 
-def _batches(stream: _core.ReadBatches) -> Iterator[pa.RecordBatch]:
+def _batches(
+    stream: _core.ReadBatches, name: str, codec: ValueCodec | None
+) -> Iterator[pa.RecordBatch]:
     try:
         for batch in stream:
             yield pa.record_batch(batch)
     finally:
+        report_malformed(name, codec, stream.malformed)
         stream.close()

@@ -131,6 +131,13 @@ impl ConsumedBatch {
         PyRecordBatch::new(self.inner.batch.clone())
     }
 
+    /// Payloads of this batch that did not decode: dropped (`dropmalformed`, and
+    /// terminated) or kept as `_corrupt_record` (`permissive`).
+    #[getter]
+    fn malformed(&self) -> u64 {
+        self.inner.malformed
+    }
+
     fn __len__(&self) -> usize {
         self.inner.len()
     }

@@ -5,6 +5,7 @@
 //! pyarrow passes it through unchanged (an Arrow C stream would turn it into text).
 //! Closing or dropping the iterator deletes the read's consumer on the server.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use arrow_array::RecordBatch;
@@ -48,12 +49,21 @@ impl Batches {
             Self::Follow(stream) => stream.resets(),
         }
     }
+
+    fn malformed(&self) -> u64 {
+        match self {
+            Self::Range(reader) => reader.malformed(),
+            Self::Follow(stream) => stream.malformed(),
+        }
+    }
 }
 
 #[pyclass(module = "jetstream_arrow._core", frozen)]
 pub struct ReadBatches {
     inner: Mutex<Option<Batches>>,
     schema: SchemaRef,
+    /// Payloads that did not decode, as of the last batch (kept after the end).
+    malformed: AtomicU64,
 }
 
 impl ReadBatches {
@@ -61,6 +71,7 @@ impl ReadBatches {
         Self {
             inner: Mutex::new(Some(batches)),
             schema,
+            malformed: AtomicU64::new(0),
         }
     }
 }
@@ -81,6 +92,14 @@ impl ReadBatches {
             let next = reader.next_batch().await;
             (reader, next)
         })?;
+        if let Some(batches) = self
+            .inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            self.malformed.store(batches.malformed(), Ordering::Relaxed);
+        }
         match next.flatten() {
             Some(batch) => Ok(PyRecordBatch::new(batch)),
             None => {
@@ -98,6 +117,13 @@ impl ReadBatches {
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
             .map_or(0, Batches::resets)
+    }
+
+    /// Payloads that did not decode so far: dropped (`dropmalformed`) or kept as
+    /// `_corrupt_record` (`permissive`).
+    #[getter]
+    fn malformed(&self) -> u64 {
+        self.malformed.load(Ordering::Relaxed)
     }
 
     /// Stop reading and delete the read's consumer.

@@ -79,6 +79,9 @@ pub struct ConsumedBatch {
     /// Set for flow-control consumers, with the epoch the batch was delivered in: an
     /// ack releases the batch to the next answer.
     flow: Option<(Arc<FlowControl>, u64)>,
+    /// Payloads of this batch that did not decode (dropped, or kept as
+    /// `_corrupt_record`).
+    pub malformed: u64,
 }
 
 impl ConsumedBatch {
@@ -110,7 +113,9 @@ impl ConsumedBatch {
                 last = (d.meta.consumer_seq, d.meta.stream_seq);
             }
         }
+        let malformed_before = builder.malformed();
         let batch = builder.finish()?;
+        let malformed = builder.malformed() - malformed_before;
         if let Some(origins) = builder.last_origins() {
             let mut has_rows = vec![false; replies.len()];
             for &o in origins {
@@ -140,6 +145,7 @@ impl ConsumedBatch {
             last,
             ack_all: ack_policy == Some(AckPolicy::All),
             flow,
+            malformed,
         })
     }
 

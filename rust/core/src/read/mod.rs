@@ -463,6 +463,11 @@ impl StreamReader {
     }
 
     /// How often the read recreated its consumer to get past a failure.
+    /// Payloads that did not decode so far (dropped, or kept as `_corrupt_record`).
+    pub fn malformed(&self) -> u64 {
+        self.builder.malformed()
+    }
+
     pub fn resets(&self) -> u32 {
         self.earlier_resets
             + match &self.source {
@@ -602,6 +607,11 @@ impl OrderedStream {
 
     pub fn resets(&self) -> u32 {
         self.ordered.resets
+    }
+
+    /// Payloads that did not decode so far (dropped, or kept as `_corrupt_record`).
+    pub fn malformed(&self) -> u64 {
+        self.builder.malformed()
     }
 
     pub async fn close(&mut self) {
