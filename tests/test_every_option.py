@@ -3096,6 +3096,26 @@ def _push_codec(ctx: Ctx) -> None:
     assert _ids(got.data)[0] == 0
 
 
+def _probe_descriptor() -> str:
+    """A descriptor set of ``message probe.V { int32 id = 1; }``, built with protobuf's
+    own descriptor messages (no protoc needed), written once to a file."""
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"probe-{os.getpid()}.desc"
+    if not path.exists():
+        from google.protobuf import descriptor_pb2
+
+        file = descriptor_pb2.FileDescriptorProto(name="probe.proto", package="probe")
+        file.syntax = "proto3"
+        message = file.message_type.add(name="V")
+        message.field.add(
+            name="id",
+            number=1,
+            type=descriptor_pb2.FieldDescriptorProto.TYPE_INT32,
+            label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
+        )
+        path.write_bytes(descriptor_pb2.FileDescriptorSet(file=[file]).SerializeToString())
+    return str(path)
+
+
 def _spark_value_probes() -> None:
     id_int = (
         '{"type":"struct","fields":[{"name":"id","type":"integer","nullable":true,"metadata":{}}]}'
@@ -3147,6 +3167,18 @@ def _spark_value_probes() -> None:
             )
             assert _ids(got) == [5]
 
+        def protobuf_(ctx: Ctx, table_of: Any = table_of) -> None:
+            name = _json_stream(ctx, [b"\x08\x05"])
+            got = table_of(
+                ctx,
+                stream=name,
+                valueFormat="protobuf",
+                valueSchema="probe.V",
+                protobufDescriptorFile=_probe_descriptor(),
+            )
+            assert _ids(got) == [5]
+
+        _register(entry, "protobufDescriptorFile", "effect", protobuf_)
         _register(entry, "valueFormat", "effect", format_)
         _register(entry, "valueSchema", "effect", schema_)
         _register(entry, "mode", "effect", mode_)
@@ -3184,11 +3216,25 @@ def _write_avro(ctx: Ctx) -> None:
     assert payloads == [b"\x00\x00\x00\x00\x0b\x02", b"\x00\x00\x00\x00\x0b\x04"]
 
 
+@effect(("df.write", "protobufDescriptorFile"))
+def _write_protobuf(ctx: Ctx) -> None:
+    name = ctx.stream()
+    spark_write(
+        ctx,
+        _value_rows(name),
+        valueFormat="protobuf",
+        valueSchema="probe.V",
+        protobufDescriptorFile=_probe_descriptor(),
+    )
+    # Field 1 as a varint: the tag byte 0x08, then the value.
+    assert ctx.rows(name).column("data").to_pylist() == [b"\x08\x01", b"\x08\x02"]
+
+
 def _stream_write_value_delegated(option: str, value: Any) -> None:
     def run(ctx: Ctx) -> None:
         # A streaming write's task encodes like a batch write's: the same parsed options.
         rows = _value_rows("probe")
-        given = {"valueFormat": "avro", option: value}
+        given = {"valueFormat": "avro", option: value() if callable(value) else value}
         batch = _source(ctx, **given).writer(_write_schema(rows), False)
         stream = stream_writer(ctx, rows, **given)
         assert stream.opts == dataclasses.replace(batch.opts, write_id=stream.opts.write_id)
@@ -3201,6 +3247,7 @@ _stream_write_value_delegated("valueFormat", "avro")
 _stream_write_value_delegated("valueSchema", json.dumps(_VALUE_AVRO))
 _stream_write_value_delegated("avroFraming", "single-object")
 _stream_write_value_delegated("avroSchemaId", 4)
+_stream_write_value_delegated("protobufDescriptorFile", _probe_descriptor)
 
 
 def _map_in_arrow_value_probes() -> None:
@@ -3214,19 +3261,33 @@ def _map_in_arrow_value_probes() -> None:
         "avro_framing": "confluent",
         "avro_schemas_by_id": json.dumps({"1": _VALUE_AVRO}),
         "avro_schema_id": 1,
+        "protobuf_descriptor_file": _probe_descriptor,
     }
     for name, make, specs, fields in (
         (
             "read_fn",
             read_fn,
             READ_SPECS,
-            ("value_format", "value_schema", "on_malformed", "avro_framing", "avro_schemas_by_id"),
+            (
+                "value_format",
+                "value_schema",
+                "on_malformed",
+                "avro_framing",
+                "avro_schemas_by_id",
+                "protobuf_descriptor_file",
+            ),
         ),
         (
             "publish_fn",
             publish_fn,
             WRITE_SPECS,
-            ("value_format", "value_schema", "avro_framing", "avro_schema_id"),
+            (
+                "value_format",
+                "value_schema",
+                "avro_framing",
+                "avro_schema_id",
+                "protobuf_descriptor_file",
+            ),
         ),
     ):
         for python in fields:
@@ -3235,12 +3296,14 @@ def _map_in_arrow_value_probes() -> None:
             def run(ctx: Ctx, make: Callable[..., Any] = make, python: str = python) -> None:
                 # The helper holds the options the data source would: its tasks read
                 # and write through the same read_range and publish_batches.
+                want = values[python]
+                want = want() if callable(want) else want
                 given = {"value_format": "avro", "value_schema": values["value_schema"]}
-                given[python] = values[python]
+                given[python] = want
                 if given.get("avro_framing") == "confluent" and make is read_fn:
                     given["avro_schemas_by_id"] = values["avro_schemas_by_id"]
                 opts = _closure_opts(make(servers=ctx.url, **given))
-                assert getattr(opts, python) == values[python]
+                assert getattr(opts, python) == want
 
             _register(f"spark.functions.{name}", python, "delegated", run)
 

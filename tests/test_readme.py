@@ -118,6 +118,9 @@ def test_the_facade_defaults_are_the_cores() -> None:
     assert ConnectOptions().max_reconnects == _core.DEFAULT_MAX_RECONNECTS
     assert f"default {_core.DEFAULT_ROWS_PER_RESULT:,}" in guide("publishing.md")
     assert f"`ack_sync(timeout={_core.DEFAULT_ACK_SYNC_TIMEOUT})`" in guide("consumers.md")
+    sample = f"{_core.DEFAULT_VALUE_SAMPLE_ROWS:,}"
+    assert f"(default {sample})" in guide("payloads.md")
+    assert f"its first {sample} messages" in guide("cli.md")
 
 
 def test_the_direct_read_threshold_in_the_text_is_the_cores() -> None:

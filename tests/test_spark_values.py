@@ -22,6 +22,7 @@ from conftest_spark import (
     run_available_now,
     spark,
 )
+from proto_compile import compile_proto
 
 pytestmark = pytest.mark.spark
 __all__ = ["spark"]
@@ -135,6 +136,54 @@ def test_a_dataframe_written_as_avro_reads_back_and_fastavro_reads_it(
 
     back = read_df(spark, url, name, valueFormat="avro", valueSchema=json.dumps(avro))
     assert sorted(r.id for r in back.select("value.id").collect()) == list(range(300))
+
+
+READING_PROTO = """
+syntax = "proto3";
+package iot;
+message Reading {
+  string device = 1;
+  double temp = 2;
+  int64 at = 3;
+  repeated string tags = 4;
+}
+"""
+
+
+def test_a_dataframe_written_as_protobuf_parses_in_the_runtime_and_reads_back(
+    spark: Any, shared_nats_server: Any, unique_name: Any, tmp_path: Any
+) -> None:
+    descriptor, pb = compile_proto(tmp_path, "reading", READING_PROTO)
+    url, name = shared_nats_server.url, unique_name("VP")
+    make_stream(url, name)
+    df = spark.range(120).selectExpr(
+        f"'{name}.r' AS subject",
+        "concat('d', id % 4) AS device",
+        "CAST(id AS DOUBLE) / 8 AS temp",
+        "id * 1000000000000 AS at",
+        "array('a', concat('t', id)) AS tags",
+    )
+    proto_options = {
+        "valueFormat": "protobuf",
+        "valueSchema": "iot.Reading",
+        "protobufDescriptorFile": str(descriptor),
+    }
+    df.write.format("jetstream").mode("append").option("servers", url).options(
+        **proto_options
+    ).save()
+    with ja.connect(url) as client:
+        payloads = client.read(name).read_all().column("data").to_pylist()
+    parsed = sorted((pb.Reading.FromString(p) for p in payloads), key=lambda r: r.at)
+    assert [(r.device, r.temp, r.at, list(r.tags)) for r in parsed] == [
+        (f"d{i % 4}", i / 8, i * 10**12, ["a", f"t{i}"]) for i in range(120)
+    ]
+
+    back = read_df(spark, url, name, **proto_options)
+    got = sorted(back.select("value.at", "value.device").collect())
+    assert got == sorted((i * 10**12, f"d{i % 4}") for i in range(120))
+    with pytest.raises(SPARK_ERRORS) as missing:
+        read_df(spark, url, name, valueFormat="protobuf", valueSchema="iot.Reading").collect()
+    assert "protobufDescriptorFile" in error_text(missing)
 
 
 def test_a_json_write_then_a_streaming_read_with_the_schema(

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pyarrow as pa
 
+from . import _core
 from .exceptions import BadInputError
 
 _log = logging.getLogger("jetstream_arrow")
 
-ValueFormat = Literal["json", "avro", "arrow"]
+ValueFormat = Literal["json", "avro", "arrow", "protobuf"]
 OnMalformed = Literal["failfast", "permissive", "dropmalformed"]
 AvroFraming = Literal["raw", "single-object", "confluent"]
 
@@ -26,7 +28,9 @@ class ValueCodec:
 
     - ``format``: ``"json"`` (one JSON object per message), ``"avro"`` (one Avro
       record: ``avro_framing`` ``"raw"``, ``"single-object"`` or ``"confluent"``) or
-      ``"arrow"`` (an Arrow IPC stream per message, of any number of rows).
+      ``"arrow"`` (an Arrow IPC stream per message, of any number of rows) or
+      ``"protobuf"`` (one message of type ``protobuf_message``, described by
+      ``protobuf_descriptor``).
     - ``schema``: the value's Arrow schema (anything with ``__arrow_c_schema__``).
       Without one, a read infers a JSON or Arrow schema from the first
       ``sample_rows`` messages it would read (a consumer: from the stream's first);
@@ -40,6 +44,11 @@ class ValueCodec:
     - Avro: ``avro_schema`` (JSON text or a dict) the values are read as and written
       with; with Confluent framing, the writers' schemas by id
       (``avro_schemas_by_id``) and the id a publish writes (``avro_schema_id``).
+    - Protobuf: ``protobuf_descriptor``, a ``FileDescriptorSet`` (bytes, or the path
+      of the file ``protoc --include_imports --descriptor_set_out=FILE`` writes), and
+      ``protobuf_message``, the message's full name (``package.Message``). The value's
+      fields are the message's, under their ``.proto`` names; enums read as their
+      value names, ``bytes`` as binary, ``map<K, V>`` as a map.
     """
 
     format: ValueFormat
@@ -50,11 +59,22 @@ class ValueCodec:
     avro_framing: AvroFraming | None = None
     avro_schemas_by_id: Mapping[int, str | Mapping[str, Any]] | None = field(default=None)
     avro_schema_id: int | None = None
+    protobuf_descriptor: bytes | str | os.PathLike[str] | None = None
+    protobuf_message: str | None = None
     sample_rows: int | None = None
 
     def __post_init__(self) -> None:
         if self.schema is not None and not isinstance(self.schema, pa.Schema):
             object.__setattr__(self, "schema", pa.schema(self.schema))
+        if isinstance(self.protobuf_descriptor, (str, os.PathLike)):
+            path = os.fspath(self.protobuf_descriptor)
+            try:
+                with open(path, "rb") as f:
+                    object.__setattr__(self, "protobuf_descriptor", f.read())
+            except OSError as e:
+                raise BadInputError(
+                    f"option 'protobuf_descriptor': cannot read the descriptor set {path!r}: {e}"
+                ) from e
         if isinstance(self.avro_schema, Mapping):
             object.__setattr__(self, "avro_schema", json.dumps(self.avro_schema))
         if self.avro_schemas_by_id is not None:
@@ -66,6 +86,12 @@ class ValueCodec:
                     for k, v in self.avro_schemas_by_id.items()
                 },
             )
+
+    def value_schema(self) -> pa.Schema:
+        """The Arrow schema values decode into: ``schema`` if given, else the one the
+        Avro schema or the Protobuf message describes (JSON and Arrow values without
+        a schema have theirs inferred by the read)."""
+        return pa.schema(_core.value_schema(self))
 
     @classmethod
     def of(cls, codec: ValueCodec | str | None) -> ValueCodec | None:

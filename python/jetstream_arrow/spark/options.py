@@ -286,6 +286,19 @@ def _connect_options(values: dict[str, Any]) -> ConnectOptions:
         raise BadInputError(f"{err} (Spark option names: {_spark_names_in(str(err))})") from None
 
 
+def _descriptor_set(path: str | None) -> bytes | None:
+    """The bytes of option ``protobufDescriptorFile``, or a clear error."""
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as err:
+        raise BadInputError(
+            f"option 'protobufDescriptorFile': cannot read the descriptor set {path!r}: {err}"
+        ) from None
+
+
 def _spark_names_in(message: str) -> str:
     names = [s.spark for s in CONNECT_SPECS if f"'{s.python}'" in message]
     return ", ".join(names) or "see the option table"
@@ -320,6 +333,10 @@ class ReadOptions:
     on_malformed: str = _READ_DEFAULTS["on_malformed"]
     avro_framing: str = _READ_DEFAULTS["avro_framing"]
     avro_schemas_by_id: str | None = None
+    protobuf_descriptor_file: str | None = None
+    # The file's bytes, read where the options are parsed (the driver), so tasks on
+    # other machines need no copy of it.
+    protobuf_descriptor: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -342,6 +359,9 @@ class WriteOptions:
     value_schema: str | None = None
     avro_framing: str = _WRITE_DEFAULTS["avro_framing"]
     avro_schema_id: int | None = None
+    protobuf_descriptor_file: str | None = None
+    # Read on the driver, as for reads.
+    protobuf_descriptor: bytes | None = None
 
     def publisher_kwargs(self) -> dict[str, Any]:
         """The :class:`jetstream_arrow.PublishOptions` fields these options set."""
@@ -428,6 +448,7 @@ def parse_read_options(
         and values["end_time"] <= values["start_time"]
     ):
         raise BadInputError("option 'endingTime' must be after 'startingTime'")
+    values["protobuf_descriptor"] = _descriptor_set(values["protobuf_descriptor_file"])
     return ReadOptions(connect=connect, stream=stream or "", **values)
 
 
@@ -479,4 +500,5 @@ def parse_write_options(options: Mapping[str, Any], *, queries: str = "batch") -
     write_id = values.pop("write_id") or ("" if queries == "stream" else uuid.uuid4().hex)
     if any(c.isspace() for c in write_id):
         raise BadInputError(f"option 'writeId' may not contain whitespace, got {write_id!r}")
+    values["protobuf_descriptor"] = _descriptor_set(values["protobuf_descriptor_file"])
     return WriteOptions(connect=connect, write_id=write_id, **values)

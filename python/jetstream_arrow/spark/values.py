@@ -7,7 +7,7 @@ by their names and types, and either one struct column ``value`` or the value's
 fields as columns (flattened). Without either, a JSON or Arrow value schema comes from
 ``valueSchema`` (a Spark schema as JSON) or is inferred from the stream's first
 messages (the core samples them) when the query is planned; an Avro one is derived
-from the Avro schema.
+from the Avro schema, a Protobuf one from the message's descriptor.
 """
 
 from __future__ import annotations
@@ -43,16 +43,42 @@ def _avro_schemas_by_id(text: str | None) -> dict[int, str] | None:
         ) from None
 
 
+def _format_options(opts: ReadOptions | WriteOptions) -> dict[str, object]:
+    """What ``valueSchema`` and the format's own options mean for the codec: the Avro
+    schema, or the Protobuf message's name and descriptor set."""
+    if opts.value_format == "avro":
+        return {"avro_schema": opts.value_schema, "avro_framing": opts.avro_framing}
+    if opts.value_format == "protobuf":
+        if opts.value_schema is None or opts.protobuf_descriptor is None:
+            raise BadInputError(
+                "option 'valueFormat' protobuf needs options 'valueSchema' (the message's "
+                "full name, package.Message) and 'protobufDescriptorFile' (a descriptor "
+                "set: protoc --include_imports --descriptor_set_out=FILE)"
+            )
+        return {
+            "protobuf_message": opts.value_schema,
+            "protobuf_descriptor": opts.protobuf_descriptor,
+        }
+    return {}
+
+
+def _carries_schema(opts: ReadOptions) -> bool:
+    """Whether the format's schema comes with its options (Avro, Protobuf), not from
+    the Arrow schema Spark expects."""
+    return opts.value_format in ("avro", "protobuf")
+
+
 def _read_codec(opts: ReadOptions, schema: pa.Schema | None, flatten: bool) -> ValueCodec:
-    avro = opts.value_format == "avro"
+    carries = _carries_schema(opts)
     return ValueCodec(
         format=opts.value_format,  # type: ignore[arg-type]
-        schema=None if avro else schema,
+        schema=None if carries else schema,
         on_malformed=opts.on_malformed,  # type: ignore[arg-type]
         flatten=flatten,
-        avro_schema=opts.value_schema if avro else None,
-        avro_framing=opts.avro_framing,  # type: ignore[arg-type]
-        avro_schemas_by_id=_avro_schemas_by_id(opts.avro_schemas_by_id) if avro else None,
+        avro_schemas_by_id=(
+            _avro_schemas_by_id(opts.avro_schemas_by_id) if opts.value_format == "avro" else None
+        ),
+        **_format_options(opts),  # type: ignore[arg-type]
     )
 
 
@@ -64,7 +90,7 @@ def _from_arrow(schema: pa.Schema) -> StructType:
 
 def value_struct(opts: ReadOptions) -> StructType:
     """The Spark type of the value: from ``valueSchema``, or inferred (driver side)."""
-    if opts.value_format == "avro":
+    if _carries_schema(opts):
         return _from_arrow(pa.schema(_core.value_schema(_read_codec(opts, None, False))))
     if opts.value_schema is not None:
         # A data source's schema is asked for in a Python worker, where Spark's DDL
@@ -148,10 +174,8 @@ def write_codec(opts: WriteOptions) -> ValueCodec | None:
     """The codec a write task encodes with."""
     if opts.value_format is None:
         return None
-    avro = opts.value_format == "avro"
     return ValueCodec(
         format=opts.value_format,  # type: ignore[arg-type]
-        avro_schema=opts.value_schema if avro else None,
-        avro_framing=opts.avro_framing if avro else None,  # type: ignore[arg-type]
         avro_schema_id=opts.avro_schema_id,
+        **_format_options(opts),  # type: ignore[arg-type]
     )

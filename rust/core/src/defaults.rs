@@ -49,6 +49,9 @@ pub const ROWS_PER_RESULT: usize = 1_000_000;
 pub const ON_MALFORMED: &str = "failfast";
 /// Messages sampled from the stream to infer a JSON value schema when none is given.
 pub const VALUE_SAMPLE_ROWS: usize = 1_000;
+/// How each Avro payload is framed: "raw" (the datum alone), "single-object" or
+/// "confluent".
+pub const AVRO_FRAMING: &str = "raw";
 
 // -- reading a range ----------------------------------------------------------------
 pub const READ_BATCH_ROWS: usize = 65_536;
@@ -121,6 +124,7 @@ pub const EXPORTED: &[(&str, Exported)] = &[
     ("PUBLISH_MODE", Exported::Str(PUBLISH_MODE)),
     ("ON_MALFORMED", Exported::Str(ON_MALFORMED)),
     ("VALUE_SAMPLE_ROWS", Exported::Int(VALUE_SAMPLE_ROWS as i64)),
+    ("AVRO_FRAMING", Exported::Str(AVRO_FRAMING)),
     ("READ_BATCH_ROWS", Exported::Int(READ_BATCH_ROWS as i64)),
     ("READ_MAX_BYTES", Exported::Int(READ_MAX_BYTES as i64)),
     ("HEARTBEAT", Exported::Seconds(HEARTBEAT)),

@@ -36,6 +36,10 @@ struct CodecArgs {
     #[pyo3(attribute)]
     avro_schema_id: Option<i128>,
     #[pyo3(attribute)]
+    protobuf_descriptor: Option<Vec<u8>>,
+    #[pyo3(attribute)]
+    protobuf_message: Option<String>,
+    #[pyo3(attribute)]
     sample_rows: Option<i128>,
 }
 
@@ -63,6 +67,8 @@ pub fn codec_spec(codec: Option<&Bound<'_, PyAny>>) -> GlueResult<Option<CodecSp
     }
     spec.avro_schemas_by_id.sort();
     spec.avro_schema_id = opt_count(a.avro_schema_id, "avro_schema_id")?;
+    spec.protobuf_descriptor = a.protobuf_descriptor;
+    spec.protobuf_message = a.protobuf_message;
     if let Some(n) = opt_count(a.sample_rows, "sample_rows")? {
         spec.sample_rows = n;
     }
@@ -92,7 +98,7 @@ pub fn consumer_codec_spec(
 }
 
 /// The Arrow schema `codec` decodes values into (given, or derived from its Avro
-/// schema), without reading: for planners that declare a read's schema first.
+/// schema or Protobuf descriptor), without reading: for planners that declare a read's schema first.
 #[pyfunction]
 pub fn value_schema(codec: &Bound<'_, PyAny>) -> GlueResult<PySchema> {
     let spec = codec_spec(Some(codec))?.ok_or_else(|| Error::bad_input("no codec given"))?;

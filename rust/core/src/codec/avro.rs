@@ -108,7 +108,7 @@ impl AvroRows {
         Ok(())
     }
 
-    fn try_decode(&mut self, payloads: &[&[u8]]) -> Result<StructArray, String> {
+    fn decode_rows(&mut self, payloads: &[&[u8]]) -> Result<StructArray, String> {
         let mut parts = Vec::new();
         let mut scratch = std::mem::take(&mut self.framed);
         for payload in payloads {
@@ -160,16 +160,17 @@ impl RowsDecoder for AvroRows {
         self.schema.fields().clone()
     }
 
-    fn decode(&mut self, payloads: &[&[u8]]) -> Result<(StructArray, Option<Vec<u32>>), String> {
-        match self.try_decode(payloads) {
-            Ok(values) => Ok((values, None)),
-            Err(why) => {
-                // A decoder that failed part way may wait for the rest of a body.
-                self.decoder = Self::build(&self.store, &self.reader, self.batch_rows)
-                    .map_err(|e| e.to_string())?;
-                Err(why)
-            }
-        }
+    fn try_decode(
+        &mut self,
+        payloads: &[&[u8]],
+    ) -> Result<(StructArray, Option<Vec<u32>>), String> {
+        Ok((self.decode_rows(payloads)?, None))
+    }
+
+    fn reset(&mut self) -> Result<(), String> {
+        self.decoder =
+            Self::build(&self.store, &self.reader, self.batch_rows).map_err(|e| e.to_string())?;
+        Ok(())
     }
 }
 

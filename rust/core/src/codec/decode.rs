@@ -12,7 +12,8 @@ use arrow_array::{
 use arrow_schema::{DataType, Field, FieldRef, Fields, Schema, SchemaRef};
 
 use super::{
-    avro, ipc, json, CodecSpec, OnMalformed, ValueFormat, CORRUPT_RECORD, MESSAGE_COLUMNS, VALUE,
+    avro, ipc, json, protobuf, CodecSpec, OnMalformed, ValueFormat, CORRUPT_RECORD,
+    MESSAGE_COLUMNS, VALUE,
 };
 use crate::arrow::schema::{DATA, SEQ};
 use crate::error::{Error, ErrorKind, Result};
@@ -23,7 +24,20 @@ pub(super) trait RowsDecoder: Send {
     fn value_fields(&self) -> Fields;
     /// Decodes every payload, or fails on the first that does not fit (saying why).
     /// Returns the rows, and how many rows each payload gave when that is not one.
-    fn decode(&mut self, payloads: &[&[u8]]) -> Result<(StructArray, Option<Vec<u32>>), String>;
+    fn try_decode(&mut self, payloads: &[&[u8]])
+        -> Result<(StructArray, Option<Vec<u32>>), String>;
+    /// Starts afresh after a failed decode: a streaming decoder that failed part way
+    /// may hold half a row, or wait for the rest of a body.
+    fn reset(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+    /// [`Self::try_decode`], ready for the next call whether it failed or not.
+    fn decode(&mut self, payloads: &[&[u8]]) -> Result<(StructArray, Option<Vec<u32>>), String> {
+        self.try_decode(payloads).or_else(|why| {
+            self.reset()?;
+            Err(why)
+        })
+    }
 }
 
 fn rows_decoder(spec: &CodecSpec, batch_rows: usize) -> Result<Box<dyn RowsDecoder>> {
@@ -34,6 +48,7 @@ fn rows_decoder(spec: &CodecSpec, batch_rows: usize) -> Result<Box<dyn RowsDecod
         )?),
         ValueFormat::Arrow => Box::new(ipc::IpcRows::new(spec.schema_required("decoding")?)),
         ValueFormat::Avro => Box::new(avro::AvroRows::new(spec, batch_rows)?),
+        ValueFormat::Protobuf => Box::new(protobuf::ProtobufRows::new(spec, batch_rows)?),
     })
 }
 

@@ -6,7 +6,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::{Array, BinaryArray, RecordBatch, StructArray};
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 
-use super::{avro, ipc, json, CodecSpec, ValueFormat, MESSAGE_COLUMNS, VALUE};
+use super::{avro, ipc, json, protobuf, CodecSpec, ValueFormat, MESSAGE_COLUMNS, VALUE};
 use crate::arrow::schema::DATA;
 use crate::error::{Error, Result};
 
@@ -35,6 +35,7 @@ impl ValueEncoder {
             ValueFormat::Json => Box::new(json::JsonEncoder),
             ValueFormat::Arrow => Box::new(ipc::IpcEncoder),
             ValueFormat::Avro => Box::new(avro::AvroEncoder::new(spec)?),
+            ValueFormat::Protobuf => Box::new(protobuf::ProtobufEncoder::new(spec)?),
         };
         Ok(Self {
             format: spec.format,

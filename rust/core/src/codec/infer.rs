@@ -11,8 +11,8 @@ use crate::error::{Error, Result};
 
 /// The schema of `sample`'s payloads: for JSON, `arrow-json`'s inference over the
 /// payloads that are JSON objects (others would fail the read later, by mode); for
-/// Arrow, the first payload's own schema. Avro values carry no inference: their
-/// schema is given.
+/// Arrow, the first payload's own schema. Avro and Protobuf values carry no
+/// inference: their schema is given.
 pub fn infer_value_schema(format: ValueFormat, sample: &[&[u8]]) -> Result<SchemaRef> {
     let none = || {
         Error::bad_input(format!(
@@ -46,6 +46,10 @@ pub fn infer_value_schema(format: ValueFormat, sample: &[&[u8]]) -> Result<Schem
             .ok_or_else(none),
         ValueFormat::Avro => Err(Error::bad_input(
             "option 'avro_schema': Avro values are read with the schema they were written with",
+        )),
+        ValueFormat::Protobuf => Err(Error::bad_input(
+            "option 'protobuf_descriptor': Protobuf values are read by their message's \
+             descriptor",
         )),
     }
 }

@@ -61,7 +61,10 @@ impl RowsDecoder for IpcRows {
         self.schema.fields().clone()
     }
 
-    fn decode(&mut self, payloads: &[&[u8]]) -> Result<(StructArray, Option<Vec<u32>>), String> {
+    fn try_decode(
+        &mut self,
+        payloads: &[&[u8]],
+    ) -> Result<(StructArray, Option<Vec<u32>>), String> {
         let mut batches = Vec::with_capacity(payloads.len());
         let mut counts = Vec::with_capacity(payloads.len());
         for payload in payloads {

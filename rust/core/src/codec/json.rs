@@ -35,7 +35,7 @@ impl JsonRows {
             .map_err(|e| Error::bad_input(format!("option 'schema': {e}")))
     }
 
-    fn try_decode(&mut self, payloads: &[&[u8]]) -> Result<StructArray, String> {
+    fn decode_rows(&mut self, payloads: &[&[u8]]) -> Result<StructArray, String> {
         let mut parts: Vec<StructArray> = Vec::new();
         for chunk in payloads.chunks(self.batch_rows) {
             for payload in chunk {
@@ -74,16 +74,16 @@ impl RowsDecoder for JsonRows {
         self.schema.fields().clone()
     }
 
-    fn decode(&mut self, payloads: &[&[u8]]) -> Result<(StructArray, Option<Vec<u32>>), String> {
-        match self.try_decode(payloads) {
-            Ok(values) => Ok((values, None)),
-            Err(why) => {
-                // A decoder that failed part way holds half a row: start afresh.
-                self.decoder =
-                    Self::build(&self.schema, self.batch_rows).map_err(|e| e.to_string())?;
-                Err(why)
-            }
-        }
+    fn try_decode(
+        &mut self,
+        payloads: &[&[u8]],
+    ) -> Result<(StructArray, Option<Vec<u32>>), String> {
+        Ok((self.decode_rows(payloads)?, None))
+    }
+
+    fn reset(&mut self) -> Result<(), String> {
+        self.decoder = Self::build(&self.schema, self.batch_rows).map_err(|e| e.to_string())?;
+        Ok(())
     }
 }
 

@@ -2,8 +2,9 @@
 //! finished, and a table's columns encoded into one payload per row before a publish.
 //!
 //! The formats ([`ValueFormat`]) are each a well-kept crate's: `arrow-json`,
-//! `arrow-avro` (raw datums, single-object encoding, the Confluent wire format) and
-//! `arrow-ipc` (an IPC stream per message, which may hold many rows). This module
+//! `arrow-avro` (raw datums, single-object encoding, the Confluent wire format),
+//! `arrow-ipc` (an IPC stream per message, which may hold many rows) and
+//! `prost-reflect` (Protobuf by descriptor set and message name). This module
 //! holds what is common to them: the spec a call gives ([`CodecSpec`]), where the
 //! decoded values go in a batch ([`ValueDecoder`]), and what happens to a payload
 //! that does not fit ([`OnMalformed`], Spark's JSON reader's modes and meanings).
@@ -17,6 +18,7 @@ mod encode;
 mod infer;
 mod ipc;
 mod json;
+mod protobuf;
 #[cfg(test)]
 mod tests;
 
@@ -55,6 +57,33 @@ pub const MESSAGE_COLUMNS: &[&str] = &[
     CORRUPT_RECORD,
 ];
 
+/// An option's closed set of names: `parse` (any case, with aliases), `as_str` and
+/// `NAMES`, the one place each name is spelled.
+macro_rules! named_choices {
+    ($ty:ident, $option:literal, { $($variant:ident => $name:literal $(| $alias:literal)*),+ $(,)? }) => {
+        impl $ty {
+            pub const NAMES: &'static [&'static str] = &[$($name),+];
+
+            pub fn parse(name: &str) -> Result<Self> {
+                match name.to_ascii_lowercase().as_str() {
+                    $($name $(| $alias)* => Ok(Self::$variant),)+
+                    _ => Err(Error::bad_input(format!(
+                        "option '{}' ({name:?}) must be one of {}",
+                        $option,
+                        Self::NAMES.join(", ")
+                    ))),
+                }
+            }
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $name,)+
+                }
+            }
+        }
+    };
+}
+
 /// How payloads are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ValueFormat {
@@ -62,31 +91,16 @@ pub enum ValueFormat {
     Avro,
     /// An Arrow IPC stream per message: any number of rows in one payload.
     Arrow,
+    /// One Protobuf message per payload, read by a descriptor set.
+    Protobuf,
 }
 
-impl ValueFormat {
-    pub const NAMES: &'static [&'static str] = &["json", "avro", "arrow"];
-
-    pub fn parse(name: &str) -> Result<Self> {
-        match name.to_ascii_lowercase().as_str() {
-            "json" => Ok(Self::Json),
-            "avro" => Ok(Self::Avro),
-            "arrow" => Ok(Self::Arrow),
-            _ => Err(Error::bad_input(format!(
-                "option 'format' ({name:?}) must be one of {}",
-                Self::NAMES.join(", ")
-            ))),
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Json => "json",
-            Self::Avro => "avro",
-            Self::Arrow => "arrow",
-        }
-    }
-}
+named_choices!(ValueFormat, "format", {
+    Json => "json",
+    Avro => "avro",
+    Arrow => "arrow",
+    Protobuf => "protobuf" | "proto",
+});
 
 /// What a payload that does not decode does (Spark's JSON reader's `mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,35 +113,16 @@ pub enum OnMalformed {
     DropMalformed,
 }
 
-impl OnMalformed {
-    pub const NAMES: &'static [&'static str] = &["failfast", "permissive", "dropmalformed"];
-
-    pub fn parse(name: &str) -> Result<Self> {
-        match name.to_ascii_lowercase().as_str() {
-            "failfast" => Ok(Self::FailFast),
-            "permissive" => Ok(Self::Permissive),
-            "dropmalformed" => Ok(Self::DropMalformed),
-            _ => Err(Error::bad_input(format!(
-                "option 'on_malformed' ({name:?}) must be one of {}",
-                Self::NAMES.join(", ")
-            ))),
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::FailFast => "failfast",
-            Self::Permissive => "permissive",
-            Self::DropMalformed => "dropmalformed",
-        }
-    }
-}
+named_choices!(OnMalformed, "on_malformed", {
+    FailFast => "failfast",
+    Permissive => "permissive",
+    DropMalformed => "dropmalformed",
+});
 
 /// How each Avro payload is framed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AvroFraming {
     /// The datum alone: every payload written with the one schema given.
-    #[default]
     Raw,
     /// Avro's single-object encoding: `C3 01` and the schema's Rabin fingerprint.
     SingleObject,
@@ -135,21 +130,11 @@ pub enum AvroFraming {
     Confluent,
 }
 
-impl AvroFraming {
-    pub const NAMES: &'static [&'static str] = &["raw", "single-object", "confluent"];
-
-    pub fn parse(name: &str) -> Result<Self> {
-        match name.to_ascii_lowercase().as_str() {
-            "raw" => Ok(Self::Raw),
-            "single-object" | "single_object" | "soe" => Ok(Self::SingleObject),
-            "confluent" => Ok(Self::Confluent),
-            _ => Err(Error::bad_input(format!(
-                "option 'avro_framing' ({name:?}) must be one of {}",
-                Self::NAMES.join(", ")
-            ))),
-        }
-    }
-}
+named_choices!(AvroFraming, "avro_framing", {
+    Raw => "raw",
+    SingleObject => "single-object" | "single_object" | "soe",
+    Confluent => "confluent",
+});
 
 /// A codec as a call gives it.
 #[derive(Debug, Clone)]
@@ -169,6 +154,11 @@ pub struct CodecSpec {
     pub avro_schemas_by_id: Vec<(u32, String)>,
     /// Confluent framing: the id a publish frames its payloads with.
     pub avro_schema_id: Option<u32>,
+    /// Protobuf: a `FileDescriptorSet` (as `protoc --include_imports
+    /// --descriptor_set_out` writes it) holding the message and what it imports.
+    pub protobuf_descriptor: Option<Vec<u8>>,
+    /// Protobuf: the message's full name (`package.Message`).
+    pub protobuf_message: Option<String>,
     /// Messages sampled to infer a schema when none is given.
     pub sample_rows: usize,
 }
@@ -181,16 +171,20 @@ impl CodecSpec {
             on_malformed: OnMalformed::parse(crate::defaults::ON_MALFORMED).expect("a known mode"),
             flatten: false,
             avro_schema: None,
-            avro_framing: AvroFraming::default(),
+            avro_framing: AvroFraming::parse(crate::defaults::AVRO_FRAMING)
+                .expect("a known framing"),
             avro_schemas_by_id: Vec::new(),
             avro_schema_id: None,
+            protobuf_descriptor: None,
+            protobuf_message: None,
             sample_rows: crate::defaults::VALUE_SAMPLE_ROWS,
         }
     }
 
-    /// Whether decoding needs a schema inferred from the stream first.
+    /// Whether decoding needs a schema inferred from the stream first: Avro and
+    /// Protobuf values carry theirs in the schema or descriptor given.
     pub fn needs_inference(&self) -> bool {
-        self.schema.is_none() && self.format != ValueFormat::Avro
+        self.schema.is_none() && matches!(self.format, ValueFormat::Json | ValueFormat::Arrow)
     }
 
     fn schema_required(&self, what: &str) -> Result<SchemaRef> {
