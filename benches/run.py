@@ -9,7 +9,9 @@
 Every case runs in its own process (so its peak RSS is its own), against a fresh stream
 (publish cases) or one filled stream per size (read cases). Repeats are interleaved, so
 a slow patch of this noisy machine hits every case alike. Ratios are medians of this
-run divided by the native median of the same operation in this run. Results go to
+run divided by the native median of the same operation in this run; reads are also
+divided by the raw-socket reader's (``vs_raw``), since the async-nats one reads about as
+fast as the package and so cannot show what the server can give. Results go to
 ``bench-results/<stamp>.md`` and ``.json`` (and ``bench-results/latest.*``).
 """
 
@@ -55,6 +57,8 @@ CASES: list[tuple[str, str, bool, str]] = [
     # Writes into a data source that drops the batches: Spark's hand-over alone.
     ("spark-write-ceiling", "publish", False, "spark"),
     ("native-fetch", "fetch", True, "native"),
+    # The same consumer and pulls over a raw socket, payloads skipped: what the server gives.
+    ("native-raw-fetch", "fetch", True, "native"),
     ("natspy-fetch", "fetch", True, "natspy"),
     ("ja-read", "fetch", True, "ja"),
     ("ja-read-direct", "fetch", True, "ja"),
@@ -83,6 +87,9 @@ TARGETS = {
 PEER_TARGETS = {"ja-publish": 5.0, "ja-read": 15.0}
 PEER = {"publish": "natspy-publish", "fetch": "natspy-fetch"}
 NATIVE = {"publish": "native-publish", "fetch": "native-fetch"}
+# The read limit without a client library: async-nats reads about as fast as the package,
+# so `vs_native` alone cannot say how far a read is from what the server can give.
+RAW = {"fetch": "native-raw-fetch"}
 # Publishes in fast-ingest batches: their stream needs `allow_batched`.
 FAST_INGEST = ("ja-publish-fast", "ja-publish-fast-ids", "spark-write-fast")
 NATIVE_FLOW = "native-consume-flow-control"
@@ -181,7 +188,7 @@ class Admin:
 def native_binary(build: bool) -> Path:
     target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
     binary = target / "release" / "native-baseline"
-    sources = [BENCHES / "native" / "src" / "main.rs", BENCHES / "native" / "Cargo.toml"]
+    sources = [*(BENCHES / "native" / "src").glob("*.rs"), BENCHES / "native" / "Cargo.toml"]
     stale = not binary.exists() or any(s.stat().st_mtime > binary.stat().st_mtime for s in sources)
     if build and stale:
         log("building the native baseline (cargo build --release) ...")
@@ -316,10 +323,10 @@ def case_command(
         ]
     if case == NATIVE_FLOW:
         return [str(binary), "flow", "--url", url, "--stream", stream, "--count", str(n)]
-    if case == "native-fetch":
+    if case in ("native-fetch", "native-raw-fetch"):
         return [
             str(binary),
-            "fetch",
+            "raw-fetch" if case == "native-raw-fetch" else "fetch",
             "--url",
             url,
             "--stream",
@@ -422,6 +429,9 @@ def bench_size(
         native = medians.get(NATIVE[OP[case]], {}).get("msg_per_s")
         if native and "msg_per_s" in row:
             row["vs_native"] = row["msg_per_s"] / native
+        raw = medians.get(RAW.get(OP[case], ""), {}).get("msg_per_s")
+        if raw and "msg_per_s" in row:
+            row["vs_raw"] = row["msg_per_s"] / raw
         native_cpu = medians.get(NATIVE[OP[case]], {}).get("cpu_s_per_million")
         if native_cpu and row.get("cpu_s_per_million") is not None:
             row["cpu_vs_native"] = row["cpu_s_per_million"] / native_cpu
@@ -470,6 +480,7 @@ def fmt_row(r: dict[str, Any]) -> list[str]:
         num(r.get("msg_per_s"), ",.0f"),
         num(r.get("mb_per_s"), ",.1f"),
         vs,
+        num(r.get("vs_raw"), ".2f"),
         peer,
         cpu,
         num(r.get("peak_rss_mb"), ",.0f"),
@@ -484,6 +495,7 @@ HEADER = [
     "msg/s",
     "MB/s",
     "vs native (target)",
+    "vs raw",
     "vs nats-py",
     "client CPU s per 1M msgs (vs native)",
     "peak RSS MB",
@@ -500,7 +512,9 @@ def markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         + ("." if meta["complete"] else "; incomplete run."),
         "",
         "| " + " | ".join(HEADER) + " |",
-        "|" + "|".join("---" if i in (0, 1, 9) else "---:" for i in range(len(HEADER))) + "|",
+        "|"
+        + "|".join("---" if i in (0, 1, len(HEADER) - 1) else "---:" for i in range(len(HEADER)))
+        + "|",
     ]
     lines += ["| " + " | ".join(fmt_row(r)) + " |" for r in rows]
     return "\n".join(lines) + "\n"

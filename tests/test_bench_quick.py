@@ -23,6 +23,7 @@ QUICK_CASES = [
     "ja-publish-fast",
     "ja-publish-fast-ids",
     "native-fetch",
+    "native-raw-fetch",
     "natspy-fetch",
     "ja-read",
     "ja-read-direct",

@@ -6,7 +6,12 @@
 //! native-baseline publish --url U --stream S --subject X --count N --size B [--window W]
 //! native-baseline fetch   --url U --stream S --count N [--batch K] [--max-bytes M]
 //! native-baseline flow    --url U --stream S --count N [--max-ack-pending P]
+//! native-baseline raw-fetch --url U --stream S --count N [--batch K] [--max-bytes M]
 //! ```
+//!
+//! `raw-fetch` is `fetch` without async-nats: the same consumer and pull requests over one
+//! raw TCP socket, each frame's control line parsed and its payload skipped (`raw.rs`), so
+//! it shows what the server can give a reader that does nothing per message.
 //!
 //! Each prints one JSON line: `{"op":..,"msgs":..,"bytes":..,"seconds":..}`.
 
@@ -24,6 +29,8 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, Semaphore};
 
+mod raw;
+
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// How long a run may go without a single reply before it gives up.
@@ -32,7 +39,8 @@ const STALL: Duration = Duration::from_secs(30);
 const USAGE: &str = "usage:
   native-baseline publish --url U --stream S --subject X --count N --size B [--window W] [--max-bytes-in-flight B] [--msg-ids 0/1]
   native-baseline fetch   --url U --stream S --count N [--batch K] [--max-bytes M]
-  native-baseline flow    --url U --stream S --count N [--max-ack-pending P]";
+  native-baseline flow    --url U --stream S --count N [--max-ack-pending P]
+  native-baseline raw-fetch --url U --stream S --count N [--batch K] [--max-bytes M]";
 
 struct Args {
     op: String,
@@ -438,6 +446,8 @@ async fn run() -> Result<Value, Error> {
         "publish" => publish(&args).await,
         "fetch" => fetch(&args).await,
         "flow" => flow(&args).await,
+        // Blocking on purpose: one socket read by this thread alone, no runtime in between.
+        "raw-fetch" => raw::fetch(&args),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             std::process::exit(0);

@@ -61,6 +61,9 @@ pub struct ValueDecoder {
     /// For each row of the last batch, the message it came from, when that is not
     /// the row's own index (messages dropped, or payloads of several rows).
     last_origins: Option<Vec<u32>>,
+    /// The decoded schema of the last message schema seen: batches of a read share
+    /// one, so it is derived once.
+    schemas: Option<(SchemaRef, SchemaRef)>,
 }
 
 impl std::fmt::Debug for ValueDecoder {
@@ -94,6 +97,7 @@ impl ValueDecoder {
             value_fields,
             malformed: 0,
             last_origins: None,
+            schemas: None,
         })
     }
 
@@ -148,7 +152,17 @@ impl ValueDecoder {
     /// The batch with its `data` column decoded. `stream` names the stream in errors.
     pub fn decode(&mut self, stream: &str, batch: RecordBatch) -> Result<RecordBatch> {
         self.last_origins = None;
-        let schema = self.schema(&batch.schema());
+        let message = batch.schema();
+        let schema = match &self.schemas {
+            Some((seen, decoded)) if Arc::ptr_eq(seen, &message) || seen == &message => {
+                decoded.clone()
+            }
+            _ => {
+                let decoded = self.schema(&message);
+                self.schemas = Some((message, decoded.clone()));
+                decoded
+            }
+        };
         if batch.num_rows() == 0 {
             return Ok(RecordBatch::new_empty(schema));
         }
