@@ -45,6 +45,7 @@ SCHEMA = pa.schema(
 )
 
 CASES = [
+    "native-raw-fetch",
     "ja-read",
     "ja-read-json",
     "natspy-fetch-json",
@@ -65,7 +66,9 @@ SPARK_CASES = {
     "spark-agg-from-json",
     "spark-agg-valueformat",
 }
-READS = {"ja-read", "ja-read-json", "natspy-fetch-json", *SPARK_CASES}
+READS = {"native-raw-fetch", "ja-read", "ja-read-json", "natspy-fetch-json", *SPARK_CASES}
+#: The JSON payloads' size, for the raw reader's pull batch (as benches/run.py sizes it).
+PAYLOAD_BYTES = 200
 
 
 def values(n: int) -> pa.Table:
@@ -175,10 +178,31 @@ def _spark(p: dict[str, Any], valueformat: bool, whole: bool) -> tuple[int, int]
     return n, 0
 
 
+def _raw_fetch(p: dict[str, Any]) -> tuple[int, int]:
+    """The read limit: the native baseline's raw-socket pull client (see run.py)."""
+    from run import case_command, native_binary
+
+    command = case_command(
+        "native-raw-fetch",
+        native_binary(build=False),
+        p["url"],
+        p["stream"],
+        p["subject"],
+        p["n"],
+        PAYLOAD_BYTES,
+    )
+    out = subprocess.run(command, capture_output=True, text=True, timeout=600, check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    p["seconds"] = result["seconds"]
+    return int(result["msgs"]), int(result["bytes"])
+
+
 def run_case(case: str, p: dict[str, Any]) -> dict[str, Any]:
     from jetstream_arrow import ValueCodec
 
-    if case == "ja-read":
+    if case == "native-raw-fetch":
+        msgs, _ = _raw_fetch(p)
+    elif case == "ja-read":
         msgs, _ = _ja_read(p, None)
     elif case == "ja-read-json":
         msgs, _ = _ja_read(p, ValueCodec("json", schema=SCHEMA))
@@ -192,7 +216,9 @@ def run_case(case: str, p: dict[str, Any]) -> dict[str, Any]:
         msgs, _ = _spark(
             p, valueformat=case.endswith("valueformat"), whole=case.startswith("spark-read")
         )
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # The raw reader is a child process: its own peak, not this wrapper's.
+    who = resource.RUSAGE_CHILDREN if case == "native-raw-fetch" else resource.RUSAGE_SELF
+    rss = resource.getrusage(who).ru_maxrss / 1024
     return {"msgs": msgs, "seconds": p["seconds"], "peak_rss_mb": rss}
 
 
@@ -260,7 +286,8 @@ def main(argv: list[str] | None = None) -> int:
 
     rate = {c: statistics.median(r["msgs"] / r["seconds"] for r in runs[c]) for c in cases}
     versus = {
-        "ja-read-json": ("ja-read", "natspy-fetch-json"),
+        "ja-read": ("native-raw-fetch",),
+        "ja-read-json": ("native-raw-fetch", "ja-read", "natspy-fetch-json"),
         "natspy-fetch-json": ("ja-read",),
         "ja-publish-json": ("ja-publish",),
         "spark-read-valueformat": ("spark-read-from-json",),

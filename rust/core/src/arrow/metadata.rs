@@ -14,30 +14,47 @@ pub struct MessageMetadata {
 
 /// Parse an ack reply subject; None when it is not one.
 pub fn parse_ack_subject(reply: &str) -> Option<MessageMetadata> {
-    let rest = reply.strip_prefix("$JS.ACK.")?;
-    // Called once per delivered message: split into a fixed array, no allocation.
-    let mut tokens = [""; 12];
-    let mut count = 0;
-    for token in rest.split('.') {
-        if count == tokens.len() {
-            return None;
+    let rest = reply.strip_prefix("$JS.ACK.")?.as_bytes();
+    // Called once per delivered message: the dots found by one pass over the bytes
+    // into a fixed array, nothing allocated.
+    let mut starts = [0usize; 13];
+    let mut count = 1;
+    for (i, b) in rest.iter().enumerate() {
+        if *b == b'.' {
+            if count == starts.len() - 1 {
+                return None;
+            }
+            starts[count] = i + 1;
+            count += 1;
         }
-        tokens[count] = token;
-        count += 1;
     }
+    starts[count] = rest.len() + 1;
+    let token = |k: usize| &rest[starts[k]..starts[k + 1] - 1];
     // v1: stream, consumer, then 5 numbers. v2: domain, account hash, stream,
     // consumer, 5 numbers, and a random token (plus possible future tokens).
-    let numbers = match count {
-        7 => &tokens[2..7],
-        n if n >= 9 => &tokens[4..9],
+    let first = match count {
+        7 => 2,
+        n if n >= 9 => 4,
         _ => return None,
     };
     Some(MessageMetadata {
-        delivered: numbers[0].parse().ok()?,
-        stream_seq: numbers[1].parse().ok()?,
-        consumer_seq: numbers[2].parse().ok()?,
-        timestamp_ns: numbers[3].parse().ok()?,
-        pending: numbers[4].parse().ok()?,
+        delivered: decimal(token(first))?,
+        stream_seq: decimal(token(first + 1))?,
+        consumer_seq: decimal(token(first + 2))?,
+        timestamp_ns: i64::try_from(decimal(token(first + 3))?).ok()?,
+        pending: decimal(token(first + 4))?,
+    })
+}
+
+/// The unsigned decimal number `digits` spell; None for anything else or an overflow.
+fn decimal(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, d| {
+        let digit = d.wrapping_sub(b'0');
+        (digit < 10).then_some(())?;
+        n.checked_mul(10)?.checked_add(u64::from(digit))
     })
 }
 
@@ -70,5 +87,9 @@ mod tests {
         assert_eq!((v2.stream_seq, v2.consumer_seq, v2.pending), (9, 3, 0));
         assert!(parse_ack_subject("_INBOX.abc").is_none());
         assert!(parse_ack_subject("$JS.ACK.S.c.x.1.1.1.1").is_none());
+        assert!(parse_ack_subject("$JS.ACK.S.c.1..1.1.1").is_none());
+        assert!(parse_ack_subject("$JS.ACK.S.c.1.+1.1.1.1").is_none());
+        assert!(parse_ack_subject("$JS.ACK.S.c.1.1.1.99999999999999999999.1").is_none());
+        assert!(parse_ack_subject("$JS.ACK.a.b.c.d.e.f.g.h.i.j.k.l.m.n").is_none());
     }
 }

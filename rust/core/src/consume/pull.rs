@@ -299,44 +299,48 @@ impl PullLoop {
     /// The next message. With `wait`, gives None when nothing came in that time.
     /// Fails after two idle-heartbeat periods with neither messages nor heartbeats.
     pub async fn next(&mut self, wait: Option<Duration>) -> Result<Option<Delivered>> {
-        let start = Instant::now();
-        let wait_until = wait.map(|w| start + w);
-        let mut last_activity = start;
+        // The clock is read only when a wait is armed: most calls find a message
+        // already buffered, and a clock read (or a timer) per message costs more than
+        // the message. `started` is when this call first waited; `last_activity`,
+        // when it last heard from the server (unset: "just now", as a message or a
+        // status was the last thing it did).
+        let mut started: Option<Instant> = None;
+        let mut last_activity: Option<Instant> = None;
         loop {
             if self.reconnected() {
                 self.on_reconnected()?;
-                last_activity = Instant::now();
+                last_activity = Some(Instant::now());
             }
             self.refill().await?;
-            let heartbeat_deadline = self.settings.heartbeat.map(|hb| last_activity + hb * 2);
-            // Most calls find a message already buffered: take it without arming a
-            // timer (a timer per message costs more than the message).
-            let ready = self.sub.next().now_or_never();
-            let deadline = || {
-                let reconnect_poll = Instant::now() + RECONNECT_POLL;
-                [wait_until, heartbeat_deadline]
-                    .into_iter()
-                    .flatten()
-                    .fold(reconnect_poll, Instant::min)
-            };
-            let next = match ready {
+            let next = match self.sub.next().now_or_never() {
                 Some(next) => next,
-                None => match tokio::time::timeout_at(deadline(), self.sub.next()).await {
-                    Ok(next) => next,
-                    Err(_) => {
-                        let now = Instant::now();
-                        if self.reconnected() {
-                            continue; // the top of the loop deals with it
+                None => {
+                    let now = Instant::now();
+                    let start = *started.get_or_insert(now);
+                    let active = *last_activity.get_or_insert(now);
+                    let wait_until = wait.map(|w| start + w);
+                    let heartbeat_deadline = self.settings.heartbeat.map(|hb| active + hb * 2);
+                    let deadline = [wait_until, heartbeat_deadline]
+                        .into_iter()
+                        .flatten()
+                        .fold(now + RECONNECT_POLL, Instant::min);
+                    match tokio::time::timeout_at(deadline, self.sub.next()).await {
+                        Ok(next) => next,
+                        Err(_) => {
+                            let now = Instant::now();
+                            if self.reconnected() {
+                                continue; // the top of the loop deals with it
+                            }
+                            if heartbeat_deadline.is_some_and(|hb| hb <= now) {
+                                return Err(self.missed_heartbeats_error());
+                            }
+                            if wait_until.is_some_and(|w| w <= now) {
+                                return Ok(None);
+                            }
+                            continue; // only the reconnect poll was due
                         }
-                        if heartbeat_deadline.is_some_and(|hb| hb <= now) {
-                            return Err(self.missed_heartbeats_error());
-                        }
-                        if wait_until.is_some_and(|w| w <= now) {
-                            return Ok(None);
-                        }
-                        continue; // only the reconnect poll was due
                     }
-                },
+                }
             };
             let Some(message) = next else {
                 return Err(Error::connection(format!(
@@ -344,7 +348,7 @@ impl PullLoop {
                     self.consumer_label()
                 )));
             };
-            last_activity = Instant::now();
+            last_activity = None;
             if let Some(status) = Status::of(&message) {
                 self.on_status(status)?;
                 continue;
