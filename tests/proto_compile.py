@@ -13,14 +13,18 @@ from types import ModuleType
 def compile_proto(root: Path, name: str, source: str) -> tuple[Path, ModuleType]:
     """Compile ``source`` as ``<name>.proto`` in ``root``: the descriptor set's path
     (imports included) and the imported ``<name>_pb2`` module."""
+    import grpc_tools
     from grpc_tools import protoc
 
+    # The well-known types (google/protobuf/*.proto) ship with grpcio-tools.
+    well_known = Path(grpc_tools.__file__).parent / "_proto"
     (root / f"{name}.proto").write_text(source)
     descriptor = root / f"{name}.desc"
     status = protoc.main(
         [
             "protoc",
             f"-I{root}",
+            f"-I{well_known}",
             f"--python_out={root}",
             "--include_imports",
             f"--descriptor_set_out={descriptor}",

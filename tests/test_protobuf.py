@@ -20,6 +20,8 @@ PROTO = """
 syntax = "proto3";
 package shop.v1;
 
+import "google/protobuf/timestamp.proto";
+
 enum Status {
   STATUS_UNSPECIFIED = 0;
   PLACED = 1;
@@ -47,10 +49,12 @@ message Order {
   bool rush = 13;
   float weight = 14;
   repeated int64 refs = 15;
+  google.protobuf.Timestamp placed_at = 16;
 }
 """
 
 MESSAGE = "shop.v1.Order"
+NANOS_UTC = pa.timestamp("ns", tz="UTC")
 
 
 class Compiled:
@@ -97,6 +101,8 @@ def orders(pb: ModuleType, n: int) -> list[object]:
         if i % 2 == 0:
             o.priority = i
             o.gift.sku = "g"
+            o.placed_at.seconds = 1_700_000_000 + i
+            o.placed_at.nanos = 123_456_789
         out.append(o)
     return out
 
@@ -123,6 +129,10 @@ def expected(o: object) -> dict[str, object]:
         "rush": pb.rush,
         "weight": pb.weight,
         "refs": list(pb.refs),
+        # Nanoseconds since 1970, UTC: the column is a zoned timestamp.
+        "placed_at": (
+            pb.placed_at.seconds * 10**9 + pb.placed_at.nanos if pb.HasField("placed_at") else None
+        ),
     }
 
 
@@ -130,10 +140,10 @@ def normalised(value: dict[str, object] | None) -> dict[str, object] | None:
     """Maps as sorted (key, value) pairs, as Arrow hands them back in any order."""
     if value is None:
         return None
-    return {
-        k: sorted(v) if k in ("tags", "discounts") else v  # type: ignore[arg-type]
-        for k, v in value.items()
-    }
+    out = {k: sorted(v) if k in ("tags", "discounts") else v for k, v in value.items()}  # type: ignore[call-overload]
+    if out["placed_at"] is not None:
+        out["placed_at"] = pa.scalar(out["placed_at"], NANOS_UTC).cast(pa.int64()).as_py()
+    return out
 
 
 def publish_raw(client: ja.Client, subject: str, payloads: list[bytes]) -> None:
@@ -153,6 +163,7 @@ def test_messages_from_the_protobuf_runtime_read_as_typed_columns(
     assert value.field("code").type == pa.uint32()
     assert value.field("status").type == pa.string()
     assert value.field("blob").type == pa.binary()
+    assert value.field("placed_at").type == NANOS_UTC
     assert value.field("discounts").type == pa.map_(pa.int32(), pa.float64())
     assert value.field("lines").type == pa.list_(
         pa.struct([pa.field("sku", pa.string()), pa.field("qty", pa.uint32())])

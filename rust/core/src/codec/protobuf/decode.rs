@@ -10,7 +10,7 @@ use prost_reflect::{DynamicMessage, Kind, MapKey, MessageDescriptor, ReflectMess
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 
-use super::{bad_descriptor, message_descriptor, value_schema};
+use super::{bad_descriptor, message_descriptor, value_schema, TIMESTAMP};
 use crate::codec::{CodecSpec, RowsDecoder};
 use crate::error::Result;
 
@@ -72,6 +72,21 @@ impl Serialize for AsValue<'_> {
                 },
                 _ => s.serialize_i32(*n),
             },
+            Value::Message(m) if m.descriptor().full_name() == TIMESTAMP => {
+                let field = |name: &str| m.get_field_by_name(name).map(|v| v.into_owned());
+                let seconds = field("seconds").and_then(|v| v.as_i64()).unwrap_or(0);
+                let nanos = field("nanos").and_then(|v| v.as_i32()).unwrap_or(0);
+                let ns = seconds
+                    .checked_mul(1_000_000_000)
+                    .and_then(|n| n.checked_add(i64::from(nanos)))
+                    .ok_or_else(|| {
+                        serde::ser::Error::custom(format!(
+                            "the timestamp {seconds}s {nanos}ns is outside the years 1677-2262 \
+                             that nanoseconds since 1970 can hold"
+                        ))
+                    })?;
+                s.serialize_i64(ns)
+            }
             Value::Message(m) => AsRow(m).serialize(s),
             Value::List(items) => {
                 let mut seq = s.serialize_seq(Some(items.len()))?;

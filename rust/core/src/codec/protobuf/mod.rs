@@ -17,11 +17,15 @@ pub(in crate::codec) use encode::ProtobufEncoder;
 
 use std::sync::Arc;
 
-use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
+use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 use prost_reflect::{DescriptorPool, FieldDescriptor, Kind, MessageDescriptor};
 
 use super::CodecSpec;
 use crate::error::{Error, Result};
+
+/// The well-known type of an instant: a column of zoned timestamps (nanoseconds, UTC),
+/// not a struct of `seconds` and `nanos`, as Spark's and every JSON mapping read it.
+const TIMESTAMP: &str = "google.protobuf.Timestamp";
 
 pub(super) fn bad_descriptor(e: impl std::fmt::Display) -> Error {
     Error::bad_input(format!("option 'protobuf_descriptor': {e}"))
@@ -112,6 +116,9 @@ fn kind_type(kind: &Kind, outer: &mut Vec<String>) -> Result<DataType> {
         Kind::Bool => DataType::Boolean,
         Kind::String | Kind::Enum(_) => DataType::Utf8,
         Kind::Bytes => DataType::Binary,
+        Kind::Message(m) if m.full_name() == TIMESTAMP => {
+            DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()))
+        }
         Kind::Message(m) => DataType::Struct(arrow_fields(m, outer)?),
     })
 }
