@@ -1867,6 +1867,35 @@ def _spark_max_per_trigger(ctx: Ctx) -> None:
     assert (start["seq"], end["seq"]) == (1, 3)
 
 
+@effect(("spark.readStream", "minMessagesPerTrigger"))
+def _spark_min_per_trigger(ctx: Ctx) -> None:
+    name = ctx.stream(count=6)
+    _, held, _, _ = micro_batch(
+        ctx, stream=name, startingOffsets="earliest", minMessagesPerTrigger=7
+    )
+    _, went, _, _ = micro_batch(
+        ctx, stream=name, startingOffsets="earliest", minMessagesPerTrigger=6
+    )
+    assert (held["seq"], went["seq"]) == (1, 7)
+
+
+@effect(("spark.readStream", "maxTriggerDelay"))
+def _spark_max_trigger_delay(ctx: Ctx) -> None:
+    name = ctx.stream(count=6)
+    # No delay: a micro-batch below minMessagesPerTrigger goes at once.
+    _, end, _, _ = micro_batch(
+        ctx, stream=name, startingOffsets="earliest", minMessagesPerTrigger=7, maxTriggerDelay=0
+    )
+    assert end["seq"] == 7
+
+
+@effect(("spark.readStream", "maxBytesPerTrigger"))
+def _spark_max_bytes_per_trigger(ctx: Ctx) -> None:
+    name = ctx.stream(count=6)
+    _, end, _, _ = micro_batch(ctx, stream=name, startingOffsets="earliest", maxBytesPerTrigger=1)
+    assert end["seq"] == 2  # at least one message
+
+
 @effect(("spark.readStream", "consumer"))
 def _spark_consumer(ctx: Ctx) -> None:
     name = ctx.stream(count=3, allow_direct=True)

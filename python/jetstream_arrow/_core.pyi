@@ -56,6 +56,7 @@ DEFAULT_ACK_SYNC_TIMEOUT: float
 DEFAULT_SILENCE_PROBE: float
 DEFAULT_SPARK_BATCH_ROWS: int
 DEFAULT_SPARK_MAX_MESSAGES_PER_PARTITION: int
+DEFAULT_SPARK_MAX_TRIGGER_DELAY: float
 
 # JetStream error codes the package reacts to (rust/core/src/error.rs).
 API_STREAM_CREATE: str

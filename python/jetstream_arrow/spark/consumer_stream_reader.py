@@ -43,7 +43,12 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+)
 from pyspark.sql.types import StructType
 
 from ..client import Client
@@ -54,6 +59,7 @@ from .options import ReadOptions
 from .partitions import read_partition, split_range
 from .reading import stream_state
 from .stream_reader import next_seq_of
+from .triggers import TriggerGate, messages_within
 
 #: Messages in flight of a consumer this source creates: one micro-batch at most.
 MAX_ACK_PENDING = 100_000
@@ -139,6 +145,8 @@ class ConsumerStreamReader(DataSourceStreamReader):
         self._held: list[tuple[ConsumedBatch, list[tuple[int, int]]]] = []
         # The end latestOffset last gave, the one of the micro-batch being planned.
         self.planned_end = 1
+        # minMessagesPerTrigger and maxTriggerDelay: the delay counts from the start.
+        self.gate = TriggerGate.of(opts)
 
     def __repr__(self) -> str:
         return f"ConsumerStreamReader(stream={self.opts.stream!r}, consumer={self.opts.consumer!r})"
@@ -157,8 +165,12 @@ class ConsumerStreamReader(DataSourceStreamReader):
         return {"seq": int(info.ack_floor.stream_seq) + 1}
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        # With minMessagesPerTrigger the default is never ReadAllAvailable: Spark
+        # passes that only for trigger(availableNow=True), which the gate lets through.
         if self.opts.max_messages_per_trigger is not None:
             return ReadMaxRows(self.opts.max_messages_per_trigger)
+        if self.opts.min_messages_per_trigger is not None:
+            return ReadMinRows(self.opts.min_messages_per_trigger)
         return ReadAllAvailable()
 
     def _ack_below(self, seq: int) -> None:
@@ -179,7 +191,7 @@ class ConsumerStreamReader(DataSourceStreamReader):
         next_seq = next_seq_of(start)
         if isinstance(limit, ReadMaxRows):
             most: int | None = limit.max_rows
-        elif isinstance(limit, ReadAllAvailable):
+        elif isinstance(limit, (ReadAllAvailable, ReadMinRows)):
             most = None
         else:
             raise BadInputError(
@@ -198,10 +210,27 @@ class ConsumerStreamReader(DataSourceStreamReader):
             self._held.append((batch, list(enumerate(seqs))))
             self._ack_below(next_seq)
             claimed = sorted(set(claimed).union(s for s in seqs if s >= next_seq))
+        available_now = isinstance(limit, ReadAllAvailable) and self.gate.min_messages is not None
+        if claimed and not self.gate.allows(len(claimed), available_now):
+            claimed = []  # held: claimed, and planned once enough are there
         if most is not None:
             claimed = claimed[:most]
+        claimed = self._within_bytes(claimed)
+        if claimed:
+            self.gate.fired()
         self.planned_end = claimed[-1] + 1 if claimed else next_seq
         return {"seq": self.planned_end}
+
+    def _within_bytes(self, claimed: list[int]) -> list[int]:
+        """The first of ``claimed`` that fit ``maxBytesPerTrigger`` (at least one), at
+        the stream's mean message size: the claimed messages come without their
+        payloads (the consumer delivers headers only), so their sizes are not at hand."""
+        budget = self.opts.max_bytes_per_trigger
+        if budget is None or not claimed:
+            return claimed
+        state = stream_state(get_client(self.opts.connect), self.opts.stream)
+        fit = messages_within(budget, int(state.bytes) / max(int(state.messages), 1))
+        return claimed[: fit or len(claimed)]
 
     def reportLatestOffset(self) -> dict[str, int]:
         """For the query's progress (Spark shows it as the source's ``latestOffset``,

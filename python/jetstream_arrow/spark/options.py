@@ -179,6 +179,9 @@ _ONE_KIND_ONLY = {
     "end_seq": "a streaming query has no end: it reads what arrives",
     "end_time": "a streaming query has no end: it reads what arrives",
     "max_messages_per_trigger": "a batch read reads its whole range at once",
+    "min_messages_per_trigger": "a batch read reads its whole range at once",
+    "max_trigger_delay": "a batch read reads its whole range at once",
+    "max_bytes_per_trigger": "a batch read reads its whole range at once",
     "consumer": (
         "the consumer's messages are acknowledged as a streaming query commits its "
         "micro-batches; a batch read reads a range of the stream without one"
@@ -238,6 +241,7 @@ def _collect(
 #: the options of a query: a read finds the first, a write the second where they differ.
 _KAFKA_EQUIVALENTS: dict[str, tuple[str, ...]] = {
     "maxoffsetspertrigger": ("max_messages_per_trigger",),
+    "minoffsetspertrigger": ("min_messages_per_trigger",),
     "maxrecordsperpartition": ("max_messages_per_partition",),
     "startingoffsetsbytimestamp": ("start_time",),
     "startingtimestamp": ("start_time",),
@@ -322,6 +326,9 @@ class ReadOptions:
     min_partitions: int = _READ_DEFAULTS["min_partitions"]
     max_messages_per_partition: int = _READ_DEFAULTS["max_messages_per_partition"]
     max_messages_per_trigger: int | None = None
+    min_messages_per_trigger: int | None = None
+    max_trigger_delay: float = _READ_DEFAULTS["max_trigger_delay"]
+    max_bytes_per_trigger: int | None = None
     consumer: str | None = None
     include_headers: bool = _READ_DEFAULTS["include_headers"]
     fail_on_data_loss: bool = _READ_DEFAULTS["fail_on_data_loss"]

@@ -4,7 +4,8 @@ A streaming read keeps one offset, ``{"seq": <next stream sequence to read>}``, 
 Spark's checkpoint. Each micro-batch reads the sequences from its start offset up to
 (not including) its end offset, planned and read like a batch read (the same
 partitions and executor reads), and ``maxMessagesPerTrigger`` bounds how many
-sequences one micro-batch may span.
+sequences one micro-batch may span (``minMessagesPerTrigger``, ``maxTriggerDelay`` and
+``maxBytesPerTrigger``: :mod:`.triggers`).
 
 A micro-batch's partitions follow from its end offset and the start offset in the
 offset log, never from the stream's state when they are planned: Spark re-runs an
@@ -51,6 +52,7 @@ from .connection_cache import get_client
 from .options import ReadOptions
 from .partitions import read_partition, split_range
 from .reading import check_data_loss, first_available, first_seq_at, stream_state
+from .triggers import TriggerGate, messages_within
 
 
 def _seq_in(offset: Any, key: str) -> int | None:
@@ -106,6 +108,8 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         # What initialOffset answered from the stream's state (not startingSequence),
         # which it may not answer again after a restart.
         self.initial_from_state: dict[str, int] | None = None
+        # minMessagesPerTrigger and maxTriggerDelay: the delay counts from the start.
+        self.gate = TriggerGate.of(opts)
 
     def __repr__(self) -> str:
         return f"JetStreamStreamReader(stream={self.opts.stream!r})"
@@ -160,6 +164,13 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         # counts from what the stream still holds. (With failOnDataLoss the planning
         # of this micro-batch fails on them.)
         first = max(next_seq, first_available(state))
+        if not self.gate.allows(end - first, available_now=self.available_now_end is not None):
+            return None
+        by_bytes = messages_within(
+            self.opts.max_bytes_per_trigger, int(state.bytes) / max(int(state.messages), 1)
+        )
+        if by_bytes is not None:
+            end = min(end, first + by_bytes)
         if isinstance(limit, ReadMaxRows):
             end = min(end, first + limit.max_rows)
         elif isinstance(limit, ReadMinRows):
@@ -170,6 +181,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 f"a jetstream stream read limits micro-batches by messages "
                 f"(option 'maxMessagesPerTrigger'), not by {type(limit).__name__}"
             )
+        self.gate.fired()
         # Kept in the offset log: a re-run of this micro-batch reads from the same
         # sequence, whatever the stream has removed since (see partitions).
         if first > next_seq and not self.opts.fail_on_data_loss:

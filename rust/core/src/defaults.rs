@@ -98,6 +98,9 @@ pub const SILENCE_PROBE: Duration = Duration::from_secs(10);
 pub const SPARK_BATCH_ROWS: usize = 65_536;
 /// At most this many sequences per partition, so mid-sized reads use every core.
 pub const SPARK_MAX_MESSAGES_PER_PARTITION: usize = 100_000;
+/// With `minMessagesPerTrigger`: the longest a streaming read holds back a micro-batch
+/// that has fewer messages (Kafka's `maxTriggerDelay`, with its default).
+pub const SPARK_MAX_TRIGGER_DELAY: Duration = Duration::from_secs(15 * 60);
 
 /// A default as the bindings export it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -152,5 +155,9 @@ pub const EXPORTED: &[(&str, Exported)] = &[
     (
         "SPARK_MAX_MESSAGES_PER_PARTITION",
         Exported::Int(SPARK_MAX_MESSAGES_PER_PARTITION as i64),
+    ),
+    (
+        "SPARK_MAX_TRIGGER_DELAY",
+        Exported::Seconds(SPARK_MAX_TRIGGER_DELAY),
     ),
 ];
