@@ -9,7 +9,7 @@ use arrow_json::writer::{make_encoder, EncoderOptions};
 use arrow_json::ReaderBuilder;
 use arrow_schema::{Field, Fields, SchemaRef};
 
-use super::{binary_from_parts, RowsDecoder, RowsEncoder};
+use super::{binary_from_parts, concat_rows, RowsDecoder, RowsEncoder};
 use crate::error::{Error, Result};
 
 pub(super) struct JsonRows {
@@ -58,14 +58,7 @@ impl JsonRows {
                 parts.push(batch.into());
             }
         }
-        match parts.len() {
-            1 => Ok(parts.pop().expect("one part")),
-            _ => {
-                let arrays: Vec<&dyn Array> = parts.iter().map(|p| p as &dyn Array).collect();
-                let all = arrow_select::concat::concat(&arrays).map_err(|e| e.to_string())?;
-                Ok(arrow_array::cast::AsArray::as_struct(&all).clone())
-            }
-        }
+        concat_rows(self.schema.fields(), parts)
     }
 }
 

@@ -22,9 +22,10 @@ mod protobuf;
 #[cfg(test)]
 mod tests;
 
-use arrow_array::BinaryArray;
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, BinaryArray, StructArray};
 use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
-use arrow_schema::SchemaRef;
+use arrow_schema::{Fields, SchemaRef};
 
 use crate::arrow::schema::{
     CONSUMER_SEQ, DATA, DELIVERED, HEADERS, MSG_ID, SEQ, STREAM, SUBJECT, TIMESTAMP,
@@ -194,6 +195,19 @@ impl CodecSpec {
                 self.format.as_str()
             ))
         })
+    }
+}
+
+/// The rows of a streaming decoder's flushes as one struct of `fields`.
+fn concat_rows(fields: &Fields, mut parts: Vec<StructArray>) -> Result<StructArray, String> {
+    match parts.len() {
+        0 => Ok(StructArray::new_null(fields.clone(), 0)),
+        1 => Ok(parts.pop().expect("one part")),
+        _ => {
+            let arrays: Vec<&dyn Array> = parts.iter().map(|p| p as &dyn Array).collect();
+            let all = arrow_select::concat::concat(&arrays).map_err(|e| e.to_string())?;
+            Ok(all.as_struct().clone())
+        }
     }
 }
 

@@ -1,8 +1,7 @@
 //! Protobuf payloads into rows: each payload a dynamic message, handed to
 //! `arrow-json`'s decoder as serde values.
 
-use arrow_array::cast::AsArray;
-use arrow_array::{Array, StructArray};
+use arrow_array::StructArray;
 use arrow_json::reader::Decoder;
 use arrow_json::ReaderBuilder;
 use arrow_schema::{Fields, SchemaRef};
@@ -11,7 +10,7 @@ use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 
 use super::{bad_descriptor, message_descriptor, value_schema, TIMESTAMP};
-use crate::codec::{CodecSpec, RowsDecoder};
+use crate::codec::{concat_rows, CodecSpec, RowsDecoder};
 use crate::error::Result;
 
 /// A decoded message as the JSON-like values `arrow-json` builds columns from:
@@ -168,15 +167,7 @@ impl RowsDecoder for ProtobufRows {
                 parts.push(batch.into());
             }
         }
-        let values = match parts.len() {
-            0 => StructArray::new_empty_fields(0, None),
-            1 => parts.pop().expect("one part"),
-            _ => {
-                let arrays: Vec<&dyn Array> = parts.iter().map(|p| p as &dyn Array).collect();
-                let all = arrow_select::concat::concat(&arrays).map_err(|e| e.to_string())?;
-                all.as_struct().clone()
-            }
-        };
+        let values = concat_rows(self.schema.fields(), parts)?;
         Ok((values, None))
     }
 
