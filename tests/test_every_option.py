@@ -381,6 +381,16 @@ def headers_of(ctx: Ctx, name: str) -> list[dict[str, list[str]]]:
     return [dict(h) if h else {} for h in got.column("headers").to_pylist()]
 
 
+def atomic_batch_sizes(ctx: Ctx, name: str) -> list[int]:
+    """The sizes of the atomic batches stored in stream ``name``, in order: the batch
+    sequence of each commit."""
+    with ctx.client.read(name, include_headers=True) as reader:
+        headers = reader.read_all().column("headers").to_pylist()
+    return [
+        int(h["Nats-Batch-Sequence"][0]) for h in map(dict, headers) if "Nats-Batch-Commit" in h
+    ]
+
+
 def msg_ids(ctx: Ctx, name: str) -> list[str]:
     out = []
     for row in ctx.rows(name, include_headers=True).column("headers").to_pylist():
@@ -740,6 +750,17 @@ def _publisher_probes(entry: str) -> None:
         acked = _publish(ctx, entry, table(name, 3))
         assert fast.stored == 3 and fast.acks.column("seq").null_count == 3
         assert acked.acks.column("seq").to_pylist() == [4, 5, 6]
+        # Atomic batches need allow_atomic: refused whole by this stream.
+        atomic = _publish(ctx, entry, table(name, 3), mode="atomic", raise_on_error=False)
+        assert atomic.failed == 3 and "allow_atomic" in atomic.acks.column("error")[0].as_py()
+
+    @reg("batch_rows")
+    def _(ctx: Ctx, entry: str) -> None:
+        name = ctx.stream(allow_atomic=True)
+        _publish(ctx, entry, table(name, 5), mode="atomic", batch_rows=2)
+        _publish(ctx, entry, table(name, 5), mode="atomic")
+        assert atomic_batch_sizes(ctx, name) == [2, 2, 1, 5]
+        raises(lambda: _publish(ctx, entry, None, mode="atomic", batch_rows=0), BadInputError)
 
     @reg("keep_control_headers")
     def _(ctx: Ctx, entry: str) -> None:
@@ -2001,6 +2022,14 @@ def _spark_publish_mode(ctx: Ctx) -> None:
     name = ctx.stream()
     assert spark_write(ctx, table(name, 2)).stored == 2
     raises(lambda: spark_write(ctx, table(name, 2), publishMode="fast"), PublishError)
+    raises(lambda: spark_write(ctx, table(name, 2), publishMode="atomic"), PublishError)
+
+
+@effect(("df.write", "atomicBatchRows"))
+def _spark_atomic_batch_rows(ctx: Ctx) -> None:
+    name = ctx.stream(allow_atomic=True)
+    spark_write(ctx, table(name, 5), publishMode="atomic", atomicBatchRows=2)
+    assert atomic_batch_sizes(ctx, name) == [2, 2, 1]
 
 
 def _stream_write_delegated(option: str, value: Any) -> None:
@@ -2025,6 +2054,7 @@ def _stream_write_delegated(option: str, value: Any) -> None:
 _stream_write_delegated("subject", "probe.subject")
 _stream_write_delegated("msgIdColumn", "key")
 _stream_write_delegated("publishMode", "fast")
+_stream_write_delegated("atomicBatchRows", 7)
 
 
 # -- mapInArrow helpers: read_fn and publish_fn, called as Spark calls them on a worker ---
@@ -2190,6 +2220,14 @@ def _publish_fn_mode(ctx: Ctx) -> None:
     name = ctx.stream(allow_batched=True)
     assert _publish_fn(ctx, table(name, 2)).column("seq").to_pylist() == [1, 2]
     assert _publish_fn(ctx, table(name, 2), publish_mode="fast").column("seq").null_count == 2
+
+
+@effect((_PUBLISH_FN, "atomic_batch_rows"))
+def _publish_fn_atomic_batch_rows(ctx: Ctx) -> None:
+    name = ctx.stream(allow_atomic=True)
+    acks = _publish_fn(ctx, table(name, 3), publish_mode="atomic", atomic_batch_rows=2)
+    assert acks.column("seq").to_pylist() == [1, 2, 3]
+    assert atomic_batch_sizes(ctx, name) == [2, 1]
 
 
 @effect((_PUBLISH_FN, "expected_stream"), (_PUBLISH_FN, "stream"))

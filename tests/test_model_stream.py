@@ -7,11 +7,13 @@ are read together; none of it is shared with other tests.
 
 The server stores with ``sync_interval: always`` (on ``/dev/shm``), so a ``kill -9``
 keeps every write it acknowledged. Each run of the machine makes its own stream
-(``allow_batched`` for fast publishes, ``allow_direct`` for direct reads, a
+(``allow_batched`` for fast publishes, ``allow_atomic`` for atomic ones,
+``allow_direct`` for direct reads, a
 duplicate window longer than the test) and a durable pull consumer with a short
 ``ack_wait``, then draws steps from:
 
-- **publish**, acked or fast, with or without msg ids, any window, raising or not;
+- **publish**, acked, fast or atomic, with or without msg ids, any window, raising or
+  not;
 - **republish** rows with ids: the ones a publish reported failed (what docs/reliability.md
   tells users to do) and rows stored before;
 - **read** from a random ``start_seq``, by consumer, direct gets or auto;
@@ -149,7 +151,7 @@ def faults() -> st.SearchStrategy[Fault]:
 
 @dataclass(frozen=True)
 class Publish:
-    """``n`` new rows, acked or fast, with or without msg ids."""
+    """``n`` new rows, acked, fast or atomic, with or without msg ids."""
 
     n: int
     mode: str
@@ -198,7 +200,7 @@ def steps() -> st.SearchStrategy[Publish | Republish | Read | Consume | Fault]:
         Publish,
         # A few rows, or enough that a fault lands in the middle of the call.
         n=st.one_of(st.integers(1, 50), st.integers(1000, 10_000)),
-        mode=st.sampled_from(["acked", "fast"]),
+        mode=st.sampled_from(["acked", "fast", "atomic"]),
         ids=st.booleans(),
         window=st.sampled_from([16, 512, 8192]),
         raise_on_error=st.booleans(),
@@ -208,7 +210,7 @@ def steps() -> st.SearchStrategy[Publish | Republish | Read | Consume | Fault]:
         Republish,
         start=st.floats(0.0, 1.0),
         n=st.integers(0, 500),
-        mode=st.sampled_from(["acked", "fast"]),
+        mode=st.sampled_from(["acked", "fast", "atomic"]),
         fault=maybe_fault,
     )
     read = st.builds(
@@ -376,6 +378,7 @@ class StreamMachine(RuleBasedStateMachine):
             self.stream,
             [f"{self.stream}.>"],
             allow_batched=True,
+            allow_atomic=True,
             allow_direct=True,
             duplicate_window=600.0,
         )
@@ -556,7 +559,7 @@ class StreamMachine(RuleBasedStateMachine):
                 if row.msg_id is not None and not row.acked:
                     self.unacked_ids[row.key] = row
                 continue
-            if mode == "acked":
+            if mode in ("acked", "atomic"):
                 assert seq is not None, (row, "acknowledged without a sequence")
                 assert ids or not duplicate, (row, "a duplicate without a msg id")
                 self.learn(row.key, seq, None, "publish ack")
@@ -584,7 +587,11 @@ class StreamMachine(RuleBasedStateMachine):
             rows, acks["seq"], acks["duplicate"], acks["error"], strict=True
         ):
             acked_before, seq_before = before[row.key]
-            if error is None and mode == "acked" and (acked_before or seq_before is not None):
+            if (
+                error is None
+                and mode in ("acked", "atomic")
+                and (acked_before or seq_before is not None)
+            ):
                 # Known to be stored, and the server still has its id: a duplicate,
                 # answered with the first sequence.
                 assert duplicate, (row, "a stored row was stored again")

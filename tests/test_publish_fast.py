@@ -71,7 +71,7 @@ def test_fast_publish_into_a_stream_without_allow_batched_fails_clearly(
 
 
 def test_an_unknown_mode_and_on_full_fail_are_refused(client: ja.Client) -> None:
-    with pytest.raises(BadInputError, match="'mode' must be 'acked' or 'fast'"):
+    with pytest.raises(BadInputError, match="'mode' must be 'acked', 'fast' or 'atomic'"):
         client.publisher(mode="quick")  # type: ignore[arg-type]
     with pytest.raises(BadInputError, match="on_full='fail'"):
         client.publisher(mode="fast", on_full="fail")

@@ -153,14 +153,17 @@ def _fail_once_after_publishing(url: str, name: str, threshold: int) -> Any:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("publish_mode", ["acked", "fast"])
+@pytest.mark.parametrize("publish_mode", ["acked", "fast", "atomic"])
 def test_retried_task_stores_every_row_exactly_once(
     spark: Any, shared_nats_server: Any, unique_name: Any, publish_mode: str
 ) -> None:
     # In fast mode the failed task's open batch is not resent within it: the retry
-    # sends the same ids and the server keeps what it already had.
+    # sends the same ids and the server keeps what it already had. In atomic mode the
+    # retry's batches that the first attempt stored are found to be duplicates.
     url, name = shared_nats_server.url, unique_name("X")
-    make_stream(url, name, allow_batched=publish_mode == "fast")
+    make_stream(
+        url, name, allow_batched=publish_mode == "fast", allow_atomic=publish_mode == "atomic"
+    )
     key = "spark.sql.execution.arrow.maxRecordsPerBatch"
     old = spark.conf.get(key)
     spark.conf.set(key, "500")
@@ -194,6 +197,28 @@ def test_fast_publish_mode_stores_every_row_once_and_a_rerun_nothing(
     for partition in range(3):
         mine = [i for i in row_ids if i * 3 // 30_000 == partition]
         assert mine == sorted(mine) and len(mine) == 10_000
+
+
+def test_atomic_publish_mode_stores_whole_batches_of_each_task_and_a_rerun_nothing(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    url, name = shared_nats_server.url, unique_name("AW")
+    make_stream(url, name, allow_atomic=True)
+    df = _rows(spark, name, 3_000, partitions=2)
+    options = {"publishMode": "atomic", "atomicBatchRows": 400, "writeId": "atomic-1"}
+    _write(df, url, **options)
+    _write(df, url, **options)
+    table = stream_table(url, name, include_headers=True)
+    assert table.num_rows == 3_000
+    headers = [dict(h) for h in table.column("headers").to_pylist()]
+    assert len({h["Nats-Msg-Id"][0] for h in headers}) == 3_000
+    # Each task's 1,500 rows in batches of 400, 400, 400, 300, all of one task.
+    batches: dict[str, list[str]] = {}
+    for h in headers:
+        batches.setdefault(h["Nats-Batch-Id"][0], []).append(h["Nats-Msg-Id"][0])
+    assert sorted(len(ids) for ids in batches.values()) == [300, 300] + [400] * 6
+    for ids in batches.values():
+        assert len({i.rsplit("-", 1)[0] for i in ids}) == 1, "a batch spans two tasks"
 
 
 def test_fast_publish_mode_into_a_stream_without_allow_batched_fails_storing_nothing(

@@ -20,7 +20,7 @@ from .exceptions import BadInputError
 _SECRET_FIELDS = frozenset({"password", "token", "nkey_seed"})
 
 OnFull = Literal["wait", "fail"]
-PublishMode = Literal["acked", "fast"]
+PublishMode = Literal["acked", "fast", "atomic"]
 ReadMethod = Literal["auto", "consumer", "direct"]
 
 
@@ -174,7 +174,13 @@ class PublishOptions(NativeOptions):
     ``mode``: ``"acked"`` (an ack per message) or ``"fast"`` (fast-ingest
     batches into a stream with ``allow_batched``, nats-server 2.14+: the server
     acks every N messages; a batch that fails part-way reports the rows after
-    its last ack, which a re-run with msg ids stores once; ``acks.seq`` is null).
+    its last ack, which a re-run with msg ids stores once; ``acks.seq`` is null)
+    or ``"atomic"`` (batches of ``batch_rows`` rows into a stream with
+    ``allow_atomic``, nats-server 2.12+: each batch stored whole or not at all; a
+    batch refused is reported for every row of it; one the server abandoned, or
+    whose commit went unanswered and whose rows all have msg ids, is sent again).
+    ``batch_rows``: rows per atomic batch (at most the server's limit, 1,000
+    unless configured lower).
     ``keep_control_headers``: whether a ``headers`` column's headers that steer
     how the server stores a message (``Nats-TTL``, ``Nats-Rollup``,
     ``Nats-Expected-*``, ``Nats-Batch-*``, ``Nats-Schedule*``, counters) and those
@@ -199,6 +205,7 @@ class PublishOptions(NativeOptions):
     expected_last_msg_id: str | None = None
     expected_last_subject_seq: int | None = None
     mode: PublishMode | None = None
+    batch_rows: int | None = None
     keep_control_headers: bool | None = None
 
 

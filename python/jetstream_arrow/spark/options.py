@@ -357,6 +357,7 @@ class WriteOptions:
     subject: str | None = None
     msg_id_column: str | None = None
     publish_mode: str = _WRITE_DEFAULTS["publish_mode"]
+    atomic_batch_rows: int = _WRITE_DEFAULTS["atomic_batch_rows"]
     window: int = _WRITE_DEFAULTS["window"]
     ack_timeout: float = _WRITE_DEFAULTS["ack_timeout"]
     max_retries: int = _WRITE_DEFAULTS["max_retries"]

@@ -25,8 +25,9 @@ pub const WINDOW: usize = 8192;
 pub const ACK_TIMEOUT: Duration = Duration::from_secs(5);
 pub const MAX_RETRIES: u32 = 5;
 pub const RETRY_BACKOFF: Duration = Duration::from_millis(50);
-/// How rows are sent: "acked" (an ack per message) or "fast" (fast-ingest batches,
-/// acked every N messages; the stream needs `allow_batched`, nats-server 2.14+).
+/// How rows are sent: "acked" (an ack per message), "fast" (fast-ingest batches,
+/// acked every N messages; the stream needs `allow_batched`, nats-server 2.14+) or
+/// "atomic" (batches stored whole or not at all; `allow_atomic`, nats-server 2.12+).
 pub const PUBLISH_MODE: &str = "acked";
 /// Fast publishing: the most messages per ack the client allows. The server steers
 /// the actual number below it (2.15 starts at and caps it at 500).
@@ -40,6 +41,9 @@ pub const FAST_PING_INTERVAL: Duration = Duration::from_secs(1);
 /// Fast publishing: the server abandons a batch idle for 10 s, so a batch whose
 /// input paused this long is ended first and the next row starts a new one.
 pub const FAST_MAX_IDLE: Duration = Duration::from_secs(4);
+/// Atomic publishing: rows per batch. The server's own limit (its
+/// `jetstream.limits.batch.max_msgs`) is 1,000 unless configured lower.
+pub const ATOMIC_BATCH_ROWS: usize = 1_000;
 /// Rows per result of `Publisher.publish_batches`: bounds the memory of the acks.
 pub const ROWS_PER_RESULT: usize = 1_000_000;
 
@@ -125,6 +129,7 @@ pub const EXPORTED: &[(&str, Exported)] = &[
     ("RETRY_BACKOFF", Exported::Seconds(RETRY_BACKOFF)),
     ("ROWS_PER_RESULT", Exported::Int(ROWS_PER_RESULT as i64)),
     ("PUBLISH_MODE", Exported::Str(PUBLISH_MODE)),
+    ("ATOMIC_BATCH_ROWS", Exported::Int(ATOMIC_BATCH_ROWS as i64)),
     ("ON_MALFORMED", Exported::Str(ON_MALFORMED)),
     ("VALUE_SAMPLE_ROWS", Exported::Int(VALUE_SAMPLE_ROWS as i64)),
     ("AVRO_FRAMING", Exported::Str(AVRO_FRAMING)),

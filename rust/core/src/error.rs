@@ -68,6 +68,23 @@ pub mod err_codes {
     /// A fast-ingest batch the server does not know (any more): abandoned after its
     /// idle timeout, or lost in a restart or a leader change.
     pub const BATCH_PUBLISH_UNKNOWN_ID: u32 = 10208;
+    /// Atomic publishing into a stream without `allow_atomic`.
+    pub const ATOMIC_PUBLISH_DISABLED: u32 = 10174;
+    /// An atomic batch the server abandoned unstored: a message of it never arrived,
+    /// arrived out of order, or came after the batch's idle timeout.
+    pub const ATOMIC_PUBLISH_INCOMPLETE: u32 = 10176;
+    /// An atomic batch with a header the server refuses in batches.
+    pub const ATOMIC_PUBLISH_UNSUPPORTED_HEADER: u32 = 10177;
+    /// An atomic batch id over 64 characters.
+    pub const ATOMIC_PUBLISH_INVALID_ID: u32 = 10179;
+    /// An atomic batch longer than the server's limit (`max_msgs`, 1,000 by default).
+    pub const ATOMIC_PUBLISH_TOO_LARGE: u32 = 10199;
+    /// An atomic batch with a msg id the stream already holds (or twice within it).
+    pub const ATOMIC_PUBLISH_DUPLICATE_MSG_ID: u32 = 10201;
+    /// More atomic batches open on the stream or the server than it allows.
+    pub const ATOMIC_PUBLISH_TOO_MANY_INFLIGHT: u32 = 10210;
+    /// `Nats-Expected-Last-Msg-Id` did not match the stream's last msg id.
+    pub const WRONG_LAST_MSG_ID: u32 = 10070;
 
     /// Every code above by its exported name.
     pub const EXPORTED: &[(&str, u32)] = &[
@@ -84,6 +101,23 @@ pub mod err_codes {
         ),
         ("BATCH_PUBLISH_INVALID_ID", BATCH_PUBLISH_INVALID_ID),
         ("BATCH_PUBLISH_UNKNOWN_ID", BATCH_PUBLISH_UNKNOWN_ID),
+        ("ATOMIC_PUBLISH_DISABLED", ATOMIC_PUBLISH_DISABLED),
+        ("ATOMIC_PUBLISH_INCOMPLETE", ATOMIC_PUBLISH_INCOMPLETE),
+        (
+            "ATOMIC_PUBLISH_UNSUPPORTED_HEADER",
+            ATOMIC_PUBLISH_UNSUPPORTED_HEADER,
+        ),
+        ("ATOMIC_PUBLISH_INVALID_ID", ATOMIC_PUBLISH_INVALID_ID),
+        ("ATOMIC_PUBLISH_TOO_LARGE", ATOMIC_PUBLISH_TOO_LARGE),
+        (
+            "ATOMIC_PUBLISH_DUPLICATE_MSG_ID",
+            ATOMIC_PUBLISH_DUPLICATE_MSG_ID,
+        ),
+        (
+            "ATOMIC_PUBLISH_TOO_MANY_INFLIGHT",
+            ATOMIC_PUBLISH_TOO_MANY_INFLIGHT,
+        ),
+        ("WRONG_LAST_MSG_ID", WRONG_LAST_MSG_ID),
     ];
 }
 

@@ -137,6 +137,7 @@ native_options! {
         expected_last_msg_id: Option<String>,
         expected_last_subject_seq: Option<i128>,
         mode: Option<String>,
+        batch_rows: Option<i128>,
         keep_control_headers: Option<bool>,
     }
 }
@@ -177,6 +178,7 @@ pub fn publish_options(options: &Bound<'_, PyAny>) -> GlueResult<PublishOptions>
             None => defaults.mode,
             Some(mode) => PublishMode::parse(mode)?,
         },
+        batch_rows: opt_count(a.batch_rows, "batch_rows")?.unwrap_or(defaults.batch_rows),
         values: None,
     };
     Ok(options)
@@ -196,6 +198,7 @@ pub fn publish_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     out.set_item("retry_backoff", d.retry_backoff.as_secs_f64())?;
     out.set_item("msg_id_start", d.msg_id_start)?;
     out.set_item("mode", d.mode.as_str())?;
+    out.set_item("batch_rows", d.batch_rows)?;
     Ok(out)
 }
 

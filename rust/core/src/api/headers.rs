@@ -23,6 +23,14 @@ pub const LAST_CONSUMER: &str = "Nats-Last-Consumer";
 pub const CONSUMER_STALLED: &str = "Nats-Consumer-Stalled";
 /// Flow-control acks: the stream sequence of the last delivery.
 pub const LAST_STREAM: &str = "Nats-Last-Stream";
+/// Atomic batches: the batch a message belongs to, its place in it (from 1), and on
+/// the last message the commit (`1`: store this message and commit).
+pub const BATCH_ID: &str = "Nats-Batch-Id";
+pub const BATCH_SEQUENCE: &str = "Nats-Batch-Sequence";
+pub const BATCH_COMMIT: &str = "Nats-Batch-Commit";
+pub const BATCH_COMMIT_STORE: &str = "1";
+/// The longest batch id the server accepts.
+pub const BATCH_ID_MAX_LEN: usize = 64;
 
 /// Headers that tell the server how to store a message (expectations, rollups, TTLs,
 /// counters, atomic and fast batches, schedules) or that the server itself adds to

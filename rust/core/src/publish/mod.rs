@@ -14,6 +14,7 @@
 //! order of filling, waiting and expiring is the publisher's guarantee, read in one place.
 
 mod acks;
+mod atomic;
 mod fast;
 pub mod input;
 mod options;
@@ -51,6 +52,8 @@ pub struct Publisher {
     next_token: u64,
     /// Rows published by earlier calls: generated msg ids keep counting across calls.
     rows_before: u64,
+    /// Atomic batch ids handed out (each attempt of a batch has its own).
+    batches_opened: u64,
     max_payload: usize,
     /// The longest subject a message may have (see [`max_subject_len`]).
     max_subject: usize,
@@ -74,6 +77,7 @@ impl Publisher {
             acks,
             next_token: 0,
             rows_before: 0,
+            batches_opened: 0,
             max_payload,
             max_subject,
         })
@@ -128,6 +132,7 @@ impl Publisher {
         let result = match self.options.mode {
             PublishMode::Acked => self.run(&mut source, &mut outcome).await,
             PublishMode::Fast => self.run_fast(&mut source, &mut outcome).await,
+            PublishMode::Atomic => self.run_atomic(&mut source, &mut outcome).await,
         };
         match &result {
             // Bad input stops at the row it names; the result reports the rows
@@ -325,12 +330,17 @@ impl Publisher {
         let Some((index, batch, row)) = source.next_row(outcome)? else {
             return Ok(None);
         };
+        // An atomic batch's headers are added to each message when it is sent.
+        let max_payload = match self.options.mode {
+            PublishMode::Atomic => self.max_payload.saturating_sub(atomic::BATCH_HEADERS_LEN),
+            _ => self.max_payload,
+        };
         let mut message = batch.message(
             row,
             index as u64,
             id_base + index as u64,
             &self.options.defaults,
-            self.max_payload,
+            max_payload,
         )?;
         if index == 0 {
             add_expectations(&self.options, &mut message);

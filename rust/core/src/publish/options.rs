@@ -38,8 +38,11 @@ pub struct PublishOptions {
     pub expected_last_seq: Option<u64>,
     pub expected_last_msg_id: Option<String>,
     pub expected_last_subject_seq: Option<u64>,
-    /// Per-message acks, or fast-ingest batches ([`fast`]).
+    /// Per-message acks, fast-ingest batches ([`super::fast`]) or atomic batches
+    /// ([`super::atomic`]).
     pub mode: PublishMode,
+    /// Atomic mode: rows per batch, each batch stored whole or not at all.
+    pub batch_rows: usize,
     /// The input's value columns encoded into each row's payload (none: the input
     /// has a `data` column).
     pub values: Option<CodecSpec>,
@@ -54,6 +57,9 @@ pub enum PublishMode {
     /// Fast-ingest batches (streams with `allow_batched`): the server acks every N
     /// messages and steers N.
     Fast,
+    /// Atomic batches (streams with `allow_atomic`): each batch of `batch_rows`
+    /// rows is stored whole or not at all.
+    Atomic,
 }
 
 /// What a publisher does when its window is full.
@@ -82,6 +88,7 @@ impl PublishMode {
         match self {
             Self::Acked => "acked",
             Self::Fast => "fast",
+            Self::Atomic => "atomic",
         }
     }
 
@@ -89,8 +96,9 @@ impl PublishMode {
         match value {
             "acked" => Ok(Self::Acked),
             "fast" => Ok(Self::Fast),
+            "atomic" => Ok(Self::Atomic),
             other => Err(Error::bad_input(format!(
-                "option 'mode' must be 'acked' or 'fast', got {other:?}"
+                "option 'mode' must be 'acked', 'fast' or 'atomic', got {other:?}"
             ))),
         }
     }
@@ -110,6 +118,7 @@ impl Default for PublishOptions {
             expected_last_msg_id: None,
             expected_last_subject_seq: None,
             mode: PublishMode::parse(defaults::PUBLISH_MODE).expect("the default mode is valid"),
+            batch_rows: defaults::ATOMIC_BATCH_ROWS,
             values: None,
         }
     }
@@ -126,10 +135,21 @@ impl PublishOptions {
         if self.ack_timeout.is_zero() {
             return Err(Error::bad_input("option 'ack_timeout' must be positive"));
         }
-        if self.mode == PublishMode::Fast && self.fail_when_full {
-            // A fast batch cannot drop rows from its middle: any gap ends it.
+        if self.mode != PublishMode::Acked && self.fail_when_full {
+            // A batch cannot drop rows from its middle: any gap ends it.
             return Err(Error::bad_input(
                 "option on_full='fail' works with mode='acked' only",
+            ));
+        }
+        if self.batch_rows == 0 {
+            return Err(Error::bad_input("option 'batch_rows' must be at least 1"));
+        }
+        if self.mode == PublishMode::Atomic && self.expected_last_msg_id.is_some() {
+            // The server refuses the header in an atomic batch (err_code 10177).
+            return Err(Error::bad_input(
+                "option 'expected_last_msg_id' does not work with mode='atomic': the server \
+                 refuses Nats-Expected-Last-Msg-Id in an atomic batch; use expected_last_seq \
+                 or expected_last_subject_seq",
             ));
         }
         // These become header values, which cannot hold a line break.
