@@ -327,6 +327,43 @@ def test_ack_timeout_without_msg_id_is_reported_not_retried(nats_server: NatsSer
             assert "ack_timeout" in error and "msg id" in error, error
 
 
+def test_a_resent_row_with_its_own_check_is_found_stored_by_its_msg_id(
+    nats_server: NatsServer,
+) -> None:
+    """A stalled server: rows with an expected-last check and a msg id are resent after
+    the ack timeout. The server stores the first sends when it resumes, so each resend
+    fails its own check (the server checks it before duplicates); a probe then finds
+    the row's msg id stored, and the row is reported a duplicate, not a conflict."""
+    with ja.connect(nats_server.url) as client:
+        client.create_stream("T", ["t.>"])
+        table = rows(30, "t", headers=False, subjects=30).append_column(
+            "expected_last_subject_seq", pa.array([0] * 30, pa.int64())
+        )
+        thread = _paused(nats_server, 1.5)
+        try:
+            result = client.publish(
+                table, ack_timeout=0.5, max_retries=10, retry_backoff=0.1, raise_on_error=False
+            )
+        finally:
+            thread.join()
+        assert result.failed == 0, result.failed_rows().slice(0, 3).to_pylist()
+        assert result.stored + result.duplicates == 30 and result.duplicates > 0
+        back = read_all(client, "T")
+        assert sorted(back.column("data").to_pylist()) == sorted(
+            f"payload-{i}".encode() for i in range(30)
+        )
+        # Without a msg id the server could not tell: the check's failure is a conflict.
+        again = client.publish(table.drop_columns(["msg_id"]), raise_on_error=False)
+        assert again.failed == 30
+        assert all(e.startswith("conflict: ") for e in again.acks.column("error").to_pylist())
+        # With it, a re-run is a run of duplicates.
+        rerun = client.publish(table)
+        assert (rerun.duplicates, rerun.acks.column("seq").to_pylist()) == (
+            30,
+            result.acks.column("seq").to_pylist(),
+        )
+
+
 # -- which errors a retry may cure --------------------------------------------------------
 
 

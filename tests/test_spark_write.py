@@ -221,6 +221,24 @@ def test_atomic_publish_mode_stores_whole_batches_of_each_task_and_a_rerun_nothi
         assert len({i.rsplit("-", 1)[0] for i in ids}) == 1, "a batch spans two tasks"
 
 
+def test_per_row_expectations_store_the_rows_whose_checks_pass_and_name_a_conflict(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    url, name = shared_nats_server.url, unique_name("EW")
+    make_stream(url, name)
+    schema = "subject string, data string, expected_last_subject_seq long"
+    first = spark.createDataFrame([(f"{name}.a", "a1", 0), (f"{name}.b", "b1", 0)], schema)
+    _write(first.coalesce(1), url)
+    assert _count(url, name) == 2
+    # b moved on to 2: its update expecting 0 conflicts, and the write fails naming it.
+    stale = spark.createDataFrame([(f"{name}.a", "a2", 1), (f"{name}.b", "b2", 0)], schema)
+    with pytest.raises(SPARK_ERRORS) as excinfo:
+        _write(stale.coalesce(1), url)
+    assert "conflict: expected last subject sequence 0" in error_text(excinfo)
+    data = stream_table(url, name).column("data").to_pylist()
+    assert data == [b"a1", b"b1", b"a2"]
+
+
 def test_fast_publish_mode_into_a_stream_without_allow_batched_fails_storing_nothing(
     spark: Any, shared_nats_server: Any, unique_name: Any
 ) -> None:

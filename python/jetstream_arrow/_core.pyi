@@ -95,6 +95,7 @@ ERR_ATOMIC_PUBLISH_TOO_LARGE: int
 ERR_ATOMIC_PUBLISH_DUPLICATE_MSG_ID: int
 ERR_ATOMIC_PUBLISH_TOO_MANY_INFLIGHT: int
 ERR_WRONG_LAST_MSG_ID: int
+ERR_WRONG_LAST_SEQUENCE: int
 
 # The fields ConnectOptions must have: the native core reads exactly these.
 CONNECT_FIELDS: list[str]

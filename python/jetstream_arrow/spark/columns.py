@@ -114,6 +114,9 @@ class PublishColumns:
     msg_id: str | None
     #: The columns encoded into the payload (``valueFormat``), by their own names.
     values: tuple[str, ...] = ()
+    #: Per-row optimistic-concurrency checks, when the DataFrame has them.
+    expected_last_subject_seq: str | None = None
+    expected_last_msg_id: str | None = None
 
     @classmethod
     def resolve(
@@ -182,16 +185,34 @@ class PublishColumns:
             msg_id = find("msg_id")
         if msg_id is not None:
             check(msg_id, _is_string(schema.field(msg_id).type), "string (it becomes Nats-Msg-Id)")
+        expected_seq = find("expected_last_subject_seq")
+        if expected_seq is not None:
+            check(
+                expected_seq,
+                pa.types.is_integer(schema.field(expected_seq).type),
+                "an integer (a stream sequence)",
+            )
+        expected_id = find("expected_last_msg_id")
+        if expected_id is not None:
+            check(expected_id, _is_string(schema.field(expected_id).type), "string")
         values: tuple[str, ...] = ()
         if encoded:
-            taken = {subject, headers, msg_id}
+            taken = {subject, headers, msg_id, expected_seq, expected_id}
             values = tuple(n for n in schema.names if n not in taken)
             if not values:
                 raise BadInputError(
                     "option 'valueFormat': no value columns to encode "
                     f"(columns: {', '.join(schema.names)})"
                 )
-        return cls(subject=subject, data=data, headers=headers, msg_id=msg_id, values=values)
+        return cls(
+            subject=subject,
+            data=data,
+            headers=headers,
+            msg_id=msg_id,
+            values=values,
+            expected_last_subject_seq=expected_seq,
+            expected_last_msg_id=expected_id,
+        )
 
     def select(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The publish input: the chosen columns under the engine's names, plain
@@ -203,6 +224,8 @@ class PublishColumns:
             (self.data, "data"),
             (self.headers, "headers"),
             (self.msg_id, "msg_id"),
+            (self.expected_last_subject_seq, "expected_last_subject_seq"),
+            (self.expected_last_msg_id, "expected_last_msg_id"),
         ):
             if source is None:
                 continue

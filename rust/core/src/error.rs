@@ -85,6 +85,8 @@ pub mod err_codes {
     pub const ATOMIC_PUBLISH_TOO_MANY_INFLIGHT: u32 = 10210;
     /// `Nats-Expected-Last-Msg-Id` did not match the stream's last msg id.
     pub const WRONG_LAST_MSG_ID: u32 = 10070;
+    /// An expected last sequence (of the stream or of the subject) did not match.
+    pub const WRONG_LAST_SEQUENCE: u32 = 10071;
 
     /// Every code above by its exported name.
     pub const EXPORTED: &[(&str, u32)] = &[
@@ -118,6 +120,7 @@ pub mod err_codes {
             ATOMIC_PUBLISH_TOO_MANY_INFLIGHT,
         ),
         ("WRONG_LAST_MSG_ID", WRONG_LAST_MSG_ID),
+        ("WRONG_LAST_SEQUENCE", WRONG_LAST_SEQUENCE),
     ];
 }
 

@@ -12,6 +12,9 @@ pub const TIMESTAMP: &str = "timestamp";
 pub const HEADERS: &str = "headers";
 pub const DATA: &str = "data";
 pub const MSG_ID: &str = "msg_id";
+/// Publish input only: per-row optimistic-concurrency checks (optional columns).
+pub const EXPECTED_LAST_SUBJECT_SEQ: &str = "expected_last_subject_seq";
+pub const EXPECTED_LAST_MSG_ID: &str = "expected_last_msg_id";
 pub const DELIVERED: &str = "delivered";
 pub const CONSUMER_SEQ: &str = "consumer_seq";
 

@@ -28,7 +28,8 @@ use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{Fields, SchemaRef};
 
 use crate::arrow::schema::{
-    CONSUMER_SEQ, DATA, DELIVERED, HEADERS, MSG_ID, SEQ, STREAM, SUBJECT, TIMESTAMP,
+    CONSUMER_SEQ, DATA, DELIVERED, EXPECTED_LAST_MSG_ID, EXPECTED_LAST_SUBJECT_SEQ, HEADERS,
+    MSG_ID, SEQ, STREAM, SUBJECT, TIMESTAMP,
 };
 use crate::error::{Error, Result};
 
@@ -53,6 +54,8 @@ pub const MESSAGE_COLUMNS: &[&str] = &[
     HEADERS,
     DATA,
     MSG_ID,
+    EXPECTED_LAST_SUBJECT_SEQ,
+    EXPECTED_LAST_MSG_ID,
     DELIVERED,
     CONSUMER_SEQ,
     CORRUPT_RECORD,

@@ -1,5 +1,9 @@
 //! The state of one publish call: acks classified, retries scheduled with backoff,
-//! expired messages retried or reported, and the expected-last gate.
+//! expired messages retried or reported, the expected-last gate, and the probes
+//! that tell a row stored before from one whose expected-last check failed.
+//!
+//! One module because every ack passes the same classification and then changes the
+//! same state (window, retries, outcome): split, each part would take all of it.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -9,6 +13,8 @@ use tokio::time::Instant;
 use super::outcome::PublishOutcome;
 use super::window::{Congestion, InFlight, Window};
 use super::PublishOptions;
+use async_nats::header as nats_header;
+
 use crate::api::types::PublishReply;
 use crate::api::Status;
 use crate::connection::Connection;
@@ -26,6 +32,8 @@ enum AckResult {
     Retry(String),
     /// Not stored, safe to send again: the server takes in less than is sent (`429`).
     PushedBack(String),
+    /// Not stored: an expected-last check found the stream elsewhere.
+    Conflict(String),
     Failed(String),
 }
 
@@ -53,6 +61,11 @@ fn classify(message: &async_nats::Message, subject: &str) -> AckResult {
                 AckResult::PushedBack(why)
             } else if e.code == 503 {
                 AckResult::Retry(why)
+            } else if matches!(
+                e.err_code,
+                err_codes::WRONG_LAST_SEQUENCE | err_codes::WRONG_LAST_MSG_ID
+            ) {
+                AckResult::Conflict(why)
             } else {
                 AckResult::Failed(why)
             }
@@ -65,10 +78,36 @@ fn classify(message: &async_nats::Message, subject: &str) -> AckResult {
     }
 }
 
+/// The expected-last checks a message carries, in words: "expected last subject
+/// sequence 3", for the row's conflict report.
+pub(super) fn expectations_of(message: &OutgoingMessage) -> Option<String> {
+    let headers = message.headers.as_ref()?;
+    let said: Vec<String> = [
+        (
+            nats_header::NATS_EXPECTED_LAST_SEQUENCE,
+            "expected last sequence",
+        ),
+        (
+            nats_header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
+            "expected last subject sequence",
+        ),
+        (
+            nats_header::NATS_EXPECTED_LAST_MESSAGE_ID,
+            "expected last msg id",
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(name, words)| headers.get(name).map(|v| format!("{words} {}", v.as_str())))
+    .collect();
+    (!said.is_empty()).then(|| said.join(", "))
+}
+
 pub(super) struct Retry {
     pub row: usize,
     pub attempt: u32,
     pub message: OutgoingMessage,
+    /// See [`InFlight::conflict`].
+    pub conflict: Option<String>,
 }
 
 /// Messages waiting to be sent again, by the time they are due (ties in arrival order).
@@ -129,6 +168,8 @@ impl RetryQueue {
 pub(super) struct PublishRun<'a> {
     pub options: &'a PublishOptions,
     pub conn: &'a Connection,
+    /// The expectation of msg-id probes (see [`OutgoingMessage::msg_id_probe`]).
+    pub probe_last_id: &'a str,
     pub in_flight: Window,
     /// How many messages `in_flight` may hold now.
     pub congestion: Congestion,
@@ -156,6 +197,10 @@ impl PublishRun<'_> {
         let Some(entry) = self.in_flight.take(token) else {
             return;
         };
+        if let Some(conflict) = entry.conflict.clone() {
+            self.on_probe_ack(&ack, entry, conflict, token, next_token);
+            return;
+        }
         match classify(&ack, entry.message.subject.as_str()) {
             AckResult::Stored { seq, duplicate } => {
                 self.congestion.stored();
@@ -169,7 +214,52 @@ impl PublishRun<'_> {
                 self.congestion.pushed_back(token, next_token);
                 self.retry_or_fail(entry, why);
             }
+            AckResult::Conflict(why) => {
+                let conflict = format!(
+                    "conflict: {} ({why})",
+                    expectations_of(&entry.message).unwrap_or_else(|| "an expectation".into())
+                );
+                if entry.message.has_msg_id {
+                    // A resend of a stored row (after an ack timeout, or a re-run)
+                    // fails its own check: ask whether its msg id is stored.
+                    self.retries.push(
+                        Instant::now(),
+                        Retry {
+                            row: entry.row,
+                            attempt: entry.attempt,
+                            message: entry.message.msg_id_probe(self.probe_last_id),
+                            conflict: Some(conflict),
+                        },
+                    );
+                } else {
+                    self.outcome.fail(entry.row, conflict);
+                }
+            }
             AckResult::Failed(why) => self.outcome.fail(entry.row, why),
+        }
+    }
+
+    /// The answer to a probe of a row whose check failed: a duplicate is the row,
+    /// stored before; anything else leaves the conflict standing.
+    fn on_probe_ack(
+        &mut self,
+        ack: &async_nats::Message,
+        entry: InFlight,
+        conflict: String,
+        token: u64,
+        next_token: u64,
+    ) {
+        match classify(ack, entry.message.subject.as_str()) {
+            AckResult::Stored { seq, .. } => {
+                self.congestion.stored();
+                self.outcome.acked(entry.row, seq, true);
+            }
+            AckResult::Retry(why) => self.retry_or_fail(entry, why),
+            AckResult::PushedBack(why) => {
+                self.congestion.pushed_back(token, next_token);
+                self.retry_or_fail(entry, why);
+            }
+            AckResult::Conflict(_) | AckResult::Failed(_) => self.outcome.fail(entry.row, conflict),
         }
     }
 
@@ -195,6 +285,7 @@ impl PublishRun<'_> {
                 row: entry.row,
                 attempt: entry.attempt + 1,
                 message: entry.message,
+                conflict: entry.conflict,
             },
         );
     }
@@ -241,7 +332,12 @@ impl PublishRun<'_> {
                 "no ack within {:?} (option 'ack_timeout')",
                 self.options.ack_timeout
             );
-            if entry.message.has_msg_id && self.gate != Some(entry.row) {
+            // A probe can never be stored: resending it is always safe. A row with
+            // its own check is resent like any other with a msg id; should it have
+            // been stored, its check fails and a probe finds its msg id.
+            if entry.conflict.is_some()
+                || (entry.message.has_msg_id && self.gate != Some(entry.row))
+            {
                 self.retry_or_fail(entry, why);
             } else {
                 // Without a msg id the server cannot recognise a resend, so a retry
@@ -329,7 +425,17 @@ mod tests {
             ),
             "a",
         ) {
-            AckResult::Failed(why) => assert!(why.contains("wrong last sequence"), "{why}"),
+            AckResult::Conflict(why) => assert!(why.contains("wrong last sequence"), "{why}"),
+            _ => panic!("a failed expectation is a conflict"),
+        }
+        match classify(
+            &message(
+                None,
+                r#"{"error":{"code":400,"err_code":10054,"description":"message size exceeds maximum allowed"}}"#,
+            ),
+            "a",
+        ) {
+            AckResult::Failed(why) => assert!(why.contains("10054"), "{why}"),
             _ => panic!("a 400 is final"),
         }
     }

@@ -39,6 +39,7 @@ use async_nats::Message;
 use futures::{FutureExt, StreamExt};
 use tokio::time::Instant;
 
+use super::acks::expectations_of;
 use super::outcome::PublishOutcome;
 use super::rows::RowSource;
 use super::{send, Publisher};
@@ -89,6 +90,26 @@ impl AtomicBatch {
         match (self.first_row(), self.last_row()) {
             (first, last) if first == last => format!("row {first}"),
             (first, last) => format!("rows {first}..={last}"),
+        }
+    }
+
+    /// The rows' expected-last checks, as a refusal names them ("" without any).
+    fn checks(&self) -> String {
+        const SHOWN: usize = 5;
+        let checked: Vec<String> = self
+            .rows
+            .iter()
+            .filter(|(_, m)| m.has_expectation)
+            .filter_map(|(row, m)| expectations_of(m).map(|e| format!("row {row}: {e}")))
+            .collect();
+        match checked.len() {
+            0 => String::new(),
+            n if n <= SHOWN => format!("; the batch's checks: {}", checked.join("; ")),
+            n => format!(
+                "; the batch's checks: {}; and {} more",
+                checked[..SHOWN].join("; "),
+                n - SHOWN
+            ),
         }
     }
 
@@ -165,6 +186,10 @@ fn verdict_of(message: &Message, seq: u64, len: u64, subject: &str) -> Option<Ve
                 Verdict::NotStored(codes)
             }
             err_codes::ATOMIC_PUBLISH_DUPLICATE_MSG_ID => Verdict::HoldsMsgId(codes),
+            err_codes::WRONG_LAST_SEQUENCE | err_codes::WRONG_LAST_MSG_ID => Verdict::Refused {
+                why: format!("conflict: an expected-last check of the batch failed ({codes})"),
+                halt: false,
+            },
             err_codes::ATOMIC_PUBLISH_DISABLED => Verdict::Refused {
                 why: format!(
                     "the stream does not allow atomic publishing: mode='atomic' needs a stream \
@@ -244,26 +269,8 @@ fn batch_member(message: &OutgoingMessage, id: &str, seq: u64, len: u64) -> Outg
         headers.insert(BATCH_COMMIT, BATCH_COMMIT_STORE);
     }
     OutgoingMessage {
-        subject: message.subject.clone(),
         headers: Some(headers),
-        payload: message.payload.clone(),
-        has_msg_id: message.has_msg_id,
-    }
-}
-
-/// `message` as a question whether its msg id is stored: an expectation that no
-/// stream meets makes the server refuse it unless it answers it as a duplicate.
-fn msg_id_probe(message: &OutgoingMessage, impossible_last_id: &str) -> OutgoingMessage {
-    let mut headers = message.headers.clone().unwrap_or_default();
-    headers.insert(
-        nats_header::NATS_EXPECTED_LAST_MESSAGE_ID,
-        impossible_last_id,
-    );
-    OutgoingMessage {
-        subject: message.subject.clone(),
-        headers: Some(headers),
-        payload: message.payload.clone(),
-        has_msg_id: message.has_msg_id,
+        ..message.clone()
     }
 }
 
@@ -353,7 +360,11 @@ impl Publisher {
                     return Ok(None);
                 }
                 Verdict::Refused { why, halt } => {
-                    let why = format!("atomic batch of {} not stored: {why}", batch.describe());
+                    let why = format!(
+                        "atomic batch of {} not stored: {why}{}",
+                        batch.describe(),
+                        batch.checks()
+                    );
                     batch.fail(outcome, &why);
                     return Ok(halt.then_some(why));
                 }
@@ -513,7 +524,6 @@ impl Publisher {
         batch: AtomicBatch,
         outcome: &mut PublishOutcome,
     ) -> Result<AtomicBatch> {
-        let impossible = format!("{}-no-such-id", self.next_batch_id());
         let first_token = self.next_token;
         let ack_timeout = self.options.ack_timeout;
         let mut asked: Vec<Option<u64>> = Vec::with_capacity(batch.rows.len());
@@ -522,7 +532,7 @@ impl Publisher {
                 asked.push(None);
                 continue;
             }
-            let probe = msg_id_probe(message, &impossible);
+            let probe = message.msg_id_probe(&self.probe_last_id);
             let token = send(
                 &self.conn,
                 &self.inbox_prefix,
@@ -607,6 +617,7 @@ mod tests {
             headers,
             payload: Bytes::from_static(b"x"),
             has_msg_id: id.is_some(),
+            has_expectation: false,
         }
     }
 
@@ -695,7 +706,7 @@ mod tests {
         assert_eq!(h.get(nats_header::NATS_MESSAGE_ID).unwrap().as_str(), "a");
         let middle = batch_member(&batch.rows[1].1, "id-1", 2, 3);
         assert!(middle.headers.unwrap().get(BATCH_COMMIT).is_none());
-        let probe = msg_id_probe(&batch.rows[0].1, "never");
+        let probe = batch.rows[0].1.msg_id_probe("never");
         assert_eq!(
             probe
                 .headers

@@ -5,9 +5,10 @@
 //! the same row accessor with the same error wording; split, they would repeat it.
 
 use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
 use arrow_array::{
-    Array, ArrayRef, BinaryArray, GenericBinaryArray, MapArray, OffsetSizeTrait, RecordBatch,
-    StringArray,
+    Array, ArrayRef, BinaryArray, GenericBinaryArray, MapArray, OffsetSizeTrait, PrimitiveArray,
+    RecordBatch, StringArray,
 };
 use arrow_schema::DataType;
 use async_nats::header::{HeaderName, HeaderValue};
@@ -15,7 +16,9 @@ use async_nats::{HeaderMap, Subject};
 use bytes::Bytes;
 
 use crate::api::headers as header_names;
-use crate::arrow::schema::{DATA, HEADERS, MSG_ID, SEQ, STREAM, SUBJECT};
+use crate::arrow::schema::{
+    DATA, EXPECTED_LAST_MSG_ID, EXPECTED_LAST_SUBJECT_SEQ, HEADERS, MSG_ID, SEQ, STREAM, SUBJECT,
+};
 use crate::error::{Error, Result};
 
 /// One message ready to send.
@@ -26,6 +29,9 @@ pub struct OutgoingMessage {
     pub payload: Bytes,
     /// The `Nats-Msg-Id`, if any: a retry after an ack timeout is safe only with one.
     pub has_msg_id: bool,
+    /// The row carries its own expected-last check (columns
+    /// `expected_last_subject_seq`, `expected_last_msg_id`).
+    pub has_expectation: bool,
 }
 
 impl OutgoingMessage {
@@ -36,6 +42,41 @@ impl OutgoingMessage {
             headers: None,
             payload: Bytes::new(),
             has_msg_id: false,
+            has_expectation: false,
+        }
+    }
+
+    /// This message as a question whether the stream holds its msg id: with an
+    /// expectation no stream meets (`Nats-Expected-Last-Msg-Id` of an id never
+    /// published, `impossible_last_id`) the server answers a msg id it holds as a
+    /// duplicate, naming its sequence, and refuses anything else without storing it.
+    /// The message's own expectations are left out: the single-server path checks
+    /// them before it looks for a duplicate, so a stored row would be refused for
+    /// them instead.
+    pub fn msg_id_probe(&self, impossible_last_id: &str) -> Self {
+        const DROPPED: &[&str] = &[
+            "Nats-Expected-Last-Sequence",
+            "Nats-Expected-Last-Subject-Sequence",
+            "Nats-Expected-Last-Subject-Sequence-Subject",
+            "Nats-Expected-Last-Msg-Id",
+        ];
+        let mut headers = HeaderMap::new();
+        for (name, values) in self.headers.iter().flat_map(|h| h.iter()) {
+            let name: &str = name.as_ref();
+            if DROPPED.iter().any(|d| d.eq_ignore_ascii_case(name)) {
+                continue;
+            }
+            for value in values {
+                headers.append(name, value.clone());
+            }
+        }
+        headers.insert(
+            async_nats::header::NATS_EXPECTED_LAST_MESSAGE_ID,
+            impossible_last_id,
+        );
+        Self {
+            headers: Some(headers),
+            ..self.clone()
         }
     }
 }
@@ -285,6 +326,21 @@ fn to_utf8(array: &ArrayRef, column: &str) -> Result<StringArray> {
     }
 }
 
+/// An integer column of stream sequences (nulls: no check); a negative value is
+/// refused where its row is read, which knows the row's number in the call.
+fn to_sequences(array: &ArrayRef, column: &str) -> Result<PrimitiveArray<Int64Type>> {
+    if !array.data_type().is_integer() {
+        return Err(Error::bad_input(format!(
+            "column '{column}' must be an integer (a stream sequence), got {}",
+            array.data_type()
+        )));
+    }
+    let cast = arrow_cast::cast(array, &DataType::Int64).map_err(|e| {
+        Error::bad_input(format!("column '{column}': cannot read as sequences: {e}"))
+    })?;
+    Ok(cast.as_primitive::<Int64Type>().clone())
+}
+
 fn to_data(array: &ArrayRef) -> Result<DataColumn> {
     match array.data_type() {
         DataType::Binary => Ok(DataColumn::binary(array.as_binary::<i32>().clone())),
@@ -312,6 +368,10 @@ pub struct PublishBatch {
     data: DataColumn,
     headers: Option<HeadersColumn>,
     msg_id: Option<StringArray>,
+    /// Per-row checks: the stream's last sequence on the row's subject, and the
+    /// stream's last msg id, that the row must find to be stored.
+    expected_last_subject_seq: Option<PrimitiveArray<Int64Type>>,
+    expected_last_msg_id: Option<StringArray>,
     /// The batch came from a read (it has the read's `stream` and `seq` columns): its
     /// control headers steered the stream it was read from.
     is_read: bool,
@@ -369,12 +429,20 @@ impl PublishBatch {
             .map(|a| HeadersColumn::new(&a))
             .transpose()?;
         let msg_id = column(MSG_ID).map(|a| to_utf8(&a, MSG_ID)).transpose()?;
+        let expected_last_subject_seq = column(EXPECTED_LAST_SUBJECT_SEQ)
+            .map(|a| to_sequences(&a, EXPECTED_LAST_SUBJECT_SEQ))
+            .transpose()?;
+        let expected_last_msg_id = column(EXPECTED_LAST_MSG_ID)
+            .map(|a| to_utf8(&a, EXPECTED_LAST_MSG_ID))
+            .transpose()?;
         let is_read = schema.index_of(STREAM).is_ok() && schema.index_of(SEQ).is_ok();
         Ok(Self {
             subject,
             data,
             headers,
             msg_id,
+            expected_last_subject_seq,
+            expected_last_msg_id,
             is_read,
             rows: batch.num_rows(),
             max_subject,
@@ -383,6 +451,16 @@ impl PublishBatch {
 
     pub fn num_rows(&self) -> usize {
         self.rows
+    }
+
+    /// Whether the input has a column of per-row expectations.
+    pub fn has_expectation_columns(&self) -> bool {
+        self.expected_last_subject_seq.is_some() || self.expected_last_msg_id.is_some()
+    }
+
+    /// Whether the input has the `expected_last_msg_id` column.
+    pub fn has_expected_last_msg_id_column(&self) -> bool {
+        self.expected_last_msg_id.is_some()
     }
 
     /// The message of row `row`. `global_row` is the row's number in the whole input
@@ -452,6 +530,36 @@ impl PublishBatch {
                 .get_or_insert_with(HeaderMap::new)
                 .insert(async_nats::header::NATS_MESSAGE_ID, id);
         }
+        let mut has_expectation = false;
+        if let Some(seq) = self
+            .expected_last_subject_seq
+            .as_ref()
+            .filter(|seqs| seqs.is_valid(row))
+        {
+            let Ok(seq) = u64::try_from(seq.value(row)) else {
+                return Err(Error::bad_input(format!(
+                    "column '{EXPECTED_LAST_SUBJECT_SEQ}', row {global_row}: a stream sequence \
+                     cannot be negative, got {}",
+                    seq.value(row)
+                )));
+            };
+            has_expectation = true;
+            headers.get_or_insert_with(HeaderMap::new).insert(
+                async_nats::header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
+                HeaderValue::from(seq),
+            );
+        }
+        if let Some(ids) = self
+            .expected_last_msg_id
+            .as_ref()
+            .filter(|ids| ids.is_valid(row))
+        {
+            has_expectation = true;
+            let id = header_value(ids.value(row), EXPECTED_LAST_MSG_ID, global_row)?;
+            headers
+                .get_or_insert_with(HeaderMap::new)
+                .insert(async_nats::header::NATS_EXPECTED_LAST_MESSAGE_ID, id);
+        }
         if let Some(stream) = &defaults.expected_stream {
             // Checked for line breaks by `PublishOptions::validate`.
             let stream = header_value(stream, "expected_stream", global_row)?;
@@ -471,6 +579,7 @@ impl PublishBatch {
             headers,
             payload,
             has_msg_id,
+            has_expectation,
         })
     }
 }

@@ -54,6 +54,10 @@ pub struct Publisher {
     rows_before: u64,
     /// Atomic batch ids handed out (each attempt of a batch has its own).
     batches_opened: u64,
+    /// A msg id never published, which no stream's last msg id can be: the
+    /// expectation of a probe whether a row's msg id is stored (see
+    /// [`OutgoingMessage::msg_id_probe`]).
+    probe_last_id: String,
     max_payload: usize,
     /// The longest subject a message may have (see [`max_subject_len`]).
     max_subject: usize,
@@ -67,6 +71,7 @@ impl Publisher {
         let acks = conn.client.subscribe(format!("{inbox}.*")).await?;
         let max_payload = conn.max_payload();
         let inbox_prefix = format!("{inbox}.");
+        let probe_last_id = format!("{inbox}.no-such-msg-id");
         // Reply subjects are the inbox prefix and at most 64 more bytes (a token of up
         // to 20 digits; in fast mode, the batch state).
         let max_subject = max_subject_len(inbox_prefix.len() + 64, max_payload);
@@ -78,6 +83,7 @@ impl Publisher {
             next_token: 0,
             rows_before: 0,
             batches_opened: 0,
+            probe_last_id,
             max_payload,
             max_subject,
         })
@@ -118,8 +124,13 @@ impl Publisher {
         // The columns are checked before any row, so an input is refused for a
         // missing or mistyped column whether or not it has rows.
         let empty = RecordBatch::new_empty(schema);
-        if let Err(e) = PublishBatch::new(&empty, subject.as_deref(), self.max_subject) {
-            return (outcome, Some(e));
+        match PublishBatch::new(&empty, subject.as_deref(), self.max_subject) {
+            Ok(columns) => {
+                if let Err(e) = self.options.check_expectation_columns(&columns) {
+                    return (outcome, Some(e));
+                }
+            }
+            Err(e) => return (outcome, Some(e)),
         }
         let mut source = RowSource {
             batches,
@@ -158,6 +169,7 @@ impl Publisher {
         let mut run = PublishRun {
             options: &self.options,
             conn: &self.conn,
+            probe_last_id: &self.probe_last_id,
             in_flight: Window::default(),
             congestion: Congestion::new(self.options.window),
             retries: RetryQueue::default(),
@@ -197,6 +209,7 @@ impl Publisher {
                         r.row,
                         r.attempt,
                         r.message,
+                        r.conflict,
                         self.options.ack_timeout,
                     );
                     continue;
@@ -234,7 +247,7 @@ impl Publisher {
                     }
                 };
                 run.in_flight
-                    .push(token, index, 0, message, self.options.ack_timeout);
+                    .push(token, index, 0, message, None, self.options.ack_timeout);
             }
             if self.options.fail_when_full && run.in_flight.len() >= window && stop.is_none() {
                 refuse_rest(source, run.outcome, window)?;

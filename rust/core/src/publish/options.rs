@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::codec::CodecSpec;
 use crate::defaults;
 use crate::error::{Error, Result};
-use crate::publish::input::MessageDefaults;
+use crate::publish::input::{MessageDefaults, PublishBatch};
 
 /// The largest window: acks must fit the client's subscription buffer (64 Ki).
 pub const MAX_WINDOW: usize = 65_536;
@@ -163,6 +163,31 @@ impl PublishOptions {
                     "option '{option}' may not contain line breaks"
                 )));
             }
+        }
+        Ok(())
+    }
+
+    /// Refuse per-row expectation columns that cannot work with these options.
+    pub(crate) fn check_expectation_columns(&self, input: &PublishBatch) -> Result<()> {
+        if input.has_expectation_columns() && self.has_expectations() {
+            return Err(Error::bad_input(
+                "the input has a column of per-row expectations (expected_last_subject_seq or \
+                 expected_last_msg_id) and the call has an expected_last_* option: give the \
+                 checks as columns or as the option, not both",
+            ));
+        }
+        if input.has_expected_last_msg_id_column() && self.mode == PublishMode::Atomic {
+            return Err(Error::bad_input(
+                "column 'expected_last_msg_id' does not work with mode='atomic': the server \
+                 refuses Nats-Expected-Last-Msg-Id in an atomic batch; use column \
+                 expected_last_subject_seq",
+            ));
+        }
+        if input.has_expectation_columns() && self.mode == PublishMode::Fast {
+            return Err(Error::bad_input(
+                "columns expected_last_subject_seq and expected_last_msg_id work with \
+                 mode='acked' or mode='atomic': a failed check would end a fast batch",
+            ));
         }
         Ok(())
     }

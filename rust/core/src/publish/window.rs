@@ -13,6 +13,9 @@ pub(super) struct InFlight {
     pub row: usize,
     pub attempt: u32,
     pub message: OutgoingMessage,
+    /// A probe of whether the row's msg id is stored, sent after its expected-last
+    /// check failed: the conflict to report unless the probe finds it stored.
+    pub conflict: Option<String>,
     deadline: Instant,
 }
 
@@ -60,12 +63,14 @@ impl Window {
         row: usize,
         attempt: u32,
         message: OutgoingMessage,
+        conflict: Option<String>,
         ack_timeout: Duration,
     ) {
         let entry = InFlight {
             row,
             attempt,
             message,
+            conflict,
             deadline: Instant::now() + ack_timeout,
         };
         if self.slots.is_empty() {
@@ -187,8 +192,9 @@ mod tests {
             headers: None,
             payload: bytes::Bytes::from(vec![b'x'; size]),
             has_msg_id: false,
+            has_expectation: false,
         };
-        w.push(token, row, 0, message, Duration::ZERO);
+        w.push(token, row, 0, message, None, Duration::ZERO);
     }
 
     #[test]
