@@ -241,6 +241,12 @@ def ja_publish_fast_ids(p: Params, clock: Clock) -> Result:
     return _ja_publish(p, clock, msg_id_prefix="bench-", mode="fast")
 
 
+def ja_publish_atomic_ids(p: Params, clock: Clock) -> Result:
+    """``ja_publish_ids`` with ``mode="atomic"``: batches of 1,000 rows, each stored
+    whole or not at all (the harness creates the stream with ``allow_atomic``)."""
+    return _ja_publish(p, clock, msg_id_prefix="bench-", mode="atomic")
+
+
 def ja_read(p: Params, clock: Clock, method: str = "consumer") -> Result:
     import jetstream_arrow as ja
 
@@ -506,6 +512,7 @@ CASES: dict[str, Callable[[Params, Clock], Result]] = {
     "ja-publish-ids": ja_publish_ids,
     "ja-publish-fast": ja_publish_fast,
     "ja-publish-fast-ids": ja_publish_fast_ids,
+    "ja-publish-atomic-ids": ja_publish_atomic_ids,
     "ja-read": ja_read,
     "ja-read-direct": ja_read_direct,
     "ja-consume-batch-ack": ja_consume_batch_ack,

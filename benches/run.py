@@ -52,6 +52,7 @@ CASES: list[tuple[str, str, bool, str]] = [
     ("ja-publish-ids", "publish", False, "ja"),
     ("ja-publish-fast", "publish", False, "ja"),
     ("ja-publish-fast-ids", "publish", False, "ja"),
+    ("ja-publish-atomic-ids", "publish", False, "ja"),
     ("spark-write", "publish", False, "spark"),
     ("spark-write-fast", "publish", False, "spark"),
     # Writes into a data source that drops the batches: Spark's hand-over alone.
@@ -92,6 +93,8 @@ NATIVE = {"publish": "native-publish", "fetch": "native-fetch"}
 RAW = {"fetch": "native-raw-fetch"}
 # Publishes in fast-ingest batches: their stream needs `allow_batched`.
 FAST_INGEST = ("ja-publish-fast", "ja-publish-fast-ids", "spark-write-fast")
+# Publishes in atomic batches: their stream needs `allow_atomic`.
+ATOMIC = ("ja-publish-atomic-ids",)
 NATIVE_FLOW = "native-consume-flow-control"
 SPARK_WRITE_CEILING = "spark-write-ceiling"
 # Publish cases whose stream stays empty by design (not checked for n messages).
@@ -104,6 +107,7 @@ ALSO_COMPARED: dict[str, tuple[str, ...]] = {
     "native-publish-ids": (
         "ja-publish-ids",
         "ja-publish-fast-ids",
+        "ja-publish-atomic-ids",
         "spark-write",
         "spark-write-fast",
     ),
@@ -142,7 +146,9 @@ class Admin:
     def _run(self, coro: Any, timeout: float = 60) -> Any:
         return self.loop.run_until_complete(asyncio.wait_for(coro, timeout))
 
-    def recreate(self, stream: str, subject: str, batched: bool = False) -> None:
+    def recreate(
+        self, stream: str, subject: str, batched: bool = False, atomic: bool = False
+    ) -> None:
         from nats.js.api import StorageType, StreamConfig
         from nats.js.errors import NotFoundError
 
@@ -159,6 +165,7 @@ class Admin:
                     num_replicas=1,
                     allow_direct=True,  # for the direct-get read
                     allow_batched=batched or None,  # for fast-ingest publishing
+                    allow_atomic=atomic or None,  # for atomic batches
                 )
             )
         )
@@ -405,7 +412,7 @@ def bench_size(
                 stream, subject = read_stream, read_subject
             else:
                 stream, subject = write_stream, write_subject
-                admin.recreate(stream, subject, batched=case in FAST_INGEST)
+                admin.recreate(stream, subject, batched=case in FAST_INGEST, atomic=case in ATOMIC)
             cmd = case_command(case, binary, server.url, stream, subject, n, size)
             run = run_process(cmd, case_timeout(case, n))
             if run.error is None and not NEEDS_DATA[case] and case not in STORES_NOTHING:

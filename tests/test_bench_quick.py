@@ -22,6 +22,7 @@ QUICK_CASES = [
     "ja-publish-ids",
     "ja-publish-fast",
     "ja-publish-fast-ids",
+    "ja-publish-atomic-ids",
     "native-fetch",
     "native-raw-fetch",
     "natspy-fetch",
