@@ -68,6 +68,7 @@ from jetstream_arrow.exceptions import (
     MissedHeartbeatsError,
     PublishError,
 )
+from jetstream_arrow.kv_write import KvColumns
 from jetstream_arrow.management import ConsumerConfig, StreamConfig, StreamSource
 from jetstream_arrow.options import ConnectOptions
 from natsserver import NatsServer, start_server
@@ -2025,6 +2026,23 @@ def _spark_publish_mode(ctx: Ctx) -> None:
     raises(lambda: spark_write(ctx, table(name, 2), publishMode="atomic"), PublishError)
 
 
+@effect(("df.write", "kv"))
+def _spark_kv(ctx: Ctx) -> None:
+    bucket = ctx.name("kv").lower()
+    ctx.client.create_stream(f"KV_{bucket}", [f"$KV.{bucket}.>"])
+    ctx.made.append(f"KV_{bucket}")
+    rows = pa.table({"key": ["k1", "k2"], "value": [b"1", b"2"]})
+    assert spark_write(ctx, rows, kv=bucket).stored == 2
+    assert ctx.rows(f"KV_{bucket}").column("subject").to_pylist() == [
+        f"$KV.{bucket}.k1",
+        f"$KV.{bucket}.k2",
+    ]
+    raises(
+        lambda: _source(ctx, kv=bucket, subject="x").writer(_write_schema(rows), False),
+        BadInputError,
+    )
+
+
 @effect(("df.write", "atomicBatchRows"))
 def _spark_atomic_batch_rows(ctx: Ctx) -> None:
     name = ctx.stream(allow_atomic=True)
@@ -2055,6 +2073,17 @@ _stream_write_delegated("subject", "probe.subject")
 _stream_write_delegated("msgIdColumn", "key")
 _stream_write_delegated("publishMode", "fast")
 _stream_write_delegated("atomicBatchRows", 7)
+
+
+@effect(("df.writeStream", "kv"))
+def _stream_write_kv(ctx: Ctx) -> None:
+    bucket = ctx.name("kv").lower()
+    ctx.client.create_stream(f"KV_{bucket}", [f"$KV.{bucket}.>"])
+    ctx.made.append(f"KV_{bucket}")
+    rows = pa.table({"key": ["k"], "value": [b"v"]})
+    writer = stream_writer(ctx, rows, kv=bucket)
+    assert (writer.opts.kv, writer.opts.expected_stream) == (bucket, f"KV_{bucket}")
+    assert isinstance(writer.columns, KvColumns) and writer.columns.bucket == bucket
 
 
 # -- mapInArrow helpers: read_fn and publish_fn, called as Spark calls them on a worker ---
@@ -2220,6 +2249,15 @@ def _publish_fn_mode(ctx: Ctx) -> None:
     name = ctx.stream(allow_batched=True)
     assert _publish_fn(ctx, table(name, 2)).column("seq").to_pylist() == [1, 2]
     assert _publish_fn(ctx, table(name, 2), publish_mode="fast").column("seq").null_count == 2
+
+
+@effect((_PUBLISH_FN, "kv"))
+def _publish_fn_kv(ctx: Ctx) -> None:
+    bucket = ctx.name("kv").lower()
+    ctx.client.create_stream(f"KV_{bucket}", [f"$KV.{bucket}.>"])
+    ctx.made.append(f"KV_{bucket}")
+    acks = _publish_fn(ctx, pa.table({"key": ["k"], "value": [b"v"]}), kv=bucket)
+    assert acks.column("seq").to_pylist() == [1]
 
 
 @effect((_PUBLISH_FN, "atomic_batch_rows"))

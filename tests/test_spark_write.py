@@ -239,6 +239,36 @@ def test_per_row_expectations_store_the_rows_whose_checks_pass_and_name_a_confli
     assert data == [b"a1", b"b1", b"a2"]
 
 
+def test_a_dataframe_written_into_a_kv_bucket_is_what_a_kv_client_reads(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    url, bucket = shared_nats_server.url, unique_name("sparkkv")
+    with ja.connect(url) as client:
+        # The stream a KV client makes for a bucket: KV_<bucket> on $KV.<bucket>.>.
+        client.create_stream(f"KV_{bucket}", [f"$KV.{bucket}.>"], max_msgs_per_subject=5)
+    rows = [(f"device.{i}", f"v{i}") for i in range(40)]
+    _write(spark.createDataFrame(rows, "key string, value string").repartition(2), url, kv=bucket)
+    table = stream_table(url, f"KV_{bucket}")
+    assert sorted(table.column("subject").to_pylist()) == sorted(
+        f"$KV.{bucket}.{k}" for k, _ in rows
+    )
+    # A compare-and-set of device.0 at a revision it is not at fails the job naming it.
+    revision = dict(
+        zip(table.column("subject").to_pylist(), table.column("seq").to_pylist(), strict=True)
+    )
+    cas = spark.createDataFrame(
+        [("device.1", "w1", revision[f"$KV.{bucket}.device.1"]), ("device.0", "w0", 999)],
+        "key string, value string, expected_revision long",
+    )
+    with pytest.raises(SPARK_ERRORS) as excinfo:
+        _write(cas.coalesce(1), url, kv=bucket)
+    assert "conflict: expected last subject sequence 999" in error_text(excinfo)
+    # The row whose check passed was stored once, through the task's retries.
+    after = stream_table(url, f"KV_{bucket}")
+    assert after.num_rows == 41
+    assert after.column("data").to_pylist()[-1] == b"w1"
+
+
 def test_fast_publish_mode_into_a_stream_without_allow_batched_fails_storing_nothing(
     spark: Any, shared_nats_server: Any, unique_name: Any
 ) -> None:

@@ -23,6 +23,8 @@ from ._time import to_epoch_ns
 from .codec import ValueCodec, report_malformed
 from .consumers import OrderedConsumer, PullConsumer, PushConsumer
 from .exceptions import BadInputError, JetStreamArrowError, PublishError
+from .kv_write import SUBJECT_PREFIX as KV_SUBJECT_PREFIX
+from .kv_write import KvColumns, bucket_stream
 from .management import ManagementMixin
 from .options import ConnectOptions, PublishOptions, ReadOptions
 
@@ -234,6 +236,53 @@ class Client(ManagementMixin):
         unless ``raise_on_error=False``."""
         with self.publisher(subject, **options) as publisher:
             return publisher.publish(data)
+
+    def write_kv(self, bucket: str, data: Any, **options: Any) -> PublishResult:
+        """Write rows into KV bucket ``bucket``: ``key`` and ``value`` columns, optional
+        ``operation`` (``PUT``, ``DEL``, ``PURGE``) and ``expected_revision`` (a
+        compare-and-set: the row is stored only if its key is at that revision, 0 for
+        a key with no entry; otherwise it fails with a ``conflict:`` error of its own).
+        ``data`` is anything with the Arrow PyCapsule interface; it is mapped batch by
+        batch (see :mod:`jetstream_arrow.kv_write`) and published with ``options``
+        (:class:`PublishOptions` fields and ``raise_on_error``), so an entry's revision
+        is its row's ``acks.seq``."""
+        stream = bucket_stream(bucket)
+        subjects = self.stream_info(stream).config.subjects or []
+        wanted = f"{KV_SUBJECT_PREFIX}{bucket}.>"
+        if wanted not in subjects:
+            raise BadInputError(
+                f"stream {stream!r} does not take the subjects of bucket {bucket!r} "
+                f"({wanted!r}; it has {subjects}): it is not a KV bucket written here"
+            )
+        reader = (
+            pa.RecordBatchReader.from_batches(data.schema, [data])
+            if isinstance(data, pa.RecordBatch)
+            else pa.RecordBatchReader.from_stream(data)
+        )
+        columns = KvColumns.resolve(reader.schema, bucket, options.pop("msg_id_column", None))
+        mapped = columns.select_all(reader)
+        first = next(mapped, None)
+        if first is None:  # no rows: the publish still checks the columns
+            first = columns.select(pa.RecordBatch.from_pylist([], schema=reader.schema))
+        # Bad input found while mapping a later batch ends the input there; it is
+        # raised with the result of the rows before, as the engine's own is.
+        failure: list[BadInputError] = []
+
+        def rest() -> Iterator[pa.RecordBatch]:
+            try:
+                yield from mapped
+            except BadInputError as err:
+                failure.append(err)
+
+        batches = pa.RecordBatchReader.from_batches(first.schema, itertools.chain([first], rest()))
+        raise_on_error = options.pop("raise_on_error", True)
+        options.setdefault("keep_control_headers", True)
+        options.setdefault("expected_stream", stream)
+        result = self.publish(batches, raise_on_error=False, **options)
+        if failure:
+            failure[0].result = result
+            raise failure[0]
+        return _raise_if_failed(result) if raise_on_error else result
 
     # -- read ----------------------------------------------------------------------
     def first_seq_at(

@@ -14,10 +14,10 @@ from dataclasses import asdict
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from .columns import PublishColumns
 from .options import WriteOptions
 from .writing import (
     JetStreamCommitMessage,
+    WriteColumns,
     finished_tasks,
     publish_task,
     report_aborted,
@@ -29,7 +29,7 @@ from .writing import (
 class JetStreamWriter(DataSourceArrowWriter):
     """Publishes each task's Arrow batches; idempotent across task retries."""
 
-    def __init__(self, opts: WriteOptions, columns: PublishColumns) -> None:
+    def __init__(self, opts: WriteOptions, columns: WriteColumns) -> None:
         self.opts = opts
         self.columns = columns
 

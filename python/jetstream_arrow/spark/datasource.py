@@ -20,7 +20,7 @@ from pyspark.sql.types import StructType
 
 from .batch_reader import JetStreamPushdownReader, JetStreamReader
 from .batch_writer import JetStreamWriter
-from .columns import PublishColumns, arrow_schema
+from .columns import arrow_schema
 from .consumer_stream_reader import ConsumerStreamReader
 from .options import WriteOptions, parse_read_options, parse_write_options
 from .pushdown import planning_with_pushdown
@@ -28,7 +28,7 @@ from .reading import checked_schema
 from .stream_reader import JetStreamStreamReader
 from .stream_writer import JetStreamStreamWriter
 from .values import read_schema
-from .writing import check_expected_stream, refuse_overwrite
+from .writing import WriteColumns, check_expected_stream, refuse_overwrite, write_columns
 
 
 class JetStreamDataSource(DataSource):
@@ -75,10 +75,5 @@ class JetStreamDataSource(DataSource):
         return JetStreamStreamWriter(opts, columns)
 
     @staticmethod
-    def _publish_columns(opts: WriteOptions, schema: StructType) -> PublishColumns:
-        return PublishColumns.resolve(
-            arrow_schema(schema),
-            constant_subject=opts.subject is not None,
-            msg_id_column=opts.msg_id_column,
-            encoded=opts.value_format is not None,
-        )
+    def _publish_columns(opts: WriteOptions, schema: StructType) -> WriteColumns:
+        return write_columns(opts, arrow_schema(schema))

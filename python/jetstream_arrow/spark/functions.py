@@ -15,13 +15,13 @@ from typing import Any
 import pyarrow as pa
 
 from ..exceptions import BadInputError
-from .columns import ACK_SCHEMA, PublishColumns, arrow_schema, conform
+from .columns import ACK_SCHEMA, arrow_schema, conform
 from .connection_cache import get_client
 from .options import parse_read_options, parse_write_options, read_option_name
 from .preflight import check_worker_python
 from .reading import read_range
 from .values import read_schema
-from .writing import PublishTally, publish_batches, task_ids
+from .writing import PublishTally, publish_batches, task_ids, write_columns
 
 ArrowFn = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
@@ -66,12 +66,7 @@ def publish_fn(**options: Any) -> ArrowFn:
         first = next(batches, None)
         if first is None:
             return
-        columns = PublishColumns.resolve(
-            first.schema,
-            constant_subject=opts.subject is not None,
-            msg_id_column=opts.msg_id_column,
-            encoded=opts.value_format is not None,
-        )
+        columns = write_columns(opts, first.schema)
         target = arrow_schema(ACK_SCHEMA)
         where = f"publish_fn, partition {partition}, attempt {attempt}"
         # The first batch was taken to learn the columns; it is published too.

@@ -397,6 +397,14 @@ WRITE_SPECS = [
         "write",
     ),
     OptionSpec(
+        "kv",
+        "kv",
+        "str",
+        None,
+        "write into this KV bucket instead of a stream: the DataFrame has `key` (string) and `value` (binary or string), optionally `operation` (`PUT`, `DEL` or `PURGE`) and `expected_revision` (long: a compare-and-set, 0 for a key with no entry; a row whose key moved on fails the task naming the conflict)",
+        "write",
+    ),
+    OptionSpec(
         "write_id",
         "writeId",
         "str",

@@ -23,6 +23,7 @@ from typing import Any
 from .._core import validate_name
 from .._time import to_datetime
 from ..exceptions import BadInputError
+from ..kv_write import bucket_stream
 from ..options import ConnectOptions
 from .option_specs import CONNECT_SPECS, READ_SPECS, WRITE_SPECS, OptionSpec, spec_defaults
 
@@ -357,6 +358,8 @@ class WriteOptions:
     subject: str | None = None
     msg_id_column: str | None = None
     publish_mode: str = _WRITE_DEFAULTS["publish_mode"]
+    # A KV bucket written instead of a stream (its stream is the expected one).
+    kv: str | None = None
     atomic_batch_rows: int = _WRITE_DEFAULTS["atomic_batch_rows"]
     window: int = _WRITE_DEFAULTS["window"]
     ack_timeout: float = _WRITE_DEFAULTS["ack_timeout"]
@@ -378,6 +381,26 @@ class WriteOptions:
             for spec in WRITE_SPECS
             if spec.native_field is not None
         }
+
+
+def _check_kv_write(values: dict[str, Any], stream: str | None, stream_given_as: str) -> None:
+    """A write into a KV bucket: its rows' subjects come from their keys, its payloads
+    from column ``value``, and every message must land in the bucket's stream."""
+    bucket_stream_name = bucket_stream(values["kv"])
+    for option, spark in (("subject", "subject"), ("value_format", "valueFormat")):
+        if values[option] is not None:
+            raise BadInputError(
+                f"options 'kv' and '{spark}' exclude each other: a KV write takes its "
+                "subjects from column 'key' and its payloads from column 'value'"
+            )
+    given = values["expected_stream"]
+    if given not in (None, bucket_stream_name):
+        said = stream_given_as if stream is not None else "option 'expectedStream'"
+        raise BadInputError(
+            f"option 'kv' ({values['kv']!r}, stream {bucket_stream_name!r}) and {said} "
+            f"({given!r}) disagree"
+        )
+    values["expected_stream"] = bucket_stream_name
 
 
 def parse_read_options(
@@ -505,6 +528,8 @@ def parse_write_options(options: Mapping[str, Any], *, queries: str = "batch") -
                 f"({values['expected_stream']!r}) disagree"
             )
         values["expected_stream"] = stream
+    if values["kv"] is not None:
+        _check_kv_write(values, stream, stream_given_as)
     write_id = values.pop("write_id") or ("" if queries == "stream" else uuid.uuid4().hex)
     if any(c.isspace() for c in write_id):
         raise BadInputError(f"option 'writeId' may not contain whitespace, got {write_id!r}")

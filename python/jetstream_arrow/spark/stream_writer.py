@@ -19,10 +19,10 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from ..exceptions import JetStreamArrowError
-from .columns import PublishColumns
 from .options import WriteOptions
 from .writing import (
     JetStreamCommitMessage,
+    WriteColumns,
     finished_tasks,
     publish_task,
     report_aborted,
@@ -65,7 +65,7 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
     """Publishes each micro-batch's Arrow batches; idempotent across task retries and
     micro-batch re-runs (a query restarted from its checkpoint)."""
 
-    def __init__(self, opts: WriteOptions, columns: PublishColumns) -> None:
+    def __init__(self, opts: WriteOptions, columns: WriteColumns) -> None:
         self.opts = opts
         self.columns = columns
 

@@ -23,6 +23,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from .._read_ahead import ReadAhead
 from ..exceptions import BadInputError, JetStreamArrowError, NotFoundError, PublishError
+from ..kv_write import KvColumns
 from .columns import PublishColumns
 from .connection_cache import get_client
 from .options import WriteOptions
@@ -122,9 +123,27 @@ def task_ids() -> tuple[int, int, int]:
     return ctx.stageId(), ctx.partitionId(), ctx.attemptNumber()
 
 
+#: What maps a write's input batches to publish input: the message columns of a
+#: stream write, or the key and value columns of a KV bucket's (option ``kv``).
+WriteColumns = PublishColumns | KvColumns
+
+
+def write_columns(opts: WriteOptions, schema: pa.Schema) -> WriteColumns:
+    """The input columns of a write, checked against its options, naming the column
+    at fault."""
+    if opts.kv is not None:
+        return KvColumns.resolve(schema, opts.kv, opts.msg_id_column)
+    return PublishColumns.resolve(
+        schema,
+        constant_subject=opts.subject is not None,
+        msg_id_column=opts.msg_id_column,
+        encoded=opts.value_format is not None,
+    )
+
+
 def publish_batches(
     opts: WriteOptions,
-    columns: PublishColumns,
+    columns: WriteColumns,
     batches: Iterator[pa.RecordBatch],
     msg_id_prefix: str,
     tally: PublishTally,
@@ -142,9 +161,15 @@ def publish_batches(
         msg_id_prefix=msg_id_prefix,
         raise_on_error=False,
         codec=write_codec(opts),
+        # A KV delete or purge is a header that steers how the stream stores it.
+        keep_control_headers=True if opts.kv is not None else None,
         **opts.publisher_kwargs(),
     )
-    selected = (columns.select(batch) for batch in batches if batch.num_rows)
+    selected = (
+        columns.select_all(b for b in batches if b.num_rows)
+        if isinstance(columns, KvColumns)
+        else (columns.select(batch) for batch in batches if batch.num_rows)
+    )
     read_ahead = ReadAhead(selected, depth=2, name="jetstream-arrow-spark-input")
     try:
         results = publisher.publish_batches(read_ahead)
@@ -169,7 +194,7 @@ def publish_batches(
 
 def publish_task(
     opts: WriteOptions,
-    columns: PublishColumns,
+    columns: WriteColumns,
     batches: Iterator[pa.RecordBatch],
     msg_id_prefix: str,
     where: str,
