@@ -1,6 +1,7 @@
 //! Publishing against a real server: the ack window stores every row once and in
 //! order, msg ids make a re-run all duplicates, `503 No Responders` and lost acks are
-//! retried with the same message, and fast ingest stores a stream's worth of rows.
+//! retried with the same message, fast ingest stores a stream's worth of rows, and
+//! atomic batches are stored whole (a re-run found stored by its msg ids).
 
 mod common;
 
@@ -332,6 +333,78 @@ async fn a_fast_publish_into_a_stream_without_allow_batched_fails_naming_the_mod
             assert_ne!(e.kind(), ErrorKind::Connection, "{e}");
         }
         assert_eq!(stream_info(&conn, "NOFAST").await.state.messages, 0);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_atomic_publish_stores_whole_batches_and_a_rerun_is_all_duplicates() {
+    let server = NatsServer::start();
+    bounded("an atomic publish and its re-run", async {
+        let conn = connect(&server.url()).await;
+        create_stream(&conn, "AT", serde_json::json!({"allow_atomic": true})).await;
+        let mut publisher = publisher(
+            &conn,
+            PublishOptions {
+                mode: PublishMode::Atomic,
+                batch_rows: 400,
+                ..PublishOptions::default()
+            },
+        )
+        .await;
+        let n = 1_000;
+        let input = || vec![rows("AT", 0, 700, 32), rows("AT", 700, 300, 32)];
+        let first = publish_all(&mut publisher, input()).await;
+        assert_eq!(
+            (first.rows(), first.stored, first.failed()),
+            (n, n, 0),
+            "{:?}",
+            errors(&first, 3)
+        );
+        let seqs: Vec<Option<u64>> = (0..n).map(|row| first.seq(row)).collect();
+        assert_eq!(seqs, (1..=n as u64).map(Some).collect::<Vec<_>>());
+
+        // Every batch is refused for holding stored msg ids; each row is then found
+        // stored by a probe and reported a duplicate at its first sequence.
+        let again = publish_all(&mut publisher, input()).await;
+        assert_eq!(
+            (again.stored, again.duplicates, again.failed()),
+            (0, n, 0),
+            "{:?}",
+            errors(&again, 3)
+        );
+        assert_eq!((0..n).map(|row| again.seq(row)).collect::<Vec<_>>(), seqs);
+        assert_eq!(stream_info(&conn, "AT").await.state.messages, n as u64);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_atomic_publish_into_a_stream_without_allow_atomic_stores_nothing() {
+    let server = NatsServer::start();
+    bounded("an atomic publish refused by its stream", async {
+        let conn = connect(&server.url()).await;
+        create_stream(&conn, "NOATOM", serde_json::json!({})).await;
+        let mut publisher = publisher(
+            &conn,
+            PublishOptions {
+                mode: PublishMode::Atomic,
+                batch_rows: 8,
+                ..PublishOptions::default()
+            },
+        )
+        .await;
+        let outcome = publish_all(&mut publisher, vec![rows("NOATOM", 0, 20, 8)]).await;
+        assert_eq!((outcome.stored, outcome.failed()), (0, 20));
+        let first = outcome.error(0).expect("the first row failed");
+        assert!(
+            first.contains("10174") && first.contains("allow_atomic"),
+            "{first}"
+        );
+        assert!(outcome
+            .error(8)
+            .is_some_and(|e| e.starts_with("not sent: ")));
+        assert_eq!(stream_info(&conn, "NOATOM").await.state.messages, 0);
     })
     .await;
 }
