@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::outcome::PublishOutcome;
 use super::window::{Congestion, InFlight, Window};
-use super::PublishOptions;
+use super::{reply_token, PublishOptions};
 use async_nats::header as nats_header;
 
 use crate::api::types::PublishReply;
@@ -184,12 +184,7 @@ impl PublishRun<'_> {
     /// Take the ack of the message sent with its subject's token; `next_token` is the
     /// token the next message will be sent with.
     pub(super) fn on_ack(&mut self, ack: async_nats::Message, next_token: u64) {
-        let Some(token) = ack
-            .subject
-            .rsplit('.')
-            .next()
-            .and_then(|t| t.parse::<u64>().ok())
-        else {
+        let Some(token) = reply_token(&ack) else {
             return;
         };
         // An ack for a message already timed out and resent (or from an earlier

@@ -42,7 +42,7 @@ use tokio::time::Instant;
 use super::acks::expectations_of;
 use super::outcome::PublishOutcome;
 use super::rows::RowSource;
-use super::{send, Publisher};
+use super::{reply_token, send, Publisher};
 use crate::api::headers::{
     BATCH_COMMIT, BATCH_COMMIT_STORE, BATCH_ID, BATCH_ID_MAX_LEN, BATCH_SEQUENCE,
 };
@@ -436,16 +436,8 @@ impl Publisher {
             // Send while the window has room.
             while sent < len && sent - answered < window {
                 let (row, message) = &batch.rows[sent as usize];
-                let member = batch_member(message, &id, sent + 1, len);
-                send(
-                    &self.conn,
-                    &self.inbox_prefix,
-                    &mut self.next_token,
-                    &member,
-                    ack_timeout,
-                )
-                .await
-                .map_err(|e| e.context(format!("row {row}")))?;
+                self.send_row(*row, &batch_member(message, &id, sent + 1, len))
+                    .await?;
                 sent += 1;
                 last_heard = Instant::now();
             }
@@ -476,12 +468,7 @@ impl Publisher {
                 replies.push(more);
             }
             for reply in replies {
-                let Some(token) = reply
-                    .subject
-                    .rsplit('.')
-                    .next()
-                    .and_then(|t| t.parse::<u64>().ok())
-                else {
+                let Some(token) = reply_token(&reply) else {
                     continue;
                 };
                 // Answers to earlier attempts (after their verdict) are past.
@@ -501,6 +488,19 @@ impl Publisher {
         Ok(Verdict::Unknown(
             "the commit was answered as a staged message".into(),
         ))
+    }
+
+    /// Send `message`, of row `row`, with the next reply token; returns the token.
+    async fn send_row(&mut self, row: usize, message: &OutgoingMessage) -> Result<u64> {
+        send(
+            &self.conn,
+            &self.inbox_prefix,
+            &mut self.next_token,
+            message,
+            self.options.ack_timeout,
+        )
+        .await
+        .map_err(|e| e.context(format!("row {row}")))
     }
 
     /// A new batch id: the publisher's inbox token (unique per connection) and a count.
@@ -533,16 +533,7 @@ impl Publisher {
                 continue;
             }
             let probe = message.msg_id_probe(&self.probe_last_id);
-            let token = send(
-                &self.conn,
-                &self.inbox_prefix,
-                &mut self.next_token,
-                &probe,
-                ack_timeout,
-            )
-            .await
-            .map_err(|e| e.context(format!("row {row}")))?;
-            asked.push(Some(token));
+            asked.push(Some(self.send_row(*row, &probe).await?));
         }
         let expected = asked.iter().flatten().count();
         let mut duplicate_seq: HashMap<u64, u64> = HashMap::new();
@@ -559,12 +550,7 @@ impl Publisher {
                     "the connection was closed for good (see option 'max_reconnects')",
                 ));
             };
-            let Some(token) = reply
-                .subject
-                .rsplit('.')
-                .next()
-                .and_then(|t| t.parse::<u64>().ok())
-            else {
+            let Some(token) = reply_token(&reply) else {
                 continue;
             };
             if token < first_token || token >= self.next_token {

@@ -387,6 +387,12 @@ fn add_expectations(options: &PublishOptions, message: &mut OutgoingMessage) {
     }
 }
 
+/// The token of the message an ack answers: the last token of its subject,
+/// `<inbox>.<token>` (None for a subject that is not one of the publisher's).
+fn reply_token(ack: &async_nats::Message) -> Option<u64> {
+    ack.subject.rsplit('.').next()?.parse().ok()
+}
+
 /// Send `message` with the reply subject `<inbox>.<token>`; returns the token its ack
 /// will carry.
 async fn send(
