@@ -1,6 +1,8 @@
 """How far a streaming query is behind, as its progress shows it: each micro-batch's
 source progress carries ``endOffset`` and ``latestOffset`` (``{"seq": ...}``), and
-``latestOffset.seq - endOffset.seq`` is the lag after that micro-batch. Real queries
+``latestOffset.seq - endOffset.seq`` is the lag after that micro-batch; the
+``latestOffset`` also gives it as the Kafka source's metrics do (messages behind,
+least, most and mean over the streams read, and the bytes behind). Real queries
 against a real nats-server and a local[2] session."""
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ from typing import Any
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
+import jetstream_arrow as ja
 from conftest_spark import make_stream, publish, read_stream, run_available_now, spark
 from jetstream_arrow.spark import message_schema
+from jetstream_arrow.spark.lag import behind_latest
 from jetstream_arrow.spark.options import parse_read_options
 from jetstream_arrow.spark.stream_reader import JetStreamStreamReader
 
@@ -40,9 +44,19 @@ def _batches(query: Any) -> list[tuple[int, int]]:
 
 
 def _lag(progress: Any) -> int:
-    """What a user computes from ``query.lastProgress``."""
+    """What a user computes from ``query.lastProgress``; the lag fields say the same."""
     source = progress["sources"][0]
-    return _seq(source["latestOffset"]) - _seq(source["endOffset"])
+    lag = _seq(source["latestOffset"]) - _seq(source["endOffset"])
+    latest = json.loads(source["latestOffset"])
+    assert latest["minMessagesBehindLatest"] == latest["maxMessagesBehindLatest"] == lag
+    assert latest["avgMessagesBehindLatest"] == float(lag)
+    return lag
+
+
+def _bytes_behind(progress: Any) -> int:
+    return int(
+        json.loads(progress["sources"][0]["latestOffset"])["estimatedTotalBytesBehindLatest"]
+    )
 
 
 class _PublishDuringFirstBatch:
@@ -78,6 +92,13 @@ def test_progress_shows_the_latest_sequence_and_the_lag_of_each_micro_batch(
     # it ran. availableNow reads only the first 250, and the progress shows the rest.
     assert _batches(query) == [(101, 251), (201, 271), (251, 271)]
     assert [_lag(p) for p in query.recentProgress if p["numInputRows"] > 0] == [150, 70, 20]
+    # Bytes behind at the stream's mean stored message size, as maxBytesPerTrigger counts.
+    with ja.connect(url) as client:
+        state = client.stream_info(name).state
+    size = state.bytes / state.messages
+    behind = [_bytes_behind(p) for p in query.recentProgress if p["numInputRows"] > 0]
+    assert behind[2] == round(20 * size), (behind, size)
+    assert behind[0] > behind[1] > behind[2] > 0
 
     # The next run reads what was left and has caught up.
     again = run_available_now(
@@ -88,6 +109,7 @@ def test_progress_shows_the_latest_sequence_and_the_lag_of_each_micro_batch(
     assert sink.seqs == list(range(1, 271))
     assert _batches(again) == [(271, 271)]
     assert _lag(again.lastProgress) == 0
+    assert _bytes_behind(again.lastProgress) == 0
 
 
 def test_consumer_progress_counts_only_the_consumers_subjects(
@@ -111,6 +133,9 @@ def test_consumer_progress_counts_only_the_consumers_subjects(
         query.processAllAvailable()
         batches = _batches(query)
         last = query.lastProgress
+        first_sources = [
+            s for p in query.recentProgress if p["numInputRows"] > 0 for s in p["sources"]
+        ][:1]
     finally:
         query.stop()
     # Each micro-batch claims 50 messages on .a, ending after the 50th, 100th and 150th;
@@ -118,6 +143,10 @@ def test_consumer_progress_counts_only_the_consumers_subjects(
     # this query's to read: once everything on .a is claimed, the lag is 0.
     assert batches == [(100, 300), (200, 300), (300, 300)]
     assert _lag(last) == 0
+    # While it ran, the consumer's pending messages were the lag: 100 after the first.
+    assert [json.loads(s["latestOffset"])["maxMessagesBehindLatest"] for s in first_sources] == [
+        100
+    ]
 
 
 def test_a_query_started_past_the_streams_end_is_not_behind(
@@ -134,8 +163,26 @@ def test_a_query_started_past_the_streams_end_is_not_behind(
 
     ahead = reader(startingSequence=100)
     assert ahead.latestOffset({"seq": 100}, ReadAllAvailable()) == {"seq": 100}
-    assert ahead.reportLatestOffset() == {"seq": 100}
+    report = ahead.reportLatestOffset()
+    assert (report["seq"], report["maxMessagesBehindLatest"]) == (100, 0)
+    assert report["estimatedTotalBytesBehindLatest"] == 0
 
     limited = reader(maxMessagesPerTrigger=8)
     assert limited.latestOffset({"seq": 1}, ReadMaxRows(8)) == {"seq": 9}
-    assert limited.reportLatestOffset() == {"seq": 31}
+    report = limited.reportLatestOffset()
+    assert (report["seq"], report["minMessagesBehindLatest"]) == (31, 22)
+    with ja.connect(url) as client:
+        state = client.stream_info(name).state
+    assert report["estimatedTotalBytesBehindLatest"] == round(22 * state.bytes / state.messages)
+
+
+def test_lag_over_several_streams_is_the_least_most_and_mean_and_the_bytes_in_all() -> None:
+    assert behind_latest({"A": (10, 100.0), "B": (0, 50.0), "C": (5, 20.0)}) == {
+        "minMessagesBehindLatest": 0,
+        "maxMessagesBehindLatest": 10,
+        "avgMessagesBehindLatest": 5.0,
+        "estimatedTotalBytesBehindLatest": 10 * 100 + 5 * 20,
+    }
+    # A stream ahead of its end (a start past it) is not behind.
+    assert behind_latest({"A": (-3, 10.0)})["maxMessagesBehindLatest"] == 0
+    assert behind_latest({}) == {}

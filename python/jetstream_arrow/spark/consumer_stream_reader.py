@@ -55,6 +55,7 @@ from ..client import Client
 from ..consumers import ConsumedBatch, PullConsumer
 from ..exceptions import BadInputError, NotFoundError
 from .connection_cache import get_client
+from .lag import behind_latest, mean_message_size
 from .options import ReadOptions
 from .partitions import read_partition, split_range
 from .reading import stream_state
@@ -229,10 +230,10 @@ class ConsumerStreamReader(DataSourceStreamReader):
         if budget is None or not claimed:
             return claimed
         state = stream_state(get_client(self.opts.connect), self.opts.stream)
-        fit = messages_within(budget, int(state.bytes) / max(int(state.messages), 1))
+        fit = messages_within(budget, mean_message_size(state))
         return claimed[: fit or len(claimed)]
 
-    def reportLatestOffset(self) -> dict[str, int]:
+    def reportLatestOffset(self) -> dict[str, Any]:
         """For the query's progress (Spark shows it as the source's ``latestOffset``,
         beside the ``endOffset`` latestOffset gave a moment ago): the sequence after the
         last message the consumer can claim, never below that end.
@@ -242,14 +243,22 @@ class ConsumerStreamReader(DataSourceStreamReader):
         everything on its subjects is claimed, and it is the sequence after the last
         claimed message: the stream's later messages, on subjects of other consumers,
         are no lag of this query. (The consumer's info answers whether any are
-        pending; the last message, payload and all, is fetched only when some are.)"""
+        pending; the last message, payload and all, is fetched only when some are.)
+        Beside it, the messages and bytes behind (:mod:`.lag`): the consumer's pending
+        messages and those it delivered that no micro-batch took yet."""
         client = get_client(self.opts.connect)
         stream = self.opts.stream
-        if client.consumer_info(stream, self.opts.consumer or "").num_pending:
+        pending = int(client.consumer_info(stream, self.opts.consumer or "").num_pending)
+        if pending:
             last = last_seq_on(client, stream, self.opts.subjects)
         else:
             last = max((s for _, rows in self._held for _, s in rows), default=0)
-        return {"seq": max(last + 1, self.planned_end)}
+        # Behind: what the consumer has still to deliver, and what it delivered that
+        # no micro-batch has taken yet.
+        held = {s for _, rows in self._held for _, s in rows if s >= self.planned_end}
+        size = mean_message_size(stream_state(client, stream))
+        behind = {stream: (pending + len(held), size)}
+        return {"seq": max(last + 1, self.planned_end), **behind_latest(behind)}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         """Sequences ``start..end - 1``, split by the options alone, so that a re-run

@@ -25,10 +25,9 @@ end when the micro-batch was planned (through option ``consumer``,
 :mod:`.consumer_stream_reader`: the end of what the consumer can claim), so
 ``latestOffset.seq - endOffset.seq`` is how many sequences the query had still to
 read after that micro-batch, 0 once it has caught up. (Sequences
-are messages unless the stream deleted some or the read filters subjects.) A Python
-source cannot report custom metrics like the Kafka source's ``minOffsetsBehindLatest``:
-Spark asks the JVM object of the source for them, and the one of a Python source has
-none; ``reportLatestOffset`` is what it passes on.
+are messages unless the stream deleted some or the read filters subjects.) The same
+``latestOffset`` carries that lag in the terms of the Kafka source's metrics
+(``minMessagesBehindLatest`` ..., :mod:`.lag`).
 """
 
 from __future__ import annotations
@@ -49,6 +48,7 @@ from pyspark.sql.types import StructType
 
 from ..exceptions import BadInputError
 from .connection_cache import get_client
+from .lag import behind_latest, mean_message_size
 from .options import ReadOptions
 from .partitions import read_partition, split_range
 from .reading import check_data_loss, first_available, first_seq_at, stream_state
@@ -100,9 +100,11 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         # With trigger(availableNow=True): the sequence after the last message that
         # existed when the query started. Later messages are left for the next run.
         self.available_now_end: int | None = None
-        # The stream's end as latestOffset last saw it: Spark asks reportLatestOffset
-        # right after latestOffset, and each costs a JetStream API request otherwise.
+        # The stream's end as latestOffset last saw it, and its mean message size:
+        # Spark asks reportLatestOffset right after latestOffset, and each costs a
+        # JetStream API request otherwise.
         self.seen_end: int | None = None
+        self.seen_message_size = 0.0
         # The end latestOffset last gave, the one of the micro-batch being planned.
         self.planned_end = 1
         # What initialOffset answered from the stream's state (not startingSequence),
@@ -156,6 +158,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     ) -> dict[str, int] | None:
         state = stream_state(get_client(self.opts.connect), self.opts.stream)
         end = self.seen_end = int(state.last_seq) + 1
+        self.seen_message_size = mean_message_size(state)
         if self.available_now_end is not None:
             end = min(end, self.available_now_end)
         if end <= next_seq:
@@ -166,9 +169,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         first = max(next_seq, first_available(state))
         if not self.gate.allows(end - first, available_now=self.available_now_end is not None):
             return None
-        by_bytes = messages_within(
-            self.opts.max_bytes_per_trigger, int(state.bytes) / max(int(state.messages), 1)
-        )
+        by_bytes = messages_within(self.opts.max_bytes_per_trigger, self.seen_message_size)
         if by_bytes is not None:
             end = min(end, first + by_bytes)
         if isinstance(limit, ReadMaxRows):
@@ -190,10 +191,11 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             return {"seq": end, "first": next_seq}
         return {"seq": end}
 
-    def reportLatestOffset(self) -> dict[str, int]:
+    def reportLatestOffset(self) -> dict[str, Any]:
         """The stream's end, for the query's progress, as latestOffset saw it a moment
         ago: Spark shows it as the source's ``latestOffset`` beside the ``endOffset``
-        that latestOffset gave, and their difference is how far behind the query is.
+        that latestOffset gave, and their difference is how far behind the query is,
+        also given as messages and bytes behind (:mod:`.lag`).
 
         It is never below that end: a query started past the stream's end
         (``startingSequence``) waits for messages, it is not behind. With
@@ -202,7 +204,10 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         if self.seen_end is None:
             state = stream_state(get_client(self.opts.connect), self.opts.stream)
             self.seen_end = int(state.last_seq) + 1
-        return {"seq": max(self.seen_end, self.planned_end)}
+            self.seen_message_size = mean_message_size(state)
+        latest = max(self.seen_end, self.planned_end)
+        behind = {self.opts.stream: (latest - self.planned_end, self.seen_message_size)}
+        return {"seq": latest, **behind_latest(behind)}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         """Sequences ``start..end - 1`` in ranges, split like a batch read's, from the

@@ -2,6 +2,9 @@
 //! order, msg ids make a re-run all duplicates, `503 No Responders` and lost acks are
 //! retried with the same message, fast ingest stores a stream's worth of rows, and
 //! atomic batches are stored whole (a re-run found stored by its msg ids).
+//!
+//! One module because every test shares its publisher and outcome helpers, and the
+//! tier runs each file as one test binary: one per publishing mode would build three.
 
 mod common;
 
