@@ -68,7 +68,7 @@ from jetstream_arrow.exceptions import (
     MissedHeartbeatsError,
     PublishError,
 )
-from jetstream_arrow.kv_write import KvColumns
+from jetstream_arrow.kv import KvColumns
 from jetstream_arrow.management import ConsumerConfig, StreamConfig, StreamSource
 from jetstream_arrow.options import ConnectOptions
 from natsserver import NatsServer, start_server
@@ -904,6 +904,32 @@ def _read_method(ctx: Ctx) -> None:
     name = ctx.stream(count=2)
     assert ctx.rows(name, method="consumer").num_rows == 2
     raises(lambda: ctx.rows(name, method="direct"), BadInputError)
+
+
+@effect(("Client.read", "last_per_subject"))
+def _read_last_per_subject(ctx: Ctx) -> None:
+    # m0..m3 alternate between <name>.a and <name>.b: the last of each are m2 and m3.
+    name = ctx.stream(count=4, allow_direct=True)
+    assert ctx.rows(name, last_per_subject=True).column("data").to_pylist() == [b"m2", b"m3"]
+    raises(lambda: ctx.rows(name, last_per_subject=True, start_seq=1), BadInputError)
+
+
+@effect(("Client.read", "as_of_seq"))
+def _read_as_of_seq(ctx: Ctx) -> None:
+    name = ctx.stream(count=4, allow_direct=True)
+    rows = ctx.rows(name, last_per_subject=True, as_of_seq=2)
+    assert rows.column("data").to_pylist() == [b"m0", b"m1"]
+    raises(lambda: ctx.rows(name, as_of_seq=2), BadInputError)
+
+
+@effect(("Client.read", "as_of_time"))
+def _read_as_of_time(ctx: Ctx) -> None:
+    name = ctx.stream(count=2, allow_direct=True)
+    when = ctx.rows(name).column("timestamp")[1].as_py()
+    ctx.fill(name, 2, start=2)
+    rows = ctx.rows(name, last_per_subject=True, as_of_time=when)
+    assert rows.column("data").to_pylist() == [b"m0", b"m1"]
+    raises(lambda: ctx.rows(name, as_of_time=when), BadInputError)
 
 
 @effect(("Client.first_seq_at", "subjects"))

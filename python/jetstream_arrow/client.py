@@ -23,8 +23,8 @@ from ._time import to_epoch_ns
 from .codec import ValueCodec, report_malformed
 from .consumers import OrderedConsumer, PullConsumer, PushConsumer
 from .exceptions import BadInputError, JetStreamArrowError, PublishError
-from .kv_write import SUBJECT_PREFIX as KV_SUBJECT_PREFIX
-from .kv_write import KvColumns, bucket_stream
+from .kv import ENTRY_SCHEMA, KvColumns, bucket_stream, entries, key_subjects
+from .kv import SUBJECT_PREFIX as KV_SUBJECT_PREFIX
 from .management import ManagementMixin
 from .options import ConnectOptions, PublishOptions, ReadOptions
 
@@ -243,7 +243,7 @@ class Client(ManagementMixin):
         compare-and-set: the row is stored only if its key is at that revision, 0 for
         a key with no entry; otherwise it fails with a ``conflict:`` error of its own).
         ``data`` is anything with the Arrow PyCapsule interface; it is mapped batch by
-        batch (see :mod:`jetstream_arrow.kv_write`) and published with ``options``
+        batch (see :mod:`jetstream_arrow.kv`) and published with ``options``
         (:class:`PublishOptions` fields and ``raise_on_error``), so an entry's revision
         is its row's ``acks.seq``."""
         stream = bucket_stream(bucket)
@@ -283,6 +283,38 @@ class Client(ManagementMixin):
             failure[0].result = result
             raise failure[0]
         return _raise_if_failed(result) if raise_on_error else result
+
+    def read_kv(
+        self,
+        bucket: str,
+        keys: Sequence[str] | str | None = None,
+        *,
+        include_deletes: bool = False,
+        as_of_seq: int | None = None,
+        as_of_time: datetime | str | float | None = None,
+        **options: Any,
+    ) -> pa.RecordBatchReader:
+        """The entries of KV bucket ``bucket`` as a table: ``key``, ``value``,
+        ``revision``, ``operation`` (``PUT``, ``DEL``, ``PURGE``) and ``created``
+        (when the revision was stored), one row per key, read as the latest message of
+        each of the bucket's subjects (``keys``: keys or wildcards such as ``"dev.*"``;
+        default every key) without reading its history. Deleted and purged keys are
+        left out unless ``include_deletes`` (then with a null value). ``as_of_seq`` /
+        ``as_of_time``: the bucket as it was then. ``options``: :class:`ReadOptions`
+        fields (``batch_rows``, ``max_bytes``, ``resume_timeout``)."""
+        stream = bucket_stream(bucket)
+        reader = self.read(
+            stream,
+            last_per_subject=True,
+            subjects=key_subjects(bucket, keys),
+            include_headers=True,
+            as_of_seq=as_of_seq,
+            as_of_time=as_of_time,
+            **options,
+        )
+        return pa.RecordBatchReader.from_batches(
+            ENTRY_SCHEMA, entries(reader, bucket, include_deletes)
+        )
 
     # -- read ----------------------------------------------------------------------
     def first_seq_at(

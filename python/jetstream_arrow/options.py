@@ -221,7 +221,10 @@ class ReadOptions(NativeOptions):
     ``batch_rows`` and ``max_bytes`` per pull. ``heartbeat``: the consumer's idle
     heartbeat; ``resume_timeout``: how long the read keeps trying to recreate its
     consumer after losing it. ``method``: ``"auto"``, ``"consumer"`` or ``"direct"``
-    (see :meth:`jetstream_arrow.Client.read`).
+    (see :meth:`jetstream_arrow.Client.read`). ``last_per_subject``: instead of a
+    range, the latest message of each subject (of ``subjects``), as of ``as_of_seq``
+    or ``as_of_time`` if given (default: the stream's last sequence when the read
+    opens), read with batched direct gets (the stream needs ``allow_direct``).
     """
 
     what: ClassVar[str] = "read"
@@ -236,6 +239,9 @@ class ReadOptions(NativeOptions):
     heartbeat: float | None = None
     resume_timeout: float | None = None
     method: ReadMethod | None = None
+    last_per_subject: bool | None = None
+    as_of_seq: int | None = None
+    as_of_time: datetime | str | float | None = None
 
     # What the native core reads in place of the fields given in Python's forms.
     @property
@@ -252,6 +258,10 @@ class ReadOptions(NativeOptions):
     @property
     def end_time_ns(self) -> int | None:
         return to_epoch_ns(self.end_time, "end_time")
+
+    @property
+    def as_of_time_ns(self) -> int | None:
+        return to_epoch_ns(self.as_of_time, "as_of_time")
 
 
 @dataclass(frozen=True)

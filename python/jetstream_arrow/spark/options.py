@@ -23,7 +23,7 @@ from typing import Any
 from .._core import validate_name
 from .._time import to_datetime
 from ..exceptions import BadInputError
-from ..kv_write import bucket_stream
+from ..kv import bucket_stream
 from ..options import ConnectOptions
 from .option_specs import CONNECT_SPECS, READ_SPECS, WRITE_SPECS, OptionSpec, spec_defaults
 
@@ -383,7 +383,7 @@ class WriteOptions:
         }
 
 
-def _check_kv_write(values: dict[str, Any], stream: str | None, stream_given_as: str) -> None:
+def _check_kv(values: dict[str, Any], stream: str | None, stream_given_as: str) -> None:
     """A write into a KV bucket: its rows' subjects come from their keys, its payloads
     from column ``value``, and every message must land in the bucket's stream."""
     bucket_stream_name = bucket_stream(values["kv"])
@@ -529,7 +529,7 @@ def parse_write_options(options: Mapping[str, Any], *, queries: str = "batch") -
             )
         values["expected_stream"] = stream
     if values["kv"] is not None:
-        _check_kv_write(values, stream, stream_given_as)
+        _check_kv(values, stream, stream_given_as)
     write_id = values.pop("write_id") or ("" if queries == "stream" else uuid.uuid4().hex)
     if any(c.isspace() for c in write_id):
         raise BadInputError(f"option 'writeId' may not contain whitespace, got {write_id!r}")

@@ -23,7 +23,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from .._read_ahead import ReadAhead
 from ..exceptions import BadInputError, JetStreamArrowError, NotFoundError, PublishError
-from ..kv_write import KvColumns
+from ..kv import KvColumns
 from .columns import PublishColumns
 from .connection_cache import get_client
 from .options import WriteOptions

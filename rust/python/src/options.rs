@@ -222,6 +222,10 @@ native_options! {
         heartbeat: Option<f64>,
         resume_timeout: Option<f64>,
         method: Option<String>,
+        last_per_subject: Option<bool>,
+        as_of_seq: Option<i128>,
+        #[pyo3(attribute("as_of_time_ns"))]
+        as_of_time: Option<i64>,
     }
 }
 
@@ -250,6 +254,9 @@ pub fn read_options(options: &Bound<'_, PyAny>) -> GlueResult<ReadOptions> {
             Some(method) => ReadMethod::parse(method)?,
         },
         values: None,
+        last_per_subject: a.last_per_subject.unwrap_or(d.last_per_subject),
+        as_of_seq: opt_count(a.as_of_seq, "as_of_seq")?,
+        as_of_time_ns: a.as_of_time,
     })
 }
 
@@ -266,6 +273,7 @@ pub fn read_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     out.set_item("heartbeat", d.heartbeat.as_secs_f64())?;
     out.set_item("resume_timeout", d.resume_timeout.as_secs_f64())?;
     out.set_item("method", defaults::READ_METHOD)?;
+    out.set_item("last_per_subject", d.last_per_subject)?;
     Ok(out)
 }
 

@@ -11,6 +11,7 @@ use std::sync::Mutex;
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use jetstream_arrow_core::connection::Connection;
+use jetstream_arrow_core::read::last::LastPerSubject;
 use jetstream_arrow_core::read::{OrderedStream, ReadOptions, StreamReader};
 use jetstream_arrow_core::Error;
 use pyo3::exceptions::PyStopIteration;
@@ -26,6 +27,8 @@ pub enum Batches {
     Range(Box<StreamReader>),
     /// An open-ended ordered stream: never ends by itself.
     Follow(Box<OrderedStream>),
+    /// The latest message of each subject: ends.
+    Latest(Box<LastPerSubject>),
 }
 
 impl Batches {
@@ -33,6 +36,7 @@ impl Batches {
         match self {
             Self::Range(reader) => reader.next_batch().await,
             Self::Follow(stream) => stream.next_batch().await.map(Some),
+            Self::Latest(reader) => reader.next_batch().await,
         }
     }
 
@@ -40,6 +44,7 @@ impl Batches {
         match self {
             Self::Range(reader) => reader.finish().await,
             Self::Follow(stream) => stream.close().await,
+            Self::Latest(reader) => reader.close().await,
         }
     }
 
@@ -47,6 +52,7 @@ impl Batches {
         match self {
             Self::Range(reader) => reader.resets(),
             Self::Follow(stream) => stream.resets(),
+            Self::Latest(_) => 0,
         }
     }
 
@@ -54,6 +60,7 @@ impl Batches {
         match self {
             Self::Range(reader) => reader.malformed(),
             Self::Follow(stream) => stream.malformed(),
+            Self::Latest(_) => 0,
         }
     }
 }
@@ -145,6 +152,13 @@ pub fn open(
     options: ReadOptions,
 ) -> GlueResult<ReadBatches> {
     let stream = stream.to_string();
+    if let Some(last) = options.last_options()? {
+        let reader = wait(py, async move {
+            LastPerSubject::open(conn, &stream, last).await
+        })??;
+        let schema = reader.schema();
+        return Ok(ReadBatches::new(Batches::Latest(Box::new(reader)), schema));
+    }
     let reader = wait(py, async move {
         StreamReader::open(conn, &stream, options).await
     })??;

@@ -323,7 +323,7 @@ impl DirectRange {
 
 /// Whether a direct get reply comes from `stream` itself (its leader or a replica),
 /// not from a mirror answering for it.
-fn answered_by(message: &Message, stream: &str) -> bool {
+pub(crate) fn answered_by(message: &Message, stream: &str) -> bool {
     message
         .headers
         .as_ref()
@@ -331,13 +331,13 @@ fn answered_by(message: &Message, stream: &str) -> bool {
         .is_none_or(|name| name.as_str() == stream)
 }
 
-fn header_u64(message: &Message, name: &str) -> Option<u64> {
+pub(crate) fn header_u64(message: &Message, name: &str) -> Option<u64> {
     message.headers.as_ref()?.get(name)?.as_str().parse().ok()
 }
 
 /// A direct get reply as a delivery: the stored subject and headers back in place,
 /// the sequence and time stamp as metadata.
-fn into_delivered(mut message: Message, stream: &str) -> Result<Delivered> {
+pub(crate) fn into_delivered(mut message: Message, stream: &str) -> Result<Delivered> {
     let malformed = |what: &str| {
         Error::new(
             ErrorKind::Api,

@@ -24,6 +24,7 @@
 
 pub mod completeness;
 pub mod direct;
+pub mod last;
 pub mod ordered;
 pub mod stored;
 
@@ -45,6 +46,7 @@ use crate::error::{Error, Result};
 use crate::limits::MAX_BUFFERED_MESSAGES;
 use crate::read::completeness::{incomplete, Holding, Progress};
 use crate::read::direct::{DirectRange, DirectStart};
+use crate::read::last::{AsOf, LastOptions};
 use crate::read::ordered::{OrderedPull, Start};
 
 /// What to read. Sequences are inclusive; times are nanoseconds since the epoch.
@@ -67,6 +69,11 @@ pub struct ReadOptions {
     pub method: ReadMethod,
     /// Payloads decoded into typed columns (none: `data` as bytes).
     pub values: Option<CodecSpec>,
+    /// The latest message of each subject instead of a range ([`last`]), as of
+    /// `as_of_seq` or `as_of_time_ns` if given.
+    pub last_per_subject: bool,
+    pub as_of_seq: Option<u64>,
+    pub as_of_time_ns: Option<i64>,
 }
 
 /// How a range is read.
@@ -109,6 +116,9 @@ impl Default for ReadOptions {
             resume_timeout: defaults::RESUME_TIMEOUT,
             method: ReadMethod::parse(defaults::READ_METHOD).expect("a known method"),
             values: None,
+            last_per_subject: false,
+            as_of_seq: None,
+            as_of_time_ns: None,
         }
     }
 }
@@ -139,6 +149,59 @@ impl ReadOptions {
             )));
         }
         Ok(())
+    }
+
+    /// The options of a latest-per-subject read, when these ask for one (None: a
+    /// range read); options that belong to the other kind are refused, named.
+    pub fn last_options(&self) -> Result<Option<LastOptions>> {
+        if !self.last_per_subject {
+            for (given, option) in [
+                (self.as_of_seq.is_some(), "as_of_seq"),
+                (self.as_of_time_ns.is_some(), "as_of_time"),
+            ] {
+                if given {
+                    return Err(Error::bad_input(format!(
+                        "option '{option}' is for reads of the latest message per subject: \
+                         give last_per_subject=True too"
+                    )));
+                }
+            }
+            return Ok(None);
+        }
+        for (given, option) in [
+            (self.start_seq.is_some(), "start_seq"),
+            (self.end_seq.is_some(), "end_seq"),
+            (self.start_time_ns.is_some(), "start_time"),
+            (self.end_time_ns.is_some(), "end_time"),
+            (self.values.is_some(), "codec"),
+        ] {
+            if given {
+                return Err(Error::bad_input(format!(
+                    "option '{option}' does not go with last_per_subject=True, which reads \
+                     the latest message of each subject (as of as_of_seq or as_of_time)"
+                )));
+            }
+        }
+        let as_of = match (self.as_of_seq, self.as_of_time_ns) {
+            (Some(_), Some(_)) => {
+                return Err(Error::bad_input(
+                    "options 'as_of_seq' and 'as_of_time' exclude each other",
+                ))
+            }
+            (Some(seq), None) => AsOf::Sequence(seq),
+            (None, Some(ns)) => AsOf::Time(ns),
+            (None, None) => AsOf::Now,
+        };
+        Ok(Some(LastOptions {
+            subjects: self.subjects.clone(),
+            as_of,
+            include_headers: self.include_headers,
+            batch_rows: self.batch_rows,
+            max_bytes: self.max_bytes,
+            heartbeat: self.heartbeat,
+            resume_timeout: self.resume_timeout,
+            method: self.method,
+        }))
     }
 
     fn start(&self) -> Start {
@@ -175,7 +238,11 @@ fn direct_reads_are_current(info: &StreamInfo, alternates: &[StreamAlternate]) -
 /// A read's filter that none of the stream's subjects can match would read nothing
 /// whatever the stream holds: a typo, or the wrong stream. Streams that take their
 /// messages from mirrors or sources (no subjects of their own) are not checked.
-fn refuse_unmatched_filters(stream: &str, filters: &[String], info: &StreamInfo) -> Result<()> {
+pub(crate) fn refuse_unmatched_filters(
+    stream: &str,
+    filters: &[String],
+    info: &StreamInfo,
+) -> Result<()> {
     let own = &info.config.subjects;
     if own.is_empty() {
         return Ok(());
@@ -225,6 +292,11 @@ impl StreamReader {
     pub async fn open(conn: Connection, stream: &str, options: ReadOptions) -> Result<Self> {
         validate_name(stream, "stream")?;
         options.validate()?;
+        if options.last_options()?.is_some() {
+            return Err(Error::bad_input(
+                "a read with last_per_subject=True is opened by read::last::LastPerSubject",
+            ));
+        }
         let schema_options = SchemaOptions {
             include_headers: options.include_headers,
             consumer_columns: false,

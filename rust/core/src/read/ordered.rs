@@ -46,6 +46,9 @@ pub enum Start {
     Time(i64),
     /// Only messages stored after the consumer is created.
     New,
+    /// The last message of each subject, then what arrives. A recreated consumer
+    /// starts over with the last messages (its reader skips what it handed out).
+    LastPerSubject,
 }
 
 /// An ephemeral, self-healing, in-order consumer of one stream.
@@ -134,6 +137,9 @@ impl OrderedPull {
     }
 
     fn deliver_policy(&self) -> Result<DeliverPolicy> {
+        if let Start::LastPerSubject = self.start {
+            return Ok(DeliverPolicy::LastPerSubject);
+        }
         if let Some(last) = self.last_stream_seq {
             return Ok(DeliverPolicy::ByStartSequence {
                 start_sequence: last + 1,
@@ -149,6 +155,7 @@ impl OrderedPull {
                 start_time: time::OffsetDateTime::from_unix_timestamp_nanos(ns as i128)
                     .map_err(|e| Error::bad_input(format!("option 'start_time': {e}")))?,
             },
+            Start::LastPerSubject => DeliverPolicy::LastPerSubject,
         })
     }
 
@@ -296,6 +303,8 @@ impl OrderedPull {
     /// messages and has handed out none yet (there is no position to ask from).
     async fn stored_next(&self) -> Result<Option<Delivered>> {
         let from = match (self.last_stream_seq, &self.start) {
+            // No single message comes next: the recreated consumer tells.
+            (_, Start::LastPerSubject) => return Ok(None),
             (Some(last), _) => stored::Position::Sequence(last + 1),
             (None, Start::All) => stored::Position::Sequence(1),
             (None, Start::Sequence(seq)) => stored::Position::Sequence(*seq),

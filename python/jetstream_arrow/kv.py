@@ -1,20 +1,23 @@
-"""Rows written into a KV bucket: a table of ``key``/``value`` rows becomes the
+"""KV buckets as tables: a bucket's entries read as rows of ``key``, ``value``,
+``revision``, ``operation`` and ``created``, and rows of key and value written as the
 messages a KV client would publish, in batches, with Arrow compute (no Python per row).
 
 A bucket ``B`` is the stream ``KV_B``; the entry of key ``k`` is the last message on
-subject ``$KV.B.k``, whose stream sequence is the key's revision. So a put is a
-publish to that subject, a delete or a purge a publish with the header
-``KV-Operation: DEL`` (or ``PURGE``, with ``Nats-Rollup: sub``, which makes the stream
-drop the key's history), and a compare-and-set a put that expects the key's last
-revision (``Nats-Expected-Last-Subject-Sequence``): these are what NATS's own KV
-clients send. The rows then go through the publisher like any other, with its window,
-retries, msg ids and per-row conflict reports.
+subject ``$KV.B.k``, whose stream sequence is the key's revision. So a read of the
+bucket is a read of the latest message of each subject (``Client.read(...,
+last_per_subject=True)``), and a put is a publish to the key's subject, a delete or a
+purge a publish with the header ``KV-Operation: DEL`` (or ``PURGE``, with
+``Nats-Rollup: sub``, which makes the stream drop the key's history), and a
+compare-and-set a put that expects the key's last revision
+(``Nats-Expected-Last-Subject-Sequence``): these are what NATS's own KV clients send.
+Written rows go through the publisher like any other, with its window, retries, msg
+ids and per-row conflict reports.
 
-Input columns: ``key`` (string, required), ``value`` (binary or string; null or absent
-for a delete), optional ``operation`` (``PUT``, ``DEL`` or ``PURGE``, any case; null is
-``PUT``) and optional ``expected_revision`` (integer; the revision the key must be at
-for the row to be stored, 0 for a key that has no entry at all) and ``msg_id`` (string, as in any publish).
-Other columns are ignored.
+Input columns of a write: ``key`` (string, required), ``value`` (binary or string; null
+or absent for a delete), optional ``operation`` (``PUT``, ``DEL`` or ``PURGE``, any
+case; null is ``PUT``), optional ``expected_revision`` (integer; the revision the key
+must be at for the row to be stored, 0 for a key that has no entry at all) and
+``msg_id`` (string, as in any publish). Other columns are ignored.
 """
 
 from __future__ import annotations
@@ -40,6 +43,17 @@ VALID_KEY = r"^[-/_=a-zA-Z0-9]([-/_=.a-zA-Z0-9]*[-/_=a-zA-Z0-9])?$"
 VALID_BUCKET = r"^[a-zA-Z0-9_-]+$"
 
 _HEADERS_TYPE = pa.map_(pa.utf8(), pa.list_(pa.utf8()))
+
+#: The columns of a bucket read as a table.
+ENTRY_SCHEMA = pa.schema(
+    [
+        pa.field("key", pa.utf8(), nullable=False),
+        pa.field("value", pa.binary()),
+        pa.field("revision", pa.int64(), nullable=False),
+        pa.field("operation", pa.utf8(), nullable=False),
+        pa.field("created", pa.timestamp("us", tz="UTC"), nullable=False),
+    ]
+)
 
 
 def bucket_stream(bucket: str) -> str:
@@ -197,3 +211,38 @@ def _operation_headers(operations: pa.Array) -> pa.MapArray:
         pc.list_flatten(pc.take(_HEADER_VALUES, codes)),
         type=_HEADERS_TYPE,
     )
+
+
+def key_subjects(bucket: str, keys: Iterable[str] | str | None) -> list[str]:
+    """The subject filters of ``keys`` in ``bucket`` (wildcards allowed, as NATS's KV
+    clients take them); every key when None."""
+    prefix = f"{SUBJECT_PREFIX}{bucket}."
+    if keys is None:
+        return [f"{prefix}>"]
+    return [f"{prefix}{key}" for key in ([keys] if isinstance(keys, str) else keys)]
+
+
+def entries(
+    batches: Iterable[pa.RecordBatch], bucket: str, include_deletes: bool
+) -> Iterator[pa.RecordBatch]:
+    """The latest messages of a bucket's subjects (read with headers) as entries:
+    deletes and purges left out unless ``include_deletes``, then with a null value."""
+    prefix_len = len(f"{SUBJECT_PREFIX}{bucket}.")
+    for batch in batches:
+        operations = pc.fill_null(
+            pc.list_element(pc.map_lookup(batch.column("headers"), OPERATION_HEADER, "first"), 0),
+            "PUT",
+        )
+        is_put = pc.equal(operations, "PUT")
+        columns = [
+            pc.utf8_slice_codeunits(batch.column("subject"), prefix_len),
+            pc.if_else(is_put, batch.column("data"), pa.scalar(None, pa.binary())),
+            batch.column("seq"),
+            operations,
+            batch.column("timestamp"),
+        ]
+        out = pa.RecordBatch.from_arrays(columns, schema=ENTRY_SCHEMA)
+        if not include_deletes:
+            out = out.filter(is_put)
+        if out.num_rows:
+            yield out

@@ -1,0 +1,196 @@
+"""The latest message of each subject as a table (``client.read(...,
+last_per_subject=True)``) and KV buckets as tables (``client.read_kv``), against real
+servers: batched ``multi_last`` direct gets (more subjects than one request answers,
+pages, as of a sequence or a time), a consumer with ``DeliverLastPerSubject`` where
+the stream has no direct gets, buckets made by nats-py, and a read through a
+``kill -9`` of its server."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import nats
+import pyarrow as pa
+import pytest
+
+import jetstream_arrow as ja
+from jetstream_arrow.exceptions import BadInputError
+from natsserver import NatsServer
+
+SUBJECTS, ROUNDS = 1_500, 3  # more subjects than one multi_last request answers (1,024)
+
+
+def fill(client: ja.Client, name: str, rounds: int = ROUNDS) -> dict[str, tuple[int, bytes]]:
+    """``rounds`` updates of each subject ``<name>.k<i>``; the latest (seq, data) of each."""
+    subjects = [f"{name}.k{i}" for r in range(rounds) for i in range(SUBJECTS)]
+    data = [f"v{r}-{i}".encode() for r in range(rounds) for i in range(SUBJECTS)]
+    client.publish(pa.table({"subject": subjects, "data": data}))
+    return {s: (seq + 1, d) for seq, (s, d) in enumerate(zip(subjects, data, strict=True))}
+
+
+def table_of(reader: pa.RecordBatchReader) -> dict[str, tuple[int, bytes]]:
+    """A latest-per-subject read as {subject: (seq, data)}, each subject once."""
+    got = reader.read_all()
+    subjects = got.column("subject").to_pylist()
+    assert len(subjects) == len(set(subjects)), "a subject came twice"
+    return dict(
+        zip(
+            subjects,
+            zip(got.column("seq").to_pylist(), got.column("data").to_pylist(), strict=True),
+            strict=True,
+        )
+    )
+
+
+def test_the_latest_message_of_each_subject_by_direct_gets_now_and_as_of_earlier(
+    client: ja.Client, unique_name: Callable[[str], str]
+) -> None:
+    name = unique_name("LAST")
+    client.create_stream(name, [f"{name}.>"], allow_direct=True)
+    latest = fill(client, name)
+    # Small batches: many pages per group of subjects.
+    assert table_of(client.read(name, last_per_subject=True, batch_rows=200)) == latest
+    two = [f"{name}.k7", f"{name}.k1200"]
+    assert table_of(client.read(name, last_per_subject=True, subjects=two)) == {
+        s: latest[s] for s in two
+    }
+    assert table_of(client.read(name, last_per_subject=True, subjects=f"{name}.*")) == latest
+    # As of the end of the first round: the first values, at their sequences.
+    first_round = {f"{name}.k{i}": (i + 1, f"v0-{i}".encode()) for i in range(SUBJECTS)}
+    assert table_of(client.read(name, last_per_subject=True, as_of_seq=SUBJECTS)) == first_round
+
+    # As of a time: the time of the first round's last message, then of the last.
+    def time_of(seq: int) -> Any:
+        return client.read(name, start_seq=seq, end_seq=seq).read_all()["timestamp"][0].as_py()
+
+    assert table_of(client.read(name, last_per_subject=True, as_of_time=time_of(SUBJECTS))) == (
+        first_round
+    )
+    before = time_of(SUBJECTS * ROUNDS)
+    time.sleep(0.01)
+    client.publish(pa.table({"subject": [f"{name}.k0"], "data": [b"later"]}))
+    assert table_of(client.read(name, last_per_subject=True, as_of_time=before)) == latest
+    assert table_of(client.read(name, last_per_subject=True))[f"{name}.k0"][1] == b"later"
+
+
+def test_a_stream_without_direct_gets_is_read_through_a_consumer_the_same(
+    client: ja.Client, unique_name: Callable[[str], str]
+) -> None:
+    name = unique_name("LASTC")
+    client.create_stream(name, [f"{name}.>"])
+    latest = fill(client, name)
+    assert table_of(client.read(name, last_per_subject=True, batch_rows=500)) == latest
+    assert client.consumer_names(name) == [], "the read left its consumer behind"
+    with pytest.raises(BadInputError, match=r"'as_of_seq' and 'as_of_time' read .* direct gets"):
+        client.read(name, last_per_subject=True, as_of_seq=10)
+    with pytest.raises(BadInputError, match=r"option 'method': .* does not allow direct gets"):
+        client.read(name, last_per_subject=True, method="direct")
+    # A stream with direct gets, read through a consumer on request: the same table.
+    direct = unique_name("LASTD")
+    client.create_stream(direct, [f"{direct}.>"], allow_direct=True)
+    fill(client, direct, rounds=2)
+    by_consumer = table_of(client.read(direct, last_per_subject=True, method="consumer"))
+    assert by_consumer == table_of(client.read(direct, last_per_subject=True))
+
+
+def test_options_that_do_not_go_together_are_named(client: ja.Client, stream: str) -> None:
+    with pytest.raises(BadInputError, match="'as_of_seq' is for reads of the latest"):
+        client.read(stream, as_of_seq=3)
+    with pytest.raises(BadInputError, match="'start_seq' does not go with last_per_subject"):
+        client.read(stream, last_per_subject=True, start_seq=2)
+    with pytest.raises(BadInputError, match="'as_of_seq' and 'as_of_time' exclude each other"):
+        client.read(stream, last_per_subject=True, as_of_seq=1, as_of_time=0)
+
+
+def _kv(url: str, work: Callable[[Any], Any]) -> Any:
+    async def run() -> Any:
+        nc = await nats.connect(url)
+        try:
+            return await work(nc.jetstream())
+        finally:
+            await nc.close()
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "consumer"])
+def test_a_bucket_made_by_nats_py_reads_as_its_entries(
+    client: ja.Client,
+    shared_nats_server: NatsServer,
+    unique_name: Callable[[str], str],
+    direct: bool,
+) -> None:
+    bucket = unique_name("bk")
+
+    async def make(js: Any) -> list[tuple[str, bytes | None, int, str]]:
+        kv = await js.create_key_value(bucket=bucket, history=5, direct=direct)
+        await kv.put("dev.1", b"a")
+        await kv.put("dev.2", b"b")
+        await kv.put("dev.1", b"a2")
+        await kv.put("cfg", b"c")
+        await kv.delete("dev.2")
+        await kv.put("gone", b"x")
+        await kv.purge("gone")
+        out = []
+        for key in ("dev.1", "dev.2", "cfg", "gone"):
+            entry = (await kv.history(key))[-1]
+            op = str(entry.operation) if entry.operation else "PUT"
+            out.append((key, entry.value or None, entry.revision, op.rsplit(".", 1)[-1]))
+        return out
+
+    url = shared_nats_server.url
+    history = _kv(url, make)
+    try:
+        every = client.read_kv(bucket, include_deletes=True).read_all()
+        rows = sorted(
+            zip(
+                every.column("key").to_pylist(),
+                every.column("value").to_pylist(),
+                every.column("revision").to_pylist(),
+                every.column("operation").to_pylist(),
+                strict=True,
+            )
+        )
+        assert rows == sorted(history)
+        live = client.read_kv(bucket).read_all()
+        assert sorted(live.column("key").to_pylist()) == ["cfg", "dev.1"]
+        assert client.read_kv(bucket, "dev.*").read_all().column("value").to_pylist() == [b"a2"]
+        if direct:
+            # As of revision 2: dev.1 was a, dev.2 was b, nothing else existed.
+            old = client.read_kv(bucket, as_of_seq=2).read_all()
+            assert sorted(zip(old["key"].to_pylist(), old["value"].to_pylist(), strict=True)) == [
+                ("dev.1", b"a"),
+                ("dev.2", b"b"),
+            ]
+    finally:
+        _kv(url, lambda js: js.delete_key_value(bucket))
+
+
+@pytest.mark.fault
+@pytest.mark.timeout(120)
+def test_a_read_through_a_kill_9_of_its_server_ends_complete(
+    nats_server_factory: Callable[..., NatsServer],
+) -> None:
+    server = nats_server_factory(jetstream_extra="sync_interval: always", tmpfs=True)
+    with ja.connect(server.url, max_reconnects=None, reconnect_delay=0.2) as client:
+        client.create_stream("LK", ["LK.>"], allow_direct=True)
+        latest = fill(client, "LK")
+        reader = client.read("LK", last_per_subject=True, batch_rows=100, max_bytes=4096)
+        first = reader.read_next_batch()
+        killed = threading.Event()
+
+        def kill() -> None:
+            server.kill()
+            server.start()
+            killed.set()
+
+        thread = threading.Thread(target=kill, daemon=True)
+        thread.start()
+        rest = [first, *reader]
+        thread.join(60)
+        assert killed.is_set()
+        assert table_of(pa.RecordBatchReader.from_batches(first.schema, rest)) == latest
