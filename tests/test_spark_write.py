@@ -171,7 +171,10 @@ def test_retried_task_stores_every_row_exactly_once(
         df = _rows(spark, name, 20_000, partitions=2)
         # Partition 1 alone stores at most 10_000: more means partition 0 published too.
         flaky = df.mapInArrow(_fail_once_after_publishing(url, name, 10_500), df.schema)
-        _write(flaky, url, publishMode=publish_mode)
+        # Atomic batches of 100: partition 0's batches are whole (and stored) before
+        # its input stops.
+        sizes = {"atomicBatchRows": 100} if publish_mode == "atomic" else {}
+        _write(flaky, url, publishMode=publish_mode, **sizes)
     finally:
         spark.conf.set(key, old)
     table = stream_table(url, name)
