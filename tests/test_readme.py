@@ -144,3 +144,29 @@ def test_the_readme_names_the_two_commands_and_maps_every_guide() -> None:
     assert sorted(nav) == sorted(page.name for page in DOCS.glob("*.md"))
     missing = [page for page in nav if page != "index.md" and f"](docs/{page}" not in readme]
     assert not missing, f"README.md's map of the docs lacks {missing}"
+
+
+def test_the_kafka_option_map_names_what_the_parser_advises() -> None:
+    """Every Kafka option the parser recognises stands in the guide's map beside the
+    Spark name of its counterpart, so the two cannot drift apart."""
+    from jetstream_arrow.spark.option_specs import READ_SPECS, WRITE_SPECS
+    from jetstream_arrow.spark.options import KAFKA_EQUIVALENTS
+
+    text = guide("spark.md")
+    table = text[text.index("| Kafka option | `jetstream` |") :].split("\n\n")[0]
+    rows = [line.split(" | ") for line in table.splitlines()[2:]]
+    spark_name = {spec.python: spec.spark for spec in READ_SPECS + WRITE_SPECS}
+    spark_name.update({"servers": "servers"})
+    for kafka, equivalents in KAFKA_EQUIVALENTS.items():
+        row = next(
+            (
+                r
+                for r in rows
+                if f"`{kafka}`"
+                in r[0].lower().replace("`kafka.bootstrap.servers`", "`kafka.bootstrap.servers`")
+            ),
+            None,
+        )
+        assert row is not None, f"Kafka option {kafka!r} is not in the map of docs/spark.md"
+        for python in equivalents:
+            assert f"`{spark_name[python]}`" in row[1], (kafka, python, row)

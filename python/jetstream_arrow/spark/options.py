@@ -240,7 +240,7 @@ def _collect(
 #: Options of Spark's Kafka source and sink (names normalised by ``_norm``) and the
 #: Python names of what this source calls them, in the order they are looked up in
 #: the options of a query: a read finds the first, a write the second where they differ.
-_KAFKA_EQUIVALENTS: dict[str, tuple[str, ...]] = {
+KAFKA_EQUIVALENTS: dict[str, tuple[str, ...]] = {
     "maxoffsetspertrigger": ("max_messages_per_trigger",),
     "minoffsetspertrigger": ("min_messages_per_trigger",),
     "maxrecordsperpartition": ("max_messages_per_partition",),
@@ -260,7 +260,7 @@ _KAFKA_EQUIVALENTS: dict[str, tuple[str, ...]] = {
 def _with_advice(key: str, index: dict[str, OptionSpec]) -> str:
     """``key`` quoted, with the known option meant by it: the equivalent of a Kafka
     option, else the closest known name."""
-    for python in _KAFKA_EQUIVALENTS.get(_norm(key), ()):
+    for python in KAFKA_EQUIVALENTS.get(_norm(key), ()):
         spec = index.get(_norm(python))
         if spec is not None:
             return f"{key!r} (Kafka's name for {spec.spark!r})"
