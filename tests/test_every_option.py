@@ -1635,6 +1635,47 @@ def spark_read(ctx: Ctx, **options: Any) -> tuple[list[Any], pa.Table]:
     return parts, pa.Table.from_batches(batches, schema)
 
 
+@effect(("spark.read", "lastPerSubject"))
+def _spark_last_per_subject(ctx: Ctx) -> None:
+    # m0..m3 alternate between <name>.a and <name>.b: the last of each are m2 and m3.
+    name = ctx.stream(count=4, allow_direct=True)
+    parts, rows = spark_read(ctx, stream=name, lastPerSubject="true")
+    assert len(parts) == 1 and rows.column("data").to_pylist() == [b"m2", b"m3"]
+    raises(lambda: spark_read(ctx, stream=name, lastPerSubject="true", startingSequence=2))
+
+
+@effect(("spark.read", "asOfSequence"))
+def _spark_as_of_sequence(ctx: Ctx) -> None:
+    name = ctx.stream(count=4, allow_direct=True)
+    _, rows = spark_read(ctx, stream=name, lastPerSubject="true", asOfSequence=2)
+    assert rows.column("data").to_pylist() == [b"m0", b"m1"]
+    raises(lambda: spark_read(ctx, stream=name, asOfSequence=2), BadInputError)
+
+
+@effect(("spark.read", "asOfTime"))
+def _spark_as_of_time(ctx: Ctx) -> None:
+    name = ctx.stream(count=2, allow_direct=True)
+    when = ctx.rows(name).column("timestamp")[1].as_py().isoformat()
+    ctx.fill(name, 2, start=2)
+    _, rows = spark_read(ctx, stream=name, lastPerSubject="true", asOfTime=when)
+    assert rows.column("data").to_pylist() == [b"m0", b"m1"]
+
+
+@effect(("spark.read", "kv"))
+def _spark_kv_read(ctx: Ctx) -> None:
+    bucket = ctx.name("kv").lower()
+    ctx.client.create_stream(f"KV_{bucket}", [f"$KV.{bucket}.>"], allow_direct=True)
+    ctx.made.append(f"KV_{bucket}")
+    ctx.client.write_kv(bucket, pa.table({"key": ["k1", "k2", "k1"], "value": [b"a", b"b", b"c"]}))
+    _, rows = spark_read(ctx, kv=bucket)
+    assert rows.column_names == ["key", "value", "revision", "operation", "created"]
+    assert sorted(zip(rows["key"].to_pylist(), rows["value"].to_pylist(), strict=True)) == [
+        ("k1", b"c"),
+        ("k2", b"b"),
+    ]
+    raises(lambda: spark_read(ctx, kv=bucket, subjects="x"), BadInputError)
+
+
 def stream_reader(ctx: Ctx, **options: Any) -> Any:
     source = _source(ctx, **options)
     return source.streamReader(source.schema())
@@ -2234,6 +2275,11 @@ for _option, _value in (
     # Each input row is one range, read by the task that holds it: nothing splits it.
     ("min_partitions", 2),
     ("max_messages_per_partition", 10),
+    # A read of the latest message per subject is not a range.
+    ("last_per_subject", True),
+    ("as_of_seq", 1),
+    ("as_of_time", "2030-01-01T00:00:00+00:00"),
+    ("kv", "bucket"),
 ):
     refused(_READ_FN, _option, lambda ctx, o=_option, v=_value: _read_fn(ctx, [], **{o: v}))
 

@@ -313,3 +313,41 @@ def test_secrets_stay_out_of_errors_and_explain(
         ).count()
     text = error_text(excinfo)
     assert "'bogus'" in text and "SECRET" not in text
+
+
+def test_the_latest_message_per_subject_and_a_kv_bucket_read_as_tables(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    url, name = shared_nats_server.url, unique_name("LP")
+    make_stream(url, name, allow_direct=True)
+    # 30 messages on <name>.a and <name>.b in turn: the last of each are 29 and 30.
+    publish(url, name, 30)
+    latest = read_df(spark, url, name, lastPerSubject="true")
+    assert sorted((r.subject, r.seq) for r in latest.collect()) == [
+        (f"{name}.a", 29),
+        (f"{name}.b", 30),
+    ]
+    as_of = read_df(spark, url, name, lastPerSubject="true", asOfSequence=10)
+    assert sorted(r.seq for r in as_of.collect()) == [9, 10]
+    # A filter applies to the latest messages, not to which are the latest.
+    assert latest.filter(F.col("seq") < 30).count() == 1
+
+    bucket = unique_name("sk").lower()
+    with ja.connect(url) as client:
+        client.create_stream(f"KV_{bucket}", [f"$KV.{bucket}.>"])  # no direct gets
+        client.write_kv(
+            bucket,
+            pa.table(
+                {
+                    "key": ["x", "y", "x", "z"],
+                    "value": [b"1", b"2", b"3", None],
+                    "operation": ["PUT", "PUT", "PUT", "DEL"],
+                }
+            ),
+        )
+    entries = spark.read.format("jetstream").option("servers", url).option("kv", bucket).load()
+    assert entries.columns == ["key", "value", "revision", "operation", "created"]
+    assert sorted((r.key, r.value, r.revision) for r in entries.collect()) == [
+        ("x", b"3", 3),
+        ("y", b"2", 2),
+    ]

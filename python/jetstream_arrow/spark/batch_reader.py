@@ -15,7 +15,7 @@ from pyspark.sql.types import StructType
 from .._time import from_epoch_micros
 from .connection_cache import get_client
 from .options import ReadOptions
-from .partitions import read_partition, split_range
+from .partitions import LatestPartition, read_partition, split_range
 from .pushdown import PushedFilters
 from .reading import check_data_loss, first_available, first_seq_at, stream_state
 
@@ -34,6 +34,8 @@ class JetStreamReader(DataSourceReader):
     # The planning step, in a Python process on the driver.
     def partitions(self) -> list[InputPartition]:
         opts = self.opts
+        if opts.last_per_subject or opts.kv is not None:
+            return [LatestPartition()]
         client = get_client(opts.connect)
         state = stream_state(client, opts.stream)
         last = int(state.last_seq)
@@ -82,5 +84,9 @@ class JetStreamPushdownReader(JetStreamReader):
     pushdown enabled."""
 
     def pushFilters(self, filters: list[Filter]) -> list[Filter]:
+        if self.opts.last_per_subject or self.opts.kv is not None:
+            # A filter on seq or timestamp applies to the latest messages, not to
+            # which messages are the latest: Spark applies them all.
+            return filters
         subjects_given = self.opts.subjects is not None
         return [f for f in filters if not self.pushed.push(f, subjects_given)]

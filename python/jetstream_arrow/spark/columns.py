@@ -53,6 +53,19 @@ ACK_SCHEMA = StructType(
 )
 
 
+def kv_schema() -> StructType:
+    """The schema of a KV bucket read as a table (option ``kv``): its live keys."""
+    return StructType(
+        [
+            StructField("key", StringType(), False),
+            StructField("value", BinaryType(), True),
+            StructField("revision", LongType(), False),
+            StructField("operation", StringType(), False),
+            StructField("created", TimestampType(), False),
+        ]
+    )
+
+
 def arrow_schema(schema: StructType) -> pa.Schema:
     """The Arrow schema Spark expects for ``schema`` (timestamps in UTC)."""
     from pyspark.sql.pandas.types import to_arrow_schema

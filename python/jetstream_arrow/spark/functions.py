@@ -109,6 +109,10 @@ def read_fn(**options: Any) -> ArrowFn:
         ("end_seq", opts.end_seq),
         ("start_time", opts.start_time),
         ("end_time", opts.end_time),
+        ("last_per_subject", opts.last_per_subject or None),
+        ("as_of_seq", opts.as_of_seq),
+        ("as_of_time", opts.as_of_time),
+        ("kv", opts.kv),
     ):
         if value is not None:
             raise BadInputError(

@@ -331,6 +331,12 @@ class ReadOptions:
     max_trigger_delay: float = _READ_DEFAULTS["max_trigger_delay"]
     max_bytes_per_trigger: int | None = None
     consumer: str | None = None
+    # One row per subject (its latest message) instead of a range; a KV bucket read
+    # as a table is one too.
+    last_per_subject: bool = _READ_DEFAULTS["last_per_subject"]
+    as_of_seq: int | None = None
+    as_of_time: datetime | None = None
+    kv: str | None = None
     include_headers: bool = _READ_DEFAULTS["include_headers"]
     fail_on_data_loss: bool = _READ_DEFAULTS["fail_on_data_loss"]
     batch_rows: int = _READ_DEFAULTS["batch_rows"]
@@ -403,6 +409,32 @@ def _check_kv(values: dict[str, Any], stream: str | None, stream_given_as: str) 
     values["expected_stream"] = bucket_stream_name
 
 
+def _check_latest_read(values: dict[str, Any]) -> None:
+    """Options of a read of the latest message per subject (``lastPerSubject``, or a
+    KV bucket), refusing the range and streaming options it has no use for."""
+    latest = values["last_per_subject"] or values["kv"] is not None
+    if not latest:
+        for option in ("as_of_seq", "as_of_time"):
+            if values[option] is not None:
+                raise BadInputError(
+                    f"option {_READ_INDEX[_norm(option)].spark!r} ({option!r}) is for reads "
+                    "of the latest message per subject: give option 'lastPerSubject' (or "
+                    "'kv') too"
+                )
+        return
+    given = "kv" if values["kv"] is not None else "lastPerSubject"
+    unfit = ["starting_offsets", "start_seq", "end_seq", "start_time", "end_time", "consumer"]
+    unfit += ["value_format"] + (["subjects", "include_headers"] if values["kv"] else [])
+    for option in unfit:
+        if values[option] not in (None, False):
+            raise BadInputError(
+                f"option {_READ_INDEX[_norm(option)].spark!r} does not go with option "
+                f"{given!r}, which reads the latest message of each subject"
+            )
+    if values["as_of_seq"] is not None and values["as_of_time"] is not None:
+        raise BadInputError("options 'asOfSequence' and 'asOfTime' exclude each other")
+
+
 def parse_read_options(
     options: Mapping[str, Any], *, need_stream: bool = True, queries: str | None = "batch"
 ) -> ReadOptions:
@@ -428,6 +460,15 @@ def parse_read_options(
         values["stream"] = path
     connect = _connect_options(values)
     values = {**_READ_DEFAULTS, **values}
+    if values["kv"] is not None:
+        kv_stream = bucket_stream(values["kv"])
+        if values["stream"] not in (None, kv_stream):
+            raise BadInputError(
+                f"option 'kv' ({values['kv']!r}, stream {kv_stream!r}) and option 'stream' "
+                f"({values['stream']!r}) disagree; give the bucket alone"
+            )
+        values["stream"] = kv_stream
+    _check_latest_read(values)
     stream = values.pop("stream")
     if stream is None and need_stream:
         raise BadInputError(

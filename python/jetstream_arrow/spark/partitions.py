@@ -17,7 +17,7 @@ from pyspark.sql.types import StructType
 from .columns import arrow_schema
 from .connection_cache import get_client
 from .options import ReadOptions
-from .reading import read_range
+from .reading import read_latest, read_range
 
 
 class SequenceRange(InputPartition):
@@ -31,6 +31,15 @@ class SequenceRange(InputPartition):
         self.index = index
         self.start = start
         self.end = end
+
+
+class LatestPartition(InputPartition):
+    """The one Spark partition of a read of the latest message per subject (options
+    ``lastPerSubject``, ``kv``): one read, its pages bounded by ``batchRows`` and
+    ``maxBytes``."""
+
+    def __init__(self) -> None:
+        super().__init__("latest")
 
 
 def split_range(
@@ -59,6 +68,8 @@ def read_partition(
     schema: StructType,
 ) -> Iterator[pa.RecordBatch]:
     """The messages of one planned partition, on an executor."""
+    if isinstance(partition, LatestPartition):
+        return read_latest(get_client(opts.connect), opts, subjects, arrow_schema(schema))
     if not isinstance(partition, SequenceRange):
         # Spark's placeholder partition of an empty read or micro-batch.
         return iter(())

@@ -26,7 +26,7 @@ from ..exceptions import (
     JetStreamArrowError,
     NotFoundError,
 )
-from .columns import conform, message_schema
+from .columns import conform, kv_schema, message_schema
 from .options import ReadOptions
 from .values import read_codec
 
@@ -74,12 +74,13 @@ class DataLossError(JetStreamArrowError):
 
 def checked_schema(opts: ReadOptions, schema: StructType) -> StructType:
     """The message schema of a read, refusing a different user-given schema; with a
-    value format, the message columns and value fields the schema names."""
+    value format, the message columns and value fields the schema names; a KV
+    bucket's entries with option ``kv``."""
     if opts.value_format is not None:
         from .values import check_value_read_schema
 
         return check_value_read_schema(opts, schema)
-    expected = message_schema(opts.include_headers)
+    expected = kv_schema() if opts.kv is not None else message_schema(opts.include_headers)
     if [(f.name, f.dataType) for f in schema.fields] != [
         (f.name, f.dataType) for f in expected.fields
     ]:
@@ -236,3 +237,38 @@ def read_range(
     if watch_head and next_seq <= last:
         # The read ended early: its last sequences may have gone with the head.
         check_removed_while_read(client, stream, [(next_seq, last)], what)
+
+
+def read_latest(
+    client: Client, opts: ReadOptions, subjects: Sequence[str] | None, target: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """The latest message of each subject of the read's stream (option
+    ``lastPerSubject``), or the live entries of its KV bucket (option ``kv``), as
+    batches in ``target``'s schema: one read, in one partition."""
+    if opts.kv is not None:
+        reader = client.read_kv(
+            opts.kv,
+            as_of_seq=opts.as_of_seq,
+            as_of_time=opts.as_of_time,
+            batch_rows=opts.batch_rows,
+            max_bytes=opts.max_bytes,
+            heartbeat=opts.heartbeat,
+        )
+    else:
+        reader = client.read(
+            opts.stream,
+            last_per_subject=True,
+            subjects=list(subjects) if subjects else None,
+            as_of_seq=opts.as_of_seq,
+            as_of_time=opts.as_of_time,
+            include_headers=opts.include_headers,
+            batch_rows=opts.batch_rows,
+            max_bytes=opts.max_bytes,
+            heartbeat=opts.heartbeat,
+        )
+    try:
+        for batch in reader:
+            if batch.num_rows:
+                yield conform(batch, target)
+    finally:
+        reader.close()

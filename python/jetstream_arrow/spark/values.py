@@ -21,7 +21,7 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 from .. import _core
 from ..codec import ValueCodec
 from ..exceptions import BadInputError
-from .columns import message_schema
+from .columns import kv_schema, message_schema
 from .connection_cache import get_client
 
 if TYPE_CHECKING:
@@ -121,6 +121,8 @@ def value_struct(opts: ReadOptions) -> StructType:
 def read_schema(opts: ReadOptions) -> StructType:
     """What a read declares: message columns, ``value`` in place of ``data`` with a
     value format (and ``_corrupt_record`` in mode ``permissive``)."""
+    if opts.kv is not None:
+        return kv_schema()
     messages = message_schema(opts.include_headers)
     if opts.value_format is None:
         return messages
