@@ -79,18 +79,13 @@ pub enum DirectStart {
 pub struct DirectRange {
     conn: Connection,
     stream: String,
-    subject: String,
     filter: Option<String>,
     start: DirectStart,
     end_seq: u64,
     batch: usize,
     max_bytes: usize,
     resume_timeout: Duration,
-    /// Replies arrive on `<inbox>.<request number>`; older requests' late replies are
-    /// told apart by the number and dropped.
-    inbox: String,
-    sub: Option<Subscriber>,
-    request: u64,
+    requests: DirectRequests,
     in_flight: bool,
     done: bool,
     /// Since when requests have gone unanswered, while resending.
@@ -109,9 +104,8 @@ impl DirectRange {
         max_bytes: usize,
         resume_timeout: Duration,
     ) -> Self {
-        let inbox = conn.client.new_inbox();
         Self {
-            subject: conn.api_subject(&subjects::direct_get(stream)),
+            requests: DirectRequests::new(&conn, stream),
             conn,
             stream: stream.to_string(),
             filter,
@@ -120,9 +114,6 @@ impl DirectRange {
             batch: batch.max(1),
             max_bytes: max_bytes.max(1),
             resume_timeout,
-            inbox,
-            sub: None,
-            request: 0,
             in_flight: false,
             done: false,
             failing_since: None,
@@ -138,30 +129,14 @@ impl DirectRange {
             if !self.in_flight {
                 self.send_request().await?;
             }
-            let sub = self.sub.as_mut().expect("subscribed by send_request");
-            let message = match tokio::time::timeout(self.conn.request_timeout, sub.next()).await {
-                Ok(Some(message)) => message,
-                Ok(None) => {
-                    return Err(Error::connection(format!(
-                        "direct read of stream {:?}: the connection closed",
-                        self.stream
-                    )))
-                }
-                Err(_) => {
-                    self.unanswered(format!(
-                        "no reply within {:?} (option 'request_timeout')",
-                        self.conn.request_timeout
-                    ))?;
-                    continue;
-                }
+            let what = format!("direct read of stream {:?}", self.stream);
+            let Some(message) = self.requests.next_reply(&what).await? else {
+                self.unanswered(format!(
+                    "no reply within {:?} (option 'request_timeout')",
+                    self.conn.request_timeout
+                ))?;
+                continue;
             };
-            if !message
-                .subject
-                .as_str()
-                .ends_with(&format!(".{}", self.request))
-            {
-                continue; // a late reply to an earlier request
-            }
             match Status::of(&message) {
                 None => {}
                 Some(Status::EndOfBatch) => {
@@ -182,7 +157,7 @@ impl DirectRange {
                     self.unanswered(format!(
                         "nobody answers direct gets on {} (the stream needs \
                          allow_direct=True, and must exist)",
-                        self.subject
+                        self.requests.subject
                     ))?;
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
@@ -222,14 +197,6 @@ impl DirectRange {
     }
 
     async fn send_request(&mut self) -> Result<()> {
-        if self.sub.is_none() {
-            self.sub = Some(
-                self.conn
-                    .client
-                    .subscribe(format!("{}.*", self.inbox))
-                    .await?,
-            );
-        }
         let (seq, start_time, left) = match self.start {
             DirectStart::Sequence(seq) if seq > self.end_seq => {
                 self.done = true;
@@ -245,16 +212,8 @@ impl DirectRange {
             max_bytes: self.max_bytes,
             next_by_subj: self.filter.as_deref(),
         };
-        self.request += 1;
         let body = serde_json::to_vec(&request).expect("a request body serializes");
-        self.conn
-            .client
-            .publish_with_reply(
-                self.subject.clone(),
-                format!("{}.{}", self.inbox, self.request),
-                body.into(),
-            )
-            .await?;
+        self.requests.send(body).await?;
         self.in_flight = true;
         Ok(())
     }
@@ -315,6 +274,75 @@ impl DirectRange {
     /// Stop reading.
     pub async fn close(&mut self) {
         self.done = true;
+        self.requests.close().await;
+    }
+}
+
+/// The requests of one direct read and their replies. Each request goes out with the
+/// reply subject `<inbox>.<request number>`, so the late replies of an earlier
+/// request (one sent again after a timeout) are told apart and dropped.
+pub(crate) struct DirectRequests {
+    conn: Connection,
+    /// `<prefix>.DIRECT.GET.<stream>`.
+    pub subject: String,
+    inbox: String,
+    sub: Option<Subscriber>,
+    request: u64,
+}
+
+impl DirectRequests {
+    pub fn new(conn: &Connection, stream: &str) -> Self {
+        Self {
+            conn: conn.clone(),
+            subject: conn.api_subject(&subjects::direct_get(stream)),
+            inbox: conn.client.new_inbox(),
+            sub: None,
+            request: 0,
+        }
+    }
+
+    /// Send a request with `body`; replies to earlier ones are dropped from now on.
+    pub async fn send(&mut self, body: Vec<u8>) -> Result<()> {
+        if self.sub.is_none() {
+            self.sub = Some(
+                self.conn
+                    .client
+                    .subscribe(format!("{}.*", self.inbox))
+                    .await?,
+            );
+        }
+        self.request += 1;
+        self.conn
+            .client
+            .publish_with_reply(
+                self.subject.clone(),
+                format!("{}.{}", self.inbox, self.request),
+                body.into(),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// The next reply to the latest request; None when none came within the request
+    /// timeout. `what` names the read in the error of a connection closed for good.
+    pub async fn next_reply(&mut self, what: &str) -> Result<Option<Message>> {
+        let ours = format!(".{}", self.request);
+        loop {
+            let sub = self.sub.as_mut().expect("subscribed by send");
+            match tokio::time::timeout(self.conn.request_timeout, sub.next()).await {
+                Ok(Some(message)) if message.subject.as_str().ends_with(&ours) => {
+                    return Ok(Some(message))
+                }
+                Ok(Some(_)) => continue, // a late reply to an earlier request
+                Ok(None) => {
+                    return Err(Error::connection(format!("{what}: the connection closed")))
+                }
+                Err(_) => return Ok(None),
+            }
+        }
+    }
+
+    pub async fn close(&mut self) {
         if let Some(mut sub) = self.sub.take() {
             let _ = sub.unsubscribe().await;
         }

@@ -35,8 +35,6 @@ use std::time::Duration;
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
-use async_nats::Subscriber;
-use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
@@ -51,7 +49,7 @@ use crate::consume::pull::PullSettings;
 use crate::defaults;
 use crate::error::{Error, ErrorKind, Result};
 use crate::limits::MAX_BUFFERED_MESSAGES;
-use crate::read::direct::{answered_by, header_u64, into_delivered};
+use crate::read::direct::{answered_by, header_u64, into_delivered, DirectRequests};
 use crate::read::ordered::{OrderedPull, Start};
 use crate::read::stored::rfc3339;
 use crate::read::ReadMethod;
@@ -143,8 +141,6 @@ struct SubjectsState {
 pub struct LastPerSubject {
     conn: Connection,
     stream: String,
-    /// `<prefix>.DIRECT.GET.<stream>`.
-    subject: String,
     options: LastOptions,
     /// Groups of subject filters still to read, each one request's `multi_last`.
     groups: VecDeque<Vec<String>>,
@@ -158,9 +154,7 @@ pub struct LastPerSubject {
     expandable: bool,
     builder: BatchBuilder,
     carry: Option<Delivered>,
-    inbox: String,
-    sub: Option<Subscriber>,
-    request: u64,
+    requests: DirectRequests,
     in_flight: bool,
     /// Since when requests have gone unanswered, while resending.
     failing_since: Option<Instant>,
@@ -251,8 +245,7 @@ impl LastPerSubject {
             (pending > 0).then(|| Box::new(ordered))
         };
         Ok(Self {
-            subject: conn.api_subject(&subjects::direct_get(stream)),
-            inbox: conn.client.new_inbox(),
+            requests: DirectRequests::new(&conn, stream),
             conn,
             stream: stream.to_string(),
             groups: if empty || !direct {
@@ -266,8 +259,6 @@ impl LastPerSubject {
             expandable: true,
             builder: BatchBuilder::new(stream, schema_options),
             carry: None,
-            sub: None,
-            request: 0,
             in_flight: false,
             failing_since: None,
             consumer,
@@ -322,30 +313,14 @@ impl LastPerSubject {
             if !self.in_flight {
                 self.send_request().await?;
             }
-            let sub = self.sub.as_mut().expect("subscribed by send_request");
-            let message = match tokio::time::timeout(self.conn.request_timeout, sub.next()).await {
-                Ok(Some(message)) => message,
-                Ok(None) => {
-                    return Err(Error::connection(format!(
-                        "reading the latest messages of stream {:?}: the connection closed",
-                        self.stream
-                    )))
-                }
-                Err(_) => {
-                    self.unanswered(format!(
-                        "no reply within {:?} (option 'request_timeout')",
-                        self.conn.request_timeout
-                    ))?;
-                    continue;
-                }
+            let what = format!("reading the latest messages of stream {:?}", self.stream);
+            let Some(message) = self.requests.next_reply(&what).await? else {
+                self.unanswered(format!(
+                    "no reply within {:?} (option 'request_timeout')",
+                    self.conn.request_timeout
+                ))?;
+                continue;
             };
-            if !message
-                .subject
-                .as_str()
-                .ends_with(&format!(".{}", self.request))
-            {
-                continue; // a late reply to an earlier request
-            }
             match Status::of(&message) {
                 None => {}
                 Some(Status::EndOfBatch) => {
@@ -373,7 +348,7 @@ impl LastPerSubject {
                 Some(Status::NoResponders) => {
                     self.unanswered(format!(
                         "nobody answers direct gets on {} (the stream needs allow_direct)",
-                        self.subject
+                        self.requests.subject
                     ))?;
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
@@ -423,14 +398,6 @@ impl LastPerSubject {
     }
 
     async fn send_request(&mut self) -> Result<()> {
-        if self.sub.is_none() {
-            self.sub = Some(
-                self.conn
-                    .client
-                    .subscribe(format!("{}.*", self.inbox))
-                    .await?,
-            );
-        }
         let up_to_time = match (self.up_to_seq, self.options.as_of) {
             // The server reads messages stored before `up_to_time`; a read's times
             // are microseconds, so "as of T" takes T's whole microsecond in.
@@ -447,15 +414,7 @@ impl LastPerSubject {
             max_bytes: self.options.max_bytes,
         })
         .expect("a request body serializes");
-        self.request += 1;
-        self.conn
-            .client
-            .publish_with_reply(
-                self.subject.clone(),
-                format!("{}.{}", self.inbox, self.request),
-                body.into(),
-            )
-            .await?;
+        self.requests.send(body).await?;
         self.in_flight = true;
         Ok(())
     }
@@ -497,9 +456,7 @@ impl LastPerSubject {
         if let Some(mut consumer) = self.consumer.take() {
             consumer.close().await;
         }
-        if let Some(mut sub) = self.sub.take() {
-            let _ = sub.unsubscribe().await;
-        }
+        self.requests.close().await;
     }
 }
 
