@@ -187,3 +187,17 @@ def test_spark_guide_tables_match_the_options() -> None:
     assert [(p, s) for p, s, _ in rows] == [(spec.python, spec.spark) for spec in specs]
     for (_, spark_name, default), spec in zip(rows, specs, strict=True):
         assert default.strip() == _shown(spec.default), spark_name
+
+
+def test_every_option_of_one_kind_of_query_says_why_to_the_other() -> None:
+    """An option given to the kind of query it does not apply to is refused with the
+    reason, whichever option it is."""
+    for spec in READ_SPECS + WRITE_SPECS:
+        if spec.queries == "both":
+            continue
+        other = "stream" if spec.queries == "batch" else "batch"
+        value = {"bool": "true", "int": "1", "float": "1", "time": "0"}.get(spec.kind, "x")
+        options = {"stream": "S", spec.spark: value}
+        parse = parse_read_options if spec.scope == "read" else parse_write_options
+        with pytest.raises(BadInputError, match=f"'{spec.spark}' applies to"):
+            parse(options, queries=other)

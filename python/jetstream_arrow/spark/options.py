@@ -191,6 +191,10 @@ _ONE_KIND_ONLY = {
         "a streaming write makes its message ids from the query id (kept in the "
         "checkpoint) and the micro-batch id, so a restarted query re-sends the same ids"
     ),
+    "last_per_subject": "the latest message of each subject is a table read once, not a stream",
+    "as_of_seq": "the latest message of each subject is a table read once, not a stream",
+    "as_of_time": "the latest message of each subject is a table read once, not a stream",
+    "kv": "a KV bucket's entries are a table read once, not a stream",
 }
 
 
