@@ -147,7 +147,8 @@ def test_max_messages_per_trigger_bounds_each_micro_batch(
     ]
     # (Spark reports the start of a query's first micro-batch as null.)
     assert [json.loads(s["startOffset"]) for s in sources[1:]] == [{"seq": 111}, {"seq": 211}]
-    assert json.loads(progress[-1]["sources"][0]["latestOffset"]) == {"seq": 251}
+    latest = json.loads(progress[-1]["sources"][0]["latestOffset"])
+    assert (latest["seq"], latest["maxMessagesBehindLatest"]) == (251, 0)
 
 
 def test_stream_reader_offsets_limits_and_data_loss(
@@ -171,7 +172,9 @@ def test_stream_reader_offsets_limits_and_data_loss(
     r = reader(maxMessagesPerTrigger=8)
     assert r.getDefaultReadLimit() == ReadMaxRows(8)
     assert reader().getDefaultReadLimit() == ReadAllAvailable()
-    assert reader().reportLatestOffset() == {"seq": 31}
+    # Nothing planned yet: the whole stream is behind.
+    report = reader().reportLatestOffset()
+    assert (report["seq"], report["maxMessagesBehindLatest"]) == (31, 30)
     assert r.latestOffset({"seq": 1}, ReadMaxRows(8)) == {"seq": 9}
     assert r.latestOffset({"seq": 25}, ReadMaxRows(8)) == {"seq": 31}
     # Spark's limit wins over the option (availableNow without a limit, for one).
@@ -179,7 +182,8 @@ def test_stream_reader_offsets_limits_and_data_loss(
     assert r.latestOffset({"seq": 31}, ReadAllAvailable()) == {"seq": 31}
     assert r.latestOffset({"seq": 25}, ReadMinRows(10)) == {"seq": 25}
     assert r.latestOffset({"seq": 20}, ReadMinRows(10)) == {"seq": 31}
-    assert r.reportLatestOffset() == {"seq": 31}
+    report = r.reportLatestOffset()
+    assert (report["seq"], report["maxMessagesBehindLatest"]) == (31, 0)
 
     r.prepareForTriggerAvailableNow()
     publish(url, name, 5, start=30)
