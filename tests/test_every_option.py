@@ -1676,6 +1676,27 @@ def _spark_kv_read(ctx: Ctx) -> None:
     raises(lambda: spark_read(ctx, kv=bucket, subjects="x"), BadInputError)
 
 
+@effect(("spark.read", "streams"), ("spark.read", "streamPattern"))
+def _spark_several_streams(ctx: Ctx) -> None:
+    first, second = ctx.stream(count=2), ctx.stream(count=3)
+    for options in ({"streams": f"{first},{second}"}, {"streamPattern": f"{first}|{second}"}):
+        parts, rows = spark_read(ctx, **options)
+        assert sorted({p.stream for p in parts}) == sorted([first, second])
+        assert sorted(
+            zip(rows["stream"].to_pylist(), rows["seq"].to_pylist(), strict=True)
+        ) == sorted([(first, 1), (first, 2), (second, 1), (second, 2), (second, 3)])
+
+
+@effect(("spark.readStream", "streams"), ("spark.readStream", "streamPattern"))
+def _spark_stream_of_several_streams(ctx: Ctx) -> None:
+    first, second = ctx.stream(count=2), ctx.stream(count=3)
+    for options in ({"streams": f"{first},{second}"}, {"streamPattern": f"{first}|{second}"}):
+        start, end, _, got = micro_batch(ctx, startingOffsets="earliest", **options)
+        assert start == {"streams": {first: {"seq": 1}, second: {"seq": 1}}}
+        assert {s: o["seq"] for s, o in end["streams"].items()} == {first: 3, second: 4}
+        assert sorted(_seqs(got)) == [1, 1, 2, 2, 3]
+
+
 def stream_reader(ctx: Ctx, **options: Any) -> Any:
     source = _source(ctx, **options)
     return source.streamReader(source.schema())
@@ -2280,6 +2301,9 @@ for _option, _value in (
     ("as_of_seq", 1),
     ("as_of_time", "2030-01-01T00:00:00+00:00"),
     ("kv", "bucket"),
+    # Each input row names its stream.
+    ("streams", "A,B"),
+    ("stream_pattern", "A.*"),
 ):
     refused(_READ_FN, _option, lambda ctx, o=_option, v=_value: _read_fn(ctx, [], **{o: v}))
 

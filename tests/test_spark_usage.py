@@ -93,7 +93,7 @@ def test_a_write_into_a_missing_stream_says_so_and_how_to_create_it(
         ({"maxOffsetsPerTrigger": "10"}, "'maxMessagesPerTrigger'"),
         ({"startingOffsetsByTimestamp": "{}"}, "'startingTime'"),
         ({"kafka.bootstrap.servers": "h:1"}, "'servers'"),
-        ({"subscribe": "ORDERS"}, "'stream'"),
+        ({"subscribe": "ORDERS"}, "'streams'"),
         ({"startingSequnce": "1"}, "'startingSequence'"),
         ({"maxmessagespertriger": "1"}, "'maxMessagesPerTrigger'"),
     ],

@@ -58,7 +58,7 @@ from .connection_cache import get_client
 from .lag import behind_latest, mean_message_size
 from .options import ReadOptions
 from .partitions import read_partition, split_range
-from .reading import stream_state
+from .stream_lookup import stream_state
 from .stream_reader import next_seq_of
 from .triggers import TriggerGate, messages_within
 

@@ -113,6 +113,8 @@ def read_fn(**options: Any) -> ArrowFn:
         ("as_of_seq", opts.as_of_seq),
         ("as_of_time", opts.as_of_time),
         ("kv", opts.kv),
+        ("streams", opts.streams),
+        ("stream_pattern", opts.stream_pattern),
     ):
         if value is not None:
             raise BadInputError(

@@ -48,7 +48,7 @@ class OptionSpec:
 
     python: str
     spark: str
-    kind: str  # str, int, float, bool, subjects, time
+    kind: str  # str, int, float, bool, subjects, names, time
     default: Any
     meaning: str
     scope: str  # connect, read, write
@@ -138,7 +138,23 @@ READ_SPECS = [
         "stream",
         "str",
         None,
-        "stream to read (required; `load(name)` also sets it)",
+        "stream to read (one of `stream`, `streams`, `streamPattern` is required; `load(name)` also sets it)",
+        "read",
+    ),
+    OptionSpec(
+        "streams",
+        "streams",
+        "names",
+        None,
+        "several streams to read, comma-separated (Kafka: `subscribe`); column `stream` tells their rows apart",
+        "read",
+    ),
+    OptionSpec(
+        "stream_pattern",
+        "streamPattern",
+        "str",
+        None,
+        "every stream whose whole name matches this regular expression (Kafka: `subscribePattern`), and with `subjects` only the streams that store them; a streaming query reads streams created later too",
         "read",
     ),
     OptionSpec(

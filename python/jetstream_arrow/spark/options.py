@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -125,6 +126,36 @@ def _parse_subjects(spec: OptionSpec, value: Any) -> tuple[str, ...]:
     return subjects
 
 
+def _parse_names(spec: OptionSpec, value: Any) -> tuple[str, ...]:
+    """Stream names, comma-separated (or a list of them), each once."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not items:
+        raise BadInputError(
+            f"option {_name(spec)!r} must be comma-separated stream names such as "
+            f"'ORDERS,INVOICES' (or a list of them), got {value!r}"
+        )
+    names = tuple(
+        str(validate_name(n.strip() if isinstance(n, str) else n, spec.spark)) for n in items
+    )
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise BadInputError(f"option {_name(spec)!r} names {twice[0]!r} twice, got {value!r}")
+    return names
+
+
+def _parse_pattern(spec: OptionSpec, value: Any) -> str:
+    """A regular expression, checked here so a bad one is named before the query runs."""
+    text = _parse_text(spec, value)
+    try:
+        re.compile(text)
+    except re.error as err:
+        raise BadInputError(
+            f"option {_name(spec)!r} must be a regular expression (Python's re, matched "
+            f"against the whole stream name), got {value!r}: {err}"
+        ) from None
+    return text
+
+
 def _parse_text(spec: OptionSpec, value: Any) -> str:
     # Spark hands over strings; a Python caller may give a path for a file option.
     if isinstance(value, os.PathLike):
@@ -156,6 +187,10 @@ def _parse_value(spec: OptionSpec, value: Any) -> Any:
         return _parse_time(spec, value)
     if spec.kind == "subjects":
         return _parse_subjects(spec, value)
+    if spec.kind == "names":
+        return _parse_names(spec, value)
+    if spec.python == "stream_pattern":
+        return _parse_pattern(spec, value)
     text = _parse_text(spec, value)
     if spec.choices:
         choice = text.strip().lower()
@@ -253,8 +288,8 @@ KAFKA_EQUIVALENTS: dict[str, tuple[str, ...]] = {
     "endingoffsets": ("end_seq",),
     "endingoffsetsbytimestamp": ("end_time",),
     "endingtimestamp": ("end_time",),
-    "subscribe": ("stream",),
-    "subscribepattern": ("subjects",),
+    "subscribe": ("streams",),
+    "subscribepattern": ("stream_pattern",),
     "assign": ("stream",),
     "topic": ("stream", "subject"),
     "kafka.bootstrap.servers": ("servers",),
@@ -321,7 +356,11 @@ class ReadOptions:
     """Everything a batch or streaming read needs; picklable, secrets kept out of ``repr``."""
 
     connect: ConnectOptions
+    # The stream of a read of one stream; empty when options ``streams`` or
+    # ``streamPattern`` choose several (see :func:`.reading.streams_of`).
     stream: str
+    streams: tuple[str, ...] | None = None
+    stream_pattern: str | None = None
     subjects: tuple[str, ...] | None = None
     starting_offsets: str | None = None  # "earliest", "latest" or None (the query's default)
     start_seq: int | None = None
@@ -355,6 +394,12 @@ class ReadOptions:
     # The file's bytes, read where the options are parsed (the driver), so tasks on
     # other machines need no copy of it.
     protobuf_descriptor: bytes | None = None
+
+    @property
+    def several_streams(self) -> bool:
+        """Whether the read names its streams by ``streams`` or ``streamPattern``: its
+        streaming offsets then keep a position per stream."""
+        return self.streams is not None or self.stream_pattern is not None
 
 
 @dataclass(frozen=True)
@@ -439,6 +484,39 @@ def _check_latest_read(values: dict[str, Any]) -> None:
         raise BadInputError("options 'asOfSequence' and 'asOfTime' exclude each other")
 
 
+def _check_several_streams(values: dict[str, Any]) -> None:
+    """One way of naming the streams read, and none of the options that hold for one
+    stream only when there are several."""
+    given = [
+        spark
+        for python, spark in (
+            ("stream", "stream"),
+            ("streams", "streams"),
+            ("stream_pattern", "streamPattern"),
+        )
+        if values[python] is not None
+    ]
+    if len(given) > 1:
+        raise BadInputError(
+            f"options {given[0]!r} and {given[1]!r} exclude each other: name the streams "
+            "read one way (a path given to load() or option 'kv' names one stream)"
+        )
+    if given in ([], ["stream"]):
+        return
+    why = {
+        "start_seq": "a sequence belongs to one stream; use startingOffsets or startingTime",
+        "end_seq": "a sequence belongs to one stream; use endingTime",
+        "consumer": "a durable consumer belongs to one stream",
+        "last_per_subject": "the latest message of each subject is read from one stream",
+    }
+    for option, reason in why.items():
+        if values[option] not in (None, False):
+            raise BadInputError(
+                f"option {_READ_INDEX[_norm(option)].spark!r} does not go with option "
+                f"{given[0]!r}: {reason}"
+            )
+
+
 def parse_read_options(
     options: Mapping[str, Any], *, need_stream: bool = True, queries: str | None = "batch"
 ) -> ReadOptions:
@@ -473,10 +551,12 @@ def parse_read_options(
             )
         values["stream"] = kv_stream
     _check_latest_read(values)
+    _check_several_streams(values)
     stream = values.pop("stream")
-    if stream is None and need_stream:
+    if stream is None and need_stream and not (values["streams"] or values["stream_pattern"]):
         raise BadInputError(
-            "option 'stream' is required: spark.read.format('jetstream').option('stream', 'ORDERS')"
+            "option 'stream' is required: spark.read.format('jetstream').option('stream', "
+            "'ORDERS') (or option 'streams' or 'streamPattern' for several)"
         )
     if stream is not None:
         validate_name(stream, "stream")

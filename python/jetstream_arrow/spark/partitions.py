@@ -1,4 +1,4 @@
-"""Spark partitions of a read: contiguous ranges of stream sequences.
+"""Spark partitions of a read: contiguous ranges of stream sequences (of one stream each).
 
 A batch read and each micro-batch of a streaming read are planned on the driver the
 same way (a range split by ``minPartitions`` and ``maxMessagesPerPartition``) and
@@ -8,7 +8,7 @@ each partition is read on an executor the same way, so both live here once.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
@@ -21,16 +21,26 @@ from .reading import read_latest, read_range
 
 
 class SequenceRange(InputPartition):
-    """One Spark partition: stream sequences ``start..end`` (inclusive).
+    """One Spark partition: stream sequences ``start..end`` (inclusive) of ``stream``
+    (None: the read's one stream), of the subjects ``subjects`` (None: the read's).
 
     Holds no connection options, so nothing secret is shown where Spark prints
     partitions."""
 
-    def __init__(self, index: int, start: int, end: int) -> None:
-        super().__init__((start, end))
+    def __init__(
+        self,
+        index: int,
+        start: int,
+        end: int,
+        stream: str | None = None,
+        subjects: tuple[str, ...] | None = None,
+    ) -> None:
+        super().__init__((start, end) if stream is None else (stream, start, end))
         self.index = index
         self.start = start
         self.end = end
+        self.stream = stream
+        self.subjects = subjects
 
 
 class LatestPartition(InputPartition):
@@ -43,7 +53,13 @@ class LatestPartition(InputPartition):
 
 
 def split_range(
-    start: int, end: int, min_partitions: int, max_per_partition: int
+    start: int,
+    end: int,
+    min_partitions: int,
+    max_per_partition: int,
+    stream: str | None = None,
+    first_index: int = 0,
+    subjects: tuple[str, ...] | None = None,
 ) -> list[SequenceRange]:
     """``start..end`` in contiguous ranges: at least ``min_partitions`` (one sequence
     each at most), none longer than ``max_per_partition``."""
@@ -56,9 +72,29 @@ def split_range(
     lo = start
     for i in range(count):
         hi = lo + size + (1 if i < extra else 0) - 1
-        ranges.append(SequenceRange(i, lo, hi))
+        ranges.append(SequenceRange(first_index + i, lo, hi, stream, subjects))
         lo = hi + 1
     return ranges
+
+
+def split_ranges(
+    ranges: Mapping[str, tuple[int, int]],
+    min_partitions: int,
+    max_per_partition: int,
+    subjects: Mapping[str, tuple[str, ...] | None],
+) -> list[SequenceRange]:
+    """The ranges ``{stream: (start, end)}`` of a read of several streams, each split
+    as :func:`split_range` does, ``min_partitions`` shared among them by their length
+    (every stream with messages gets one partition at least), each read with its
+    ``subjects``."""
+    spans = {s: end - start + 1 for s, (start, end) in ranges.items() if end >= start}
+    total = sum(spans.values())
+    out: list[SequenceRange] = []
+    for stream, span in spans.items():
+        start, end = ranges[stream]
+        share = max(1, math.ceil(min_partitions * span / total))
+        out += split_range(start, end, share, max_per_partition, stream, len(out), subjects[stream])
+    return out
 
 
 def read_partition(
@@ -76,9 +112,9 @@ def read_partition(
     return read_range(
         get_client(opts.connect),
         opts,
-        opts.stream,
+        partition.stream or opts.stream,
         partition.start,
         partition.end,
-        subjects,
+        subjects if partition.subjects is None else partition.subjects,
         arrow_schema(schema),
     )

@@ -8,57 +8,27 @@ means the same thing, and loses no message silently, whichever API asked for it.
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import StructType
 
-from .._core import DEFAULT_RESUME_TIMEOUT
 from .._time import LAST_NS_TIME
 from ..client import Client
 from ..exceptions import (
     BadInputError,
     JetStreamArrowError,
-    NotFoundError,
 )
 from .columns import conform, kv_schema, message_schema
 from .options import ReadOptions
+from .stream_lookup import stream_state
 from .values import read_codec
-
-log = logging.getLogger("jetstream_arrow.spark")
 
 #: The highest sequence a range can name (Spark's ``seq`` column is a bigint).
 MAX_SEQ = 2**63 - 1
-# Longest pause between two attempts of a request that failed transiently.
-_MAX_RETRY_DELAY = 2.0
-
-_T = TypeVar("_T")
-
-
-def retry_transient(
-    call: Callable[[], _T], what: str, timeout: float = DEFAULT_RESUME_TIMEOUT
-) -> _T:
-    """``call()``, tried again after a transient error until ``timeout`` seconds have
-    passed, then the last error is raised with its class. A read recovers for as
-    long (its ``resume_timeout``, in the core, opening included); the requests around
-    it (the stream's state) must outlast a leader election as well, or a partition
-    fails where the read itself would have gone on."""
-    deadline = time.monotonic() + timeout
-    delay = 0.1
-    while True:
-        try:
-            return call()
-        except JetStreamArrowError as err:
-            if not err.transient or time.monotonic() + delay > deadline:
-                raise
-            log.info("%s failed, trying again in %.1f s: %s", what, delay, err)
-        time.sleep(delay)
-        delay = min(delay * 2, _MAX_RETRY_DELAY)
 
 
 class DataLossError(JetStreamArrowError):
@@ -90,20 +60,6 @@ def checked_schema(opts: ReadOptions, schema: StructType) -> StructType:
             "adds the headers column)"
         )
     return expected
-
-
-def stream_state(client: Client, stream: str) -> Any:
-    """The stream's state, with a missing stream reported against option 'stream';
-    transient errors are retried (:func:`retry_transient`)."""
-    try:
-        return retry_transient(
-            lambda: client.stream_info(stream).state, f"the state of stream {stream!r}"
-        )
-    except NotFoundError as err:
-        raise BadInputError(
-            f"option 'stream': there is no stream {stream!r} "
-            f"(JetStream API {client.options.js_api_prefix}): {err.description or err}"
-        ) from None
 
 
 def first_available(state: Any) -> int:

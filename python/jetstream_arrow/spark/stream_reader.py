@@ -1,11 +1,20 @@
 """The stream reader of ``spark.readStream.format("jetstream")``.
 
-A streaming read keeps one offset, ``{"seq": <next stream sequence to read>}``, in
-Spark's checkpoint. Each micro-batch reads the sequences from its start offset up to
-(not including) its end offset, planned and read like a batch read (the same
-partitions and executor reads), and ``maxMessagesPerTrigger`` bounds how many
+A streaming read of one stream keeps one offset, ``{"seq": <next stream sequence to
+read>}``, in Spark's checkpoint. Each micro-batch reads the sequences from its start
+offset up to (not including) its end offset, planned and read like a batch read (the
+same partitions and executor reads), and ``maxMessagesPerTrigger`` bounds how many
 sequences one micro-batch may span (``minMessagesPerTrigger``, ``maxTriggerDelay`` and
 ``maxBytesPerTrigger``: :mod:`.triggers`).
+
+A read of several streams (options ``streams``, ``streamPattern``) keeps such an
+offset per stream, ``{"streams": {"ORDERS": {"seq": 12}, "RETURNS": {"seq": 3}}}``,
+and asks at each micro-batch which streams there are: a stream that appeared starts
+where ``startingOffsets`` (or ``startingTime``) says, a stream that is gone fails the
+query or, with ``failOnDataLoss`` false, is dropped with a warning and named in the
+progress (``streamsGone``). The trigger bounds are shared among the streams by their
+backlogs. A read of one stream keeps its offset as it was, so its checkpoints stay
+readable.
 
 A micro-batch's partitions follow from its end offset and the start offset in the
 offset log, never from the stream's state when they are planned: Spark re-runs an
@@ -50,9 +59,10 @@ from ..exceptions import BadInputError
 from .connection_cache import get_client
 from .lag import behind_latest, mean_message_size
 from .options import ReadOptions
-from .partitions import read_partition, split_range
-from .reading import check_data_loss, first_available, first_seq_at, stream_state
-from .triggers import TriggerGate, messages_within
+from .partitions import read_partition, split_range, split_ranges
+from .reading import DataLossError, check_data_loss, first_available, first_seq_at
+from .stream_lookup import ChosenStream, log, streams_named, streams_of
+from .triggers import TriggerGate, share_by_backlog
 
 
 def _seq_in(offset: Any, key: str) -> int | None:
@@ -74,21 +84,47 @@ def next_seq_of(offset: Any) -> int:
     ):
         raise BadInputError(
             f"a jetstream offset is {{'seq': <next stream sequence>}}, got {offset!r}; "
-            "was the checkpoint written by another source?"
+            "was the checkpoint written by another source, or by a query reading "
+            "several streams (options 'streams', 'streamPattern')?"
         )
     return seq
 
 
-def first_read_of(start: Any, end: Any) -> int:
-    """The first sequence the micro-batch from offset ``start`` to ``end`` reads: where
-    its planning recorded it (``end["first"]``), else the start."""
-    first = next_seq_of(start)
-    next_seq_of(end)
-    return _seq_in(end, "first") or first
+#: A stream's place in an offset: the next sequence to read, and where the micro-batch
+#: that ends there began reading (None: at the start offset's next sequence).
+Position = tuple[int, int | None]
+
+
+def positions_of(offset: Any, several: bool, stream: str) -> dict[str, Position]:
+    """The positions an offset holds, by stream; ``stream`` names the one of a read of
+    one stream, whose offset has no stream names."""
+    if not several:
+        return {stream: (next_seq_of(offset), _seq_in(offset, "first"))}
+    streams = offset.get("streams") if isinstance(offset, dict) else None
+    if not isinstance(streams, dict) or set(offset) != {"streams"}:
+        raise BadInputError(
+            "a jetstream offset of several streams is {'streams': {<stream>: {'seq': "
+            f"<next stream sequence>}}}}, got {offset!r}; was the checkpoint written by "
+            "another source, or by a query reading one stream (option 'stream')?"
+        )
+    return {name: (next_seq_of(o), _seq_in(o, "first")) for name, o in streams.items()}
+
+
+def offset_of(positions: dict[str, Position], several: bool) -> dict[str, Any]:
+    """The offset of ``positions``, the inverse of :func:`positions_of`."""
+
+    def one(seq: int, first: int | None) -> dict[str, int]:
+        return {"seq": seq} if first is None else {"seq": seq, "first": first}
+
+    if not several:
+        ((seq, first),) = positions.values()
+        return one(seq, first)
+    return {"streams": {name: one(*positions[name]) for name in sorted(positions)}}
 
 
 class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """A streaming read of one stream, in micro-batches of stream sequence ranges.
+    """A streaming read of one stream or several, in micro-batches of stream sequence
+    ranges.
 
     Offset and planning methods run on the driver, in one Python process for the
     whole query; ``read`` runs on executors.
@@ -97,42 +133,62 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def __init__(self, opts: ReadOptions, schema: StructType) -> None:
         self.opts = opts
         self.schema = schema
-        # With trigger(availableNow=True): the sequence after the last message that
-        # existed when the query started. Later messages are left for the next run.
-        self.available_now_end: int | None = None
-        # The stream's end as latestOffset last saw it, and its mean message size:
-        # Spark asks reportLatestOffset right after latestOffset, and each costs a
-        # JetStream API request otherwise.
-        self.seen_end: int | None = None
-        self.seen_message_size = 0.0
-        # The end latestOffset last gave, the one of the micro-batch being planned.
-        self.planned_end = 1
-        # What initialOffset answered from the stream's state (not startingSequence),
+        self.several = opts.several_streams
+        # With trigger(availableNow=True): by stream, the sequence after the last
+        # message that existed when the query started. Later messages, and streams
+        # created later, are left for the next run.
+        self.available_now_end: dict[str, int] | None = None
+        # By stream, its end as latestOffset last saw it and its mean message size:
+        # Spark asks reportLatestOffset right after latestOffset, and each costs
+        # JetStream API requests otherwise.
+        self.seen: dict[str, tuple[int, float]] | None = None
+        # By stream, the end latestOffset last gave, the one of the micro-batch being
+        # planned.
+        self.planned_end: dict[str, int] = {}
+        # Streams the last planning found gone (failOnDataLoss false), for the progress.
+        self.gone: list[str] = []
+        # Streams the last planning found storing none of option 'subjects'.
+        self.idle: set[str] = set()
+        # What initialOffset answered from the streams' state (not startingSequence),
         # which it may not answer again after a restart.
-        self.initial_from_state: dict[str, int] | None = None
+        self.initial_from_state: dict[str, Any] | None = None
         # minMessagesPerTrigger and maxTriggerDelay: the delay counts from the start.
         self.gate = TriggerGate.of(opts)
 
     def __repr__(self) -> str:
-        return f"JetStreamStreamReader(stream={self.opts.stream!r})"
+        return f"JetStreamStreamReader({streams_named(self.opts)})"
 
-    def initialOffset(self) -> dict[str, int]:
+    def _streams(self, missing_ok: bool) -> dict[str, Any]:
+        """The states of the streams the query reads now, by name."""
+        return {s: it.state for s, it in self._chosen(missing_ok).items()}
+
+    def _chosen(self, missing_ok: bool) -> dict[str, ChosenStream]:
+        return streams_of(get_client(self.opts.connect), self.opts, missing_ok=missing_ok)
+
+    def _start_in(self, stream: str, state: Any) -> int:
+        """Where the query starts reading ``stream`` from the stream's state:
+        the first message at ``startingTime``, or ``startingOffsets`` (default
+        ``latest``: what arrives from now on)."""
+        opts = self.opts
+        end = int(state.last_seq) + 1
+        if opts.start_time is not None:
+            found = first_seq_at(get_client(opts.connect), stream, opts.start_time)
+            return found if found is not None else end
+        if opts.starting_offsets == "earliest":
+            return first_available(state)
+        return end
+
+    def initialOffset(self) -> dict[str, Any]:
         """Where a new query starts (a restarted one continues from its checkpoint):
-        ``startingSequence``, the first message at ``startingTime``, or
-        ``startingOffsets`` (default ``latest``: what arrives from now on)."""
+        ``startingSequence``, else in each stream as :meth:`_start_in` says."""
         opts = self.opts
         if opts.start_seq is not None:
             return {"seq": opts.start_seq}
-        client = get_client(opts.connect)
-        state = stream_state(client, opts.stream)
-        end = int(state.last_seq) + 1
-        if opts.start_time is not None:
-            found = first_seq_at(client, opts.stream, opts.start_time)
-            offset = {"seq": found if found is not None else end}
-        elif opts.starting_offsets == "earliest":
-            offset = {"seq": first_available(state)}
-        else:
-            offset = {"seq": end}
+        positions: dict[str, Position] = {
+            stream: (self._start_in(stream, state), None)
+            for stream, state in self._streams(missing_ok=False).items()
+        }
+        offset = offset_of(positions, self.several)
         self.initial_from_state = offset
         return offset
 
@@ -142,57 +198,104 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        state = stream_state(get_client(self.opts.connect), self.opts.stream)
-        self.available_now_end = int(state.last_seq) + 1
+        states = self._streams(missing_ok=self.several)
+        self.available_now_end = {s: int(state.last_seq) + 1 for s, state in states.items()}
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        """The end (exclusive) of the next micro-batch: the stream's end, at most
-        ``limit`` sequences after ``start``; ``start`` itself (as given, so that Spark
-        sees no new data) when there is nothing new."""
-        offset = self._next_end(next_seq_of(start), limit, start == self.initial_from_state)
-        self.planned_end = next_seq_of(offset or start)
-        return offset or start
+        """The end (exclusive) of the next micro-batch: each stream's end, at most
+        ``limit`` sequences after ``start`` in all; ``start`` itself (as given, so that
+        Spark sees no new data) when there is nothing new."""
+        begun = positions_of(start, self.several, self.opts.stream)
+        planned = self._plan({s: seq for s, (seq, _) in begun.items()}, limit, start)
+        self.planned_end = {s: seq for s, (seq, _) in (planned or begun).items()}
+        return start if planned is None else offset_of(planned, self.several)
 
-    def _next_end(
-        self, next_seq: int, limit: ReadLimit, start_from_state: bool
-    ) -> dict[str, int] | None:
-        state = stream_state(get_client(self.opts.connect), self.opts.stream)
-        end = self.seen_end = int(state.last_seq) + 1
-        self.seen_message_size = mean_message_size(state)
-        if self.available_now_end is not None:
-            end = min(end, self.available_now_end)
-        if end <= next_seq:
+    def _plan(
+        self, begun: dict[str, int], limit: ReadLimit, start: dict[str, Any]
+    ) -> dict[str, Position] | None:
+        """The positions ending the next micro-batch, or None when it would read
+        nothing and no stream came or went."""
+        opts = self.opts
+        chosen = self._chosen(missing_ok=self.several)
+        states = {s: it.state for s, it in chosen.items()}
+        self.seen = {s: (int(st.last_seq) + 1, mean_message_size(st)) for s, st in states.items()}
+        # Streams (named in option 'streams') that store none of option 'subjects':
+        # nothing in them is read, or behind.
+        self.idle = {s for s, it in chosen.items() if it.subjects == ()}
+        self.gone = [s for s in begun if s not in states]
+        for stream in self.gone:
+            self._drop_gone(stream)
+        # Streams that appeared since the last micro-batch (not in a run with
+        # trigger(availableNow=True): they are left for the next run).
+        added = {
+            s: self._start_in(s, st)
+            for s, st in states.items()
+            if s not in begun and (self.available_now_end is None or s in self.available_now_end)
+        }
+        positions = {s: seq for s, seq in begun.items() if s in states} | added
+        # Each stream's backlog: from its next sequence, or from what it still holds
+        # when limits removed its head (with failOnDataLoss the planning of this
+        # micro-batch fails on them), up to its end.
+        firsts, backlogs = {}, {}
+        for stream, seq in positions.items():
+            end = seq if stream in self.idle else self.seen[stream][0]
+            if self.available_now_end is not None:
+                end = min(end, self.available_now_end.get(stream, seq))
+            firsts[stream] = min(max(seq, first_available(states[stream])), max(end, seq))
+            backlogs[stream] = max(end - firsts[stream], 0) if end > seq else 0
+        total = sum(backlogs.values())
+        # Sequences removed before they were read move a position too: past them, or
+        # (failOnDataLoss) to the failure that names them.
+        skipped = any(firsts[s] > seq for s, seq in positions.items())
+        reading = (total > 0 or skipped) and self.gate.allows(
+            total, available_now=self.available_now_end is not None
+        )
+        if reading:
+            if isinstance(limit, ReadMinRows) and total < limit.min_rows:
+                reading = False
+            elif not isinstance(limit, (ReadMaxRows, ReadMinRows, ReadAllAvailable)):
+                raise BadInputError(
+                    f"a jetstream stream read limits micro-batches by messages "
+                    f"(option 'maxMessagesPerTrigger'), not by {type(limit).__name__}"
+                )
+        if reading:
+            self.gate.fired()
+            sizes = {s: self.seen[s][1] for s in positions}
+            max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+            take = share_by_backlog(backlogs, sizes, max_rows, opts.max_bytes_per_trigger)
+        else:
+            take = dict.fromkeys(positions, 0)
+        from_state = start == self.initial_from_state
+        planned: dict[str, Position] = {}
+        for stream, seq in positions.items():
+            moved = take[stream] > 0 or (reading and firsts[stream] > seq)
+            end = firsts[stream] + take[stream] if moved else seq
+            # Kept in the offset log: a re-run of this micro-batch reads from the same
+            # sequence, whatever the stream has removed since (see partitions), and
+            # from where a stream that was not in the start offset began.
+            first: int | None = None
+            if firsts[stream] > seq and moved and not opts.fail_on_data_loss:
+                first = min(firsts[stream], end)
+            elif stream in added or (from_state and moved):
+                first = seq
+            planned[stream] = (end, first)
+        if not added and not self.gone and all(planned[s][0] == begun[s] for s in planned):
             return None
-        # Sequences removed from the head of the stream are no messages: the limit
-        # counts from what the stream still holds. (With failOnDataLoss the planning
-        # of this micro-batch fails on them.)
-        first = max(next_seq, first_available(state))
-        if not self.gate.allows(end - first, available_now=self.available_now_end is not None):
-            return None
-        by_bytes = messages_within(self.opts.max_bytes_per_trigger, self.seen_message_size)
-        if by_bytes is not None:
-            end = min(end, first + by_bytes)
-        if isinstance(limit, ReadMaxRows):
-            end = min(end, first + limit.max_rows)
-        elif isinstance(limit, ReadMinRows):
-            if end - first < limit.min_rows:
-                return None
-        elif not isinstance(limit, ReadAllAvailable):
-            raise BadInputError(
-                f"a jetstream stream read limits micro-batches by messages "
-                f"(option 'maxMessagesPerTrigger'), not by {type(limit).__name__}"
+        return planned
+
+    def _drop_gone(self, stream: str) -> None:
+        """A stream read so far is gone: deleted, or (``streamPattern`` with
+        ``subjects``) no longer storing them. Its unread messages are lost."""
+        if self.opts.fail_on_data_loss:
+            raise DataLossError(
+                f"option 'failOnDataLoss': stream {stream!r}, which the query reads, is "
+                "gone (deleted, or it no longer stores option 'subjects') and its unread "
+                "messages with it. Set failOnDataLoss=false to read the other streams on."
             )
-        self.gate.fired()
-        # Kept in the offset log: a re-run of this micro-batch reads from the same
-        # sequence, whatever the stream has removed since (see partitions).
-        if first > next_seq and not self.opts.fail_on_data_loss:
-            return {"seq": end, "first": min(first, end)}
-        if start_from_state:
-            return {"seq": end, "first": next_seq}
-        return {"seq": end}
+        log.warning("stream %r is gone: the query reads the other streams on", stream)
 
     def reportLatestOffset(self) -> dict[str, Any]:
-        """The stream's end, for the query's progress, as latestOffset saw it a moment
+        """Each stream's end, for the query's progress, as latestOffset saw it a moment
         ago: Spark shows it as the source's ``latestOffset`` beside the ``endOffset``
         that latestOffset gave, and their difference is how far behind the query is,
         also given as messages and bytes behind (:mod:`.lag`).
@@ -201,31 +304,71 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         (``startingSequence``) waits for messages, it is not behind. With
         trigger(availableNow=True) it is the stream's end all the same, so the last
         progress of a run shows what it left for the next one."""
-        if self.seen_end is None:
-            state = stream_state(get_client(self.opts.connect), self.opts.stream)
-            self.seen_end = int(state.last_seq) + 1
-            self.seen_message_size = mean_message_size(state)
-        latest = max(self.seen_end, self.planned_end)
-        behind = {self.opts.stream: (latest - self.planned_end, self.seen_message_size)}
-        return {"seq": latest, **behind_latest(behind)}
+        if self.seen is None:
+            states = self._streams(missing_ok=self.several)
+            self.seen = {
+                s: (int(st.last_seq) + 1, mean_message_size(st)) for s, st in states.items()
+            }
+        # Before the first micro-batch is planned, all of each stream is behind.
+        planned = self.planned_end or dict.fromkeys(self.seen, 1)
+        latest = {s: max(self.seen.get(s, (end, 0.0))[0], end) for s, end in planned.items()}
+        behind = {
+            s: (0 if s in self.idle else latest[s] - end, self.seen.get(s, (end, 0.0))[1])
+            for s, end in planned.items()
+        }
+        lag = behind_latest(behind)
+        if not self.several:
+            return {"seq": latest[self.opts.stream], **lag}
+        gone = {"streamsGone": self.gone} if self.gone else {}
+        streams = {s: {"seq": latest[s]} for s in sorted(latest)}
+        return {"streams": streams, **lag, **gone}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        """Sequences ``start..end - 1`` in ranges, split like a batch read's, from the
-        offsets alone: a micro-batch that Spark re-runs after a restart gets the
-        partitions of its first run, whatever the stream removed since. (With
-        failOnDataLoss, sequences already removed fail the micro-batch here.)"""
+        """Each stream's sequences from ``start`` up to ``end``, in ranges split like a
+        batch read's, from the offsets alone: a micro-batch that Spark re-runs after a
+        restart gets the partitions of its first run, whatever the streams removed
+        since. (With failOnDataLoss, sequences already removed fail the micro-batch
+        here.)"""
         opts = self.opts
-        if next_seq_of(start) >= next_seq_of(end):
-            # Nothing new (a query with several sources plans empty micro-batches):
-            # an end offset's "first" belongs to the micro-batch that made it.
-            return []
-        first, last = first_read_of(start, end), next_seq_of(end) - 1
-        if first > last:
-            return []
+        begun = positions_of(start, self.several, opts.stream)
+        ranges = {}
+        for stream, (end_seq, recorded_first) in positions_of(
+            end, self.several, opts.stream
+        ).items():
+            begun_seq = begun[stream][0] if stream in begun else None
+            if begun_seq is not None and begun_seq >= end_seq:
+                # Nothing new (a query with several sources plans empty micro-batches):
+                # an end offset's "first" belongs to the micro-batch that made it.
+                continue
+            first = recorded_first or begun_seq
+            if first is not None and first <= end_seq - 1:
+                ranges[stream] = (first, end_seq - 1)
+        subjects: dict[str, tuple[str, ...] | None] = {}
+        if self.several and ranges:
+            # A stream gone since the micro-batch was planned: with failOnDataLoss
+            # its messages are lost, else the other streams are read.
+            present = self._chosen(missing_ok=True)
+            for stream in [s for s in ranges if s not in present]:
+                self._drop_gone(stream)
+                del ranges[stream]
+            subjects = {s: present[s].subjects for s in ranges}
+            for stream in [s for s in ranges if subjects[s] == ()]:
+                del ranges[stream]
         if opts.fail_on_data_loss:
             client = get_client(opts.connect)
-            check_data_loss(client, opts.stream, first, last, f"micro-batch {first}..{last}")
-        return list(split_range(first, last, opts.min_partitions, opts.max_messages_per_partition))
+            for stream, (first, last) in ranges.items():
+                check_data_loss(client, stream, first, last, f"micro-batch {first}..{last}")
+        if not self.several:
+            return [
+                r
+                for stream, (first, last) in ranges.items()
+                for r in split_range(
+                    first, last, opts.min_partitions, opts.max_messages_per_partition
+                )
+            ]
+        return list(
+            split_ranges(ranges, opts.min_partitions, opts.max_messages_per_partition, subjects)
+        )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(self.opts, partition, self.opts.subjects, self.schema)
@@ -233,7 +376,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: the reads use consumers that are deleted when each read ends,
         so the server keeps no read position to advance. The position is the offset in
-        Spark's checkpoint, and the stream's own limits decide when messages go."""
+        Spark's checkpoint, and the streams' own limits decide when messages go."""
 
     def stop(self) -> None:
         """Nothing to free: connections belong to the per-process cache

@@ -5,12 +5,15 @@ with ``maxTriggerDelay``, and a bound in payload bytes.
 A Python source gets one read limit from Spark, so these are the readers' own: both
 stream readers (:mod:`.stream_reader`, :mod:`.consumer_stream_reader`) ask a
 :class:`TriggerGate` whether the micro-batch they would plan may start, and bound its
-end by :func:`messages_within`.
+end by :func:`messages_within`; a read of several streams shares the bounds among
+them by their backlogs (:func:`share_by_backlog`), as Kafka's source shares
+``maxOffsetsPerTrigger`` among a topic's partitions.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .options import ReadOptions
@@ -49,3 +52,43 @@ def messages_within(max_bytes: int | None, mean_size: float) -> int | None:
     if max_bytes is None:
         return None
     return max(1, int(max_bytes // max(mean_size, 1.0)))
+
+
+def _shares(weights: Mapping[str, int], budget: int) -> dict[str, int]:
+    """``budget`` split in proportion to ``weights`` (largest remainders first), each
+    share at most its weight; the weights themselves when they fit the budget."""
+    total = sum(weights.values())
+    if total <= budget:
+        return dict(weights)
+    exact = {key: weight * budget / total for key, weight in weights.items()}
+    shares = {key: int(value) for key, value in exact.items()}
+    by_remainder = sorted(exact, key=lambda key: (shares[key] - exact[key], key))
+    for key in by_remainder[: budget - sum(shares.values())]:
+        shares[key] += 1
+    return shares
+
+
+def share_by_backlog(
+    backlogs: Mapping[str, int],
+    sizes: Mapping[str, float],
+    max_messages: int | None,
+    max_bytes: int | None,
+) -> dict[str, int]:
+    """How many messages of each stream's backlog the next micro-batch reads: all of
+    them within the bounds, else shares in proportion to the backlogs (in messages for
+    ``max_messages``, in bytes at each stream's mean message size for ``max_bytes``),
+    and one message at least when there is any, so a message larger than
+    ``max_bytes`` is still read."""
+    take = {key: max(count, 0) for key, count in backlogs.items()}
+    if max_messages is not None:
+        take = _shares(take, max_messages)
+    if max_bytes is not None:
+        total_bytes = sum(count * max(sizes[key], 1.0) for key, count in take.items())
+        if total_bytes > max_bytes:
+            # The same fraction of each backlog: each stream's share of the bytes is
+            # its share of the backlog in bytes.
+            take = {key: int(count * max_bytes / total_bytes) for key, count in take.items()}
+    if not any(take.values()) and any(backlogs.values()):
+        largest = max(sorted(backlogs), key=lambda key: backlogs[key])
+        take[largest] = 1
+    return take

@@ -13,7 +13,7 @@ from the Avro schema, a Protobuf one from the message's descriptor.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.types import BinaryType, StructField, StructType
@@ -23,6 +23,7 @@ from ..codec import ValueCodec
 from ..exceptions import BadInputError
 from .columns import kv_schema, message_schema
 from .connection_cache import get_client
+from .stream_lookup import streams_of
 
 if TYPE_CHECKING:
     from .options import ReadOptions, WriteOptions
@@ -88,6 +89,23 @@ def _from_arrow(schema: pa.Schema) -> StructType:
     return from_arrow_schema(schema, prefer_timestamp_ntz=False)
 
 
+def _stream_to_infer_from(client: Any, opts: ReadOptions) -> tuple[str, tuple[str, ...] | None]:
+    """The stream whose first message shows the value's schema, and the subjects to
+    read it with: the read's one stream, or of several the first (by name) that holds
+    messages of the read's subjects."""
+    if not opts.several_streams:
+        return opts.stream, opts.subjects
+    chosen = {s: it for s, it in streams_of(client, opts).items() if it.subjects != ()}
+    if not chosen:
+        raise BadInputError(
+            f"no stream matches option 'streamPattern' ({opts.stream_pattern!r}) or holds "
+            "option 'subjects', so there is no message to infer the value's schema from; "
+            "give option 'valueSchema'"
+        )
+    stream = next((s for s, it in chosen.items() if it.state.messages), next(iter(chosen)))
+    return stream, chosen[stream].subjects
+
+
 def value_struct(opts: ReadOptions) -> StructType:
     """The Spark type of the value: from ``valueSchema``, or inferred (driver side)."""
     if _carries_schema(opts):
@@ -105,10 +123,11 @@ def value_struct(opts: ReadOptions) -> StructType:
                 "'seq LONG, id INT, name STRING'"
             ) from None
     client = get_client(opts.connect)
+    stream, subjects = _stream_to_infer_from(client, opts)
     reader = client.read(
-        opts.stream,
+        stream,
         codec=_read_codec(opts, None, False),
-        subjects=list(opts.subjects) if opts.subjects else None,
+        subjects=list(subjects) if subjects else None,
         batch_rows=1,
     )
     try:

@@ -27,7 +27,7 @@ from ..kv import KvColumns
 from .columns import PublishColumns
 from .connection_cache import get_client
 from .options import WriteOptions
-from .reading import retry_transient
+from .stream_lookup import retry_transient
 from .values import write_codec
 
 log = logging.getLogger("jetstream_arrow.spark")

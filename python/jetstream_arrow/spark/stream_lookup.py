@@ -1,0 +1,144 @@
+"""Which streams a read takes, and the JetStream API requests about them that the
+driver and the executors make around their reads (a stream's state), retried while
+they fail transiently.
+
+A read names one stream (option ``stream``) or several (``streams``, or
+``streamPattern`` matched against the names the server lists); :func:`streams_of`
+answers with each stream's state and the subject filters it is read with.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from .._core import DEFAULT_RESUME_TIMEOUT
+from ..client import Client
+from ..exceptions import BadInputError, JetStreamArrowError, NotFoundError
+from .options import ReadOptions
+
+log = logging.getLogger("jetstream_arrow.spark")
+
+# Longest pause between two attempts of a request that failed transiently.
+_MAX_RETRY_DELAY = 2.0
+
+_T = TypeVar("_T")
+
+
+def retry_transient(
+    call: Callable[[], _T], what: str, timeout: float = DEFAULT_RESUME_TIMEOUT
+) -> _T:
+    """``call()``, tried again after a transient error until ``timeout`` seconds have
+    passed, then the last error is raised with its class. A read recovers for as
+    long (its ``resume_timeout``, in the core, opening included); the requests around
+    it (the stream's state) must outlast a leader election as well, or a partition
+    fails where the read itself would have gone on."""
+    deadline = time.monotonic() + timeout
+    delay = 0.1
+    while True:
+        try:
+            return call()
+        except JetStreamArrowError as err:
+            if not err.transient or time.monotonic() + delay > deadline:
+                raise
+            log.info("%s failed, trying again in %.1f s: %s", what, delay, err)
+        time.sleep(delay)
+        delay = min(delay * 2, _MAX_RETRY_DELAY)
+
+
+def stream_state(client: Client, stream: str) -> Any:
+    """The stream's state, with a missing stream reported against option 'stream';
+    transient errors are retried (:func:`retry_transient`)."""
+    return _stream_info(client, stream).state
+
+
+def _stream_info(client: Client, stream: str, option: str = "stream") -> Any:
+    try:
+        return retry_transient(
+            lambda: client.stream_info(stream), f"the state of stream {stream!r}"
+        )
+    except NotFoundError as err:
+        raise BadInputError(
+            f"option {option!r}: there is no stream {stream!r} "
+            f"(JetStream API {client.options.js_api_prefix}): {err.description or err}"
+        ) from None
+
+
+def streams_named(opts: ReadOptions) -> str:
+    """How the read names its streams, for a reader's ``repr``: ``stream='S'``,
+    ``streams=('A', 'B')`` or ``streamPattern='...'``."""
+    if opts.streams is not None:
+        return f"streams={opts.streams!r}"
+    if opts.stream_pattern is not None:
+        return f"streamPattern={opts.stream_pattern!r}"
+    return f"stream={opts.stream!r}"
+
+
+@dataclass(frozen=True)
+class ChosenStream:
+    """A stream a read takes: its state, and the subject filters it is read with
+    (None: every subject; empty: it stores none of the read's filters)."""
+
+    state: Any
+    subjects: tuple[str, ...] | None
+
+
+def streams_of(
+    client: Client,
+    opts: ReadOptions,
+    subjects: Sequence[str] | None = None,
+    *,
+    missing_ok: bool = False,
+) -> dict[str, ChosenStream]:
+    """The streams a read with subject filters ``subjects`` (default: option
+    ``subjects``) takes, by name in name order: option ``stream`` or ``streams`` as
+    given, or the streams whose names match option ``streamPattern`` (with filters,
+    those that store one of them).
+
+    Of several streams each is read with the filters it stores, as the server tells
+    (a filter that matches none of a stream's subjects is refused by a read of that
+    stream); a stream without subjects of its own (a mirror, or one that only
+    sources others) with all of them. A stream named but missing is an error, or
+    left out with ``missing_ok`` (a streaming read asks again at each micro-batch,
+    and decides what a stream gone since the last one means)."""
+    filters = tuple(subjects) if subjects is not None else opts.subjects
+    if not opts.several_streams:
+        return {opts.stream: ChosenStream(stream_state(client, opts.stream), filters)}
+    infos: dict[str, Any] = {}
+    holders: dict[str, set[str]] = {}
+    if opts.stream_pattern is not None:
+        pattern = re.compile(opts.stream_pattern)
+        # The server chooses the streams that store a filter: one listing per filter.
+        for subject in filters or (None,):
+            listed = retry_transient(
+                functools.partial(client.list_streams, subject), "the list of streams"
+            )
+            for info in listed:
+                if pattern.fullmatch(info.config.name) is not None:
+                    infos[info.config.name] = info
+                    holders.setdefault(info.config.name, set()).add(subject or "")
+    else:
+        for name in opts.streams or ():
+            try:
+                infos[name] = _stream_info(client, name, "streams")
+            except BadInputError:
+                if not missing_ok:
+                    raise
+        for subject in filters or ():
+            names = retry_transient(
+                functools.partial(client.stream_names, subject), "the names of streams"
+            )
+            for name in set(names) & set(infos):
+                holders.setdefault(name, set()).add(subject)
+
+    def read_with(name: str) -> tuple[str, ...] | None:
+        if filters is None or not infos[name].config.subjects:
+            return filters
+        return tuple(f for f in filters if f in holders.get(name, ()))
+
+    return {name: ChosenStream(infos[name].state, read_with(name)) for name in sorted(infos)}
