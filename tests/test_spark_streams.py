@@ -165,6 +165,45 @@ def test_a_batch_read_of_several_streams_by_name_pattern_and_subjects(
     assert f"there is no stream '{prefix}_NONE'" in error_text(excinfo)
 
 
+def test_filters_on_several_streams_give_the_same_rows_with_and_without_pushdown(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    """Pushed-down subject filters choose the streams of a pattern as option
+    ``subjects`` does, and each stream is read with the filters it stores."""
+    url = shared_nats_server.url
+    prefix = unique_name("MF")
+    a, b = f"{prefix}_A", f"{prefix}_B"
+    make_stream(url, a)
+    make_stream(url, b)
+    publish(url, a, 20)
+    publish(url, b, 10)
+    filters = {
+        "seq": F.col("seq") <= 3,
+        "subject": F.col("subject") == f"{a}.b",
+        "subjects": F.col("subject").isin(f"{a}.a", f"{b}.b"),
+        "prefix": F.col("subject").startswith(f"{b}."),
+    }
+    expected = {
+        "seq": _expected(a, 1, 3) + _expected(b, 1, 3),
+        "subject": [r for r in _expected(a, 1, 20) if r[1] % 2 == 0],
+        "subjects": sorted(
+            [r for r in _expected(a, 1, 20) if r[1] % 2 == 1]
+            + [r for r in _expected(b, 1, 10) if r[1] % 2 == 0]
+        ),
+        "prefix": _expected(b, 1, 10),
+    }
+    key = "spark.sql.python.filterPushdown.enabled"
+    for pushed in ("false", "true"):
+        spark.conf.set(key, pushed)
+        try:
+            for options in ({"streams": f"{a},{b}"}, {"streamPattern": f"{prefix}_.*"}):
+                df = _reader(spark, url, False, **options)
+                got = {what: _rows(df.filter(cond)) for what, cond in filters.items()}
+                assert got == expected, (pushed, options)
+        finally:
+            spark.conf.set(key, "false")
+
+
 # -- the driver side of a streaming read ----------------------------------------------------
 
 
