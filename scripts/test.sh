@@ -50,7 +50,7 @@ mkdocs build --strict -d target/site
 
 step "pytest"
 rc=0
-python -m pytest "$@" || rc=$?
+python -m pytest --durations=25 "$@" || rc=$?
 if [ "$rc" -eq 5 ]; then
     echo "pytest collected no tests: that is a failure here" >&2
     exit 1
