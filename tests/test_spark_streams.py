@@ -58,6 +58,18 @@ def _expected(name: str, first: int, last: int, offset: int = 0) -> list[tuple[s
     return [(name, seq, f"m{seq - 1 + offset}".encode()) for seq in range(first, last + 1)]
 
 
+def _streams_with(url: str, prefix: str, counts: dict[str, int]) -> list[str]:
+    """Streams ``<prefix>_<suffix>`` holding ``count`` messages each (by ``publish``)."""
+    names = []
+    for suffix, count in counts.items():
+        name = f"{prefix}_{suffix}"
+        make_stream(url, name)
+        if count:
+            publish(url, name, count)
+        names.append(name)
+    return names
+
+
 class _Rows:
     """A foreachBatch function that keeps every (stream, seq, data) it is given."""
 
@@ -211,11 +223,8 @@ def test_stream_offsets_of_several_streams_come_and_go(
 ) -> None:
     url = shared_nats_server.url
     prefix = unique_name("MO")
-    a, b, c = f"{prefix}_A", f"{prefix}_B", f"{prefix}_C"
-    make_stream(url, a)
-    make_stream(url, b)
-    publish(url, a, 30)
-    publish(url, b, 10)
+    a, b = _streams_with(url, prefix, {"A": 30, "B": 10})
+    c = f"{prefix}_C"
 
     def reader(**options: Any) -> JetStreamStreamReader:
         opts = parse_read_options(
@@ -287,11 +296,8 @@ def test_a_streaming_query_reads_each_stream_once_as_streams_come_and_go(
     is false."""
     url = shared_nats_server.url
     prefix = unique_name("MQ")
-    a, b, c = f"{prefix}_A", f"{prefix}_B", f"{prefix}_C"
-    make_stream(url, a)
-    make_stream(url, b)
-    publish(url, a, 40)
-    publish(url, b, 25)
+    a, b = _streams_with(url, prefix, {"A": 40, "B": 25})
+    c = f"{prefix}_C"
     checkpoint = str(tmp_path / "checkpoint")
 
     def run(**options: Any) -> list[tuple[str, int, bytes]]:
