@@ -39,7 +39,40 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 echo "==> installing maturin"
 python -m pip install --quiet --disable-pip-version-check "maturin>=1.9,<2"
 
-echo "==> building jetstream_arrow._core (release) and installing extras [$EXTRAS]"
+# The packages of the extras (pyspark alone is a 450 MB download and a wheel build)
+# install while cargo builds the native module: the one waits on the network and the
+# disk, the other on the CPU. maturin develop then finds them installed. (Without
+# tomllib, Python 3.10, they install one after the other.)
+mkdir -p "$CARGO_TARGET_DIR"
+requirements="$CARGO_TARGET_DIR/requirements-${EXTRAS//,/-}.txt"
+pip_log="$CARGO_TARGET_DIR/pip-install.log"
+pip_pid=""
+if python - "$EXTRAS" >"$requirements" 2>/dev/null <<'PY'; then
+import sys, tomllib
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+wanted = list(project.get("dependencies", []))
+for extra in filter(None, sys.argv[1].split(",")):
+    wanted += project["optional-dependencies"][extra]
+print("\n".join(wanted))
+PY
+    echo "==> installing the packages of [$EXTRAS] in the background (log: $pip_log)"
+    python -m pip install --quiet --disable-pip-version-check -r "$requirements" >"$pip_log" 2>&1 &
+    pip_pid=$!
+fi
+
+echo "==> building jetstream_arrow._core (release)"
+build_rc=0
+maturin develop --release --skip-install || build_rc=$?
+if [ -n "$pip_pid" ] && ! wait "$pip_pid"; then
+    cat "$pip_log" >&2
+    echo "error: installing the packages of [$EXTRAS] failed (above)" >&2
+    exit 1
+fi
+if [ "$build_rc" -ne 0 ]; then
+    exit "$build_rc"
+fi
+
+echo "==> installing jetstream-arrow into .venv with extras [$EXTRAS]"
 maturin develop --release --extras "$EXTRAS"
 
 # Spark runs on Java 17+; without it every Spark step would fail with a JVM trace.
