@@ -2,13 +2,19 @@
 # The project's whole test command; CI runs exactly this (.ci/run).
 #
 # From a clean clone it builds everything it needs (see scripts/setup.sh), then runs the
-# Rust checks and tests, the Python linters and type checks, and pytest. Any failure,
-# including pytest collecting no test at all, fails the run.
+# Rust checks and tests, the Python linters and type checks, pytest and the smoke test
+# of the installed wheel. Any failure, including pytest collecting no test at all,
+# fails the run. At the end (pass or fail) it prints each step's wall time, and warns
+# when the whole run took longer than its budget.
 set -euo pipefail
 
-source "$(dirname "${BASH_SOURCE[0]}")/setup.sh" test
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/timing.sh
+source "$ROOT/scripts/timing.sh"
+trap timing_report EXIT
 
-step() { echo; echo "==> $*"; }
+step "setup: .venv, the extras and the release build of the native module"
+source "$ROOT/scripts/setup.sh" test
 
 step "cargo fmt --check"
 cargo fmt --all --check
@@ -23,11 +29,11 @@ if [ ! -x target/tools/bin/cargo-machete ]; then
 fi
 target/tools/bin/cargo-machete
 
-step "cargo test"
-# The pyo3 crate's test binary links libpython, whose directory (pyenv's, say) the
-# dynamic loader may not search; the interpreter itself finds it through its rpath.
-py_libdir="$(python -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR") or "")')"
-LD_LIBRARY_PATH="$py_libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" cargo test --workspace --release
+step "cargo test (the release build's dependencies, reused)"
+# The Python glue crate is left out: it has no Rust tests, and built by cargo rather
+# than maturin (which hands pyo3 a config file of its own) it would rebuild pyo3 and
+# everything above it, here and again in the smoke step's wheel.
+cargo test --workspace --release --exclude jetstream-arrow-python
 
 step "ruff"
 ruff check python tests benches smoke
@@ -48,9 +54,12 @@ step "docs: mkdocs build --strict"
 # left out of the nav is an error. The site goes to target/site/ (git-ignored).
 mkdocs build --strict -d target/site
 
-step "pytest"
+step "pytest ($PYTEST_WORKERS workers)"
+# Tests mostly wait on servers and Spark, so more workers than cores pay; each worker
+# has its own servers and at most one Spark session (tests/conftest.py says how tests
+# are grouped). Arguments of this script come last, so `-n 0` runs them in one process.
 rc=0
-python -m pytest --durations=25 "$@" || rc=$?
+python -m pytest -n "$PYTEST_WORKERS" --dist loadgroup --durations=25 "$@" || rc=$?
 if [ "$rc" -eq 5 ]; then
     echo "pytest collected no tests: that is a failure here" >&2
     exit 1
