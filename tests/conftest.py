@@ -63,6 +63,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
     return report
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Slow tests first. The test command runs tests in parallel workers
+    (pytest-xdist, ``--dist loadgroup``), which take tests in this order: the longest
+    then start at once rather than last, when the other workers have run out of work.
+
+    Tests marked ``xdist_group("spark-processes")`` (the executor-loss module and the
+    driver-kill tests, which start Spark drivers or a local cluster of their own, a
+    few JVMs each, and kill them) run one after another on one worker, so no two of
+    them load the two cores at once; every other test goes to whichever worker is
+    free. Each worker has its own session-scoped server and Spark session."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if RUNNING:
         kill_all()

@@ -1,12 +1,18 @@
-"""Fault injection shared by the tests that kill servers while data moves: the stored
-message count read from the monitoring port, and a thread that kills a server with
-``kill -9`` (and starts it again on the same port and store) as the count passes
-given marks."""
+"""Fault injection shared by the tests that kill servers or Spark drivers while data
+moves: the stored message count read from the monitoring port, a thread that kills a
+server with ``kill -9`` (and starts it again on the same port and store) as the count
+passes given marks, and a SIGKILL of a streaming query's driver in the middle of a
+micro-batch, told by the query's checkpoint."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 from natsserver import NatsServer
 
@@ -53,3 +59,55 @@ class Killer(threading.Thread):
                 time.sleep(0.005)
         except BaseException as err:  # reported by the test, not lost in the thread
             self.error = err
+
+
+# -- a streaming query's driver, killed in the middle of a micro-batch -----------------
+
+
+def batch_ids(log: Path) -> list[int]:
+    """The batch ids a checkpoint log (``offsets`` or ``commits``) holds."""
+    return [int(p.name) for p in log.glob("*") if p.name.isdigit()]
+
+
+def in_flight(checkpoint: Path) -> bool:
+    """Whether a micro-batch was planned (its offsets logged) and not yet committed:
+    a driver killed then re-runs it when it starts again."""
+    return max(batch_ids(checkpoint / "offsets"), default=-1) > max(
+        batch_ids(checkpoint / "commits"), default=-1
+    )
+
+
+#: Long enough for a SIGSTOP to reach every process of a driver's group (the Python
+#: driver, its JVM, its Python workers), far shorter than a micro-batch.
+_STOP_SETTLE = 0.1
+
+
+def kill_driver_mid_batch(
+    driver: subprocess.Popen[bytes], checkpoint: Path, timeout: float, describe: Callable[[], str]
+) -> bool:
+    """SIGKILL the process group of ``driver`` (started with ``start_new_session``)
+    at a moment its streaming query has a micro-batch planned and not committed.
+
+    The group is frozen (SIGSTOP) once the checkpoint shows a planned micro-batch; if
+    it still shows it uncommitted, the group is killed there, else it runs on to the
+    next one. Returns whether the checkpoint, read after the kill (when nothing moves
+    it any more), shows the interrupted micro-batch; it does unless a file system
+    does not keep order. ``describe()`` adds the driver's log to a timeout's error."""
+    deadline = time.monotonic() + timeout
+    while True:
+        while not in_flight(checkpoint):
+            if driver.poll() is not None:
+                raise AssertionError(f"the driver ended\n{describe()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"waited {timeout} s for the query to plan a micro-batch\n{describe()}"
+                )
+            time.sleep(0.05)
+        os.killpg(driver.pid, signal.SIGSTOP)
+        time.sleep(_STOP_SETTLE)
+        if in_flight(checkpoint):
+            break
+        os.killpg(driver.pid, signal.SIGCONT)  # committed meanwhile: wait for the next
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait(30)
+    return in_flight(checkpoint)

@@ -15,7 +15,8 @@ The executor is found by the process tree of the driver this module starts
 SparkContext), among the JVMs running ``CoarseGrainedExecutorBackend``. It is killed
 when the work is part done (the target stream holds some but not all rows, or some
 but not all of the read's tasks have finished) and while it is moving messages: its
-processes' sockets, found in /proc, carry messages by the server's /connz. Each test
+processes' sockets, found in /proc, carry messages by the server's /connz, and, frozen
+with SIGSTOP, the driver shows it running a task. Each test
 then checks that the cluster's master starts a replacement executor, and prints one
 line of figures.
 """
@@ -43,7 +44,14 @@ import jetstream_arrow as ja
 from conftest_spark import make_stream, publish, stream_table
 from natsserver import NatsServer
 
-pytestmark = [pytest.mark.fault, pytest.mark.spark, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.fault,
+    pytest.mark.spark,
+    pytest.mark.slow,
+    # One local cluster for the module, on the worker that runs the other tests that
+    # start Spark processes of their own (tests/conftest.py).
+    pytest.mark.xdist_group("spark-processes"),
+]
 
 DRIVER = Path(__file__).parent / "drivers" / "local_cluster_jobs.py"
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
@@ -188,6 +196,8 @@ class ClusterDriver:
         )
         self.answers: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
         self.progress: dict[str, Any] = {}
+        #: Progress reports received so far, so a wait can ask for a fresh one.
+        self.reports = 0
         threading.Thread(target=self._read, name="driver-answers", daemon=True).start()
 
     def _read(self) -> None:
@@ -196,6 +206,7 @@ class ClusterDriver:
             kind, _, body = line.partition(" ")
             if kind == "PROGRESS":
                 self.progress = json.loads(body)
+                self.reports += 1
             elif kind in ("READY", "DONE", "FAILED"):
                 self.answers.put((kind, json.loads(body)))
             # Anything else is the JVM's own output.
@@ -267,7 +278,11 @@ class ClusterDriver:
                 after = executor_traffic(server, executors)
                 moving = {e: after[e] - before.get(e, 0) for e in after}
                 busiest = max(moving, key=lambda e: moving[e], default=None)
-                if busiest is not None and moving[busiest] > 0:
+                if (
+                    busiest is not None
+                    and moving[busiest] > 0
+                    and self.holds_a_task_when_frozen(busiest, executors[busiest])
+                ):
                     os.kill(executors[busiest], signal.SIGKILL)
                     return Kill(
                         busiest,
@@ -281,6 +296,22 @@ class ClusterDriver:
                     f"waited {KILL_TIMEOUT} s for {what}; progress {self.progress}\n{self.tail()}"
                 )
             time.sleep(0.02)
+
+    def holds_a_task_when_frozen(self, executor: str, pid: int) -> bool:
+        """Freeze the executor's JVM (SIGSTOP) and ask the driver whether it runs a
+        task; True leaves it frozen (to be killed), False lets it run on. A frozen JVM
+        finishes no task, so once the driver's reports have caught up (a few of them
+        later) a task it held is still shown: its traffic alone may be the last bytes
+        of a task that has just ended, and a kill then would cost the job nothing."""
+        os.kill(pid, signal.SIGSTOP)
+        seen = self.reports
+        deadline = time.monotonic() + 10
+        while self.reports < seen + 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if int(self.progress.get("running", {}).get(executor, 0)) >= 1:
+            return True
+        os.kill(pid, signal.SIGCONT)
+        return False
 
     def wait_for_replacement(self, kill: Kill) -> tuple[str, float]:
         """Wait until two executors run again, one of them new; (its id, seconds

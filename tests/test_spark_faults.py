@@ -8,11 +8,12 @@
   task fails (each partition's read recreates its consumer after the lost server and
   retries its requests through the election; docs/spark.md "Reading");
 - a streaming query (jetstream source, from its checkpointed offsets) in a driver
-  process SIGKILLed five times at random moments and restarted from its checkpoint,
-  with messages published before and during the run, into Spark's parquet file sink
-  and, in a second driver killed alike, into the jetstream sink: every source message
-  once in each sink (the file sink's contents are the files its log commits, as
-  Spark reads them; a killed attempt's files stay beside them, counted apart).
+  process SIGKILLed three times, each time in the middle of a micro-batch, and
+  restarted from its checkpoint, with messages published before and during the run,
+  into Spark's parquet file sink and, in a second driver killed alike, into the
+  jetstream sink: every source message once in each sink (the file sink's contents
+  are the files its log commits, as Spark reads them; a killed attempt's files stay
+  beside them, counted apart).
 
 What other tests already prove is not repeated here:
 ``test_spark_work_queue.py::test_a_driver_killed_three_times_leaves_each_message_once_and_the_queue_empty``
@@ -51,6 +52,7 @@ from pyspark.sql import functions as F
 
 import jetstream_arrow as ja
 from conftest_spark import SPARK_ERRORS, make_stream, publish, read_df, spark
+from fault_helpers import batch_ids, kill_driver_mid_batch
 from jetstream_arrow.exceptions import JetStreamArrowError
 from natsserver import NatsCluster, NatsServer, wait_until
 
@@ -275,19 +277,6 @@ def test_a_batch_read_through_a_leader_kill_9_reads_every_message_once(
 # -- a streaming query's driver SIGKILLed --------------------------------------------------
 
 
-def batch_ids(log: Path) -> list[int]:
-    """The batch ids a checkpoint log (``offsets`` or ``commits``) holds."""
-    return [int(p.name) for p in log.glob("*") if p.name.isdigit()]
-
-
-def in_flight(checkpoint: Path) -> bool:
-    """Whether a micro-batch was planned (its offsets logged) and not yet committed:
-    a driver killed then re-runs it when it starts again."""
-    return max(batch_ids(checkpoint / "offsets"), default=-1) > max(
-        batch_ids(checkpoint / "commits"), default=-1
-    )
-
-
 def committed_end(checkpoint: Path) -> int:
     """The source offset (next sequence to read) after the last micro-batch the query
     committed; 1 before the first."""
@@ -350,13 +339,16 @@ seed = int(os.environ.get("FAULT_SEED", time.time_ns() % 1_000_000))
 
 class Killer(threading.Thread):
     """Runs one query (``drivers/stream_copy_query.py``) from a source stream of its
-    own into one kind of sink, in a driver process it SIGKILLs ``kills`` times at
-    random moments and starts again from the checkpoint each time.
+    own into one kind of sink, in a driver process it SIGKILLs ``kills`` times, each
+    time in the middle of a micro-batch, and starts again from the checkpoint.
 
-    ``n`` messages go into the source: half before the first start, a fifth of the
-    rest at each kill, while the driver restarts, so that each run has a backlog and
-    a kill a random moment after the run's first commit falls in the middle of
-    micro-batches (planning, reading, writing or committing one)."""
+    ``n`` messages go into the source: half before the first start, an equal part of
+    the rest at each kill, while the driver restarts, so that each run has a backlog
+    of several micro-batches. A random moment after the run's first commit, the
+    driver is frozen (SIGSTOP to its process group) once a micro-batch is planned; if
+    the checkpoint still shows it uncommitted, the driver is killed there (reading,
+    writing or committing it), else it runs on until the next one. So every kill
+    interrupts a micro-batch, which a kill at a random moment does only by chance."""
 
     def __init__(
         self, kind: str, url: str, source: str, sink: str, workdir: Path, n: int, kills: int
@@ -399,6 +391,13 @@ class Killer(threading.Thread):
     def committed(self) -> int:
         return committed_end(self.checkpoint)
 
+    def kill_mid_batch(self) -> None:
+        """SIGKILL the driver while a micro-batch is planned and not committed."""
+        assert self.process is not None
+        committed = kill_driver_mid_batch(self.process, self.checkpoint, 120, self.tail)
+        self.kills.append(committed_end(self.checkpoint))
+        self.interrupted += committed
+
     def tail(self) -> str:
         text = self.log.read_text(errors="replace") if self.log.exists() else ""
         return f"--- {self.kind} driver log:\n{text[-3000:]}"
@@ -423,10 +422,8 @@ class Killer(threading.Thread):
                 self.wait_for(
                     f"the {self.kind} query to commit", lambda b=base: self.committed() > b, 180
                 )
-                time.sleep(self.rng.uniform(0.0, 1.5))
-                self.kills.append(self.committed())
-                self.interrupted += in_flight(self.checkpoint)
-                self.kill()
+                time.sleep(self.rng.uniform(0.0, 0.5))
+                self.kill_mid_batch()
                 self.start_driver()
                 count = chunk if len(self.kills) < self.wanted else self.n - self.published
                 trickle(self.url, self.source, self.published, count)
@@ -449,11 +446,15 @@ class Killer(threading.Thread):
 
 
 @pytest.mark.timeout(600)
-def test_streaming_drivers_killed_five_times_leave_each_message_once_in_their_sinks(
+@pytest.mark.xdist_group("spark-processes")
+def test_streaming_drivers_killed_three_times_mid_batch_leave_each_message_once_in_their_sinks(
     shared_nats_server: Any, unique_name: Any, tmp_path: Path
 ) -> None:
     url, sink_stream, sink_dir = shared_nats_server.url, unique_name("SKS"), tmp_path / "sink"
-    n, kills = 30_000, 5
+    # Three kills, each proven to interrupt a micro-batch (the query's log says so),
+    # and backlogs of three micro-batches or more (maxMessagesPerTrigger 1,000) at
+    # every start, so each kill has a batch to land in.
+    n, kills = 18_000, 3
     # The re-run of a killed micro-batch is deduplicated inside the sink's duplicate
     # window: make it outlast the test, whatever the machine's speed.
     make_stream(url, sink_stream, duplicate_window=600.0)
@@ -491,6 +492,7 @@ def test_streaming_drivers_killed_five_times_leave_each_message_once_in_their_si
         f"duplicated, {len(ids)} distinct msg ids"
     )
     assert [len(k.kills) for k in killers] == [kills, kills]
+    assert [k.interrupted for k in killers] == [kills, kills], "a kill fell between batches"
     assert in_files.num_rows == in_files_distinct == n
     assert (pc.min(file_seqs).as_py(), pc.max(file_seqs).as_py()) == (1, n)
     assert set(in_files.column("data").to_pylist()) == expected

@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 
 import jetstream_arrow as ja
 from conftest_spark import SPARK_ERRORS, make_stream, publish, spark
+from fault_helpers import kill_driver_mid_batch
 from jetstream_arrow.exceptions import BadInputError
 from jetstream_arrow.spark.consumer_stream_reader import prepare_consumer
 from jetstream_arrow.spark.options import parse_read_options
@@ -159,11 +160,17 @@ def test_the_allow_direct_advice_keeps_the_streams_other_settings(
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.slow
+@pytest.mark.fault
+@pytest.mark.xdist_group("spark-processes")
 def test_a_driver_killed_three_times_leaves_each_message_once_and_the_queue_empty(
     shared_nats_server: Any, unique_name: Any, tmp_path: Path
 ) -> None:
     url, queue, sink = shared_nats_server.url, unique_name("WQK"), unique_name("WQKS")
-    n, kills = 12_000, 0
+    # Micro-batches of 1,000 (the driver's maxMessagesPerTrigger): each kill comes once
+    # the sink has passed the next quarter of n, at the next micro-batch in flight, so
+    # there are always batches left to land in.
+    n, kills, interrupted = 8_000, 0, 0
     work_queue(url, queue)
     make_stream(url, sink)
     publish(url, queue, n)
@@ -189,8 +196,9 @@ def test_a_driver_killed_three_times_leaves_each_message_once_and_the_queue_empt
 
             wait_for(f"the sink to pass {target} messages (driver log {log})", passed, 180)
             assert driver.poll() is None, log.read_text()[-3000:]
-            os.killpg(driver.pid, signal.SIGKILL)
-            driver.wait(30)
+            interrupted += kill_driver_mid_batch(
+                driver, Path(checkpoint), 120, lambda: log.read_text()[-3000:]
+            )
             kills += 1
             driver = start_driver()
         wait_for(
@@ -205,9 +213,11 @@ def test_a_driver_killed_three_times_leaves_each_message_once_and_the_queue_empt
     data = sink_data(url, sink)
     duplicates = len(data) - len(set(data))
     print(
-        f"{n} messages, {kills} driver SIGKILLs: {len(set(data))} distinct in the sink, "
+        f"{n} messages, {kills} driver SIGKILLs ({interrupted} in a micro-batch): "
+        f"{len(set(data))} distinct in the sink, "
         f"{duplicates} duplicated, {n - len(set(data))} lost; work queue left with "
         f"{state(url, queue).messages}"
     )
+    assert interrupted == kills, "a kill fell between micro-batches"
     assert sorted(data) == sorted(f"m{i}".encode() for i in range(n))
     assert state(url, queue).messages == 0

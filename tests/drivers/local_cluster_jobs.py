@@ -113,7 +113,16 @@ class JobWatch:
                     completed += stage_info.numCompletedTasks
                     failed += stage_info.numFailedTasks
                     active += stage_info.numActiveTasks
-        return {"tasks": total, "completed": completed, "failed": failed, "active": active}
+        # The tasks each executor runs, as the driver knows them: a test that froze an
+        # executor (SIGSTOP) reads here whether it holds a task before killing it.
+        running = {e["id"]: e["active_tasks"] for e in executors(self.spark)}
+        return {
+            "tasks": total,
+            "completed": completed,
+            "failed": failed,
+            "active": active,
+            "running": running,
+        }
 
     def _run(self) -> None:
         while not self.stop.wait(0.1):
