@@ -68,11 +68,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     (pytest-xdist, ``--dist loadgroup``), which take tests in this order: the longest
     then start at once rather than last, when the other workers have run out of work.
 
-    Tests marked ``xdist_group("spark-processes")`` (the executor-loss module and the
-    driver-kill tests, which start Spark drivers or a local cluster of their own, a
-    few JVMs each, and kill them) run one after another on one worker, so no two of
-    them load the two cores at once; every other test goes to whichever worker is
-    free. Each worker has its own session-scoped server and Spark session."""
+    The tests that start Spark processes of their own, a few JVMs each, and kill them
+    are grouped: ``xdist_group("spark-cluster")`` (the executor-loss module, whose
+    local cluster is module-scoped) and ``xdist_group("spark-drivers")`` (the
+    driver-kill tests) each run on one worker, one test after another, so at most two
+    such tests load the two cores at once; every other test goes to whichever worker
+    is free. Each worker has its own session-scoped server and Spark session."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 

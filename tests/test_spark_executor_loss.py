@@ -14,9 +14,10 @@ The executor is found by the process tree of the driver this module starts
 (``drivers/local_cluster_jobs.py``: the pytest process already holds a ``local``
 SparkContext), among the JVMs running ``CoarseGrainedExecutorBackend``. It is killed
 when the work is part done (the target stream holds some but not all rows, or some
-but not all of the read's tasks have finished) and while it is moving messages: its
-processes' sockets, found in /proc, carry messages by the server's /connz, and, frozen
-with SIGSTOP, the driver shows it running a task. Each test
+but not all of the read's tasks have finished) and while it is publishing messages
+(receiving them, for the read): its processes' sockets, found in /proc, carry them by
+the server's /connz, and, frozen with SIGSTOP, the driver shows it running a task. Each
+test
 then checks that the cluster's master starts a replacement executor, and prints one
 line of figures.
 """
@@ -48,9 +49,8 @@ pytestmark = [
     pytest.mark.fault,
     pytest.mark.spark,
     pytest.mark.slow,
-    # One local cluster for the module, on the worker that runs the other tests that
-    # start Spark processes of their own (tests/conftest.py).
-    pytest.mark.xdist_group("spark-processes"),
+    # One local cluster for the module: its tests run on one worker (tests/conftest.py).
+    pytest.mark.xdist_group("spark-cluster"),
 ]
 
 DRIVER = Path(__file__).parent / "drivers" / "local_cluster_jobs.py"
@@ -150,12 +150,21 @@ def local_ports() -> dict[int, int]:
     return ports
 
 
-def executor_traffic(server: NatsServer, executors: dict[str, int]) -> dict[str, int]:
+#: Which of an executor's messages show the work a kill should interrupt: those it
+#: publishes (a write, or the write half of a copy: the server's ``in_msgs``), or
+#: those the server delivers to it (a read: ``out_msgs``).
+PUBLISHED, DELIVERED = "in_msgs", "out_msgs"
+
+
+def executor_traffic(
+    server: NatsServer, executors: dict[str, int], direction: str
+) -> dict[str, int]:
     """Executor id -> messages its processes (the JVM and its Python workers) have
-    sent to and received from ``server`` on their open connections, from the server's
-    /connz and the sockets each process holds."""
+    published to ``server`` (``PUBLISHED``) or received from it (``DELIVERED``) on
+    their open connections, from the server's /connz and the sockets each process
+    holds."""
     connz = server.monitor("connz?limit=100000")
-    moved = {c["port"]: c["in_msgs"] + c["out_msgs"] for c in connz.get("connections", [])}
+    moved = {c["port"]: c[direction] for c in connz.get("connections", [])}
     ports = local_ports()
     traffic = {}
     for executor, pid in executors.items():
@@ -257,11 +266,15 @@ class ClusterDriver:
         return executor_processes(self.process.pid)
 
     def kill_executor_when(
-        self, server: NatsServer, ready: Callable[[dict[str, Any]], bool], what: str
+        self,
+        server: NatsServer,
+        ready: Callable[[dict[str, Any]], bool],
+        what: str,
+        direction: str,
     ) -> Kill:
         """Once ``ready(progress)`` holds, SIGKILL by its PID the JVM of an executor
-        that is moving messages to or from ``server`` at that moment (a task of it is
-        part-way through its publishes or its read). Fails the test when the job ends
+        that is moving messages in ``direction`` at that moment (a task of it is
+        part-way through its publishes, or its read). Fails the test when the job ends
         first."""
         deadline = time.monotonic() + KILL_TIMEOUT
         while True:
@@ -273,9 +286,9 @@ class ClusterDriver:
                 )
             if ready(self.progress):
                 executors = self.executors()
-                before = executor_traffic(server, executors)
+                before = executor_traffic(server, executors, direction)
                 time.sleep(0.1)
-                after = executor_traffic(server, executors)
+                after = executor_traffic(server, executors, direction)
                 moving = {e: after[e] - before.get(e, 0) for e in after}
                 busiest = max(moving, key=lambda e: moving[e], default=None)
                 if (
@@ -434,14 +447,15 @@ def run_killed(
     ready: Callable[[dict[str, Any]], bool],
     what: str,
     op: str,
+    direction: str = PUBLISHED,
     **args: Any,
 ) -> tuple[Kill, dict[str, Any], tuple[str, float]]:
-    """Run job ``op``, kill an executor once ``ready`` holds, wait for the job and for
-    the replacement executor."""
+    """Run job ``op``, kill an executor moving messages in ``direction`` once
+    ``ready`` holds, wait for the job and for the replacement executor."""
     since = cluster.log_size()
     cluster.send(op, **args)
     try:
-        kill = cluster.kill_executor_when(server, ready, what)
+        kill = cluster.kill_executor_when(server, ready, what, direction)
         done = cluster.answer(JOB_TIMEOUT, op)
         done["finished_at"] = time.monotonic()
         done["duplicates"] = cluster.duplicates_reported(since)
@@ -510,6 +524,7 @@ def test_a_batch_read_through_an_executor_kill_9_reads_every_message_once(
         part_read,
         f"some of the read's {tasks} tasks to finish",
         "read",
+        DELIVERED,
         url=url,
         stream=name,
         per_partition=n // tasks,
