@@ -8,7 +8,6 @@ import sys
 import textwrap
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +16,7 @@ import jetstream_arrow as ja
 from conftest_spark import SPARK_ERRORS, TESTS, make_stream, publish, read_df, spark
 from jetstream_arrow.options import ConnectOptions
 from jetstream_arrow.spark.connection_cache import cached_clients, get_client
+from proc_helpers import connections_by_process, descendants
 
 pytestmark = pytest.mark.spark
 __all__ = ["spark"]
@@ -25,32 +25,6 @@ __all__ = ["spark"]
 def _connections(server: Any, name: str) -> int:
     connz = server.monitor("connz?limit=1000")
     return sum(1 for c in connz.get("connections") or [] if c.get("name") == name)
-
-
-def _spark_python_processes() -> int:
-    """The Python processes Spark runs under this one (daemons and the workers they
-    fork, for tasks and for planning), from /proc."""
-    parents: dict[int, int] = {}
-    commands: dict[int, bytes] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            commands[int(entry)] = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue
-        parents[int(entry)] = int(stat[stat.rindex(")") + 2 :].split()[1])
-    me = os.getpid()
-
-    def under_me(pid: int) -> bool:
-        while pid > 1:
-            pid = parents.get(pid, 1)
-            if pid == me:
-                return True
-        return False
-
-    return sum(1 for pid, cmd in commands.items() if b"pyspark" in cmd and under_me(pid))
 
 
 def test_cache_gives_one_client_per_options(shared_nats_server: Any) -> None:
@@ -75,11 +49,14 @@ def test_workers_reuse_their_connection(
     assert df.count() == 800
     assert df.count() == 800
     # 16 partitions were read by two executor workers (more when Spark starts one
-    # while another is still being handed back) and the planning workers, each with
-    # one connection for these options: never more connections than processes.
-    connections, processes = _connections(shared_nats_server, conn_name), _spark_python_processes()
-    assert 1 <= connections <= processes, (connections, processes)
-    assert connections < 16
+    # while another is still being handed back) and the planning workers: each
+    # process holds one connection for these options, and far fewer than 16 exist.
+    connz = shared_nats_server.monitor("connz?limit=1000")
+    ports = {c["port"] for c in connz.get("connections") or [] if c.get("name") == conn_name}
+    held = connections_by_process(descendants(os.getpid()), ports)
+    assert 1 <= len(ports) < 16, ports
+    assert sum(held.values()) == len(ports), (held, ports)  # all held by Spark's workers
+    assert set(held.values()) == {1}, held
     with ja.connect(url) as client:
         assert client.stream_info(name).state.consumer_count == 0
 

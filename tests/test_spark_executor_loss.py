@@ -16,10 +16,9 @@ SparkContext), among the JVMs running ``CoarseGrainedExecutorBackend``. It is ki
 when the work is part done (the target stream holds some but not all rows, or some
 but not all of the read's tasks have finished) and while it is publishing messages
 (receiving them, for the read): its processes' sockets, found in /proc, carry them by
-the server's /connz, and, frozen with SIGSTOP, the driver shows it running a task. Each
-test
-then checks that the cluster's master starts a replacement executor, and prints one
-line of figures.
+the server's /connz, and, frozen with SIGSTOP, the driver shows it running a task.
+Each test then checks that the cluster's master starts a replacement executor, and
+prints one line of figures.
 """
 
 from __future__ import annotations
@@ -44,6 +43,7 @@ import pytest
 import jetstream_arrow as ja
 from conftest_spark import make_stream, publish, stream_table
 from natsserver import NatsServer
+from proc_helpers import descendants, local_ports, socket_inodes
 
 pytestmark = [
     pytest.mark.fault,
@@ -76,32 +76,6 @@ REPLACEMENT_TIMEOUT = 120.0
 # -- the process tree -----------------------------------------------------------------
 
 
-def children_by_parent() -> dict[int, list[int]]:
-    """Every process's children, from /proc."""
-    tree: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue  # ended meanwhile
-        # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-        fields = stat[stat.rindex(")") + 2 :].split()
-        tree.setdefault(int(fields[1]), []).append(int(entry))
-    return tree
-
-
-def descendants(root: int) -> list[int]:
-    tree = children_by_parent()
-    found, todo = [], [root]
-    while todo:
-        for child in tree.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
 def executor_processes(root: int) -> dict[str, int]:
     """Executor id -> PID of the live executor JVMs under process ``root``."""
     found = {}
@@ -117,37 +91,6 @@ def executor_processes(root: int) -> dict[str, int]:
         if EXECUTOR_CLASS in words and "--executor-id" in words and words[0].endswith("java"):
             found[words[words.index("--executor-id") + 1]] = pid
     return found
-
-
-def socket_inodes(pid: int) -> set[int]:
-    """The inodes of the sockets process ``pid`` holds open."""
-    found = set()
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return found
-    for fd in fds:
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            found.add(int(target[8:-1]))
-    return found
-
-
-def local_ports() -> dict[int, int]:
-    """Socket inode -> local TCP port, from /proc/net/tcp and tcp6."""
-    ports = {}
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            ports[int(fields[9])] = int(fields[1].rsplit(":", 1)[1], 16)
-    return ports
 
 
 #: Which of an executor's messages show the work a kill should interrupt: those it
@@ -184,7 +127,7 @@ class Kill:
     pid: int
     at: float
     progress: dict[str, Any]
-    #: Messages the executor moved to or from the server in the last 0.1 s.
+    #: Messages the executor published (or, for a read, received) in the last 0.1 s.
     moving: int
 
 
