@@ -69,33 +69,34 @@ def batch_ids(log: Path) -> list[int]:
     return [int(p.name) for p in log.glob("*") if p.name.isdigit()]
 
 
-def in_flight(checkpoint: Path) -> bool:
-    """Whether a micro-batch was planned (its offsets logged) and not yet committed:
-    a driver killed then re-runs it when it starts again."""
-    return max(batch_ids(checkpoint / "offsets"), default=-1) > max(
-        batch_ids(checkpoint / "commits"), default=-1
-    )
+def planned_batch(checkpoint: Path) -> int | None:
+    """The micro-batch planned (its offsets logged) and not yet committed, if any: a
+    driver killed then re-runs it when it starts again."""
+    planned = max(batch_ids(checkpoint / "offsets"), default=-1)
+    return planned if planned > max(batch_ids(checkpoint / "commits"), default=-1) else None
 
 
-#: Long enough for a SIGSTOP to reach every process of a driver's group (the Python
-#: driver, its JVM, its Python workers), far shorter than a micro-batch.
+#: Long enough for a SIGSTOP to reach the processes of a driver's group (the Python
+#: driver and its JVM; Spark's Python workers have a group of their own and stop
+#: writing the checkpoint's files with the JVM), far shorter than a micro-batch.
 _STOP_SETTLE = 0.1
 
 
 def kill_driver_mid_batch(
     driver: subprocess.Popen[bytes], checkpoint: Path, timeout: float, describe: Callable[[], str]
-) -> bool:
+) -> int:
     """SIGKILL the process group of ``driver`` (started with ``start_new_session``)
-    at a moment its streaming query has a micro-batch planned and not committed.
+    at a moment its streaming query has a micro-batch planned and not committed, and
+    return that batch's id.
 
     The group is frozen (SIGSTOP) once the checkpoint shows a planned micro-batch; if
     it still shows it uncommitted, the group is killed there, else it runs on to the
-    next one. Returns whether the checkpoint, read after the kill (when nothing moves
-    it any more), shows the interrupted micro-batch; it does unless a file system
-    does not keep order. ``describe()`` adds the driver's log to a timeout's error."""
+    next one. A test shows the kill interrupted the batch by finding, after restarts,
+    the same batch id committed: the query re-ran it. ``describe()`` adds the
+    driver's log to a timeout's error."""
     deadline = time.monotonic() + timeout
     while True:
-        while not in_flight(checkpoint):
+        while planned_batch(checkpoint) is None:
             if driver.poll() is not None:
                 raise AssertionError(f"the driver ended\n{describe()}")
             if time.monotonic() > deadline:
@@ -105,9 +106,10 @@ def kill_driver_mid_batch(
             time.sleep(0.05)
         os.killpg(driver.pid, signal.SIGSTOP)
         time.sleep(_STOP_SETTLE)
-        if in_flight(checkpoint):
+        batch = planned_batch(checkpoint)
+        if batch is not None:
             break
         os.killpg(driver.pid, signal.SIGCONT)  # committed meanwhile: wait for the next
     os.killpg(driver.pid, signal.SIGKILL)
     driver.wait(30)
-    return in_flight(checkpoint)
+    return batch
