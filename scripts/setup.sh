@@ -58,19 +58,27 @@ PY
     echo "==> installing the packages of [$EXTRAS] in the background (log: $pip_log)"
     python -m pip install --quiet --disable-pip-version-check -r "$requirements" >"$pip_log" 2>&1 &
     pip_pid=$!
+    # Interrupted, the build stops and so does the install (a background job ignores
+    # Ctrl-C), so that no pip is left writing into .venv.
+    trap 'kill "$pip_pid" 2>/dev/null' INT TERM
 fi
 
 echo "==> building jetstream_arrow._core (release)"
 build_rc=0
 maturin develop --release --skip-install || build_rc=$?
+if [ "$build_rc" -ne 0 ]; then
+    if [ -n "$pip_pid" ]; then
+        kill "$pip_pid" 2>/dev/null || true
+        wait "$pip_pid" 2>/dev/null || true
+    fi
+    exit "$build_rc"
+fi
 if [ -n "$pip_pid" ] && ! wait "$pip_pid"; then
     cat "$pip_log" >&2
     echo "error: installing the packages of [$EXTRAS] failed (above)" >&2
     exit 1
 fi
-if [ "$build_rc" -ne 0 ]; then
-    exit "$build_rc"
-fi
+trap - INT TERM
 
 echo "==> installing jetstream-arrow into .venv with extras [$EXTRAS]"
 maturin develop --release --extras "$EXTRAS"
