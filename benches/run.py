@@ -199,8 +199,12 @@ def native_binary(build: bool) -> Path:
     stale = not binary.exists() or any(s.stat().st_mtime > binary.stat().st_mtime for s in sources)
     if build and stale:
         log("building the native baseline (cargo build --release) ...")
+        # The workspace's binaries (the baseline is the only one) rather than `-p` the
+        # baseline: cargo then resolves the dependencies' features over the whole
+        # workspace, as `maturin develop` and `cargo test --workspace` do, and reuses
+        # what they compiled instead of building arrow and async-nats again.
         subprocess.run(
-            ["cargo", "build", "--release", "-p", "jetstream-arrow-native-baseline"],
+            ["cargo", "build", "--release", "--workspace", "--bins"],
             cwd=ROOT,
             check=True,
             timeout=1800,
