@@ -238,6 +238,7 @@ class ClusterDriver:
                     busiest is not None
                     and moving[busiest] > 0
                     and self.holds_a_task_when_frozen(busiest, executors[busiest])
+                    and self.still_publishing(server, busiest, executors, direction)
                 ):
                     os.kill(executors[busiest], signal.SIGKILL)
                     return Kill(
@@ -267,6 +268,24 @@ class ClusterDriver:
         if int(self.progress.get("running", {}).get(executor, 0)) >= 1:
             return True
         os.kill(pid, signal.SIGCONT)
+        return False
+
+    def still_publishing(
+        self, server: NatsServer, executor: str, executors: dict[str, int], direction: str
+    ) -> bool:
+        """For a write, whether the frozen executor's Python worker (a process group of
+        its own, so not frozen) still publishes: then its rows belong to the task the
+        JVM held when frozen, which therefore has stored some, and its retry re-sends
+        them. (The traffic seen before the freeze may have been a task that ended just
+        before, the one the driver shows having only begun.) False lets it run on. A
+        read's worker stops with the JVM it hands its rows to, so reads skip this."""
+        if direction != PUBLISHED:
+            return True
+        before = executor_traffic(server, executors, direction).get(executor, 0)
+        time.sleep(0.1)
+        if executor_traffic(server, executors, direction).get(executor, 0) > before:
+            return True
+        os.kill(executors[executor], signal.SIGCONT)
         return False
 
     def wait_for_replacement(self, kill: Kill) -> tuple[str, float]:
