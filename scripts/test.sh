@@ -11,7 +11,17 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=scripts/timing.sh
 source "$ROOT/scripts/timing.sh"
-trap timing_report EXIT
+# Jobs run beside other steps (the smoke step's builds), stopped if the run ends first.
+background=()
+on_exit() {
+    local rc=$?
+    local pid
+    for pid in "${background[@]}"; do
+        kill -- "-$pid" 2>/dev/null || true
+    done
+    timing_report "$rc"
+}
+trap on_exit EXIT
 
 step "setup: .venv, the extras and the release build of the native module"
 source "$ROOT/scripts/setup.sh" test
@@ -53,10 +63,17 @@ step "docs: mkdocs build --strict"
 # left out of the nav is an error. The site goes to target/site/ (git-ignored).
 mkdocs build --strict -d target/site
 
-step "pytest ($PYTEST_WORKERS workers)"
-# Tests mostly wait on servers and Spark, so more workers than cores pay; each worker
-# has its own servers and at most one Spark session (tests/conftest.py says how tests
-# are grouped). Arguments of this script come last, so `-n 0` runs them in one process.
+step "pytest ($PYTEST_WORKERS workers; the smoke step's builds beside it)"
+# The smoke step's builds (the wheels, the sdist's own build, a fresh virtualenv) are
+# compilation and downloads, and the tests mostly wait on servers and Spark: the two
+# run at once, the builds in a process group of their own, logged to a file.
+smoke_log="$ROOT/target/smoke-build.log"
+setsid bash scripts/smoke.sh build >"$smoke_log" 2>&1 &
+background+=("$!")
+smoke_started=$SECONDS
+# More workers than cores pay, for the same reason; each worker has its own servers
+# and at most one Spark session (tests/conftest.py says how tests are grouped).
+# Arguments of this script come last, so `-n 0` runs the tests in one process.
 rc=0
 python -m pytest -n "$PYTEST_WORKERS" --dist loadgroup --durations=25 "$@" || rc=$?
 if [ "$rc" -eq 5 ]; then
@@ -68,4 +85,13 @@ if [ "$rc" -ne 0 ]; then
 fi
 
 step "smoke: the wheel and the sdist, installed outside the tree"
-bash scripts/smoke.sh
+smoke_rc=0
+wait "${background[0]}" || smoke_rc=$?
+background=()
+cat "$smoke_log"
+echo "(built beside pytest: $((SECONDS - smoke_started)) s from its start to now)"
+if [ "$smoke_rc" -ne 0 ]; then
+    echo "the smoke step's builds failed (above)" >&2
+    exit "$smoke_rc"
+fi
+bash scripts/smoke.sh test

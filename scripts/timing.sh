@@ -29,8 +29,9 @@ step() {
     echo "==> $*"
 }
 
+# `timing_report [status]`: the run's exit status, $? when not given.
 timing_report() {
-    local rc=$?
+    local rc=${1:-$?}
     _timing_close
     local total=$((SECONDS - _timing_started))
     echo
