@@ -75,7 +75,7 @@ smoke_started=$SECONDS
 # and at most one Spark session (tests/conftest.py says how tests are grouped).
 # Arguments of this script come last, so `-n 0` runs the tests in one process.
 rc=0
-python -m pytest -n "$PYTEST_WORKERS" --dist loadgroup --durations=25 "$@" || rc=$?
+python -m pytest -n "$PYTEST_WORKERS" --durations=25 "$@" || rc=$?
 if [ "$rc" -eq 5 ]; then
     echo "pytest collected no tests: that is a failure here" >&2
     exit 1

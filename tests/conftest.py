@@ -65,16 +65,37 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Slow tests first. The test command runs tests in parallel workers
-    (pytest-xdist, ``--dist loadgroup``), which take tests in this order: the longest
-    then start at once rather than last, when the other workers have run out of work.
-
-    The tests that start Spark processes of their own, a few JVMs each, and kill them
-    are grouped: ``xdist_group("spark-cluster")`` (the executor-loss module, whose
-    local cluster is module-scoped) and ``xdist_group("spark-drivers")`` (the
-    driver-kill tests) each run on one worker, one test after another, so at most two
-    such tests load the two cores at once; every other test goes to whichever worker
-    is free. Each worker has its own session-scoped server and Spark session."""
+    (pytest-xdist), which take tests in this order: the longest then start at once
+    rather than last, when the other workers have run out of work."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+#: Tests that start Spark processes of their own, a few JVMs each, and kill them, by
+#: the start of their node id: each group runs on one worker, one test after another,
+#: so at most two such tests load the two cores at once. The executor-loss module
+#: also shares one local cluster (a module-scoped fixture) among its tests.
+WORKER_GROUPS = {
+    "tests/test_spark_executor_loss.py::": "spark-cluster",
+    "tests/test_spark_faults.py::test_streaming_drivers_killed": "spark-drivers",
+    "tests/test_spark_work_queue.py::test_a_driver_killed": "spark-drivers",
+}
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Tests go to whichever worker is free, but for ``WORKER_GROUPS``. (xdist's own
+    ``--dist loadgroup`` marks groups by a suffix of the node id, which this pytest
+    does not keep, so it hands a group's tests to several workers.) Each worker has
+    its own session-scoped server and Spark session."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            for start, group in WORKER_GROUPS.items():
+                if nodeid.startswith(start):
+                    return group
+            return nodeid
+
+    return GroupScheduling(config, log)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

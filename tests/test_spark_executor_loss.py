@@ -49,8 +49,8 @@ pytestmark = [
     pytest.mark.fault,
     pytest.mark.spark,
     pytest.mark.slow,
-    # One local cluster for the module: its tests run on one worker (tests/conftest.py).
-    pytest.mark.xdist_group("spark-cluster"),
+    # One local cluster for the module: its tests run on one worker (WORKER_GROUPS in
+    # tests/conftest.py).
 ]
 
 DRIVER = Path(__file__).parent / "drivers" / "local_cluster_jobs.py"

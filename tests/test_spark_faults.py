@@ -447,7 +447,6 @@ class Killer(threading.Thread):
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.xdist_group("spark-drivers")
 def test_streaming_drivers_killed_three_times_mid_batch_leave_each_message_once_in_their_sinks(
     shared_nats_server: Any, unique_name: Any, tmp_path: Path
 ) -> None:

@@ -163,7 +163,6 @@ def test_the_allow_direct_advice_keeps_the_streams_other_settings(
 @pytest.mark.timeout(900)
 @pytest.mark.slow
 @pytest.mark.fault
-@pytest.mark.xdist_group("spark-drivers")
 def test_a_driver_killed_three_times_leaves_each_message_once_and_the_queue_empty(
     shared_nats_server: Any, unique_name: Any, tmp_path: Path
 ) -> None:
