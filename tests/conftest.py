@@ -81,6 +81,7 @@ WORKER_GROUPS = {
 }
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown in a run without the plugin
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Tests go to whichever worker is free, but for ``WORKER_GROUPS``. (xdist's own
     ``--dist loadgroup`` marks groups by a suffix of the node id, which this pytest
