@@ -214,13 +214,11 @@ class ClusterDriver:
         ready: Callable[[dict[str, Any]], bool],
         what: str,
         direction: str,
-        batch_write: bool = False,
     ) -> Kill:
         """Once ``ready(progress)`` holds, SIGKILL by its PID the JVM of an executor
         that is moving messages in ``direction`` at that moment (a task of it is
         part-way through its publishes, or its read), once the driver shows it running
-        a task, and, for a ``batch_write``, while its worker still publishes. Fails the
-        test when the job ends first."""
+        a task. Fails the test when the job ends first."""
         deadline = time.monotonic() + KILL_TIMEOUT
         while True:
             if not self.answers.empty():
@@ -240,7 +238,6 @@ class ClusterDriver:
                     busiest is not None
                     and moving[busiest] > 0
                     and self.holds_a_task_when_frozen(busiest, executors[busiest])
-                    and (not batch_write or self.still_publishing(server, busiest, executors))
                 ):
                     os.kill(executors[busiest], signal.SIGKILL)
                     return Kill(
@@ -270,24 +267,6 @@ class ClusterDriver:
         if int(self.progress.get("running", {}).get(executor, 0)) >= 1:
             return True
         os.kill(pid, signal.SIGCONT)
-        return False
-
-    def still_publishing(
-        self, server: NatsServer, executor: str, executors: dict[str, int]
-    ) -> bool:
-        """For a batch write, whether the frozen executor's Python worker (a process
-        group of its own, so not frozen) still publishes: then its rows belong to the
-        task the JVM held when frozen, which therefore has stored some, and its retry
-        re-sends them. (The traffic seen before the freeze may have been a task that
-        ended just before, the one the driver shows having only begun.) False lets it
-        run on. Only a batch write's worker holds its whole partition and goes on
-        without the JVM; a streaming task's worker gets rows through the JVM as they
-        are read, and stops with it."""
-        before = executor_traffic(server, executors, PUBLISHED).get(executor, 0)
-        time.sleep(0.1)
-        if executor_traffic(server, executors, PUBLISHED).get(executor, 0) > before:
-            return True
-        os.kill(executors[executor], signal.SIGCONT)
         return False
 
     def wait_for_replacement(self, kill: Kill) -> tuple[str, float]:
@@ -419,7 +398,7 @@ def run_killed(
     since = cluster.log_size()
     cluster.send(op, **args)
     try:
-        kill = cluster.kill_executor_when(server, ready, what, direction, op == "write")
+        kill = cluster.kill_executor_when(server, ready, what, direction)
         done = cluster.answer(JOB_TIMEOUT, op)
         done["finished_at"] = time.monotonic()
         done["duplicates"] = cluster.duplicates_reported(since)
