@@ -23,6 +23,9 @@ on_exit() {
 }
 trap on_exit EXIT
 
+# pytest's parallel workers (tests mostly wait on servers and Spark, so more than cores).
+PYTEST_WORKERS="${PYTEST_WORKERS:-3}"
+
 step "setup: .venv, the extras and the release build of the native module"
 source "$ROOT/scripts/setup.sh" test
 

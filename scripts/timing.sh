@@ -6,7 +6,6 @@
 # its budget should be seen when the slow suite is added, not when CI stops it.
 
 TEST_BUDGET_SECONDS="${TEST_BUDGET_SECONDS:-1800}"
-PYTEST_WORKERS="${PYTEST_WORKERS:-3}"
 _timing_names=()
 _timing_seconds=()
 _timing_started=$SECONDS
