@@ -397,7 +397,7 @@ class Killer(threading.Thread):
         self.interrupted.append(
             kill_driver_mid_batch(self.process, self.checkpoint, 120, self.tail)
         )
-        self.kills.append(committed_end(self.checkpoint))
+        self.kills.append(self.committed())
 
     def tail(self) -> str:
         text = self.log.read_text(errors="replace") if self.log.exists() else ""
