@@ -194,3 +194,88 @@ def test_a_read_through_a_kill_9_of_its_server_ends_complete(
         thread.join(60)
         assert killed.is_set()
         assert table_of(pa.RecordBatchReader.from_batches(first.schema, rest)) == latest
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("allow_direct", [True, False], ids=["direct", "consumer"])
+def test_keys_the_server_expired_with_a_marker_read_as_purged_not_live(
+    client: ja.Client,
+    shared_nats_server: NatsServer,
+    unique_name: Callable[[str], str],
+    allow_direct: bool,
+) -> None:
+    """A bucket with ``subject_delete_marker_ttl``: when a key's last value expires
+    (its per-message TTL here; a bucket's ``max_age`` the same) the server writes a
+    marker (``Nats-Marker-Reason: MaxAge``, no ``KV-Operation``), which NATS's KV
+    clients read as a purge. Checked against the markers themselves as nats-py's
+    direct get returns them."""
+    bucket = unique_name("exp")
+    stream = f"KV_{bucket}"
+    client.create_stream(
+        stream,
+        [f"$KV.{bucket}.>"],
+        max_msgs_per_subject=1,
+        allow_msg_ttl=True,
+        subject_delete_marker_ttl=60.0,
+        allow_rollup=True,
+        allow_direct=allow_direct,
+    )
+    url = shared_nats_server.url
+    try:
+        ttl = pa.array([[("Nats-TTL", ["1s"])]] * 2, pa.map_(pa.utf8(), pa.list_(pa.utf8())))
+        client.publish(
+            pa.table(
+                {
+                    "subject": [f"$KV.{bucket}.a", f"$KV.{bucket}.b"],
+                    "data": [b"1", b"2"],
+                    "headers": ttl,
+                }
+            )
+        )
+
+        async def markers(js: Any) -> dict[str, dict[str, str] | None]:
+            out: dict[str, dict[str, str] | None] = {}
+            for key in ("a", "b"):
+                msg = await js.get_last_msg(stream, f"$KV.{bucket}.{key}")
+                out[key] = dict(msg.headers or {}) if not msg.data else None
+            return out
+
+        deadline = time.monotonic() + 30
+        seen = _kv(url, markers)
+        while not all(seen.values()) and time.monotonic() < deadline:
+            time.sleep(0.5)
+            seen = _kv(url, markers)
+        assert all(h and h.get("Nats-Marker-Reason") == "MaxAge" for h in seen.values()), seen
+        client.write_kv(bucket, pa.table({"key": ["c"], "value": [b"3"]}))
+
+        live = client.read_kv(bucket).read_all()
+        assert live.column("key").to_pylist() == ["c"]
+        every = client.read_kv(bucket, include_deletes=True).read_all().sort_by("key")
+        assert every.column("key").to_pylist() == ["a", "b", "c"]
+        assert every.column("operation").to_pylist() == ["PURGE", "PURGE", "PUT"]
+        assert every.column("value").to_pylist() == [None, None, b"3"]
+    finally:
+        client.delete_stream(stream)
+
+
+def test_each_kv_operation_is_read_as_nats_kv_clients_read_it() -> None:
+    """The operation of a message: its ``KV-Operation`` header (anything but DEL or
+    PURGE is a put), else a server marker's reason, else a put."""
+    from jetstream_arrow.kv import _operations
+
+    rows = [
+        None,
+        [("KV-Operation", ["DEL"])],
+        [("KV-Operation", ["PURGE"]), ("Nats-Rollup", ["sub"])],
+        [("KV-Operation", ["OTHER"])],
+        [("Nats-Marker-Reason", ["MaxAge"]), ("Nats-TTL", ["60s"])],
+        [("Nats-Marker-Reason", ["Purge"])],
+        [("Nats-Marker-Reason", ["Remove"])],
+        [("Nats-Marker-Reason", ["Later"])],
+        [("KV-Operation", ["DEL"]), ("Nats-Marker-Reason", ["MaxAge"])],
+        [("Other", ["x"])],
+    ]
+    headers = pa.array(rows, pa.map_(pa.utf8(), pa.list_(pa.utf8())))
+    assert _operations(headers).to_pylist() == [
+        "PUT", "DEL", "PURGE", "PUT", "PURGE", "PURGE", "DEL", "PUT", "DEL", "PUT",
+    ]  # fmt: skip

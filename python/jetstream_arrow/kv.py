@@ -36,6 +36,12 @@ SUBJECT_PREFIX = "$KV."
 #: The header that marks a delete or a purge, and the values NATS's KV clients use.
 OPERATION_HEADER = "KV-Operation"
 OPERATIONS = ("PUT", "DEL", "PURGE")
+#: The header of a marker the server writes itself when it removes a key's last
+#: message (a bucket with ``subject_delete_marker_ttl``), and the operation each
+#: reason means, as NATS's KV clients read them: a key expired by ``max_age`` or
+#: purged is gone as after a purge, a removed one as after a delete.
+MARKER_REASON_HEADER = "Nats-Marker-Reason"
+MARKER_OPERATIONS = {"MaxAge": "PURGE", "Purge": "PURGE", "Remove": "DEL"}
 #: The keys NATS's KV clients accept: letters, digits and ``-/_=.``, not starting or
 #: ending with ``.``.
 VALID_KEY = r"^[-/_=a-zA-Z0-9]([-/_=.a-zA-Z0-9]*[-/_=a-zA-Z0-9])?$"
@@ -229,10 +235,7 @@ def entries(
     deletes and purges left out unless ``include_deletes``, then with a null value."""
     prefix_len = len(f"{SUBJECT_PREFIX}{bucket}.")
     for batch in batches:
-        operations = pc.fill_null(
-            pc.list_element(pc.map_lookup(batch.column("headers"), OPERATION_HEADER, "first"), 0),
-            "PUT",
-        )
+        operations = _operations(batch.column("headers"))
         is_put = pc.equal(operations, "PUT")
         columns = [
             pc.utf8_slice_codeunits(batch.column("subject"), prefix_len),
@@ -246,3 +249,21 @@ def entries(
             out = out.filter(is_put)
         if out.num_rows:
             yield out
+
+
+def _first_header(headers: pa.Array, name: str) -> pa.Array:
+    return pc.list_element(pc.map_lookup(headers, name, "first"), 0)
+
+
+def _operations(headers: pa.Array) -> pa.Array:
+    """Each message's KV operation, read as NATS's KV clients read it: the
+    ``KV-Operation`` header if there is one (``DEL``, ``PURGE``, anything else a put),
+    else a server marker's reason (:data:`MARKER_OPERATIONS`), else a put."""
+    raw = _first_header(headers, OPERATION_HEADER)
+    given = pc.if_else(pc.is_in(raw, pa.array(["DEL", "PURGE"])), raw, "PUT")
+    reason = _first_header(headers, MARKER_REASON_HEADER)
+    marked = pa.scalar("PUT")
+    for why, operation in MARKER_OPERATIONS.items():
+        marked = pc.if_else(pc.fill_null(pc.equal(reason, why), False), operation, marked)
+    operations = pc.if_else(pc.is_valid(raw), given, marked)
+    return pc.fill_null(operations, "PUT")
