@@ -124,3 +124,41 @@ def test_a_user_who_may_not_update_the_stream_still_loads(nats_server_factory, t
         info = client.stream_info("KEPT")
         assert info.state.messages == 2
         assert value_schema.recorded(info) is None
+
+
+def test_a_second_load_adds_its_columns_to_the_recorded_schema(nats_server, tmp_path, capsys):
+    first = pa.table({"a": pa.array([1, 2], pa.int32()), "b": ["x", None]})
+    second = pa.table({"a": pa.array([3], pa.int32()), "c": pa.array([1.5], pa.float64())})
+    for i, table in enumerate((first, second)):
+        pq.write_table(table, tmp_path / f"t{i}.parquet")
+        run = cli(
+            capsys,
+            "load", str(tmp_path / f"t{i}.parquet"), "--stream", "TWO", "--subject", "two.in",
+            "--create-stream", "-s", nats_server.url,
+        )  # fmt: skip
+        assert run.code == 0, run.err
+    with ja.connect(nats_server.url) as client:
+        assert value_schema.recorded(client.stream_info("TWO")) == pa.schema(
+            [("a", pa.int32()), ("b", pa.string()), ("c", pa.float64())]
+        )
+    out = tmp_path / "back.parquet"
+    run = cli(capsys, "export", "TWO", "-o", str(out), "--data-as", "json", "-s", nats_server.url)
+    assert run.code == 0, run.err
+    back = pq.read_table(out)
+    assert back.select(["a", "b", "c"]).to_pylist() == [
+        {"a": 1, "b": "x", "c": None},
+        {"a": 2, "b": None, "c": None},
+        {"a": 3, "b": None, "c": 1.5},
+    ]
+
+    # A column another load gave another type: refused before anything is published.
+    pq.write_table(pa.table({"a": ["text"]}), tmp_path / "t3.parquet")
+    run = cli(
+        capsys,
+        "load", str(tmp_path / "t3.parquet"), "--stream", "TWO", "--subject", "two.in",
+        "-s", nats_server.url,
+    )  # fmt: skip
+    assert run.code == 2, run.err
+    assert "column 'a' is string here but int32 in the schema an earlier load recorded" in run.err
+    with ja.connect(nats_server.url) as client:
+        assert client.stream_info("TWO").state.messages == 3

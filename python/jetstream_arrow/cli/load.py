@@ -295,13 +295,16 @@ def run(args: argparse.Namespace) -> int:
         info = _ensure_stream(client, args)
         if args.subject is not None:
             check_subject_in_stream(args.subject, info)
-        schemas = {f.value_schema for f in files}
-        if len(schemas) == 1 and None not in schemas:
-            # Every file's rows become JSON of the same columns: the stream keeps their
+        schemas = [f.value_schema for f in files]
+        if schemas and all(s is not None for s in schemas):
+            # Every file's rows become JSON objects: the stream keeps their columns'
             # schema, so an export gives back the same types. A user who may publish
             # but not update the stream still loads; the export then infers types.
+            schema = schemas[0]
+            for f, other in zip(files[1:], schemas[1:], strict=True):
+                schema = value_schema.merged(schema, other, f"the files before {f.path}")
             try:
-                value_schema.record(client, args.stream, schemas.pop())
+                value_schema.record(client, args.stream, schema)
             except (AuthorizationError, ApiError) as e:
                 print(
                     f"warning: the table's schema was not recorded in stream "
