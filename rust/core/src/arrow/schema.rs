@@ -18,6 +18,13 @@ pub const EXPECTED_LAST_MSG_ID: &str = "expected_last_msg_id";
 pub const DELIVERED: &str = "delivered";
 pub const CONSUMER_SEQ: &str = "consumer_seq";
 
+/// Whether a table of publish input is a read of a stream (it has the read's
+/// `stream` and `seq` columns): a copy, whose read columns and control headers
+/// describe the message it was read from, not the one to publish.
+pub fn is_read(schema: &Schema) -> bool {
+    schema.index_of(STREAM).is_ok() && schema.index_of(SEQ).is_ok()
+}
+
 /// `timestamp[us, tz=UTC]`: what Spark's TimestampType maps to.
 pub fn timestamp_type() -> DataType {
     DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))

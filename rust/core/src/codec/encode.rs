@@ -6,8 +6,10 @@ use arrow_array::cast::AsArray;
 use arrow_array::{Array, BinaryArray, RecordBatch, StructArray};
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 
-use super::{avro, ipc, json, protobuf, CodecSpec, ValueFormat, MESSAGE_COLUMNS, VALUE};
-use crate::arrow::schema::DATA;
+use super::{
+    avro, ipc, json, protobuf, CodecSpec, ValueFormat, PUBLISH_COLUMNS, READ_COLUMNS, VALUE,
+};
+use crate::arrow::schema::{is_read, DATA};
 use crate::error::{Error, Result};
 
 /// One format's encoding of a struct's rows, one payload each.
@@ -43,8 +45,10 @@ impl ValueEncoder {
         })
     }
 
-    /// The batch with its value columns (a struct column `value`, or else every
-    /// column that is not a message column) replaced by their payloads in `data`.
+    /// The batch with its value columns replaced by their payloads in `data`. The
+    /// value is a struct column `value` if there is one, or else every column that
+    /// is not a publish column ([`PUBLISH_COLUMNS`]) nor, in a table that is a read
+    /// (a copy), one of the read's own columns ([`READ_COLUMNS`]).
     pub fn encode(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
         let schema = batch.schema();
         if schema.index_of(DATA).is_ok() {
@@ -54,9 +58,10 @@ impl ValueEncoder {
                 self.format.as_str()
             )));
         }
+        let copy = is_read(&schema);
         let is_value = |name: &str| match schema.index_of(VALUE) {
             Ok(_) => name == VALUE,
-            Err(_) => !MESSAGE_COLUMNS.contains(&name),
+            Err(_) => !PUBLISH_COLUMNS.contains(&name) && !(copy && READ_COLUMNS.contains(&name)),
         };
         let mut kept_fields = Vec::new();
         let mut kept_columns = Vec::new();

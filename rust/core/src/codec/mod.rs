@@ -18,6 +18,7 @@ mod encode;
 mod infer;
 mod ipc;
 mod json;
+mod json_tokens;
 mod protobuf;
 #[cfg(test)]
 mod tests;
@@ -45,7 +46,30 @@ pub const VALUE: &str = "value";
 /// The column holding the raw bytes of payloads that did not decode (`permissive`).
 pub const CORRUPT_RECORD: &str = "_corrupt_record";
 
-/// Columns of the message schema (and of publish input) that are never a value's.
+/// Columns of publish input that steer a message (where it goes, its id, its
+/// checks): never a value's, whatever else the table holds.
+pub const PUBLISH_COLUMNS: &[&str] = &[
+    SUBJECT,
+    HEADERS,
+    DATA,
+    MSG_ID,
+    EXPECTED_LAST_SUBJECT_SEQ,
+    EXPECTED_LAST_MSG_ID,
+];
+
+/// Columns a read adds beside the value: a value's only in a table that is not a
+/// read (see [`crate::arrow::schema::is_read`]); in a read being copied they describe the source message.
+pub const READ_COLUMNS: &[&str] = &[
+    STREAM,
+    SEQ,
+    TIMESTAMP,
+    DELIVERED,
+    CONSUMER_SEQ,
+    CORRUPT_RECORD,
+];
+
+/// Every column of the message schema: a decoded value's field may not take one of
+/// these names when flattened beside them.
 pub const MESSAGE_COLUMNS: &[&str] = &[
     STREAM,
     SUBJECT,

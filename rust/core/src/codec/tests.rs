@@ -252,3 +252,187 @@ fn json_schemas_are_inferred_from_a_sample() {
     let err = infer_value_schema(ValueFormat::Json, &[b"1"]).unwrap_err();
     assert!(err.to_string().contains("1 messages sampled"), "{err}");
 }
+
+fn json_of(schema: Schema, mode: OnMalformed) -> ValueDecoder {
+    let spec = CodecSpec {
+        schema: Some(Arc::new(schema)),
+        on_malformed: mode,
+        ..CodecSpec::new(ValueFormat::Json)
+    };
+    ValueDecoder::new(&spec, 4).unwrap()
+}
+
+fn refusal(schema: Schema, payload: &[u8]) -> String {
+    let payloads: &[&[u8]] = &[payload];
+    let err = messages(payloads, Some(json_of(schema, OnMalformed::FailFast))).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::MalformedPayload, "{err}");
+    err.to_string()
+}
+
+#[test]
+fn json_tokens_that_would_change_a_value_are_malformed_naming_the_field() {
+    let int = || Schema::new(vec![Field::new("qty", DataType::Int64, true)]);
+    for (payload, said) in [
+        (
+            &br#"{"qty": 2.7}"#[..],
+            "field 'qty': 2.7 is not an integer",
+        ),
+        (
+            br#"{"qty": "12"}"#,
+            "field 'qty': the string \"12\" is not an integer",
+        ),
+        (br#"{"qty": 1e3}"#, "field 'qty': 1e3 is not an integer"),
+        (br#"{"qty": 2.0}"#, "field 'qty': 2.0 is not an integer"),
+    ] {
+        let text = refusal(int(), payload);
+        assert!(text.contains(said), "{text}");
+    }
+    let float = Schema::new(vec![Field::new("x", DataType::Float64, true)]);
+    assert!(refusal(float, br#"{"x": "1.5"}"#).contains("field 'x': the string \"1.5\""));
+    let decimal = Schema::new(vec![Field::new("p", DataType::Decimal128(10, 2), true)]);
+    let text = refusal(decimal, br#"{"p": 1.234}"#);
+    assert!(
+        text.contains("field 'p': 1.234 has 3 digits after the point"),
+        "{text}"
+    );
+    let nested = Schema::new(vec![Field::new(
+        "order",
+        DataType::Struct(
+            vec![Field::new(
+                "lines",
+                DataType::new_list(DataType::Int32, true),
+                true,
+            )]
+            .into(),
+        ),
+        true,
+    )]);
+    let text = refusal(nested, br#"{"order": {"lines": [1, 2, 3.5]}}"#);
+    assert!(
+        text.contains("field 'order.lines[]': 3.5 is not an integer"),
+        "{text}"
+    );
+}
+
+#[test]
+fn json_tokens_that_keep_their_value_are_read() {
+    let schema = Schema::new(vec![
+        Field::new("i", DataType::Int64, true),
+        Field::new("u", DataType::UInt64, true),
+        Field::new("x", DataType::Float64, true),
+        Field::new("p", DataType::Decimal128(20, 2), true),
+        Field::new("s", DataType::Utf8, true),
+    ]);
+    let payloads: &[&[u8]] = &[
+        br#"{"i": -9223372036854775808, "u": 18446744073709551615, "x": 2, "p": 1.50, "s": "2.7"}"#,
+        br#"{"i": null, "x": "NaN", "p": "12.34", "other": 2.7}"#,
+        br#"{"x": "Infinity", "p": 1e1}"#,
+        br#"{"x": "-Infinity", "p": -0.01}"#,
+    ];
+    let batch = messages(payloads, Some(json_of(schema, OnMalformed::FailFast))).unwrap();
+    let value = batch.column_by_name(VALUE).unwrap().as_struct();
+    let i = value.column(0).as_primitive::<Int64Type>();
+    assert_eq!(i.value(0), i64::MIN);
+    assert!(i.is_null(1));
+    let u = value
+        .column(1)
+        .as_primitive::<arrow_array::types::UInt64Type>();
+    assert_eq!(u.value(0), u64::MAX);
+    let x = value
+        .column(2)
+        .as_primitive::<arrow_array::types::Float64Type>();
+    assert_eq!(x.value(0), 2.0);
+    assert!(x.value(1).is_nan());
+    assert_eq!(x.value(2), f64::INFINITY);
+    assert_eq!(x.value(3), f64::NEG_INFINITY);
+    let p = value
+        .column(3)
+        .as_primitive::<arrow_array::types::Decimal128Type>();
+    assert_eq!(
+        (0..4).map(|r| p.value(r)).collect::<Vec<_>>(),
+        [150, 1234, 1000, -1]
+    );
+}
+
+#[test]
+fn json_floats_that_are_not_finite_round_trip() {
+    let values: Vec<f64> = vec![1.5, f64::NAN, f64::INFINITY, f64::NEG_INFINITY];
+    let batch = RecordBatch::try_from_iter(vec![
+        (
+            "subject",
+            Arc::new(StringArray::from(vec!["a"; 4])) as ArrayRef,
+        ),
+        (
+            "x",
+            Arc::new(arrow_array::Float64Array::from(values.clone())) as ArrayRef,
+        ),
+        (
+            "y",
+            Arc::new(arrow_array::Float32Array::from(vec![
+                f32::NAN,
+                0.5,
+                f32::INFINITY,
+                2.0,
+            ])) as ArrayRef,
+        ),
+    ])
+    .unwrap();
+    let spec = CodecSpec::new(ValueFormat::Json);
+    let encoded = ValueEncoder::new(&spec).unwrap().encode(&batch).unwrap();
+    let data = encoded.column_by_name("data").unwrap().as_binary::<i32>();
+    assert_eq!(data.value(1), br#"{"x":"NaN","y":0.5}"#);
+    let payloads: Vec<&[u8]> = data.iter().map(|p| p.unwrap()).collect();
+    let schema = Schema::new(vec![
+        Field::new("x", DataType::Float64, true),
+        Field::new("y", DataType::Float32, true),
+    ]);
+    let decoded = messages(&payloads, Some(json_of(schema, OnMalformed::FailFast))).unwrap();
+    let value = decoded.column_by_name(VALUE).unwrap().as_struct();
+    let x = value
+        .column(0)
+        .as_primitive::<arrow_array::types::Float64Type>();
+    let back: Vec<f64> = x.values().to_vec();
+    assert_eq!(back[0], 1.5);
+    assert!(back[1].is_nan() && x.is_valid(1));
+    assert_eq!(&back[2..], &[f64::INFINITY, f64::NEG_INFINITY]);
+    let y = value
+        .column(1)
+        .as_primitive::<arrow_array::types::Float32Type>();
+    assert!(y.value(0).is_nan());
+    assert_eq!(y.value(2), f32::INFINITY);
+}
+
+#[test]
+fn every_column_but_the_publish_columns_is_a_value_unless_the_table_is_a_read() {
+    let encoded_names = |columns: Vec<(&str, ArrayRef)>| -> Vec<String> {
+        let batch = RecordBatch::try_from_iter(columns).unwrap();
+        let spec = CodecSpec::new(ValueFormat::Json);
+        let encoded = ValueEncoder::new(&spec).unwrap().encode(&batch).unwrap();
+        let data = encoded.column_by_name("data").unwrap().as_binary::<i32>();
+        let object: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_slice(data.value(0)).unwrap();
+        object.keys().cloned().collect()
+    };
+    let one = |s: &str| Arc::new(StringArray::from(vec![s])) as ArrayRef;
+    let n = || Arc::new(arrow_array::Int64Array::from(vec![7])) as ArrayRef;
+    let mut names = encoded_names(vec![
+        ("subject", one("a")),
+        ("id", n()),
+        ("timestamp", n()),
+        ("seq", n()),
+        ("delivered", n()),
+        ("msg_id", one("m")),
+        ("amount", n()),
+    ]);
+    names.sort();
+    assert_eq!(names, ["amount", "delivered", "id", "seq", "timestamp"]);
+    let mut names = encoded_names(vec![
+        ("stream", one("S")),
+        ("subject", one("a")),
+        ("seq", n()),
+        ("timestamp", n()),
+        ("id", n()),
+    ]);
+    names.sort();
+    assert_eq!(names, ["id"]);
+}

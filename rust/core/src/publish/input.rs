@@ -17,7 +17,7 @@ use bytes::Bytes;
 
 use crate::api::headers as header_names;
 use crate::arrow::schema::{
-    DATA, EXPECTED_LAST_MSG_ID, EXPECTED_LAST_SUBJECT_SEQ, HEADERS, MSG_ID, SEQ, STREAM, SUBJECT,
+    is_read, DATA, EXPECTED_LAST_MSG_ID, EXPECTED_LAST_SUBJECT_SEQ, HEADERS, MSG_ID, SUBJECT,
 };
 use crate::error::{Error, Result};
 
@@ -435,7 +435,7 @@ impl PublishBatch {
         let expected_last_msg_id = column(EXPECTED_LAST_MSG_ID)
             .map(|a| to_utf8(&a, EXPECTED_LAST_MSG_ID))
             .transpose()?;
-        let is_read = schema.index_of(STREAM).is_ok() && schema.index_of(SEQ).is_ok();
+        let is_read = is_read(&schema);
         Ok(Self {
             subject,
             data,
