@@ -353,3 +353,73 @@ def test_commit_and_abort_reports(caplog: pytest.LogCaptureFixture) -> None:
     assert "1 of 2 task(s)" in abort and "100 stored" in abort
     assert "writeId=w1" in abort and "may have stored part" in abort
     assert "SECRET" not in commit + abort
+
+
+def test_a_copy_leaves_out_the_control_headers_of_the_messages_it_copies(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    """Source messages stored with ``Nats-TTL`` and ``Nats-Rollup``: a copy that keeps
+    the read's columns is recognised (its ``stream`` and ``seq``), and what steered
+    the source steers nothing in the target (which allows neither: with the headers
+    sent, every attempt failed with "per-message TTL is disabled")."""
+    url = shared_nats_server.url
+    src, dst = unique_name("SRC"), unique_name("DST")
+    make_stream(url, src, allow_msg_ttl=True, allow_rollup=True)
+    make_stream(url, dst)
+    control = pa.map_(pa.utf8(), pa.list_(pa.utf8()))
+    with ja.connect(url) as client:
+        client.publish(
+            pa.table(
+                {
+                    "subject": [f"{src}.t{i}" for i in range(20)],
+                    "data": [f"m{i}".encode() for i in range(20)],
+                    "headers": pa.array(
+                        [[("Nats-TTL", ["1h"]), ("app", [str(i)])] for i in range(19)]
+                        + [[("Nats-Rollup", ["sub"]), ("app", ["19"])]],
+                        control,
+                    ),
+                }
+            )
+        )
+    copy = read_df(spark, url, src, includeHeaders=True).withColumn(
+        "subject", F.regexp_replace("subject", f"^{src}", dst)
+    )
+    _write(copy, url, stream=dst)
+    stored = stream_table(url, dst, include_headers=True)
+    assert sorted(stored.column("data").to_pylist()) == sorted(
+        f"m{i}".encode() for i in range(20)
+    )
+    for headers in stored.column("headers").to_pylist():
+        names = {k for k, _ in headers}
+        assert "app" in names and not names & {"Nats-TTL", "Nats-Rollup"}, headers
+
+
+@pytest.mark.timeout(300)
+def test_a_rerun_copy_after_deletions_upstream_copies_each_message_once(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    """A copy's ids are its source messages' (``<writeId>-<stream>:<seq>``), not
+    positions: the source loses a message from the middle and receives 50 more, and
+    the same job run again (same writeId) stores exactly the 50 new ones, the one
+    that moved into the deleted message's place included."""
+    url = shared_nats_server.url
+    src, dst = unique_name("SRC"), unique_name("DST")
+    make_stream(url, src)
+    make_stream(url, dst)
+    publish(url, src, 150)
+
+    def copy() -> None:
+        df = read_df(spark, url, src, minPartitions=3).withColumn(
+            "subject", F.regexp_replace("subject", f"^{src}", dst)
+        )
+        _write(df, url, stream=dst, writeId="copy-w")
+
+    copy()
+    assert _count(url, dst) == 150
+    with ja.connect(url) as client:
+        client.delete_message(src, 120)
+    publish(url, src, 50, start=150)
+    copy()
+    data = stream_table(url, dst).column("data").to_pylist()
+    assert len(data) == 200
+    assert sorted(data) == sorted(f"m{i}".encode() for i in range(200))

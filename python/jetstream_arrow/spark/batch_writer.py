@@ -19,6 +19,7 @@ from .writing import (
     JetStreamCommitMessage,
     WriteColumns,
     finished_tasks,
+    msg_id_prefix,
     publish_task,
     report_aborted,
     report_committed,
@@ -39,7 +40,7 @@ class JetStreamWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> JetStreamCommitMessage:
         _, partition, attempt = task_ids()
         where = f"write {self.opts.write_id}, partition {partition}, attempt {attempt}"
-        prefix = f"{self.opts.write_id}-{partition}-"
+        prefix = msg_id_prefix(self.columns, f"{self.opts.write_id}-", f"{partition}-")
         tally = publish_task(self.opts, self.columns, iterator, prefix, where)
         return JetStreamCommitMessage(partition, attempt, **asdict(tally))
 

@@ -130,6 +130,15 @@ class PublishColumns:
     #: Per-row optimistic-concurrency checks, when the DataFrame has them.
     expected_last_subject_seq: str | None = None
     expected_last_msg_id: str | None = None
+    #: A read of a stream's ``stream`` (string) and ``seq`` (integer) columns: the
+    #: DataFrame is a copy. The core then leaves out the control headers the source
+    #: messages carry and numbers each row by its source message, not its position.
+    source_stream: str | None = None
+    source_seq: str | None = None
+
+    @property
+    def is_copy(self) -> bool:
+        return self.source_seq is not None
 
     @classmethod
     def resolve(
@@ -208,9 +217,17 @@ class PublishColumns:
         expected_id = find("expected_last_msg_id")
         if expected_id is not None:
             check(expected_id, _is_string(schema.field(expected_id).type), "string")
+        source_stream, source_seq = find("stream"), find("seq")
+        if not (
+            source_stream is not None
+            and source_seq is not None
+            and _is_string(schema.field(source_stream).type)
+            and pa.types.is_integer(schema.field(source_seq).type)
+        ):
+            source_stream = source_seq = None
         values: tuple[str, ...] = ()
         if encoded:
-            taken = {subject, headers, msg_id, expected_seq, expected_id}
+            taken = {subject, headers, msg_id, expected_seq, expected_id, source_stream, source_seq}
             values = tuple(n for n in schema.names if n not in taken)
             if not values:
                 raise BadInputError(
@@ -225,6 +242,8 @@ class PublishColumns:
             values=values,
             expected_last_subject_seq=expected_seq,
             expected_last_msg_id=expected_id,
+            source_stream=source_stream,
+            source_seq=source_seq,
         )
 
     def select(self, batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -239,6 +258,8 @@ class PublishColumns:
             (self.msg_id, "msg_id"),
             (self.expected_last_subject_seq, "expected_last_subject_seq"),
             (self.expected_last_msg_id, "expected_last_msg_id"),
+            (self.source_stream, "stream"),
+            (self.source_seq, "seq"),
         ):
             if source is None:
                 continue

@@ -21,7 +21,7 @@ from .options import parse_read_options, parse_write_options, read_option_name
 from .preflight import check_worker_python
 from .reading import read_range
 from .values import read_schema
-from .writing import PublishTally, publish_batches, task_ids, write_columns
+from .writing import PublishTally, msg_id_prefix, publish_batches, task_ids, write_columns
 
 ArrowFn = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
@@ -49,7 +49,9 @@ def publish_fn(**options: Any) -> ArrowFn:
     retried task is deduplicated by the server while running the function again in
     another job (another action on the DataFrame) publishes again. With an explicit
     ``write_id`` the ids are ``<write id>-<partition>-<n>``: running the same input
-    again, in any job, is deduplicated (inside the stream's duplicate window).
+    again, in any job, is deduplicated (inside the stream's duplicate window). Rows
+    of a copy of a stream (``stream`` and ``seq`` columns) are numbered by their
+    source message instead of ``<partition>-<n>``: ``<stream>:<seq>``.
 
     Raises :class:`~jetstream_arrow.exceptions.SparkSetupError` at once when the active
     session's Python workers cannot import this package.
@@ -61,12 +63,13 @@ def publish_fn(**options: Any) -> ArrowFn:
 
     def publish(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         stage, partition, attempt = task_ids()
-        prefix = f"{write_id}-{partition}-" if explicit_id else f"{write_id}-{stage}-{partition}-"
         batches = iter(batches)
         first = next(batches, None)
         if first is None:
             return
         columns = write_columns(opts, first.schema)
+        run = f"{write_id}-" if explicit_id else f"{write_id}-{stage}-"
+        prefix = msg_id_prefix(columns, run, f"{partition}-")
         target = arrow_schema(ACK_SCHEMA)
         where = f"publish_fn, partition {partition}, attempt {attempt}"
         # The first batch was taken to learn the columns; it is published too.

@@ -24,6 +24,7 @@ from .writing import (
     JetStreamCommitMessage,
     WriteColumns,
     finished_tasks,
+    msg_id_prefix,
     publish_task,
     report_aborted,
     report_committed,
@@ -78,7 +79,7 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
             f"streaming query {query_id}, batch {batch_id}, partition {partition}, "
             f"attempt {attempt}"
         )
-        prefix = f"{query_id}-{batch_id}-{partition}-"
+        prefix = msg_id_prefix(self.columns, f"{query_id}-", f"{batch_id}-{partition}-")
         tally = publish_task(self.opts, self.columns, iterator, prefix, where)
         return StreamCommitMessage(partition, attempt, **asdict(tally), query_id=query_id)
 

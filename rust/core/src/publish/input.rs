@@ -17,7 +17,8 @@ use bytes::Bytes;
 
 use crate::api::headers as header_names;
 use crate::arrow::schema::{
-    is_read, DATA, EXPECTED_LAST_MSG_ID, EXPECTED_LAST_SUBJECT_SEQ, HEADERS, MSG_ID, SUBJECT,
+    is_read, DATA, EXPECTED_LAST_MSG_ID, EXPECTED_LAST_SUBJECT_SEQ, HEADERS, MSG_ID, SEQ, STREAM,
+    SUBJECT,
 };
 use crate::error::{Error, Result};
 
@@ -86,7 +87,10 @@ impl OutgoingMessage {
 pub struct MessageDefaults {
     /// A subject for rows when the batch has no `subject` column.
     pub subject: Option<String>,
-    /// Rows without a msg id get `<prefix><row number>`.
+    /// Rows without a msg id get `<prefix><row number>`, or, in a batch that is a
+    /// read of a stream (a copy), `<prefix><stream>:<seq>` of the message it was
+    /// read from: a retried or re-run copy then gives every message the id it had
+    /// the first time, wherever it falls in the input after deletions upstream.
     pub msg_id_prefix: Option<String>,
     pub expected_stream: Option<String>,
     /// Whether the `headers` column's control headers (`Nats-TTL`, `Nats-Rollup`,
@@ -362,6 +366,20 @@ fn to_data(array: &ArrayRef) -> Result<DataColumn> {
     }
 }
 
+/// The `stream` and `seq` columns of a batch that is a read: where each row was
+/// read from.
+struct SourceColumns {
+    stream: StringArray,
+    seq: PrimitiveArray<Int64Type>,
+}
+
+impl SourceColumns {
+    fn identity(&self, row: usize) -> Option<(&str, i64)> {
+        (self.stream.is_valid(row) && self.seq.is_valid(row))
+            .then(|| (self.stream.value(row), self.seq.value(row)))
+    }
+}
+
 /// A record batch checked against the message schema, ready to yield messages.
 pub struct PublishBatch {
     subject: SubjectColumn,
@@ -373,8 +391,9 @@ pub struct PublishBatch {
     expected_last_subject_seq: Option<PrimitiveArray<Int64Type>>,
     expected_last_msg_id: Option<StringArray>,
     /// The batch came from a read (it has the read's `stream` and `seq` columns): its
-    /// control headers steered the stream it was read from.
-    is_read: bool,
+    /// control headers steered the stream it was read from, and each row's source
+    /// message is its identity.
+    source: Option<SourceColumns>,
     rows: usize,
     max_subject: usize,
 }
@@ -435,7 +454,14 @@ impl PublishBatch {
         let expected_last_msg_id = column(EXPECTED_LAST_MSG_ID)
             .map(|a| to_utf8(&a, EXPECTED_LAST_MSG_ID))
             .transpose()?;
-        let is_read = is_read(&schema);
+        let source = is_read(&schema)
+            .then(|| -> Result<SourceColumns> {
+                Ok(SourceColumns {
+                    stream: to_utf8(&column(STREAM).expect("a read has a stream column"), STREAM)?,
+                    seq: to_sequences(&column(SEQ).expect("a read has a seq column"), SEQ)?,
+                })
+            })
+            .transpose()?;
         Ok(Self {
             subject,
             data,
@@ -443,7 +469,7 @@ impl PublishBatch {
             msg_id,
             expected_last_subject_seq,
             expected_last_msg_id,
-            is_read,
+            source,
             rows: batch.num_rows(),
             max_subject,
         })
@@ -499,7 +525,9 @@ impl PublishBatch {
         let mut headers: Option<HeaderMap> = None;
         if let Some(h) = &self.headers {
             let mut map = HeaderMap::new();
-            let keep_control = defaults.keep_control_headers.unwrap_or(!self.is_read);
+            let keep_control = defaults
+                .keep_control_headers
+                .unwrap_or(self.source.is_none());
             h.append_row(row, global_row, keep_control, &mut map)?;
             if !map.is_empty() {
                 headers = Some(map);
@@ -511,11 +539,25 @@ impl PublishBatch {
             .filter(|ids| ids.is_valid(row) && !ids.value(row).is_empty())
         {
             Some(ids) => Some(header_value(ids.value(row), MSG_ID, global_row)?),
+            // An id the headers carry (a copy's, of the message it was read from)
+            // is the row's own: none is made for it.
+            None if headers
+                .as_ref()
+                .is_some_and(|h| h.get(header_names::MSG_ID).is_some()) =>
+            {
+                None
+            }
             // The prefix has no line break (`PublishOptions::validate`).
             None => defaults
                 .msg_id_prefix
                 .as_ref()
-                .map(|p| header_value(&format!("{p}{id_number}"), MSG_ID, global_row))
+                .map(|p| {
+                    let id = match self.source.as_ref().and_then(|s| s.identity(row)) {
+                        Some((stream, seq)) => format!("{p}{stream}:{seq}"),
+                        None => format!("{p}{id_number}"),
+                    };
+                    header_value(&id, MSG_ID, global_row)
+                })
                 .transpose()?,
         };
         // An id that came in the headers column (a message read from another
@@ -670,6 +712,89 @@ mod tests {
         );
         let err = input.message(1, 11, 11, &defaults, 1 << 20).unwrap_err();
         assert!(err.message().contains("column 'subject', row 11"), "{err}");
+    }
+
+    #[test]
+    fn a_copy_takes_its_ids_from_the_messages_it_was_read_from() {
+        let b = batch(vec![
+            (
+                "stream",
+                Arc::new(StringArray::from(vec!["SRC", "SRC"])) as ArrayRef,
+            ),
+            (
+                "subject",
+                Arc::new(StringArray::from(vec!["a", "b"])) as ArrayRef,
+            ),
+            (
+                "seq",
+                Arc::new(arrow_array::Int64Array::from(vec![Some(7), None])) as ArrayRef,
+            ),
+            (
+                "data",
+                Arc::new(StringArray::from(vec!["x", "y"])) as ArrayRef,
+            ),
+        ]);
+        let input = PublishBatch::new(&b, None, 4000).unwrap();
+        let defaults = MessageDefaults {
+            msg_id_prefix: Some("w-".into()),
+            ..Default::default()
+        };
+        let id = |row: usize| {
+            let m = input.message(row, 5, 5, &defaults, 1 << 20).unwrap();
+            m.headers.unwrap().get("Nats-Msg-Id").unwrap().to_string()
+        };
+        assert_eq!(id(0), "w-SRC:7");
+        // A row without its source (a null seq) is numbered as any other row.
+        assert_eq!(id(1), "w-5");
+        // An id the headers carry is the row's own, kept as it came.
+        let headers = MapArray::new_from_strings(
+            ["Nats-Msg-Id", "Nats-TTL"].into_iter(),
+            &StringArray::from(vec!["original", "1h"]),
+            &[0, 2],
+        )
+        .unwrap();
+        let b = batch(vec![
+            (
+                "stream",
+                Arc::new(StringArray::from(vec!["SRC"])) as ArrayRef,
+            ),
+            (
+                "subject",
+                Arc::new(StringArray::from(vec!["a"])) as ArrayRef,
+            ),
+            (
+                "seq",
+                Arc::new(arrow_array::Int64Array::from(vec![9])) as ArrayRef,
+            ),
+            ("data", Arc::new(StringArray::from(vec!["x"])) as ArrayRef),
+            ("headers", Arc::new(headers) as ArrayRef),
+        ]);
+        let input = PublishBatch::new(&b, None, 4000).unwrap();
+        let m = input.message(0, 0, 0, &defaults, 1 << 20).unwrap();
+        let h = m.headers.unwrap();
+        assert_eq!(h.get("Nats-Msg-Id").unwrap().as_str(), "original");
+        assert!(
+            h.get("Nats-TTL").is_none(),
+            "a copy's control headers are left out"
+        );
+        assert!(m.has_msg_id);
+        let b = batch(vec![
+            (
+                "stream",
+                Arc::new(StringArray::from(vec!["SRC"])) as ArrayRef,
+            ),
+            (
+                "subject",
+                Arc::new(StringArray::from(vec!["a"])) as ArrayRef,
+            ),
+            ("seq", Arc::new(StringArray::from(vec!["7"])) as ArrayRef),
+            ("data", Arc::new(StringArray::from(vec!["x"])) as ArrayRef),
+        ]);
+        let err = PublishBatch::new(&b, None, 4000).err().unwrap();
+        assert!(
+            err.message().contains("column 'seq' must be an integer"),
+            "{err}"
+        );
     }
 
     #[test]
