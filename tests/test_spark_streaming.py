@@ -280,11 +280,9 @@ def test_write_stream_stores_every_row_once_with_ids_per_micro_batch(
         f"m{i}".encode() for i in range(250)
     ]
     ids = _msg_ids(table)
-    assert len(set(ids)) == 250
-    # <query id>-<batch id>-<partition>-<row>: three micro-batches of two partitions.
-    parts = [i.removeprefix(f"{query.id}-").split("-") for i in ids]
-    assert all(i.startswith(f"{query.id}-") for i in ids)
-    assert {(b, p) for b, p, _ in parts} == {(str(b), str(p)) for b in range(3) for p in range(2)}
+    # A copy: <query id>-<stream>:<seq> of each source message, whichever of the three
+    # micro-batches and two partitions carried it.
+    assert sorted(ids) == sorted(f"{query.id}-{src}:{seq}" for seq in range(1, 251))
 
     # A second run from the checkpoint publishes only what is new.
     run_available_now(writer)
@@ -348,7 +346,7 @@ def test_restarted_query_re_runs_its_failed_micro_batch_without_duplicates(
     assert len(set(table.column("data").to_pylist())) == 400
     ids = _msg_ids(table)
     assert ids[:200] == first_ids
-    assert {i.rsplit("-", 1)[0] for i in ids} == {f"{query.id}-0-0", f"{query.id}-0-1"}
+    assert sorted(ids) == sorted(f"{query.id}-{src}:{seq}" for seq in range(1, 401))
 
 
 def test_a_re_run_micro_batch_reads_the_ranges_first_planned_though_its_head_was_removed(
@@ -385,8 +383,8 @@ def test_a_re_run_micro_batch_reads_the_ranges_first_planned_though_its_head_was
     assert sorted(data, key=lambda d: int(d[1:])) == [f"m{i}".encode() for i in range(100, 400)]
     ids = _msg_ids(table)
     assert ids[:200] == _msg_ids(first)
-    assert sorted(ids[200:], key=lambda i: int(i.rsplit("-", 1)[1])) == [
-        f"{query.id}-0-0-{row}" for row in range(100)
+    assert sorted(ids[200:], key=lambda i: int(i.rsplit(":", 1)[1])) == [
+        f"{query.id}-{src}:{seq}" for seq in range(101, 201)
     ]
 
 
@@ -491,3 +489,67 @@ def test_bad_options_fail_the_streaming_query_naming_the_option(
     text = fails(_write_stream(counts, url, tmp_path / "c").outputMode("complete"))
     assert "outputMode('complete') is not supported" in text
     assert _count(url, name) == 5
+
+
+def test_a_stream_that_went_backwards_fails_the_query_or_is_read_again(
+    spark: Any, shared_nats_server: Any, unique_name: Any, tmp_path: Path
+) -> None:
+    """The stream a query reads is deleted and recreated with fewer messages than the
+    query had read: it ends before the query's position. With failOnDataLoss the query
+    fails naming it; without, it reads the new stream from its first message (it
+    planned nothing and reported lag 0 for ever before)."""
+    url, src = shared_nats_server.url, unique_name("BK")
+    make_stream(url, src)
+    publish(url, src, 30)
+
+    def reader(**options: Any) -> JetStreamStreamReader:
+        opts = parse_read_options({"servers": url, "stream": src, **options}, queries="stream")
+        return JetStreamStreamReader(opts, message_schema())
+
+    assert reader().latestOffset({"seq": 1}, ReadAllAvailable()) == {"seq": 31}
+    # A query started past the end (startingSequence) waits; it did not go back.
+    assert reader(startingSequence=40).latestOffset({"seq": 40}, ReadAllAvailable()) == {
+        "seq": 40
+    }
+
+    sink = tmp_path / "sink"
+    checkpoints = {mode: tmp_path / f"checkpoint-{mode}" for mode in ("strict", "lenient")}
+
+    def run(mode: str) -> Any:
+        df = read_stream(
+            spark,
+            url,
+            src,
+            startingOffsets="earliest",
+            failOnDataLoss=str(mode == "strict").lower(),
+        ).select("seq", "data")
+        writer = (
+            df.writeStream.format("parquet")
+            .option("path", str(sink / mode))
+            .option("checkpointLocation", str(checkpoints[mode]))
+        )
+        return run_available_now(writer)
+
+    run("strict")
+    run("lenient")
+    with ja.connect(url) as client:
+        client.delete_stream(src)
+    make_stream(url, src)
+    publish(url, src, 5, start=100)
+
+    with pytest.raises(DataLossError, match=f"stream '{src}' ends at sequence 5"):
+        reader().latestOffset({"seq": 31}, ReadAllAvailable())
+    lenient = reader(failOnDataLoss="false")
+    planned = lenient.latestOffset({"seq": 31}, ReadAllAvailable())
+    assert planned == {"seq": 6, "first": 1}
+    assert [(p.start, p.end) for p in lenient.partitions({"seq": 31}, planned)] == [(1, 5)]
+
+    with pytest.raises(SPARK_ERRORS) as excinfo:
+        run("strict")
+    assert f"stream '{src}' ends at sequence 5" in error_text(excinfo)
+    run("lenient")
+    rows = spark.read.parquet(str(sink / "lenient")).collect()
+    assert sorted((r.seq, r.data) for r in rows) == sorted(
+        [(i + 1, f"m{i}".encode()) for i in range(30)]
+        + [(i + 1, f"m{100 + i}".encode()) for i in range(5)]
+    )

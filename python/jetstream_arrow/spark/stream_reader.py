@@ -233,6 +233,16 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             if s not in begun and (self.available_now_end is None or s in self.available_now_end)
         }
         positions = {s: seq for s, seq in begun.items() if s in states} | added
+        # A stream that ends before where the query is went backwards: deleted and
+        # recreated, restored from an older snapshot, or its tail lost in a crash. Its
+        # sequences now name other messages: the query fails (failOnDataLoss), or
+        # reads the stream again from its first message.
+        restarted = {}
+        for stream, seq in list(positions.items()):
+            if stream in added or self.seen[stream][0] >= seq or seq == opts.start_seq:
+                continue
+            self._went_back(stream, seq, self.seen[stream][0] - 1)
+            restarted[stream] = positions[stream] = first_available(states[stream])
         # Each stream's backlog: from its next sequence, or from what it still holds
         # when limits removed its head (with failOnDataLoss the planning of this
         # micro-batch fails on them), up to its end.
@@ -276,12 +286,30 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             first: int | None = None
             if firsts[stream] > seq and moved and not opts.fail_on_data_loss:
                 first = min(firsts[stream], end)
-            elif stream in added or (from_state and moved):
+            elif stream in added or (from_state and moved) or (stream in restarted and moved):
                 first = seq
             planned[stream] = (end, first)
         if not added and not self.gone and all(planned[s][0] == begun[s] for s in planned):
             return None
         return planned
+
+    def _went_back(self, stream: str, position: int, last_seq: int) -> None:
+        """``stream`` ends at ``last_seq``, before ``position``, where the query is."""
+        if self.opts.fail_on_data_loss:
+            raise DataLossError(
+                f"option 'failOnDataLoss': stream {stream!r} ends at sequence {last_seq}, "
+                f"but the query has read it up to {position - 1}: the stream was deleted "
+                "and recreated, restored from an older snapshot, or lost its last messages. "
+                "Its sequences now name other messages. Set failOnDataLoss=false to read "
+                "it again from its first message, or start a new query (a new checkpoint)."
+            )
+        log.warning(
+            "stream %r ends at sequence %d, before the query's position %d (recreated, "
+            "restored or truncated): the query reads it again from its first message",
+            stream,
+            last_seq,
+            position,
+        )
 
     def _drop_gone(self, stream: str) -> None:
         """A stream read so far is gone: deleted, or (``streamPattern`` with
@@ -336,6 +364,10 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             end, self.several, opts.stream
         ).items():
             begun_seq = begun[stream][0] if stream in begun else None
+            if recorded_first is not None and begun_seq is not None and begun_seq > end_seq:
+                # Only a stream that went backwards ends before it began (see _plan):
+                # it is read from where it starts now.
+                begun_seq = None
             if begun_seq is not None and begun_seq >= end_seq:
                 # Nothing new (a query with several sources plans empty micro-batches):
                 # an end offset's "first" belongs to the micro-batch that made it.
