@@ -15,6 +15,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Read
 
 import jetstream_arrow as ja
 from conftest_spark import make_stream, publish, read_stream, spark
+from jetstream_arrow.exceptions import BadInputError
 from jetstream_arrow.spark import message_schema
 from jetstream_arrow.spark.consumer_stream_reader import ConsumerStreamReader
 from jetstream_arrow.spark.options import parse_read_options
@@ -133,3 +134,37 @@ def test_a_processing_time_query_waits_for_min_messages(
     finally:
         query.stop()
     assert [s for s in sizes if s] == [60]
+
+
+def test_the_consumer_reader_keeps_within_the_limits_of_a_consumer_the_user_made(
+    shared_nats_server: Any, unique_name: Any
+) -> None:
+    """A durable with ``max_batch`` 500: claimed in pulls of 500 (a pull of more is
+    refused by the server), at most ``max_ack_pending`` per micro-batch. One with ``max_ack_pending`` 100 never holds 500
+    unacknowledged messages, so ``minMessagesPerTrigger=500`` is refused, naming both."""
+    url, name = shared_nats_server.url, unique_name("TL")
+    make_stream(url, name, allow_direct=True)
+    publish(url, name, 1_200)
+    with ja.connect(url) as client:
+        client.create_consumer(name, durable_name="small", ack_policy="explicit", max_batch=500)
+        client.create_consumer(
+            name, durable_name="narrow", ack_policy="explicit", max_ack_pending=100
+        )
+
+    def reader(consumer: str, **options: Any) -> ConsumerStreamReader:
+        opts = parse_read_options(
+            {"servers": url, "stream": name, "consumer": consumer, **options}, queries="stream"
+        )
+        return ConsumerStreamReader(opts, message_schema())
+
+    r = reader("small")
+    # Its max_ack_pending (the server's default, 1,000) bounds a micro-batch: a pull
+    # past it is held by the server, not answered. Committed, the rest comes.
+    first = r.latestOffset(r.initialOffset(), ReadAllAvailable())
+    assert first == {"seq": 1_001}
+    assert r.latestOffset(first, ReadAllAvailable()) == {"seq": 1_201}
+    r.stop()
+    with pytest.raises(
+        BadInputError, match=r"'minMessagesPerTrigger' \(500\).*max_ack_pending, 100"
+    ):
+        reader("narrow", minMessagesPerTrigger=500).initialOffset()

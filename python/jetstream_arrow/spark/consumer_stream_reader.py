@@ -91,6 +91,8 @@ def prepare_consumer(client: Client, opts: ReadOptions) -> PullConsumer:
     try:
         config = client.consumer_info(stream, name).config
     except NotFoundError:
+        config = None
+    if config is None:
         client.create_consumer(
             stream,
             durable_name=name,
@@ -119,8 +121,30 @@ def prepare_consumer(client: Client, opts: ReadOptions) -> PullConsumer:
                 "name a pull consumer with explicit acks and the query's subject "
                 "filter, or a new name (the source creates it)"
             )
+        pending = config.max_ack_pending
+        least = opts.min_messages_per_trigger
+        if least is not None and pending is not None and 0 < pending < least:
+            # The server delivers no more than max_ack_pending unacknowledged messages,
+            # and a micro-batch's are acknowledged only once it is committed.
+            raise BadInputError(
+                f"option 'minMessagesPerTrigger' ({least}) is more than consumer {name!r} "
+                f"ever holds unacknowledged (its max_ack_pending, {pending}): every "
+                "micro-batch would wait 'maxTriggerDelay'; lower the option or raise the "
+                "consumer's max_ack_pending"
+            )
     client.reset_consumer(stream, name)
     return client.pull_consumer(stream, name)
+
+
+def claim_limits(client: Client, opts: ReadOptions) -> tuple[int, int | None]:
+    """Messages to claim per fetch (:data:`FETCH_MESSAGES`, or the consumer's
+    ``max_batch`` if lower: the server refuses a pull of more), and how many the
+    consumer delivers unacknowledged at most (its ``max_ack_pending``; a pull past it
+    is held by the server, not answered)."""
+    config = client.consumer_info(opts.stream, opts.consumer or "").config
+    per_fetch = min(b for b in (FETCH_MESSAGES, config.max_batch) if b is not None and b > 0)
+    pending = config.max_ack_pending
+    return per_fetch, pending if pending is not None and pending > 0 else None
 
 
 def last_seq_on(client: Client, stream: str, subjects: tuple[str, ...] | None) -> int:
@@ -142,6 +166,8 @@ class ConsumerStreamReader(DataSourceStreamReader):
         self.opts = opts
         self.schema = schema
         self._consumer: PullConsumer | None = None
+        self._per_fetch = FETCH_MESSAGES
+        self._max_pending: int | None = None
         # Claimed messages not yet acknowledged: their batch and (row, seq) pairs.
         self._held: list[tuple[ConsumedBatch, list[tuple[int, int]]]] = []
         # The end latestOffset last gave, the one of the micro-batch being planned.
@@ -154,7 +180,9 @@ class ConsumerStreamReader(DataSourceStreamReader):
 
     def _claimer(self) -> PullConsumer:
         if self._consumer is None:
-            self._consumer = prepare_consumer(get_client(self.opts.connect), self.opts)
+            client = get_client(self.opts.connect)
+            self._consumer = prepare_consumer(client, self.opts)
+            self._per_fetch, self._max_pending = claim_limits(client, self.opts)
         return self._consumer
 
     def initialOffset(self) -> dict[str, int]:
@@ -203,7 +231,11 @@ class ConsumerStreamReader(DataSourceStreamReader):
         self._ack_below(next_seq)
         claimed = sorted({s for _, rows in self._held for _, s in rows})
         while most is None or len(claimed) < most:
-            want = FETCH_MESSAGES if most is None else min(FETCH_MESSAGES, most - len(claimed))
+            want = self._per_fetch if most is None else min(self._per_fetch, most - len(claimed))
+            if self._max_pending is not None:
+                want = min(want, self._max_pending - sum(len(rows) for _, rows in self._held))
+                if want <= 0:
+                    break
             batch = consumer.fetch(want, no_wait=True)
             if len(batch) == 0:
                 break
