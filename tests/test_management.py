@@ -437,3 +437,50 @@ def test_replicated_stream_reports_its_cluster(nats_cluster: NatsCluster) -> Non
         assert len(info.cluster.replicas) == 2
         consumer = client.create_consumer("R3", durable_name="C3")
         assert consumer.cluster is not None and consumer.cluster.leader
+
+
+@pytest.mark.cluster
+@pytest.mark.fault
+@pytest.mark.timeout(180)
+def test_a_stream_whose_leader_does_not_answer_is_not_listed_as_gone(
+    nats_cluster: NatsCluster,
+) -> None:
+    """A stream listing in a cluster leaves out, as ``missing``, the streams whose
+    leaders did not answer in time: ``list_streams`` asks for each of them on its own
+    and raises when it still gets no answer, instead of a listing without the stream
+    (which made a streaming read over ``streamPattern`` take it for deleted)."""
+    import os
+    import signal
+
+    meta = nats_cluster.meta_leader()
+    with ja.connect(nats_cluster.url) as client:
+        # R1 streams until one has a leader other than the meta leader (which answers
+        # the listing itself).
+        chosen = None
+        for i in range(12):
+            info = client.create_stream(f"ML{i}", [f"ml{i}.>"], replicas=1)
+            if info.cluster is not None and info.cluster.leader not in (None, meta):
+                chosen = (f"ML{i}", info.cluster.leader)
+                break
+        assert chosen is not None, "every stream was placed on the meta leader"
+    name, leader = chosen
+    paused = next(s for s in nats_cluster.servers if s.name == leader)
+    other = next(s for s in nats_cluster.servers if s.name not in (leader,))
+    assert paused.process is not None
+    os.kill(paused.process.pid, signal.SIGSTOP)
+    try:
+        with ja.connect(other.url, request_timeout=5.0) as client:
+            try:
+                listed = {info.config.name for info in client.list_streams()}
+            except ja.exceptions.JetStreamArrowError:
+                pass  # no answer for it: said, not hidden
+            else:
+                assert name in listed, f"{name} (leader {leader}, paused) left out: {listed}"
+    finally:
+        os.kill(paused.process.pid, signal.SIGCONT)
+    with ja.connect(nats_cluster.url) as client:
+        wait_until(
+            lambda: name in {i.config.name for i in client.list_streams()},
+            30.0,
+            f"{name} listed again after its leader resumed",
+        )

@@ -12,7 +12,7 @@ from typing import Any, TypeVar, cast
 
 from .. import _core
 from .._core import api_subject, validate_name
-from ..exceptions import ApiError, BadInputError
+from ..exceptions import ApiError, BadInputError, NotFoundError
 from ..options import check_known_options
 from .consumers import ConsumerConfig, ConsumerInfo
 from .streams import PurgeResult, StoredMessage, StreamConfig, StreamInfo
@@ -45,12 +45,22 @@ class ManagementMixin:
         that mixes this in."""
         raise NotImplementedError
 
-    def _paged(self, subject: str, key: str, body: dict[str, Any] | None = None) -> list[Any]:
+    def _paged(
+        self,
+        subject: str,
+        key: str,
+        body: dict[str, Any] | None = None,
+        missing: list[str] | None = None,
+    ) -> list[Any]:
+        """Every page of a listing; the names a clustered server could not answer for
+        in time (its replies' ``missing``) are added to ``missing`` when given."""
         items: list[Any] = []
         while True:
             reply = self._api_json(subject, {**(body or {}), "offset": len(items)})
             page = reply.get(key) or []
             items.extend(page)
+            if missing is not None:
+                missing.extend(str(name) for name in reply.get("missing") or ())
             if not page or len(items) >= int(reply.get("total", 0)):
                 return items
 
@@ -111,9 +121,27 @@ class ManagementMixin:
         return bool(self._api_json(api_subject(_core.API_STREAM_DELETE, name)).get("success"))
 
     def list_streams(self, subject: str | None = None) -> list[StreamInfo]:
-        """Every stream (that stores ``subject``, when given), with config and state."""
+        """Every stream (that stores ``subject``, when given), with config and state.
+
+        In a cluster the listing leaves out (as ``missing``) the streams whose leaders
+        did not answer in time; each of those is asked for on its own, so a slow
+        leader does not make its stream look deleted. One deleted meanwhile is left
+        out; one that still does not answer raises."""
         body = {"subject": subject} if subject else None
-        return [StreamInfo.from_api(s) for s in self._paged(_core.API_STREAM_LIST, "streams", body)]
+        missing: list[str] = []
+        listed = [
+            StreamInfo.from_api(s)
+            for s in self._paged(_core.API_STREAM_LIST, "streams", body, missing)
+        ]
+        seen = {info.config.name for info in listed}
+        for name in dict.fromkeys(missing):
+            if name in seen:
+                continue
+            try:
+                listed.append(self.stream_info(name))
+            except NotFoundError:
+                continue
+        return listed
 
     def stream_names(self, subject: str | None = None) -> list[str]:
         body = {"subject": subject} if subject else None
