@@ -354,3 +354,57 @@ def test_decoded_reads_and_consumers_go_on_through_a_kill_9(
             "every message of consumer D to be acknowledged",
         )
         assert client.consumer_info("DEC", "D").num_pending == 0
+
+
+def test_a_json_number_that_would_change_is_malformed_naming_its_field(
+    client: ja.Client, stream: str
+) -> None:
+    """1,500 payloads ``{"qty": 1}`` then ``{"qty": 2.7}``: the schema inferred from
+    the first 1,000 says int64, and the decoder underneath would truncate 2.7 to 2.
+    Each way of reading says which field instead; with a float schema the value is
+    read as sent. A quoted number in an integer field is refused the same way."""
+    payloads = [b'{"qty": 1}'] * 1_500 + [b'{"qty": 2.7}']
+    client.publish(pa.table({"subject": [f"{stream}.q"] * len(payloads), "data": payloads}))
+    with pytest.raises(
+        MalformedPayloadError, match=r"seq 1501.*field 'qty': 2\.7 is not an integer"
+    ):
+        client.read(stream, codec="json").read_all()
+    explicit = ja.ValueCodec("json", schema=pa.schema([("qty", pa.int64())]))
+    with pytest.raises(MalformedPayloadError, match="field 'qty'"):
+        client.read(stream, codec=explicit).read_all()
+    dropped = client.read(
+        stream, codec=ja.ValueCodec("json", schema=explicit.schema, on_malformed="dropmalformed")
+    )
+    assert dropped.read_all().num_rows == 1_500
+    floats = ja.ValueCodec("json", schema=pa.schema([("qty", pa.float64())]), flatten=True)
+    assert client.read(stream, codec=floats).read_all().column("qty").to_pylist()[-2:] == [1.0, 2.7]
+
+    client.publish(pa.table({"subject": [f"{stream}.q"], "data": [b'{"qty": "12"}']}))
+    with pytest.raises(MalformedPayloadError, match=r"field 'qty': the string \"12\""):
+        client.read(stream, codec=explicit, start_seq=1_502).read_all()
+
+
+def test_every_value_column_is_encoded_and_nan_and_infinity_come_back(
+    client: ja.Client, stream: str
+) -> None:
+    """Value columns named like message columns (``timestamp``, ``seq``) are values
+    of a table that is not a read; NaN and ±Inf are written as JSON strings and read
+    back as floats. Checked with Python's own ``json`` on the payloads."""
+    when = pa.array([1, 2, 3], pa.timestamp("us", tz="UTC"))
+    amount = [1.5, float("nan"), float("-inf")]
+    table = pa.table(
+        {"subject": [f"{stream}.v"] * 3, "id": [1, 2, 3], "timestamp": when,
+         "seq": [7, 8, 9], "amount": amount}
+    )  # fmt: skip
+    client.publish(table, codec="json")
+    stored = client.read(stream).read_all().column("data").to_pylist()
+    objects = [json.loads(p) for p in stored]
+    assert [sorted(o) for o in objects] == [["amount", "id", "seq", "timestamp"]] * 3
+    assert [o["amount"] for o in objects] == [1.5, "NaN", "-Infinity"]
+    schema = table.schema.remove(0)
+    back = client.read(stream, codec=ja.ValueCodec("json", schema=schema)).read_all()
+    values = back.column("value").combine_chunks()
+    got = values.field("amount").to_pylist()
+    assert got[0] == 1.5 and got[1] != got[1] and got[2] == float("-inf")
+    assert values.field("timestamp").to_pylist() == when.to_pylist()
+    assert values.field("seq").to_pylist() == [7, 8, 9]
