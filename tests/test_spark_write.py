@@ -12,7 +12,15 @@ import pytest
 from pyspark.sql import functions as F
 
 import jetstream_arrow as ja
-from conftest_spark import SPARK_ERRORS, error_text, make_stream, read_df, spark, stream_table
+from conftest_spark import (
+    SPARK_ERRORS,
+    error_text,
+    make_stream,
+    publish,
+    read_df,
+    spark,
+    stream_table,
+)
 from jetstream_arrow.spark.batch_writer import JetStreamWriter
 from jetstream_arrow.spark.options import parse_write_options
 from jetstream_arrow.spark.writing import JetStreamCommitMessage
@@ -386,9 +394,7 @@ def test_a_copy_leaves_out_the_control_headers_of_the_messages_it_copies(
     )
     _write(copy, url, stream=dst)
     stored = stream_table(url, dst, include_headers=True)
-    assert sorted(stored.column("data").to_pylist()) == sorted(
-        f"m{i}".encode() for i in range(20)
-    )
+    assert sorted(stored.column("data").to_pylist()) == sorted(f"m{i}".encode() for i in range(20))
     for headers in stored.column("headers").to_pylist():
         names = {k for k, _ in headers}
         assert "app" in names and not names & {"Nats-TTL", "Nats-Rollup"}, headers
