@@ -245,7 +245,10 @@ class Client(ManagementMixin):
         ``data`` is anything with the Arrow PyCapsule interface; it is mapped batch by
         batch (see :mod:`jetstream_arrow.kv`) and published with ``options``
         (:class:`PublishOptions` fields and ``raise_on_error``), so an entry's revision
-        is its row's ``acks.seq``."""
+        is its row's ``acks.seq``. A key given twice in one call ends at the value of
+        the row with the higher ``acks.seq``: the later row, unless the earlier was
+        resent (after a ``429``, ``503`` or ack timeout) and stored after it; give each
+        key once per call where that matters."""
         stream = bucket_stream(bucket)
         subjects = self.stream_info(stream).config.subjects or []
         wanted = f"{KV_SUBJECT_PREFIX}{bucket}.>"
