@@ -61,7 +61,11 @@ impl ValueEncoder {
         let copy = is_read(&schema);
         let is_value = |name: &str| match schema.index_of(VALUE) {
             Ok(_) => name == VALUE,
-            Err(_) => !PUBLISH_COLUMNS.contains(&name) && !(copy && READ_COLUMNS.contains(&name)),
+            Err(_) => {
+                let steers = PUBLISH_COLUMNS.contains(&name);
+                let describes_source = copy && READ_COLUMNS.contains(&name);
+                !(steers || describes_source)
+            }
         };
         let mut kept_fields = Vec::new();
         let mut kept_columns = Vec::new();
