@@ -798,6 +798,36 @@ mod tests {
     }
 
     #[test]
+    fn payloads_are_slices_of_the_input_not_copies() {
+        let data = BinaryArray::from(vec![&b"first"[..], b"second", b""]);
+        let strings = StringArray::from(vec!["x", "yz", "w"]);
+        let base = data.values().as_ptr() as usize;
+        let text_base = strings.values().as_ptr() as usize;
+        for (column, base, offsets) in [
+            (Arc::new(data.clone()) as ArrayRef, base, [0usize, 5]),
+            (Arc::new(strings.clone()) as ArrayRef, text_base, [0, 1]),
+        ] {
+            let b = batch(vec![
+                (
+                    "subject",
+                    Arc::new(StringArray::from(vec!["a"; 3])) as ArrayRef,
+                ),
+                ("data", column),
+            ]);
+            let input = PublishBatch::new(&b, None, 4000).unwrap();
+            let defaults = MessageDefaults::default();
+            for (row, offset) in offsets.into_iter().enumerate() {
+                let m = input.message(row, 0, 0, &defaults, 1 << 20).unwrap();
+                assert_eq!(
+                    m.payload.as_ptr() as usize,
+                    base + offset,
+                    "row {row} was copied"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn missing_and_mistyped_columns_are_named() {
         let b = batch(vec![(
             "data",
