@@ -393,3 +393,65 @@ def test_bind_and_consume_with_only_msg_next_and_ack_permissions(
                 5.0,
                 "everything acknowledged up to seq 20",
             )
+
+
+@pytest.mark.parametrize(("threshold", "least_refill"), [(20, 80), (80, 20)])
+def test_messages_refills_its_buffer_when_it_falls_to_the_threshold(
+    client: ja.Client,
+    stream: str,
+    shared_nats_server: NatsServer,
+    threshold: int,
+    least_refill: int,
+) -> None:
+    """The pull requests themselves, seen by an independent nats-py subscriber on the
+    consumer's ``MSG.NEXT`` subject: a buffer of 100 with ``threshold_messages`` T
+    asks for more only when at most T are left, so every refill asks for about
+    100 - T messages (the default threshold, half, would ask for 50)."""
+    import asyncio
+    import json as jsonlib
+    import threading
+
+    import nats
+
+    n = 1_000
+    client.publish(rows(n, stream, headers=False))
+    name = durable(client, stream, ack_wait=30.0)
+    requests: list[dict[str, object]] = []
+    ready, stop = threading.Event(), threading.Event()
+
+    def watch() -> None:
+        async def run() -> None:
+            nc = await nats.connect(shared_nats_server.url)
+            sub = await nc.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{name}")
+            await nc.flush()
+            ready.set()
+            while not stop.is_set():
+                try:
+                    msg = await sub.next_msg(timeout=0.2)
+                except nats.errors.TimeoutError:
+                    continue
+                requests.append(jsonlib.loads(msg.data or b"{}"))
+            await nc.close()
+
+        asyncio.run(run())
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    assert ready.wait(10), "the watching subscriber did not start"
+    seen = 0
+    consumer = client.pull_consumer(stream, name)
+    for batch in consumer.messages(
+        max_messages=100, threshold_messages=threshold, batch_rows=10, heartbeat=1.0
+    ):
+        seen += len(batch)
+        batch.ack()
+        if seen >= n:
+            break
+    stop.set()
+    watcher.join(10)
+    sizes = [int(r["batch"]) for r in requests]  # type: ignore[call-overload]
+    assert sizes and sizes[0] == 100, sizes
+    refills = sizes[1:]
+    assert len(refills) >= (n - 100) // 100, sizes
+    # Consumed 10 at a time, the buffer meets the threshold exactly or one batch below.
+    assert all(least_refill <= size <= least_refill + 10 for size in refills), sizes
