@@ -351,3 +351,24 @@ def test_the_latest_message_per_subject_and_a_kv_bucket_read_as_tables(
         ("x", b"3", 3),
         ("y", b"2", 2),
     ]
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "consumer"])
+def test_a_read_of_an_interest_stream_leaves_its_messages_to_their_consumers(
+    spark: Any, shared_nats_server: Any, unique_name: Any, direct: bool
+) -> None:
+    """On a stream with interest retention a message stays until every consumer with
+    interest acknowledged it. A batch read (by direct gets, or by a consumer of its
+    own where the stream allows none) gives every message and takes none away from
+    the stream's durable consumer."""
+    url, name = shared_nats_server.url, unique_name("INT")
+    make_stream(url, name, retention="interest", allow_direct=direct)
+    with ja.connect(url) as client:
+        client.create_consumer(name, durable_name="app", ack_policy="explicit")
+    publish(url, name, 300)
+    rows = read_df(spark, url, name, minPartitions=3).select("seq", "data").collect()
+    assert sorted((r.seq, r.data) for r in rows) == [(i + 1, f"m{i}".encode()) for i in range(300)]
+    with ja.connect(url) as client:
+        assert client.stream_info(name).state.messages == 300
+        info = client.consumer_info(name, "app")
+        assert (info.num_pending, info.num_ack_pending) == (300, 0)
