@@ -429,3 +429,40 @@ def test_a_rerun_copy_after_deletions_upstream_copies_each_message_once(
     data = stream_table(url, dst).column("data").to_pylist()
     assert len(data) == 200
     assert sorted(data) == sorted(f"m{i}".encode() for i in range(200))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_copy_whose_task_fails_after_publishing_stores_each_source_message_once(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    """A copy of a stream with a history (interior deletes) whose task fails after
+    part of its rows were stored: the retry finds every stored message by its source
+    identity, and the target ends with each source message once."""
+    url = shared_nats_server.url
+    src, dst = unique_name("SRC"), unique_name("DST")
+    make_stream(url, src)
+    make_stream(url, dst)
+    publish(url, src, 3_000)
+    with ja.connect(url) as client:
+        for seq in range(7, 3_000, 97):
+            client.delete_message(src, seq)
+        left = client.stream_info(src).state.messages
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    old = spark.conf.get(key)
+    spark.conf.set(key, "300")
+    try:
+        copy = read_df(spark, url, src, minPartitions=2).withColumn(
+            "subject", F.regexp_replace("subject", f"^{src}", dst)
+        )
+        # Partition 1 alone stores about half: more means partition 0 published too.
+        flaky = copy.mapInArrow(_fail_once_after_publishing(url, dst, left // 2 + 300), copy.schema)
+        _write(flaky, url, stream=dst, writeId="copy-retried")
+    finally:
+        spark.conf.set(key, old)
+    source = stream_table(url, src)
+    target = stream_table(url, dst, include_headers=True)
+    assert target.num_rows == left
+    assert sorted(target.column("data").to_pylist()) == sorted(source.column("data").to_pylist())
+    ids = sorted(dict(h)["Nats-Msg-Id"][0] for h in target.column("headers").to_pylist())
+    assert ids == sorted(f"copy-retried-{src}:{s}" for s in source.column("seq").to_pylist())
