@@ -1,4 +1,6 @@
-"""The stream reader of ``spark.readStream.format("jetstream")``.
+"""The stream reader of ``spark.readStream.format("jetstream")``. One module: a
+micro-batch's offsets, its planning and its partitions are read from each other's
+state (a re-run is planned from the offsets alone).
 
 A streaming read of one stream keeps one offset, ``{"seq": <next stream sequence to
 read>}``, in Spark's checkpoint. Each micro-batch reads the sequences from its start

@@ -1,4 +1,5 @@
-//! The codecs on message batches built as reads build them, no server.
+//! The codecs on message batches built as reads build them, no server. One module:
+//! every test builds its batches with the same helpers, as a read builds them.
 
 use std::sync::Arc;
 
