@@ -4,12 +4,17 @@
 use std::sync::{Arc, LazyLock};
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Float16Type, Float32Type, Float64Type};
+use arrow_array::temporal_conversions::as_datetime_with_timezone;
+use arrow_array::timezone::Tz;
+use arrow_array::types::{
+    ArrowTimestampType, Float16Type, Float32Type, Float64Type, TimestampMicrosecondType,
+    TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType,
+};
 use arrow_array::{Array, BinaryArray, StructArray};
 use arrow_json::reader::Decoder;
 use arrow_json::writer::{make_encoder, Encoder, EncoderFactory, EncoderOptions, NullableEncoder};
 use arrow_json::ReaderBuilder;
-use arrow_schema::{ArrowError, DataType, Field, FieldRef, Fields, SchemaRef};
+use arrow_schema::{ArrowError, DataType, Field, FieldRef, Fields, SchemaRef, TimeUnit};
 
 use super::json_tokens::{TokenCheck, NON_FINITE};
 use super::{binary_from_parts, concat_rows, RowsDecoder, RowsEncoder};
@@ -46,6 +51,8 @@ impl JsonRows {
         let mut parts: Vec<StructArray> = Vec::new();
         for chunk in payloads.chunks(self.batch_rows) {
             for payload in chunk {
+                let fixed = surrogate_pairs_as_utf8(payload);
+                let payload: &[u8] = fixed.as_deref().unwrap_or(payload);
                 if let Some(check) = &self.check {
                     check.check(payload)?;
                 }
@@ -70,6 +77,66 @@ impl JsonRows {
         }
         concat_rows(self.schema.fields(), parts)
     }
+}
+
+/// `payload` with each escaped UTF-16 surrogate pair (`\\uD840\\uDC00`) written as
+/// its character's UTF-8 bytes; None when it has none. arrow-json 59 joins a pair's
+/// halves with `|` where it should add (`reader/tape.rs`, `char_from_surrogate_pair`),
+/// so every character from U+20000 up read as another (U+20000 as U+10000). A
+/// character written as UTF-8 is the same JSON string. Hand-written: a scan of the
+/// string escapes only, where a parse and re-serialisation would rewrite numbers.
+fn surrogate_pairs_as_utf8(payload: &[u8]) -> Option<Vec<u8>> {
+    if !payload.contains(&b'\\') {
+        return None;
+    }
+    let mut out: Option<Vec<u8>> = None;
+    let (mut i, mut copied, mut in_string) = (0, 0, false);
+    while i < payload.len() {
+        match (in_string, payload[i]) {
+            (false, b'"') => {
+                in_string = true;
+                i += 1;
+            }
+            (true, b'"') => {
+                in_string = false;
+                i += 1;
+            }
+            (true, b'\\') => match surrogate_pair_at(&payload[i..]) {
+                Some(c) => {
+                    let out = out.get_or_insert_with(|| Vec::with_capacity(payload.len()));
+                    out.extend_from_slice(&payload[copied..i]);
+                    out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+                    i += 12;
+                    copied = i;
+                }
+                // Any other escape: its second byte is never the string's end.
+                None => i += 2,
+            },
+            _ => i += 1,
+        }
+    }
+    out.map(|mut out| {
+        out.extend_from_slice(&payload[copied.min(payload.len())..]);
+        out
+    })
+}
+
+/// The character of the escaped surrogate pair `\\uHHHH\\uLLLL` at the start of `s`.
+fn surrogate_pair_at(s: &[u8]) -> Option<char> {
+    let hex = |digits: &[u8]| -> Option<u32> {
+        digits
+            .iter()
+            .all(u8::is_ascii_hexdigit)
+            .then(|| u32::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok())?
+    };
+    if s.len() < 12 || &s[..2] != b"\\u" || &s[6..8] != b"\\u" {
+        return None;
+    }
+    let (high, low) = (hex(&s[2..6])?, hex(&s[8..12])?);
+    if !(0xD800..=0xDBFF).contains(&high) || !(0xDC00..=0xDFFF).contains(&low) {
+        return None;
+    }
+    char::from_u32(0x1_0000 + ((high - 0xD800) << 10) + (low - 0xDC00))
 }
 
 impl RowsDecoder for JsonRows {
@@ -99,7 +166,7 @@ impl RowsEncoder for JsonEncoder {
         // row held, and a field null in every row is still there to be read back.
         let options = EncoderOptions::default()
             .with_explicit_nulls(true)
-            .with_encoder_factory(Arc::new(NonFiniteAsStrings));
+            .with_encoder_factory(Arc::new(ExactValues));
         let mut encoder = make_encoder(&field, values, &options)
             .map_err(|e| Error::bad_input(format!("encoding values as JSON: {e}")))?;
         let mut bytes = Vec::with_capacity(values.len() * 64);
@@ -113,64 +180,94 @@ impl RowsEncoder for JsonEncoder {
     }
 }
 
-/// Floats that are not finite written as the strings Spark and Jackson write
-/// (`"NaN"`, `"Infinity"`, `"-Infinity"`), which the decoder takes back: arrow-json
-/// writes them as `null`, which would read back as a null.
+/// Where arrow-json's writer would change a value, the value written exactly:
+/// - floats that are not finite as the strings Spark and Jackson write (`"NaN"`,
+///   `"Infinity"`, `"-Infinity"`), which the decoder takes back: arrow-json writes
+///   them as `null`, which would read back as a null;
+/// - a zoned timestamp whose zone's offset at that instant has seconds (local mean
+///   time before 1900, as `Asia/Kolkata`'s +05:53:28) in UTC (`...Z`): arrow-json
+///   writes the offset in minutes, which names another instant.
 #[derive(Debug)]
-struct NonFiniteAsStrings;
+struct ExactValues;
 
-/// arrow-json's own encoders, for the finite values.
+/// arrow-json's own encoders, for every other value.
 static PLAIN: LazyLock<EncoderOptions> = LazyLock::new(EncoderOptions::default);
 
-impl EncoderFactory for NonFiniteAsStrings {
+/// A value's own JSON text where arrow-json's would change it; None for the others.
+type Exact<'a> = Box<dyn Fn(usize) -> Option<String> + 'a>;
+
+impl EncoderFactory for ExactValues {
     fn make_default_encoder<'a>(
         &self,
         field: &'a FieldRef,
         array: &'a dyn Array,
         _options: &'a EncoderOptions,
     ) -> std::result::Result<Option<NullableEncoder<'a>>, ArrowError> {
-        let as_f64: Box<dyn Fn(usize) -> f64 + 'a> = match array.data_type() {
+        let exact: Exact<'a> = match array.data_type() {
             DataType::Float16 => {
                 let a = array.as_primitive::<Float16Type>();
-                Box::new(move |i| a.value(i).to_f64())
+                Box::new(move |i| non_finite(a.value(i).to_f64()))
             }
             DataType::Float32 => {
                 let a = array.as_primitive::<Float32Type>();
-                Box::new(move |i| f64::from(a.value(i)))
+                Box::new(move |i| non_finite(f64::from(a.value(i))))
             }
             DataType::Float64 => {
                 let a = array.as_primitive::<Float64Type>();
-                Box::new(move |i| a.value(i))
+                Box::new(move |i| non_finite(a.value(i)))
+            }
+            DataType::Timestamp(unit, Some(zone)) => {
+                let tz: Tz = zone.parse()?;
+                match unit {
+                    TimeUnit::Second => zoned::<TimestampSecondType>(array, tz),
+                    TimeUnit::Millisecond => zoned::<TimestampMillisecondType>(array, tz),
+                    TimeUnit::Microsecond => zoned::<TimestampMicrosecondType>(array, tz),
+                    TimeUnit::Nanosecond => zoned::<TimestampNanosecondType>(array, tz),
+                }
             }
             _ => return Ok(None),
         };
-        let finite = make_encoder(field, array, &PLAIN)?;
+        let plain = make_encoder(field, array, &PLAIN)?;
         Ok(Some(NullableEncoder::new(
-            Box::new(FloatEncoder { as_f64, finite }),
+            Box::new(ExactEncoder { exact, plain }),
             array.nulls().cloned(),
         )))
     }
 }
 
-struct FloatEncoder<'a> {
-    as_f64: Box<dyn Fn(usize) -> f64 + 'a>,
-    finite: NullableEncoder<'a>,
+fn non_finite(v: f64) -> Option<String> {
+    let name = if v.is_nan() {
+        NON_FINITE[0]
+    } else if v == f64::INFINITY {
+        NON_FINITE[1]
+    } else if v == f64::NEG_INFINITY {
+        NON_FINITE[2]
+    } else {
+        return None;
+    };
+    Some(format!("\"{name}\""))
 }
 
-impl Encoder for FloatEncoder<'_> {
+fn zoned<'a, T: ArrowTimestampType>(array: &'a dyn Array, tz: Tz) -> Exact<'a> {
+    let a = array.as_primitive::<T>();
+    Box::new(move |i| {
+        let at = as_datetime_with_timezone::<T>(a.value(i), tz)?;
+        let offset = (at.naive_local() - at.naive_utc()).num_seconds();
+        (offset % 60 != 0)
+            .then(|| format!("\"{}Z\"", at.naive_utc().format("%Y-%m-%dT%H:%M:%S%.f")))
+    })
+}
+
+struct ExactEncoder<'a> {
+    exact: Exact<'a>,
+    plain: NullableEncoder<'a>,
+}
+
+impl Encoder for ExactEncoder<'_> {
     fn encode(&mut self, idx: usize, out: &mut Vec<u8>) {
-        let v = (self.as_f64)(idx);
-        let name = if v.is_nan() {
-            NON_FINITE[0]
-        } else if v == f64::INFINITY {
-            NON_FINITE[1]
-        } else if v == f64::NEG_INFINITY {
-            NON_FINITE[2]
-        } else {
-            return self.finite.encode(idx, out);
-        };
-        out.push(b'"');
-        out.extend_from_slice(name.as_bytes());
-        out.push(b'"');
+        match (self.exact)(idx) {
+            Some(text) => out.extend_from_slice(text.as_bytes()),
+            None => self.plain.encode(idx, out),
+        }
     }
 }

@@ -25,7 +25,12 @@ pub(super) const NON_FINITE: [&str; 3] = ["NaN", "Infinity", "-Infinity"];
 /// check are kept.
 #[derive(Debug)]
 pub(super) enum TokenCheck {
-    Integer,
+    /// An integer literal within the field's range: the decoder underneath reads one
+    /// past it through a float, so -2^63-1 became -2^63.
+    Integer {
+        min: i128,
+        max: i128,
+    },
     Float,
     Decimal {
         scale: i8,
@@ -44,7 +49,14 @@ impl TokenCheck {
     pub fn for_type(data_type: &DataType) -> Option<Self> {
         use DataType as T;
         match data_type {
-            t if t.is_integer() => Some(Self::Integer),
+            T::Int8 => Some(Self::integer(i8::MIN, i8::MAX)),
+            T::Int16 => Some(Self::integer(i16::MIN, i16::MAX)),
+            T::Int32 => Some(Self::integer(i32::MIN, i32::MAX)),
+            T::Int64 => Some(Self::integer(i64::MIN, i64::MAX)),
+            T::UInt8 => Some(Self::integer(0, u8::MAX)),
+            T::UInt16 => Some(Self::integer(0, u16::MAX)),
+            T::UInt32 => Some(Self::integer(0, u32::MAX)),
+            T::UInt64 => Some(Self::integer(0, u64::MAX)),
             T::Float16 | T::Float32 | T::Float64 => Some(Self::Float),
             T::Decimal32(_, scale)
             | T::Decimal64(_, scale)
@@ -72,6 +84,13 @@ impl TokenCheck {
             },
             T::Dictionary(_, values) => Self::for_type(values),
             _ => None,
+        }
+    }
+
+    fn integer(min: impl Into<i128>, max: impl Into<i128>) -> Self {
+        Self::Integer {
+            min: min.into(),
+            max: max.into(),
         }
     }
 
@@ -134,7 +153,7 @@ impl<'de> DeserializeSeed<'de> for Seed<'_, '_> {
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
         match self.check {
-            TokenCheck::Integer | TokenCheck::Float | TokenCheck::Decimal { .. } => {
+            TokenCheck::Integer { .. } | TokenCheck::Float | TokenCheck::Decimal { .. } => {
                 let raw = <&RawValue>::deserialize(deserializer)?;
                 match scalar_problem(self.check, raw.get()) {
                     None => Ok(()),
@@ -237,11 +256,15 @@ fn scalar_problem(check: &TokenCheck, token: &str) -> Option<String> {
     let string = token.strip_prefix('"').and_then(|t| t.strip_suffix('"'));
     let is_number = token.starts_with(|c: char| c == '-' || c.is_ascii_digit());
     match check {
-        TokenCheck::Integer => match string {
+        TokenCheck::Integer { min, max } => match string {
             Some(_) => Some(format!("the string {token} is not an integer")),
             None if is_number && token.contains(['.', 'e', 'E']) => {
                 Some(format!("{token} is not an integer"))
             }
+            None if is_number => match token.parse::<i128>() {
+                Ok(n) if (*min..=*max).contains(&n) => None,
+                _ => Some(format!("{token} is out of the field's range {min}..={max}")),
+            },
             None => None,
         },
         TokenCheck::Float => match string {

@@ -437,3 +437,66 @@ fn every_column_but_the_publish_columns_is_a_value_unless_the_table_is_a_read() 
     names.sort();
     assert_eq!(names, ["id"]);
 }
+
+#[test]
+fn json_integers_outside_their_field_are_malformed_not_clamped() {
+    let int = || Schema::new(vec![Field::new("i", DataType::Int64, true)]);
+    let text = refusal(int(), br#"{"i": -9223372036854775809}"#);
+    assert!(
+        text.contains("field 'i': -9223372036854775809 is out of the field's range"),
+        "{text}"
+    );
+    let small = Schema::new(vec![Field::new("b", DataType::UInt8, true)]);
+    assert!(refusal(small, br#"{"b": 256}"#).contains("field 'b': 256 is out of"));
+}
+
+#[test]
+fn json_escaped_characters_beyond_the_basic_plane_read_as_themselves() {
+    let schema = Schema::new(vec![Field::new("s", DataType::Utf8, true)]);
+    let payloads: &[&[u8]] = &[
+        br#"{"s": "\ud840\udc00"}"#,
+        br#"{"s": "a\udbff\udfffb \ud83d\ude00"}"#,
+        br#"{"s": "\\ud840\\udc00"}"#,
+        br#"{"s": "\u00e9\n"}"#,
+    ];
+    let batch = messages(payloads, Some(json_of(schema, OnMalformed::FailFast))).unwrap();
+    let value = batch.column_by_name(VALUE).unwrap().as_struct();
+    let s = value.column(0).as_string::<i32>();
+    assert_eq!(s.value(0), "\u{20000}");
+    assert_eq!(s.value(1), "a\u{10FFFF}b \u{1F600}");
+    assert_eq!(s.value(2), "\\ud840\\udc00");
+    assert_eq!(s.value(3), "\u{e9}\n");
+}
+
+#[test]
+fn json_zoned_timestamps_keep_their_instant_where_the_offset_has_seconds() {
+    let tz = "Asia/Kolkata";
+    let values = vec![-62_135_510_400_i64, 1_700_000_000];
+    let ts = arrow_array::TimestampSecondArray::from(values.clone()).with_timezone(tz);
+    let batch = RecordBatch::try_from_iter(vec![
+        (
+            "subject",
+            Arc::new(StringArray::from(vec!["a"; 2])) as ArrayRef,
+        ),
+        ("at", Arc::new(ts) as ArrayRef),
+    ])
+    .unwrap();
+    let spec = CodecSpec::new(ValueFormat::Json);
+    let encoded = ValueEncoder::new(&spec).unwrap().encode(&batch).unwrap();
+    let data = encoded.column_by_name("data").unwrap().as_binary::<i32>();
+    // Local mean time (+05:53:28) is written in UTC; a minute offset as it is.
+    assert_eq!(data.value(0), br#"{"at":"0001-01-02T00:00:00Z"}"#);
+    assert_eq!(data.value(1), br#"{"at":"2023-11-15T03:43:20+05:30"}"#);
+    let payloads: Vec<&[u8]> = data.iter().map(|p| p.unwrap()).collect();
+    let schema = Schema::new(vec![Field::new(
+        "at",
+        DataType::Timestamp(arrow_schema::TimeUnit::Second, Some(tz.into())),
+        true,
+    )]);
+    let decoded = messages(&payloads, Some(json_of(schema, OnMalformed::FailFast))).unwrap();
+    let value = decoded.column_by_name(VALUE).unwrap().as_struct();
+    let back = value
+        .column(0)
+        .as_primitive::<arrow_array::types::TimestampSecondType>();
+    assert_eq!(back.values().to_vec(), values);
+}

@@ -40,8 +40,11 @@ use crate::connection::Connection;
 use crate::error::{Error, ErrorKind, Result};
 use crate::read::stored::{self, rfc3339};
 
-/// Headers the server adds to each message of a direct get; the message's own
-/// headers are the others.
+/// Headers the server adds to each message of a batched direct get (every request
+/// of this module and of `last.rs` is batched). It appends them after the message's
+/// own stored headers, so where a message stored a header of the same name (a copy
+/// of a direct get's reply, say), the server's value is the last one of that name and
+/// the ones before it are the message's.
 const DIRECT_HEADERS: [&str; 6] = [
     STREAM,
     SUBJECT,
@@ -355,12 +358,18 @@ pub(crate) fn answered_by(message: &Message, stream: &str) -> bool {
     message
         .headers
         .as_ref()
-        .and_then(|h| h.get(STREAM))
+        .and_then(|h| h.get_last(STREAM))
         .is_none_or(|name| name.as_str() == stream)
 }
 
 pub(crate) fn header_u64(message: &Message, name: &str) -> Option<u64> {
-    message.headers.as_ref()?.get(name)?.as_str().parse().ok()
+    message
+        .headers
+        .as_ref()?
+        .get_last(name)?
+        .as_str()
+        .parse()
+        .ok()
 }
 
 /// A direct get reply as a delivery: the stored subject and headers back in place,
@@ -373,7 +382,7 @@ pub(crate) fn into_delivered(mut message: Message, stream: &str) -> Result<Deliv
         )
     };
     let headers = message.headers.take().ok_or_else(|| malformed(SEQUENCE))?;
-    let value = |name: &str| headers.get(name).map(|v| v.as_str());
+    let value = |name: &str| headers.get_last(name).map(|v| v.as_str());
     let stream_seq = value(SEQUENCE)
         .and_then(|v| v.parse().ok())
         .ok_or_else(|| malformed(SEQUENCE))?;
@@ -387,10 +396,12 @@ pub(crate) fn into_delivered(mut message: Message, stream: &str) -> Result<Deliv
     let mut own = HeaderMap::new();
     for (name, values) in headers.iter() {
         let name: &str = name.as_ref();
-        if DIRECT_HEADERS.contains(&name) {
-            continue;
-        }
-        for v in values {
+        let stored = if DIRECT_HEADERS.contains(&name) {
+            &values[..values.len().saturating_sub(1)]
+        } else {
+            &values[..]
+        };
+        for v in stored {
             own.append(name, v.as_str());
         }
     }
