@@ -500,3 +500,20 @@ fn json_zoned_timestamps_keep_their_instant_where_the_offset_has_seconds() {
         .as_primitive::<arrow_array::types::TimestampSecondType>();
     assert_eq!(back.values().to_vec(), values);
 }
+
+#[test]
+fn json_inference_takes_numbers_beside_non_finite_strings_for_floats() {
+    let sample: Vec<&[u8]> = vec![
+        br#"{"x": 1.5, "name": "NaN", "l": [1, "Infinity"]}"#,
+        br#"{"x": "NaN", "name": "a", "l": null}"#,
+        br#"{"x": "-Infinity"}"#,
+    ];
+    let schema = infer_value_schema(ValueFormat::Json, &sample).unwrap();
+    let t = |n: &str| schema.field_with_name(n).unwrap().data_type().clone();
+    assert_eq!(t("x"), DataType::Float64);
+    assert_eq!(t("name"), DataType::Utf8);
+    let DataType::List(item) = t("l") else {
+        panic!("{:?}", t("l"))
+    };
+    assert_eq!(item.data_type(), &DataType::Float64);
+}

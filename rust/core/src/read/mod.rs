@@ -357,6 +357,15 @@ impl StreamReader {
             earlier_resets: 0,
             options,
         };
+        if reader.options.method == ReadMethod::Direct && !info.config.allow_direct {
+            // Refused whatever the stream holds now, so an empty stream answers as a
+            // full one does.
+            return Err(Error::bad_input(format!(
+                "option 'method': stream {stream:?} does not allow direct gets \
+                 (allow_direct is false); read it with method 'consumer', or update \
+                 the stream with allow_direct=True"
+            )));
+        }
         if info.state.messages == 0 || end_seq < start {
             return Ok(reader);
         }
@@ -372,13 +381,6 @@ impl StreamReader {
             ReadMethod::Auto => ReadMethod::Consumer,
             chosen => chosen,
         };
-        if reader.method == ReadMethod::Direct && !info.config.allow_direct {
-            return Err(Error::bad_input(format!(
-                "option 'method': stream {stream:?} does not allow direct gets \
-                 (allow_direct is false); read it with method 'consumer', or update \
-                 the stream with allow_direct=True"
-            )));
-        }
         let ordered_start = options.start();
         let direct_start = match options.start_time_ns {
             Some(ns) => DirectStart::Time(ns),

@@ -166,8 +166,20 @@ impl OrderedPull {
             [one] => (one.clone(), Vec::new()),
             many => (String::new(), many.to_vec()),
         };
+        let mut deliver_policy = self.deliver_policy()?;
+        if let (DeliverPolicy::ByStartTime { .. }, Start::Time(ns), true) =
+            (&deliver_policy, &self.start, self.subjects.len() > 1)
+        {
+            // nats-server (2.15) starts a consumer by time with several filters past
+            // the first messages at that time; the sequence found by a message get per
+            // filter is where it starts instead.
+            let found = stored::first_seq_at(&self.conn, &self.stream, *ns, &self.subjects).await?;
+            if let Some(start_sequence) = found {
+                deliver_policy = DeliverPolicy::ByStartSequence { start_sequence };
+            }
+        }
         let config = ConsumerConfig {
-            deliver_policy: self.deliver_policy()?,
+            deliver_policy,
             ack_policy: AckPolicy::None,
             memory_storage: true,
             num_replicas: 1,
