@@ -188,7 +188,7 @@ impl RowsEncoder for JsonEncoder {
 ///   time before 1900, as `Asia/Kolkata`'s +05:53:28) in UTC (`...Z`): arrow-json
 ///   writes the offset in minutes, which names another instant.
 #[derive(Debug)]
-struct ExactValues;
+pub(in crate::codec) struct ExactValues;
 
 /// arrow-json's own encoders, for every other value.
 static PLAIN: LazyLock<EncoderOptions> = LazyLock::new(EncoderOptions::default);

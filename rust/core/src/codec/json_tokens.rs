@@ -274,6 +274,14 @@ fn scalar_problem(check: &TokenCheck, token: &str) -> Option<String> {
             )),
             _ => None,
         },
+        TokenCheck::Decimal { scale } if *scale < 0 => (token != "null").then(|| {
+            format!(
+                "a decimal of negative scale ({scale}) is not read from JSON: the decoder \
+                 underneath reads {token} as {token} units of 10^{}; read it with a scale \
+                 of 0 or more",
+                -scale
+            )
+        }),
         TokenCheck::Decimal { scale } => {
             let digits = string.unwrap_or(token);
             let fractional = fractional_digits(digits)?;
@@ -289,24 +297,31 @@ fn scalar_problem(check: &TokenCheck, token: &str) -> Option<String> {
 }
 
 /// How many digits after the point a decimal number spells, trailing zeros not
-/// counted and the exponent applied; None when `number` is not one.
+/// counted and the exponent applied: negative for a whole number ending in zeros
+/// (`12300` is -2, which a decimal of scale -2 holds); None when `number` is not one.
 fn fractional_digits(number: &str) -> Option<i64> {
     let unsigned = number.strip_prefix(['-', '+']).unwrap_or(number);
     let (mantissa, exponent) = match unsigned.split_once(['e', 'E']) {
         Some((m, e)) => (m, e.parse::<i64>().ok()?),
         None => (unsigned, 0),
     };
-    let fraction = match mantissa.split_once('.') {
-        Some((whole, fraction)) => {
-            if !(whole.bytes().all(|b| b.is_ascii_digit())
-                && fraction.bytes().all(|b| b.is_ascii_digit()))
-            {
-                return None;
-            }
-            fraction.trim_end_matches('0')
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if whole.is_empty() && fraction.is_empty()
+        || !(whole.bytes().all(|b| b.is_ascii_digit())
+            && fraction.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return None;
+    }
+    let fraction = fraction.trim_end_matches('0');
+    let digits = if fraction.is_empty() {
+        let significant = whole.trim_end_matches('0');
+        // A zero has no digits either side: any scale holds it.
+        if significant.trim_start_matches('0').is_empty() {
+            return Some(i64::MIN);
         }
-        None if mantissa.bytes().all(|b| b.is_ascii_digit()) && !mantissa.is_empty() => "",
-        None => return None,
+        -((whole.len() - significant.len()) as i64)
+    } else {
+        fraction.len() as i64
     };
-    Some(fraction.len() as i64 - exponent)
+    Some(digits.saturating_sub(exponent))
 }

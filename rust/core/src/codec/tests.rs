@@ -517,3 +517,14 @@ fn json_inference_takes_numbers_beside_non_finite_strings_for_floats() {
     };
     assert_eq!(item.data_type(), &DataType::Float64);
 }
+
+#[test]
+fn json_decimals_of_negative_scale_are_refused_not_misread() {
+    // arrow-json reads 12300 into decimal(5, -2) as 12300 hundreds.
+    let schema = Schema::new(vec![Field::new("d", DataType::Decimal128(5, -2), true)]);
+    let text = refusal(schema, br#"{"d": 12300}"#);
+    assert!(
+        text.contains("field 'd': a decimal of negative scale (-2)"),
+        "{text}"
+    );
+}

@@ -12,10 +12,13 @@ use prost::Message;
 use prost_reflect::{DeserializeOptions, DynamicMessage, MessageDescriptor};
 
 use super::message_descriptor;
+use crate::codec::json::ExactValues;
 use crate::codec::{binary_from_parts, CodecSpec, RowsEncoder};
 use crate::error::{Error, Result};
 
-/// Binary columns written as base64, as protobuf's JSON mapping writes `bytes`.
+/// Binary columns written as base64, as protobuf's JSON mapping writes `bytes`; the
+/// values plain JSON would change (NaN and ±Inf, which the mapping writes as the
+/// strings `"NaN"`, `"Infinity"`, `"-Infinity"`) as the JSON codec writes them.
 #[derive(Debug)]
 struct Base64Binary;
 
@@ -36,9 +39,9 @@ impl arrow_json::Encoder for Base64Encoder<'_> {
 impl EncoderFactory for Base64Binary {
     fn make_default_encoder<'a>(
         &self,
-        _field: &'a FieldRef,
+        field: &'a FieldRef,
         array: &'a dyn Array,
-        _options: &'a EncoderOptions,
+        options: &'a EncoderOptions,
     ) -> std::result::Result<Option<NullableEncoder<'a>>, ArrowError> {
         Ok(match array.data_type() {
             DataType::Binary => {
@@ -48,7 +51,7 @@ impl EncoderFactory for Base64Binary {
                     binary.nulls().cloned(),
                 ))
             }
-            _ => None,
+            _ => ExactValues.make_default_encoder(field, array, options)?,
         })
     }
 }
