@@ -229,10 +229,29 @@ def _text(data: pa.Array) -> pa.Array:
     return text
 
 
+def _value_columns(table: pa.Table) -> pa.Table:
+    """The decoded ``value`` struct's fields as columns in its place. A field named
+    like a message column (a loaded table's own ``timestamp`` or ``seq``) is what was
+    loaded: it takes the name, and the message column is left out."""
+    value = table.column("value").combine_chunks()
+    fields = {value.type.field(i).name: value.field(i) for i in range(value.type.num_fields)}
+    names: list[str] = []
+    arrays: list[pa.Array | pa.ChunkedArray] = []
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        if name == "value":
+            names.extend(fields)
+            arrays.extend(fields.values())
+        elif name not in fields:
+            names.append(name)
+            arrays.append(column)
+    return pa.table(arrays, names=names)
+
+
 def _shape(batch: pa.RecordBatch, data_as: str, fmt: str) -> pa.Table:
     table = pa.Table.from_batches([batch])
-    # With --data-as json the read decoded the payloads (see _value_codec): the
-    # value's fields are columns already.
+    if data_as == "json":
+        # The read decoded the payloads into a struct (see _value_codec).
+        table = _value_columns(table)
     if data_as in ("text", "base64"):
         i = table.schema.get_field_index("data")
         data = table.column("data").combine_chunks()
@@ -262,8 +281,9 @@ def _payload_bytes(batch: pa.RecordBatch) -> int:
 def _value_codec(info: Any) -> ValueCodec:
     """How ``--data-as json`` decodes payloads: with the schema a load recorded in the
     stream's metadata (the loaded table's own types), else one the core infers from
-    the first messages of the stream."""
-    return ValueCodec("json", schema=value_schema.recorded(info), flatten=True)
+    the first messages of the stream; into a struct, whose fields may have the names
+    of message columns (:func:`_value_columns`)."""
+    return ValueCodec("json", schema=value_schema.recorded(info), flatten=False)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -349,7 +369,15 @@ def _export(
                         f"are: {', '.join(table.column_names)}"
                     )
                 table = table.select(columns)
-            writer.write(table)
+            try:
+                writer.write(table)
+            except pa.ArrowInvalid as e:
+                # What the format's writer refuses of the rows (a null in a field the
+                # schema declares non-nullable, say): said, with nothing left behind.
+                raise CliError(
+                    f"cannot write messages {batch.column('seq')[0].as_py()}.."
+                    f"{batch.column('seq')[-1].as_py()} as {fmt}: {e}"
+                ) from None
             rows += batch.num_rows
             payload = _payload_bytes(batch)
             nbytes += payload
