@@ -51,7 +51,7 @@ def publish_fn(**options: Any) -> ArrowFn:
     ``write_id`` the ids are ``<write id>-<partition>-<n>``: running the same input
     again, in any job, is deduplicated (inside the stream's duplicate window). Rows
     of a copy of a stream (``stream`` and ``seq`` columns) are numbered by their
-    source message instead of ``<partition>-<n>``: ``<stream>:<seq>``.
+    source message instead of ``<partition>-<n>``: ``<stream>:<seq>:<digest>``.
 
     Raises :class:`~jetstream_arrow.exceptions.SparkSetupError` at once when the active
     session's Python workers cannot import this package.

@@ -144,7 +144,7 @@ def write_columns(opts: WriteOptions, schema: pa.Schema) -> WriteColumns:
 def msg_id_prefix(columns: WriteColumns, run: str, place: str) -> str:
     """The prefix of the msg ids a task gives its rows: ``<run><place>`` then the row's
     number, or, for a copy of a stream, ``<run>`` then the source message's
-    ``<stream>:<seq>`` (the core appends it), so a retried task or a re-run that
+    ``<stream>:<seq>:<digest>`` (the core appends it), so a retried task or a re-run that
     plans other partitions gives every message the same id again."""
     if isinstance(columns, PublishColumns) and columns.is_copy:
         return run

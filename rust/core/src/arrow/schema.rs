@@ -19,10 +19,19 @@ pub const DELIVERED: &str = "delivered";
 pub const CONSUMER_SEQ: &str = "consumer_seq";
 
 /// Whether a table of publish input is a read of a stream (it has the read's
-/// `stream` and `seq` columns): a copy, whose read columns and control headers
-/// describe the message it was read from, not the one to publish.
+/// `stream` (text) and `seq` (integer) columns): a copy, whose read columns and
+/// control headers describe the message it was read from, not the one to publish.
+/// Columns of those names and other types are a table's own values.
 pub fn is_read(schema: &Schema) -> bool {
-    schema.index_of(STREAM).is_ok() && schema.index_of(SEQ).is_ok()
+    let text = |t: &DataType| {
+        matches!(
+            t,
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Dictionary(..)
+        )
+    };
+    let stream = schema.field_with_name(STREAM).ok();
+    let seq = schema.field_with_name(SEQ).ok();
+    matches!((stream, seq), (Some(s), Some(q)) if text(s.data_type()) && q.data_type().is_integer())
 }
 
 /// `timestamp[us, tz=UTC]`: what Spark's TimestampType maps to.

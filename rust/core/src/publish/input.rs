@@ -87,10 +87,12 @@ impl OutgoingMessage {
 pub struct MessageDefaults {
     /// A subject for rows when the batch has no `subject` column.
     pub subject: Option<String>,
-    /// Rows without a msg id get `<prefix><row number>`, or, in a batch that is a
-    /// read of a stream (a copy), `<prefix><stream>:<seq>` of the message it was
-    /// read from: a retried or re-run copy then gives every message the id it had
-    /// the first time, wherever it falls in the input after deletions upstream.
+    /// Rows without a `msg_id` get `<prefix><row number>`, or, in a batch that is a
+    /// read of a stream (a copy), `<prefix><stream>:<seq>:<digest>`: the message
+    /// it was read from and a digest of its subject and payload (see
+    /// [`copy_identity`]). A retried or re-run copy then gives every message the
+    /// id it had the first time, wherever it falls in the input after deletions
+    /// upstream; rows made of one source message (an explode) differ by content.
     pub msg_id_prefix: Option<String>,
     pub expected_stream: Option<String>,
     /// Whether the `headers` column's control headers (`Nats-TTL`, `Nats-Rollup`,
@@ -366,6 +368,21 @@ fn to_data(array: &ArrayRef) -> Result<DataColumn> {
     }
 }
 
+/// The identity of a copied row: `<stream>:<seq>:<digest>`, the digest the first 8
+/// bytes (hex) of SHA-256 over its subject and payload. The source message names
+/// it across runs and retries; the digest tells apart rows made of one message
+/// (an explode, a join) and a message that took a recreated stream's old sequence.
+pub fn copy_identity(stream: &str, seq: i64, subject: &str, payload: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    hasher.update(subject.as_bytes());
+    hasher.update([0]);
+    hasher.update(payload);
+    let digest = hasher.finalize();
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{stream}:{seq}:{hex}")
+}
+
 /// The `stream` and `seq` columns of a batch that is a read: where each row was
 /// read from.
 struct SourceColumns {
@@ -539,26 +556,27 @@ impl PublishBatch {
             .filter(|ids| ids.is_valid(row) && !ids.value(row).is_empty())
         {
             Some(ids) => Some(header_value(ids.value(row), MSG_ID, global_row)?),
-            // An id the headers carry (a copy's, of the message it was read from)
-            // is the row's own: none is made for it.
-            None if headers
-                .as_ref()
-                .is_some_and(|h| h.get(header_names::MSG_ID).is_some()) =>
-            {
-                None
-            }
             // The prefix has no line break (`PublishOptions::validate`).
-            None => defaults
-                .msg_id_prefix
-                .as_ref()
-                .map(|p| {
-                    let id = match self.source.as_ref().and_then(|s| s.identity(row)) {
-                        Some((stream, seq)) => format!("{p}{stream}:{seq}"),
-                        None => format!("{p}{id_number}"),
-                    };
-                    header_value(&id, MSG_ID, global_row)
-                })
-                .transpose()?,
+            None => match (&defaults.msg_id_prefix, &self.source) {
+                (None, _) => None,
+                (Some(p), None) => Some(header_value(
+                    &format!("{p}{id_number}"),
+                    MSG_ID,
+                    global_row,
+                )?),
+                (Some(p), Some(source)) => {
+                    let (stream, seq) = source.identity(row).ok_or_else(|| {
+                        Error::bad_input(format!(
+                            "row {global_row}: its 'stream' or 'seq' is null, and a table with \
+                             the read's 'stream' and 'seq' columns is published as a copy, each \
+                             message under its source's identity; fill them, or drop the \
+                             columns to number rows by position"
+                        ))
+                    })?;
+                    let id = format!("{p}{}", copy_identity(stream, seq, &subject, &payload));
+                    Some(header_value(&id, MSG_ID, global_row)?)
+                }
+            },
         };
         // An id that came in the headers column (a message read from another
         // stream) is the row's msg id as much as one from the msg_id column: the
@@ -716,68 +734,61 @@ mod tests {
 
     #[test]
     fn a_copy_takes_its_ids_from_the_messages_it_was_read_from() {
+        let headers = MapArray::new_from_strings(
+            ["Nats-Msg-Id", "Nats-TTL", "app"].into_iter(),
+            &StringArray::from(vec!["original", "1h", "x"]),
+            &[0, 3, 3, 3],
+        )
+        .unwrap();
         let b = batch(vec![
             (
                 "stream",
-                Arc::new(StringArray::from(vec!["SRC", "SRC"])) as ArrayRef,
+                Arc::new(StringArray::from(vec!["SRC", "SRC", "SRC"])) as ArrayRef,
             ),
             (
                 "subject",
-                Arc::new(StringArray::from(vec!["a", "b"])) as ArrayRef,
+                Arc::new(StringArray::from(vec!["a", "a", "a"])) as ArrayRef,
             ),
             (
                 "seq",
-                Arc::new(arrow_array::Int64Array::from(vec![Some(7), None])) as ArrayRef,
+                Arc::new(arrow_array::Int64Array::from(vec![Some(7), Some(7), None])) as ArrayRef,
             ),
             (
                 "data",
-                Arc::new(StringArray::from(vec!["x", "y"])) as ArrayRef,
+                Arc::new(StringArray::from(vec!["x", "y", "z"])) as ArrayRef,
             ),
+            ("headers", Arc::new(headers) as ArrayRef),
         ]);
         let input = PublishBatch::new(&b, None, 4000).unwrap();
         let defaults = MessageDefaults {
             msg_id_prefix: Some("w-".into()),
             ..Default::default()
         };
-        let id = |row: usize| {
-            let m = input.message(row, 5, 5, &defaults, 1 << 20).unwrap();
-            m.headers.unwrap().get("Nats-Msg-Id").unwrap().to_string()
-        };
-        assert_eq!(id(0), "w-SRC:7");
-        // A row without its source (a null seq) is numbered as any other row.
-        assert_eq!(id(1), "w-5");
-        // An id the headers carry is the row's own, kept as it came.
-        let headers = MapArray::new_from_strings(
-            ["Nats-Msg-Id", "Nats-TTL"].into_iter(),
-            &StringArray::from(vec!["original", "1h"]),
-            &[0, 2],
-        )
-        .unwrap();
-        let b = batch(vec![
-            (
-                "stream",
-                Arc::new(StringArray::from(vec!["SRC"])) as ArrayRef,
-            ),
-            (
-                "subject",
-                Arc::new(StringArray::from(vec!["a"])) as ArrayRef,
-            ),
-            (
-                "seq",
-                Arc::new(arrow_array::Int64Array::from(vec![9])) as ArrayRef,
-            ),
-            ("data", Arc::new(StringArray::from(vec!["x"])) as ArrayRef),
-            ("headers", Arc::new(headers) as ArrayRef),
-        ]);
-        let input = PublishBatch::new(&b, None, 4000).unwrap();
-        let m = input.message(0, 0, 0, &defaults, 1 << 20).unwrap();
-        let h = m.headers.unwrap();
-        assert_eq!(h.get("Nats-Msg-Id").unwrap().as_str(), "original");
+        let message = |row: usize| input.message(row, 5, 5, &defaults, 1 << 20);
+        let first = message(0).unwrap();
+        let h = first.headers.unwrap();
+        let id = h.get("Nats-Msg-Id").unwrap().to_string();
+        assert_eq!(id, format!("w-{}", copy_identity("SRC", 7, "a", b"x")));
+        assert!(
+            id.starts_with("w-SRC:7:") && id.len() == "w-SRC:7:".len() + 16,
+            "{id}"
+        );
         assert!(
             h.get("Nats-TTL").is_none(),
             "a copy's control headers are left out"
         );
-        assert!(m.has_msg_id);
+        assert_eq!(h.get("app").unwrap().as_str(), "x");
+        // Two rows of one source message (an explode) differ by what they carry.
+        let second = message(1).unwrap().headers.unwrap();
+        assert_ne!(second.get("Nats-Msg-Id").unwrap().to_string(), id);
+        // A row of a copy without its source is refused, not numbered into another's id.
+        let err = message(2).unwrap_err();
+        assert!(
+            err.message()
+                .contains("row 5: its 'stream' or 'seq' is null"),
+            "{err}"
+        );
+        // Columns of those names and other types are values, not a read's.
         let b = batch(vec![
             (
                 "stream",
@@ -790,10 +801,11 @@ mod tests {
             ("seq", Arc::new(StringArray::from(vec!["7"])) as ArrayRef),
             ("data", Arc::new(StringArray::from(vec!["x"])) as ArrayRef),
         ]);
-        let err = PublishBatch::new(&b, None, 4000).err().unwrap();
-        assert!(
-            err.message().contains("column 'seq' must be an integer"),
-            "{err}"
+        let input = PublishBatch::new(&b, None, 4000).unwrap();
+        let m = input.message(0, 3, 3, &defaults, 1 << 20).unwrap();
+        assert_eq!(
+            m.headers.unwrap().get("Nats-Msg-Id").unwrap().as_str(),
+            "w-3"
         );
     }
 
