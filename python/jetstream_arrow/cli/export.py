@@ -234,17 +234,20 @@ def _value_columns(table: pa.Table) -> pa.Table:
     like a message column (a loaded table's own ``timestamp`` or ``seq``) is what was
     loaded: it takes the name, and the message column is left out."""
     value = table.column("value").combine_chunks()
-    fields = {value.type.field(i).name: value.field(i) for i in range(value.type.num_fields)}
-    names: list[str] = []
+    value_fields = [value.type.field(i) for i in range(value.type.num_fields)]
+    taken = {f.name for f in value_fields}
+    fields: list[pa.Field] = []
     arrays: list[pa.Array | pa.ChunkedArray] = []
-    for name, column in zip(table.column_names, table.columns, strict=True):
-        if name == "value":
-            names.extend(fields)
-            arrays.extend(fields.values())
-        elif name not in fields:
-            names.append(name)
+    for field, column in zip(table.schema, table.columns, strict=True):
+        if field.name == "value":
+            # The value's own fields, nullability included (a column loaded as
+            # non-nullable comes back so).
+            fields.extend(value_fields)
+            arrays.extend(value.field(i) for i in range(len(value_fields)))
+        elif field.name not in taken:
+            fields.append(field)
             arrays.append(column)
-    return pa.table(arrays, names=names)
+    return pa.table(arrays, schema=pa.schema(fields))
 
 
 def _shape(batch: pa.RecordBatch, data_as: str, fmt: str) -> pa.Table:
