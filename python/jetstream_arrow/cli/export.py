@@ -1,4 +1,6 @@
-"""``jetstream-arrow export``: write a stream's messages to a file."""
+"""``jetstream-arrow export``: write a stream's messages to a file. One module: the
+command's flags, the shape of each batch (payloads as text, base64 or decoded values)
+and the writer of each format are read together, batch by batch."""
 
 from __future__ import annotations
 
