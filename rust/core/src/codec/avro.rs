@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow_array::{BinaryArray, RecordBatch, StructArray};
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float32Type, Float64Type};
+use arrow_array::{Array, ArrayRef, BinaryArray, RecordBatch, StructArray};
 use arrow_avro::reader::{Decoder, ReaderBuilder};
 use arrow_avro::schema::{
     AvroSchema, Fingerprint, FingerprintAlgorithm, FingerprintStrategy, SchemaStore,
@@ -12,7 +14,8 @@ use arrow_avro::schema::{
 };
 use arrow_avro::writer::format::{AvroBinaryFormat, AvroSoeFormat};
 use arrow_avro::writer::{Encoder, WriterBuilder};
-use arrow_schema::{Fields, Schema, SchemaRef};
+use arrow_cast::{can_cast_types, cast_with_options, CastOptions};
+use arrow_schema::{DataType, Fields, Schema, SchemaRef};
 
 use super::{binary_from_parts, AvroFraming, CodecSpec, RowsDecoder, RowsEncoder};
 use crate::error::{Error, Result};
@@ -23,6 +26,82 @@ const RAW_PREFIX: [u8; 5] = [0, 0, 0, 0, 0];
 
 fn bad_schema(e: impl std::fmt::Display) -> Error {
     Error::bad_input(format!("option 'avro_schema': {e}"))
+}
+
+/// The Arrow schema an Avro schema's records are read as.
+fn arrow_schema_of(schema_json: &str) -> Result<SchemaRef> {
+    let schema = AvroSchema::new(schema_json.to_string());
+    let mut store = SchemaStore::new_with_type(FingerprintAlgorithm::Id);
+    store
+        .set(Fingerprint::Id(0), schema.clone())
+        .map_err(bad_schema)?;
+    let decoder = AvroRows::build(&store, &schema, 1)?;
+    Ok(decoder.schema())
+}
+
+/// `column` as `to`, refused (naming the column and the row) unless every value
+/// converts and converts back to itself. Narrowing a double to Avro's float rounds, as
+/// the schema's type says, but a finite value is never made infinite. A timestamp keeps
+/// its own time zone: the schema decides the unit, the instant stays the same.
+fn convert_exactly(column: &ArrayRef, name: &str, to: &DataType) -> Result<ArrayRef> {
+    let from = column.data_type();
+    let to = match (from, to) {
+        (DataType::Timestamp(_, zone), DataType::Timestamp(unit, _)) => {
+            DataType::Timestamp(*unit, zone.clone())
+        }
+        _ => to.clone(),
+    };
+    if from == &to || !can_cast_types(from, &to) {
+        // The writer takes the column as it is, or says why it cannot.
+        return Ok(column.clone());
+    }
+    let strict = CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    let refused = |row: usize, why: &dyn std::fmt::Display| {
+        Error::bad_input(format!(
+            "column '{name}', row {row}: the value cannot be written as the Avro schema's \
+             type ({to} in Arrow, from {from}): {why}"
+        ))
+    };
+    let first_bad_row = |is_bad: &dyn Fn(&ArrayRef) -> bool| {
+        (0..column.len())
+            .find(|&i| is_bad(&column.slice(i, 1)))
+            .unwrap_or(0)
+    };
+    let converted = match cast_with_options(column, &to, &strict) {
+        Ok(converted) => converted,
+        Err(e) => {
+            let row = first_bad_row(&|one| cast_with_options(one, &to, &strict).is_err());
+            return Err(refused(row, &e));
+        }
+    };
+    if matches!((from, &to), (DataType::Float64, DataType::Float32)) {
+        let (given, narrowed) = (
+            column.as_primitive::<Float64Type>(),
+            converted.as_primitive::<Float32Type>(),
+        );
+        if let Some(row) = (0..given.len()).find(|&i| {
+            given.is_valid(i) && given.value(i).is_finite() && narrowed.value(i).is_infinite()
+        }) {
+            return Err(refused(row, &"beyond float's range"));
+        }
+        return Ok(converted);
+    }
+    let changed = |one: &ArrayRef| {
+        !cast_with_options(one, &to, &strict)
+            .and_then(|c| cast_with_options(&c, from, &strict))
+            .is_ok_and(|back| back.to_data() == one.to_data())
+    };
+    let back = cast_with_options(&converted, from, &strict);
+    if !back.is_ok_and(|back| back.to_data() == column.to_data()) {
+        return Err(refused(
+            first_bad_row(&changed),
+            &"it would not be the value given",
+        ));
+    }
+    Ok(converted)
 }
 
 /// The schema payloads are read as: the one given, or the only writer's.
@@ -178,6 +257,10 @@ pub(super) struct AvroEncoder {
     framing: AvroFraming,
     schema_json: Option<String>,
     schema_id: Option<u32>,
+    /// The Arrow types the given schema's fields are read as: each value column is
+    /// converted to its field's type before it is written, because the writer encodes a
+    /// column by its Arrow type (a float64 under "float" would be written as 8 bytes).
+    conformed_to: Option<SchemaRef>,
     /// Built for the first input's columns, again when they change.
     encoder: Option<(SchemaRef, Encoder)>,
 }
@@ -201,12 +284,44 @@ impl AvroEncoder {
                  payload starts with",
             ));
         }
+        let conformed_to = schema_json.as_deref().map(arrow_schema_of).transpose()?;
         Ok(Self {
             framing: spec.avro_framing,
             schema_json,
             schema_id,
+            conformed_to,
             encoder: None,
         })
+    }
+
+    /// The value columns as the schema's fields: a column the schema does not name is
+    /// refused (the writer would leave it out), a column of another type is converted
+    /// when every value comes back from the conversion as given.
+    fn conform(&self, values: &StructArray) -> Result<StructArray> {
+        let Some(target) = &self.conformed_to else {
+            return Ok(values.clone());
+        };
+        let mut fields = Vec::with_capacity(values.num_columns());
+        let mut columns = Vec::with_capacity(values.num_columns());
+        for (field, column) in values.fields().iter().zip(values.columns()) {
+            let Ok(wanted) = target.field_with_name(field.name()) else {
+                return Err(Error::bad_input(format!(
+                    "column '{}' is not a field of the Avro schema (option 'avro_schema'): \
+                     its values would not be written",
+                    field.name()
+                )));
+            };
+            let column = convert_exactly(column, field.name(), wanted.data_type())?;
+            fields.push(
+                field
+                    .as_ref()
+                    .clone()
+                    .with_data_type(column.data_type().clone()),
+            );
+            columns.push(column);
+        }
+        StructArray::try_new(fields.into(), columns, values.nulls().cloned())
+            .map_err(|e| Error::bad_input(format!("encoding values as Avro: {e}")))
     }
 
     fn build(&self, fields: &Fields) -> Result<Encoder> {
@@ -233,6 +348,7 @@ impl AvroEncoder {
 
 impl RowsEncoder for AvroEncoder {
     fn encode(&mut self, values: &StructArray) -> Result<BinaryArray> {
+        let values = &self.conform(values)?;
         let schema = Arc::new(Schema::new(values.fields().clone()));
         if self.encoder.as_ref().is_none_or(|(s, _)| s != &schema) {
             self.encoder = Some((schema.clone(), self.build(values.fields())?));
