@@ -147,7 +147,8 @@ def test_unknown_option_is_named(client: ja.Client) -> None:
 
 @pytest.mark.slow
 def test_listings_page_through_every_stream(nats_server: NatsServer) -> None:
-    # The server pages STREAM.LIST at 256 entries: make it need two pages.
+    # The server pages STREAM.LIST at 256 entries: make it need two pages. (A page's
+    # `missing` names, a cluster's, count in its offsets; see `_paged`.)
     with ja.connect(nats_server.url) as client:
         names = {f"P{i:03d}" for i in range(260)}
         for name in names:
@@ -157,6 +158,12 @@ def test_listings_page_through_every_stream(nats_server: NatsServer) -> None:
         assert {i.config.name for i in infos} == names
         assert client.stream_names(subject="p.P007") == ["P007"]
         assert [i.config.name for i in client.list_streams(subject="p.P008")] == ["P008"]
+        # CONSUMER.LIST pages at 256 too: each consumer once.
+        consumers = sorted(f"c{i:03d}" for i in range(260))
+        for consumer in consumers:
+            client.create_consumer("P000", durable_name=consumer)
+        assert sorted(c.name for c in client.list_consumers("P000")) == consumers
+        assert sorted(client.consumer_names("P000")) == consumers
 
 
 def test_purge_by_subject_sequence_and_keep(

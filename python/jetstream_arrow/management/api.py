@@ -55,13 +55,20 @@ class ManagementMixin:
         """Every page of a listing; the names a clustered server could not answer for
         in time (its replies' ``missing``) are added to ``missing`` when given."""
         items: list[Any] = []
+        offset = 0
         while True:
-            reply = self._api_json(subject, {**(body or {}), "offset": len(items)})
+            reply = self._api_json(subject, {**(body or {}), "offset": offset})
             page = reply.get(key) or []
             items.extend(page)
+            page_missing = [str(name) for name in reply.get("missing") or ()]
             if missing is not None:
-                missing.extend(str(name) for name in reply.get("missing") or ())
-            if not page or len(items) >= int(reply.get("total", 0)):
+                missing.extend(page_missing)
+            # A page is the slice [offset, offset + limit) of the sorted listing, its
+            # missing names included: the next starts after all of them, not after
+            # the items received.
+            limit = int(reply.get("limit") or 0)
+            offset += limit if limit > 0 else len(page) + len(page_missing)
+            if (not page and not page_missing) or offset >= int(reply.get("total", 0)):
                 return items
 
     # -- streams ----------------------------------------------------------------------
@@ -79,7 +86,7 @@ class ManagementMixin:
         self, name: str | StreamConfig, subjects: list[str] | None = None, **config: Any
     ) -> StreamInfo:
         """Replace a stream's config. Unset fields return to the server's defaults, so
-        start from ``stream_info(name).config`` to change one field::
+        start from ``stream_info(name).config`` to change one field:
 
             client.update_stream(client.stream_info("S").config, max_msgs=100)
         """
@@ -90,6 +97,8 @@ class ManagementMixin:
     def create_or_update_stream(
         self, name: str | StreamConfig, subjects: list[str] | None = None, **config: Any
     ) -> StreamInfo:
+        """Create the stream, or replace its config if it exists (as
+        [`update_stream`][] does)."""
         cfg = self._stream_config(name, subjects, config)
         try:
             return self._write_stream(_core.API_STREAM_CREATE, cfg)
@@ -113,10 +122,12 @@ class ManagementMixin:
         return StreamConfig(name=name, **config)
 
     def stream_info(self, name: str) -> StreamInfo:
+        """A stream's config and state."""
         validate_name(name, "stream")
         return StreamInfo.from_api(self._api_json(api_subject(_core.API_STREAM_INFO, name)))
 
     def delete_stream(self, name: str) -> bool:
+        """Delete a stream and its messages; whether the server reports success."""
         validate_name(name, "stream")
         return bool(self._api_json(api_subject(_core.API_STREAM_DELETE, name)).get("success"))
 
@@ -129,11 +140,13 @@ class ManagementMixin:
         out; one that still does not answer raises."""
         body = {"subject": subject} if subject else None
         missing: list[str] = []
-        listed = [
-            StreamInfo.from_api(s)
-            for s in self._paged(_core.API_STREAM_LIST, "streams", body, missing)
-        ]
-        seen = {info.config.name for info in listed}
+        listed: list[StreamInfo] = []
+        seen: set[str] = set()
+        for s in self._paged(_core.API_STREAM_LIST, "streams", body, missing):
+            info = StreamInfo.from_api(s)
+            if info.config.name not in seen:  # a stream created between pages
+                seen.add(info.config.name)
+                listed.append(info)
         for name in dict.fromkeys(missing):
             if name in seen:
                 continue
@@ -144,6 +157,7 @@ class ManagementMixin:
         return listed
 
     def stream_names(self, subject: str | None = None) -> list[str]:
+        """The names of every stream (that stores ``subject``, when given)."""
         body = {"subject": subject} if subject else None
         return [str(s) for s in self._paged(_core.API_STREAM_NAMES, "streams", body)]
 
@@ -210,6 +224,7 @@ class ManagementMixin:
     def create_or_update_consumer(
         self, stream: str, config: ConsumerConfig | None = None, **options: Any
     ) -> ConsumerInfo:
+        """Create the consumer, or change it if it exists."""
         return self._write_consumer(stream, config, options, None)
 
     def _write_consumer(
@@ -246,6 +261,7 @@ class ManagementMixin:
         )
 
     def consumer_info(self, stream: str, name: str) -> ConsumerInfo:
+        """A consumer's config and delivery state."""
         validate_name(stream, "stream")
         validate_name(name, "consumer")
         return ConsumerInfo.from_api(
@@ -263,6 +279,7 @@ class ManagementMixin:
         return int(reply.get("reset_seq", 0))
 
     def delete_consumer(self, stream: str, name: str) -> bool:
+        """Delete a consumer; whether the server reports success."""
         validate_name(stream, "stream")
         validate_name(name, "consumer")
         return bool(
@@ -270,6 +287,7 @@ class ManagementMixin:
         )
 
     def list_consumers(self, stream: str) -> list[ConsumerInfo]:
+        """Every consumer of ``stream``, with config and delivery state."""
         validate_name(stream, "stream")
         return [
             ConsumerInfo.from_api(c)
@@ -277,6 +295,7 @@ class ManagementMixin:
         ]
 
     def consumer_names(self, stream: str) -> list[str]:
+        """The names of every consumer of ``stream``."""
         validate_name(stream, "stream")
         return [
             str(c) for c in self._paged(api_subject(_core.API_CONSUMER_NAMES, stream), "consumers")

@@ -92,7 +92,8 @@ pub struct MessageDefaults {
     /// it was read from and a digest of its subject and payload (see
     /// [`copy_identity`]). A retried or re-run copy then gives every message the
     /// id it had the first time, wherever it falls in the input after deletions
-    /// upstream; rows made of one source message (an explode) differ by content.
+    /// upstream; rows made of one source message (an explode) differ by content,
+    /// or, alike, by their order among its rows (see [`CopyRepeats`]).
     pub msg_id_prefix: Option<String>,
     pub expected_stream: Option<String>,
     /// Whether the `headers` column's control headers (`Nats-TTL`, `Nats-Rollup`,
@@ -341,8 +342,15 @@ fn to_sequences(array: &ArrayRef, column: &str) -> Result<PrimitiveArray<Int64Ty
             array.data_type()
         )));
     }
-    let cast = arrow_cast::cast(array, &DataType::Int64).map_err(|e| {
-        Error::bad_input(format!("column '{column}': cannot read as sequences: {e}"))
+    // Strict: a uint64 beyond int64 is an error naming its value, not a null.
+    let strict = arrow_cast::CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    let cast = arrow_cast::cast_with_options(array, &DataType::Int64, &strict).map_err(|e| {
+        Error::bad_input(format!(
+            "column '{column}': cannot read as stream sequences (at most 2^63-1): {e}"
+        ))
     })?;
     Ok(cast.as_primitive::<Int64Type>().clone())
 }
@@ -369,18 +377,74 @@ fn to_data(array: &ArrayRef) -> Result<DataColumn> {
 }
 
 /// The identity of a copied row: `<stream>:<seq>:<digest>`, the digest the first 8
-/// bytes (hex) of SHA-256 over its subject and payload. The source message names
-/// it across runs and retries; the digest tells apart rows made of one message
-/// (an explode, a join) and a message that took a recreated stream's old sequence.
-pub fn copy_identity(stream: &str, seq: i64, subject: &str, payload: &[u8]) -> String {
+/// bytes (hex) of SHA-256 over its subject, payload and headers (names sorted; the
+/// msg id a copy replaces left out). The source message names it across runs and
+/// retries; the digest tells apart rows made of one message that differ (an explode,
+/// a fan-out by header) and a message that took a recreated stream's old sequence.
+pub fn copy_identity(
+    stream: &str,
+    seq: i64,
+    subject: &str,
+    payload: &[u8],
+    headers: Option<&HeaderMap>,
+) -> String {
     use sha2::{Digest, Sha256};
     let mut hasher = Sha256::new();
     hasher.update(subject.as_bytes());
     hasher.update([0]);
     hasher.update(payload);
+    if let Some(headers) = headers {
+        let mut entries: Vec<_> = headers
+            .iter()
+            .map(|(name, values)| (AsRef::<str>::as_ref(name), values))
+            .filter(|(name, _)| !name.eq_ignore_ascii_case(header_names::MSG_ID))
+            .collect();
+        entries.sort_by_key(|(name, _)| *name);
+        for (name, values) in entries {
+            for value in values {
+                // Lengths first, so no two header blocks hash alike.
+                hasher.update((name.len() as u64).to_le_bytes());
+                hasher.update(name.as_bytes());
+                hasher.update((value.as_str().len() as u64).to_le_bytes());
+                hasher.update(value.as_str().as_bytes());
+            }
+        }
+    }
     let digest = hasher.finalize();
     let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
     format!("{stream}:{seq}:{hex}")
+}
+
+/// Rows of a copy alike in everything (one source message, subject, payload and
+/// headers: an explode of repeated values) are told apart by their order: the n-th
+/// repeat among the consecutive rows of one source message is `<identity>:<n>`. The
+/// count restarts at each new source message, so a retried task, which sends the
+/// same rows in the same order, gives each the same id again; it continues across
+/// the calls of one publisher, whose rows are one input.
+#[derive(Debug, Default)]
+pub struct CopyRepeats {
+    source: Option<(String, i64)>,
+    seen: std::collections::HashMap<String, u32>,
+}
+
+impl CopyRepeats {
+    fn id(&mut self, stream: &str, seq: i64, identity: String) -> String {
+        if self
+            .source
+            .as_ref()
+            .is_none_or(|(s, q)| *q != seq || s != stream)
+        {
+            self.source = Some((stream.to_string(), seq));
+            self.seen.clear();
+        }
+        let repeats = self.seen.entry(identity.clone()).or_insert(0);
+        let id = match *repeats {
+            0 => identity,
+            n => format!("{identity}:{n}"),
+        };
+        *repeats += 1;
+        id
+    }
 }
 
 /// The `stream` and `seq` columns of a batch that is a read: where each row was
@@ -515,6 +579,7 @@ impl PublishBatch {
         id_number: u64,
         defaults: &MessageDefaults,
         max_payload: usize,
+        repeats: &mut CopyRepeats,
     ) -> Result<OutgoingMessage> {
         let subject = match &self.subject {
             SubjectColumn::Constant(s) => s.clone(),
@@ -573,7 +638,8 @@ impl PublishBatch {
                              columns to number rows by position"
                         ))
                     })?;
-                    let id = format!("{p}{}", copy_identity(stream, seq, &subject, &payload));
+                    let identity = copy_identity(stream, seq, &subject, &payload, headers.as_ref());
+                    let id = format!("{p}{}", repeats.id(stream, seq, identity));
                     Some(header_value(&id, MSG_ID, global_row)?)
                 }
             },
@@ -721,14 +787,18 @@ mod tests {
             msg_id_prefix: Some("w-".into()),
             ..Default::default()
         };
-        let m = input.message(0, 10, 10, &defaults, 1 << 20).unwrap();
+        let m = input
+            .message(0, 10, 10, &defaults, 1 << 20, &mut CopyRepeats::default())
+            .unwrap();
         assert_eq!(m.subject.as_str(), "a.b");
         assert_eq!(&m.payload[..], b"x");
         assert_eq!(
             m.headers.unwrap().get("Nats-Msg-Id").unwrap().as_str(),
             "w-10"
         );
-        let err = input.message(1, 11, 11, &defaults, 1 << 20).unwrap_err();
+        let err = input
+            .message(1, 11, 11, &defaults, 1 << 20, &mut CopyRepeats::default())
+            .unwrap_err();
         assert!(err.message().contains("column 'subject', row 11"), "{err}");
     }
 
@@ -764,11 +834,17 @@ mod tests {
             msg_id_prefix: Some("w-".into()),
             ..Default::default()
         };
-        let message = |row: usize| input.message(row, 5, 5, &defaults, 1 << 20);
+        let mut repeats = CopyRepeats::default();
+        let mut message = |row: usize| input.message(row, 5, 5, &defaults, 1 << 20, &mut repeats);
         let first = message(0).unwrap();
         let h = first.headers.unwrap();
         let id = h.get("Nats-Msg-Id").unwrap().to_string();
-        assert_eq!(id, format!("w-{}", copy_identity("SRC", 7, "a", b"x")));
+        let mut app = HeaderMap::new();
+        app.insert("app", "x");
+        assert_eq!(
+            id,
+            format!("w-{}", copy_identity("SRC", 7, "a", b"x", Some(&app)))
+        );
         assert!(
             id.starts_with("w-SRC:7:") && id.len() == "w-SRC:7:".len() + 16,
             "{id}"
@@ -781,6 +857,17 @@ mod tests {
         // Two rows of one source message (an explode) differ by what they carry.
         let second = message(1).unwrap().headers.unwrap();
         assert_ne!(second.get("Nats-Msg-Id").unwrap().to_string(), id);
+        // Rows alike in everything, one after another, are numbered by their order;
+        // the count restarts at the next source message.
+        let mut repeats = CopyRepeats::default();
+        let ids: Vec<String> = [("SRC", 7), ("SRC", 7), ("SRC", 7), ("SRC", 8), ("SRC", 7)]
+            .iter()
+            .map(|(s, q)| repeats.id(s, *q, format!("{s}:{q}:d")))
+            .collect();
+        assert_eq!(
+            ids,
+            ["SRC:7:d", "SRC:7:d:1", "SRC:7:d:2", "SRC:8:d", "SRC:7:d"]
+        );
         // A row of a copy without its source is refused, not numbered into another's id.
         let err = message(2).unwrap_err();
         assert!(
@@ -802,7 +889,9 @@ mod tests {
             ("data", Arc::new(StringArray::from(vec!["x"])) as ArrayRef),
         ]);
         let input = PublishBatch::new(&b, None, 4000).unwrap();
-        let m = input.message(0, 3, 3, &defaults, 1 << 20).unwrap();
+        let m = input
+            .message(0, 3, 3, &defaults, 1 << 20, &mut CopyRepeats::default())
+            .unwrap();
         assert_eq!(
             m.headers.unwrap().get("Nats-Msg-Id").unwrap().as_str(),
             "w-3"
@@ -829,7 +918,9 @@ mod tests {
             let input = PublishBatch::new(&b, None, 4000).unwrap();
             let defaults = MessageDefaults::default();
             for (row, offset) in offsets.into_iter().enumerate() {
-                let m = input.message(row, 0, 0, &defaults, 1 << 20).unwrap();
+                let m = input
+                    .message(row, 0, 0, &defaults, 1 << 20, &mut CopyRepeats::default())
+                    .unwrap();
                 assert_eq!(
                     m.payload.as_ptr() as usize,
                     base + offset,
@@ -873,7 +964,14 @@ mod tests {
         )]);
         let input = PublishBatch::new(&b, Some("s"), 4000).unwrap();
         let err = input
-            .message(0, 0, 0, &MessageDefaults::default(), 50)
+            .message(
+                0,
+                0,
+                0,
+                &MessageDefaults::default(),
+                50,
+                &mut CopyRepeats::default(),
+            )
             .unwrap_err();
         assert!(err.message().contains("max_payload"), "{err}");
     }
@@ -896,8 +994,12 @@ mod tests {
         ]);
         let input = PublishBatch::new(&b, None, max).unwrap();
         let defaults = MessageDefaults::default();
-        assert!(input.message(0, 0, 0, &defaults, 1 << 20).is_ok());
-        let err = input.message(1, 1, 1, &defaults, 1 << 20).unwrap_err();
+        assert!(input
+            .message(0, 0, 0, &defaults, 1 << 20, &mut CopyRepeats::default())
+            .is_ok());
+        let err = input
+            .message(1, 1, 1, &defaults, 1 << 20, &mut CopyRepeats::default())
+            .unwrap_err();
         assert!(err.message().contains("column 'subject', row 1"), "{err}");
         assert!(err.message().contains("control line"), "{err}");
         let err = PublishBatch::new(&b, Some(&long), max).err().unwrap();
@@ -934,13 +1036,22 @@ mod tests {
             (1, "column 'headers', row 11"),
         ] {
             let err = input
-                .message(row, row as u64 + 10, 0, &defaults, 1 << 20)
+                .message(
+                    row,
+                    row as u64 + 10,
+                    0,
+                    &defaults,
+                    1 << 20,
+                    &mut CopyRepeats::default(),
+                )
                 .unwrap_err();
             assert!(err.message().contains(named), "{err}");
             assert!(!err.message().contains(&format!("row {row}:")), "{err}");
         }
         for row in 2..5 {
-            let err = input.message(row, 0, 0, &defaults, 1 << 20).unwrap_err();
+            let err = input
+                .message(row, 0, 0, &defaults, 1 << 20, &mut CopyRepeats::default())
+                .unwrap_err();
             assert!(err.message().contains("column 'headers'"), "{err}");
         }
     }

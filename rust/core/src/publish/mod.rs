@@ -34,7 +34,7 @@ use tokio::time::Instant;
 use crate::codec::ValueEncoder;
 use crate::connection::Connection;
 use crate::error::{Error, ErrorKind, Result};
-use crate::publish::input::{max_subject_len, OutgoingMessage, PublishBatch};
+use crate::publish::input::{max_subject_len, CopyRepeats, OutgoingMessage, PublishBatch};
 
 use acks::{PublishRun, RetryQueue};
 use options::MAX_ACK_TIMEOUT;
@@ -61,6 +61,8 @@ pub struct Publisher {
     max_payload: usize,
     /// The longest subject a message may have (see [`max_subject_len`]).
     max_subject: usize,
+    /// Repeats of alike rows of a copy, counted across calls (see [`CopyRepeats`]).
+    copy_repeats: std::sync::Mutex<CopyRepeats>,
 }
 
 impl Publisher {
@@ -86,6 +88,7 @@ impl Publisher {
             probe_last_id,
             max_payload,
             max_subject,
+            copy_repeats: Default::default(),
         })
     }
 
@@ -354,6 +357,11 @@ impl Publisher {
             id_base + index as u64,
             &self.options.defaults,
             max_payload,
+            // Only this publisher's own task takes rows: never contended.
+            &mut self
+                .copy_repeats
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
         )?;
         if index == 0 {
             add_expectations(&self.options, &mut message);
