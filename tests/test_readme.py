@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from jetstream_arrow import Client, PullConsumer, _core
+from jetstream_arrow import Client, PullConsumer, __version__, _core
 from jetstream_arrow.options import ConnectOptions
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -136,14 +136,46 @@ def test_the_direct_read_threshold_in_the_text_is_the_cores() -> None:
     assert f"`DIRECT_READ_MAX_MESSAGES` ({_core.DIRECT_READ_MAX_MESSAGES:,})" in architecture
 
 
+# Pages made on the site only (from the docstrings), which README.md's map does not name:
+# on GitHub they are their directives, not their text.
+SITE_ONLY_PAGES = ("api.md",)
+
+
 def test_the_readme_names_the_two_commands_and_maps_every_guide() -> None:
     readme = (DOCS.parent / "README.md").read_text()
     assert "bash scripts/demo.sh" in readme
     assert "bash scripts/test.sh" in readme
     nav = re.findall(r"^  - [^:\n]+: (\S+\.md)$", (DOCS.parent / "mkdocs.yml").read_text(), re.M)
     assert sorted(nav) == sorted(page.name for page in DOCS.glob("*.md"))
-    missing = [page for page in nav if page != "index.md" and f"](docs/{page}" not in readme]
+    guides = [page for page in nav if page != "index.md" and page not in SITE_ONLY_PAGES]
+    missing = [page for page in guides if f"](docs/{page}" not in readme]
     assert not missing, f"README.md's map of the docs lacks {missing}"
+
+
+def test_the_home_page_is_the_readme_and_links_the_site_only_pages() -> None:
+    """docs/index.md includes README.md rather than copying it: it holds no text of its
+    own beyond the sentence that stands for the README's link to the docs/ folder, and
+    that sentence links the pages made on the site only."""
+    index = guide("index.md")
+    includes = re.findall(r'\{%\s*include-markdown "\.\./README\.md"', index)
+    assert len(includes) == 2, (
+        "docs/index.md must include README.md (before and after its own sentence)"
+    )
+    own = re.sub(r"\{%.*?%\}|<!--.*?-->", "", index, flags=re.S).strip()
+    assert len(own.split("\n\n")) == 1, (
+        f"docs/index.md has text of its own beyond one paragraph: {own!r}"
+    )
+    for page in SITE_ONLY_PAGES:
+        assert f"]({page})" in own, f"docs/index.md does not link {page}"
+
+
+def test_the_changelog_has_a_section_for_this_version() -> None:
+    """The version is declared once (Cargo.toml, read by the native module); CHANGELOG.md
+    has its release section beside the Unreleased one."""
+    changelog = (DOCS.parent / "CHANGELOG.md").read_text()
+    assert "\n## [Unreleased]\n" in changelog
+    assert f"\n## [{__version__}]" in changelog, f"CHANGELOG.md has no section for {__version__}"
+    assert f"\n[{__version__}]: " in changelog, f"CHANGELOG.md has no link for {__version__}"
 
 
 def test_the_kafka_option_map_names_what_the_parser_advises() -> None:

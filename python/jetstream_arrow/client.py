@@ -77,8 +77,8 @@ def _raise_if_failed(result: PublishResult) -> PublishResult:
 class Publisher:
     """A long-lived publisher that keeps one ack window across many batches.
 
-    Each :meth:`publish` call returns when every row of that call is acknowledged
-    (stored or duplicate) or has failed; :meth:`publish_batches` keeps the window
+    Each [`publish`][] call returns when every row of that call is acknowledged
+    (stored or duplicate) or has failed; [`publish_batches`][] keeps the window
     full across the batches of a long input.
     """
 
@@ -87,6 +87,10 @@ class Publisher:
         self._raise_on_error = raise_on_error
 
     def publish(self, data: Any, subject: str | None = None) -> PublishResult:
+        """Publish every row of ``data`` (anything with the Arrow PyCapsule interface,
+        in the message schema; ``subject`` over the publisher's) and return once each
+        row is stored, a duplicate or failed. Raises ``PublishError`` when rows fail,
+        unless the publisher was made with ``raise_on_error=False``."""
         try:
             outcome = self._native.publish(data, subject)
         except JetStreamArrowError as err:
@@ -106,7 +110,7 @@ class Publisher:
         rows_per_result: int = _core.DEFAULT_ROWS_PER_RESULT,
     ) -> Iterator[PublishResult]:
         """Publish a sequence of record batches (all in one schema) without letting the
-        ack window drain between them, as one :meth:`publish` per batch would.
+        ack window drain between them, as one [`publish`][] per batch would.
 
         Consecutive batches go to the engine as one stream of as many whole batches
         as fit in ``rows_per_result`` rows (at least one batch), and one result is
@@ -150,6 +154,7 @@ class Publisher:
                 raise failure[0]
 
     def close(self) -> None:
+        """Release the publisher (each publish call has already waited for its rows)."""
         self._native.close()
 
     def __enter__(self) -> Publisher:
@@ -160,7 +165,7 @@ class Publisher:
 
 
 class Client(ManagementMixin):
-    """A connection to NATS with JetStream. Use :func:`connect` to make one."""
+    """A connection to NATS with JetStream. Use [`connect`][] to make one."""
 
     def __init__(self, native: _core.Client, options: ConnectOptions) -> None:
         self._native = native
@@ -172,7 +177,7 @@ class Client(ManagementMixin):
         self._native.close()
 
     def is_closed(self) -> bool:
-        """Whether :meth:`close` was called (a lost connection reconnects by itself)."""
+        """Whether [`close`][] was called (a lost connection reconnects by itself)."""
         return self._native.is_closed()
 
     def __enter__(self) -> Client:
@@ -193,12 +198,19 @@ class Client(ManagementMixin):
 
     @property
     def api_prefix(self) -> str:
+        """The subject prefix of the JetStream API this client talks to
+        (``$JS.API``, or a domain's or the ``api_prefix`` option's)."""
         return self._native.api_prefix
 
     def server_info(self) -> dict[str, Any]:
+        """What the connected server announced: ``server_id``, ``server_name``,
+        ``version``, ``max_payload``, ``headers``, ``jetstream``, ``domain``,
+        ``cluster`` and ``client_id``."""
         return self._native.server_info()
 
     def flush(self, timeout: float | None = None) -> None:
+        """Send what is buffered and wait for the server to answer a round trip, within
+        ``timeout`` seconds (default: the ``request_timeout`` option)."""
         self._native.flush(timeout)
 
     def _api_json(self, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -217,11 +229,11 @@ class Client(ManagementMixin):
         **kwargs: Any,
     ) -> Publisher:
         """A publisher with a bounded window of unacknowledged messages, sending as
-        ``options`` say, with any :class:`PublishOptions` field given as a keyword
+        ``options`` say, with any [`PublishOptions`][] field given as a keyword
         (``window=8192``) set over them. ``raise_on_error``: raise ``PublishError``
         (with ``.result``) when rows fail, or return the result.
 
-        With ``codec`` (a :class:`ValueCodec` or a format name), the input has no
+        With ``codec`` (a [`ValueCodec`][] or a format name), the input has no
         ``data`` column: its value columns (a struct column ``value``, or every
         column that is not a message column) are encoded into each row's payload."""
         if subject is not None:
@@ -232,7 +244,7 @@ class Client(ManagementMixin):
     def publish(self, data: Any, subject: str | None = None, **options: Any) -> PublishResult:
         """Publish every row of an Arrow batch, table or stream (anything with the
         Arrow PyCapsule interface) in the message schema; ``options`` are
-        :class:`PublishOptions` fields and ``raise_on_error`` (see :meth:`publisher`). Raises ``PublishError`` (with ``.result``) when rows fail,
+        [`PublishOptions`][] fields and ``raise_on_error`` (see [`publisher`][]). Raises ``PublishError`` (with ``.result``) when rows fail,
         unless ``raise_on_error=False``."""
         with self.publisher(subject, **options) as publisher:
             return publisher.publish(data)
@@ -243,8 +255,8 @@ class Client(ManagementMixin):
         compare-and-set: the row is stored only if its key is at that revision, 0 for
         a key with no entry; otherwise it fails with a ``conflict:`` error of its own).
         ``data`` is anything with the Arrow PyCapsule interface; it is mapped batch by
-        batch (see :mod:`jetstream_arrow.kv`) and published with ``options``
-        (:class:`PublishOptions` fields and ``raise_on_error``), so an entry's revision
+        batch (see [`jetstream_arrow.kv`][]) and published with ``options``
+        ([`PublishOptions`][] fields and ``raise_on_error``), so an entry's revision
         is its row's ``acks.seq``. A key given twice in one call ends at the value of
         the row with the higher ``acks.seq``: the later row, unless the earlier was
         resent (after a ``429``, ``503`` or ack timeout) and stored after it; give each
@@ -303,7 +315,7 @@ class Client(ManagementMixin):
         each of the bucket's subjects (``keys``: keys or wildcards such as ``"dev.*"``;
         default every key) without reading its history. Deleted and purged keys are
         left out unless ``include_deletes`` (then with a null value). ``as_of_seq`` /
-        ``as_of_time``: the bucket as it was then. ``options``: :class:`ReadOptions`
+        ``as_of_time``: the bucket as it was then. ``options``: [`ReadOptions`][]
         fields (``batch_rows``, ``max_bytes``, ``resume_timeout``)."""
         stream = bucket_stream(bucket)
         reader = self.read(
@@ -344,7 +356,7 @@ class Client(ManagementMixin):
         **kwargs: Any,
     ) -> pa.RecordBatchReader:
         """Replay a stream in sequence order as Arrow record batches, as ``options``
-        (a :class:`ReadOptions`) say, with any of its fields given as a keyword
+        (a [`ReadOptions`][]) say, with any of its fields given as a keyword
         (``start_seq=100``) set over them.
 
         Reads from ``start_seq`` (or ``start_time``; default: the first message) up
@@ -369,7 +381,7 @@ class Client(ManagementMixin):
         mirror with ``mirror_direct``): replicas and mirrors answer from what they have
         applied so far, which can trail the latest publish. Otherwise it is a consumer.
 
-        With ``codec`` (a :class:`ValueCodec` or a format name), each payload is
+        With ``codec`` (a [`ValueCodec`][] or a format name), each payload is
         decoded into the struct column ``value`` in place of ``data``.
         """
         value_codec = ValueCodec.of(codec)
@@ -396,7 +408,7 @@ class Client(ManagementMixin):
         message of ``stream`` (only ``subjects`` if given) from ``start_seq``,
         ``start_time``, the first (``deliver="all"``) or the next one stored
         (``deliver="new"``), then each new one as it is stored, exactly once and in
-        order, through server restarts and leader changes (see :meth:`read`)."""
+        order, through server restarts and leader changes (see [`read`][])."""
         if deliver not in ("all", "new"):
             raise BadInputError(f"option 'deliver' must be 'all' or 'new', got {deliver!r}")
         if isinstance(subjects, str):
@@ -465,7 +477,7 @@ def _read_batches(
 
 
 def connect(servers: str | Sequence[str] | None = None, **options: Any) -> Client:
-    """Connect to NATS. ``options`` are the fields of :class:`ConnectOptions`
+    """Connect to NATS. ``options`` are the fields of [`ConnectOptions`][]
     (or pass ``options=ConnectOptions(...)``)."""
     given = options.pop("options", None)
     if given is not None:

@@ -95,7 +95,7 @@ class ValueCodec:
 
     @classmethod
     def of(cls, codec: ValueCodec | str | None) -> ValueCodec | None:
-        """``codec`` as a :class:`ValueCodec`: a format name is that format with
+        """``codec`` as a [`ValueCodec`][]: a format name is that format with
         everything else by default (a JSON schema inferred)."""
         if codec is None or isinstance(codec, ValueCodec):
             return codec

@@ -71,10 +71,12 @@ class _BoundConsumer:
 
     @property
     def stream(self) -> str:
+        """The consumer's stream."""
         return self._native.stream
 
     @property
     def name(self) -> str:
+        """The consumer's name."""
         return self._native.name
 
 
@@ -120,7 +122,7 @@ class PullConsumer(_BoundConsumer):
         **kwargs: Any,
     ) -> Messages:
         """Continuous, pre-buffered consumption, like nats.go's ``Messages()``, as
-        ``options`` (a :class:`ConsumeOptions`) say, with any of its fields given as a
+        ``options`` (a [`ConsumeOptions`][]) say, with any of its fields given as a
         keyword (``max_messages=1000``) set over them.
 
         Up to ``max_messages`` (or ``max_bytes``) are kept buffered; a new pull is
@@ -143,6 +145,7 @@ class PushConsumer(_BoundConsumer):
 
     @property
     def deliver_subject(self) -> str:
+        """The subject the server delivers this consumer's messages to."""
         return self._native.deliver_subject
 
     def messages(
@@ -203,6 +206,7 @@ class Messages:
         return self._native.consumer_resets
 
     def close(self) -> None:
+        """Stop consuming."""
         self._native.close()
 
     def __enter__(self) -> Messages:

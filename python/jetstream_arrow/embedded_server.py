@@ -407,10 +407,10 @@ class EmbeddedServer:
     """One nats-server process with JetStream on 127.0.0.1.
 
     ``port``: None (or 0) lets the server choose a free port. ``store_dir``: None uses
-    a temporary directory that :meth:`stop` removes; a given directory is kept.
+    a temporary directory that [`stop`][] removes; a given directory is kept.
     ``name`` is the server's name; ``extra_config`` is appended to the generated
     configuration (e.g. an ``authorization`` block). Use as a context manager, or call
-    :meth:`start` and :meth:`stop`.
+    [`start`][] and [`stop`][].
     """
 
     def __init__(
@@ -441,12 +441,15 @@ class EmbeddedServer:
     # -- properties ----------------------------------------------------------------
     @property
     def url(self) -> str:
+        """``nats://<host>:<port>`` of the running server."""
         if self.port is None or self._server is None:
             raise ServerStartError("the server is not running; call start() first")
         return f"nats://{self.host}:{self.port}"
 
     @property
     def store_dir(self) -> Path:
+        """The JetStream store: the given ``store_dir``, else one in the server's
+        temporary directory."""
         if self._given_store_dir is not None:
             return self._given_store_dir
         if self._workdir is None:
@@ -455,21 +458,29 @@ class EmbeddedServer:
 
     @property
     def store_dir_is_temporary(self) -> bool:
+        """Whether the store is removed by [`stop`][] (no ``store_dir`` was given)."""
         return self._given_store_dir is None
 
     @property
     def pid(self) -> int | None:
+        """The server's process id, None before [`start`][]."""
         return None if self._server is None else self._server.pid
 
     @property
     def log_path(self) -> Path | None:
+        """The file the server's output goes to, None before [`start`][]."""
         return None if self._server is None else self._server.log_path
 
     def is_running(self) -> bool:
+        """Whether the server process was started and has not exited."""
         return self._server is not None and self._server.running
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self) -> EmbeddedServer:
+        """Start the server and wait, up to ``start_timeout`` seconds, until it
+        answers with JetStream on; returns the server. Raises ``ServerNotFoundError``
+        without a nats-server binary, ``ServerStartError`` (with the log's tail) when
+        it exits or is not ready in time."""
         if self._server is not None:
             raise ServerStartError("this server is already started")
         binary = self.binary or find_nats_server()
@@ -518,6 +529,7 @@ class EmbeddedServer:
         return bool(info and info.get("jetstream"))
 
     def log_tail(self, lines: int = 15) -> str:
+        """The last ``lines`` lines of the server's log."""
         return "" if self._server is None else self._server.log_tail(lines)
 
     def stop(self) -> None:

@@ -1,6 +1,6 @@
 """Exceptions raised by jetstream_arrow.
 
-One base class, :class:`JetStreamArrowError`, and one subclass per cause. Built-in
+One base class, [`JetStreamArrowError`][], and one subclass per cause. Built-in
 exceptions are extra bases where they fit, so ``except TimeoutError`` and
 ``except ValueError`` catch what a Python user expects them to catch.
 

@@ -221,7 +221,7 @@ class ReadOptions(NativeOptions):
     ``batch_rows`` and ``max_bytes`` per pull. ``heartbeat``: the consumer's idle
     heartbeat; ``resume_timeout``: how long the read keeps trying to recreate its
     consumer after losing it. ``method``: ``"auto"``, ``"consumer"`` or ``"direct"``
-    (see :meth:`jetstream_arrow.Client.read`). ``last_per_subject``: instead of a
+    (see [`Client.read`][jetstream_arrow.Client.read]). ``last_per_subject``: instead of a
     range, the latest message of each subject (of ``subjects``), as of ``as_of_seq``
     or ``as_of_time`` if given (default: the stream's last sequence when the read
     opens), read with batched direct gets (the stream needs ``allow_direct``).

@@ -147,6 +147,8 @@ class ConsumerConfig(WireObject):
 
 @dataclass(frozen=True)
 class SequenceInfo(WireObject):
+    """A consumer sequence and the stream sequence it stands for."""
+
     consumer_seq: int = 0
     stream_seq: int = 0
     last_active: datetime | None = field(default=None, metadata=meta("time"))
@@ -154,6 +156,9 @@ class SequenceInfo(WireObject):
 
 @dataclass(frozen=True)
 class ConsumerInfo(WireObject):
+    """A consumer's config and delivery state, as the server reports them; ``raw``
+    is the whole reply."""
+
     stream_name: str
     name: str
     # A reply without a config is one of a consumer with every option unset.

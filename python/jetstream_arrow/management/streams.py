@@ -119,6 +119,8 @@ class StreamConfig(WireObject):
 
 @dataclass(frozen=True)
 class StreamState(WireObject):
+    """What a stream holds: messages, bytes, first and last sequence and time."""
+
     messages: int = 0
     bytes: int = 0
     first_seq: int = 0
@@ -141,6 +143,9 @@ class ClusterInfo(WireObject):
 
 @dataclass(frozen=True)
 class StreamInfo(WireObject):
+    """A stream's config and state, as the server reports them; ``raw`` is the whole
+    reply."""
+
     # A reply without a state is an empty stream's: config and state decode from {}
     # when absent (the config then names what is missing).
     config: StreamConfig = field(metadata=meta("nested", StreamConfig))
@@ -154,6 +159,8 @@ class StreamInfo(WireObject):
 
 @dataclass(frozen=True)
 class PurgeResult(WireObject):
+    """The server's answer to a purge: how many messages it removed."""
+
     success: bool = False
     purged: int = 0
 

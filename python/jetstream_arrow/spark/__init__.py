@@ -1,8 +1,8 @@
 """Spark integration: the ``"jetstream"`` data source and mapInArrow helpers.
 
 Installing the package registers the format automatically (Spark finds the top-level
-module ``pyspark_jetstream`` and its ``DefaultSource``); :func:`register` does it
-explicitly::
+module ``pyspark_jetstream`` and its ``DefaultSource``); [`register`][] does it
+explicitly:
 
     import jetstream_arrow.spark as js
     js.register(spark)
@@ -42,7 +42,7 @@ def register(spark: Any) -> None:
     """Register format ``"jetstream"`` with this SparkSession (needed only where the
     automatic registration through ``pyspark_jetstream`` is not available).
 
-    Raises :class:`~jetstream_arrow.exceptions.SparkSetupError` when Spark's Python
+    Raises [`SparkSetupError`][jetstream_arrow.exceptions.SparkSetupError] when Spark's Python
     workers cannot import this package."""
     check_worker_python(spark)
     spark.dataSource.register(JetStreamDataSource)

@@ -43,7 +43,7 @@ def message_schema(include_headers: bool = False) -> StructType:
     return StructType(fields)
 
 
-#: The Spark schema of the per-row acks that :func:`publish_fn` yields.
+#: The Spark schema of the per-row acks that [`publish_fn`][jetstream_arrow.spark.publish_fn] yields.
 ACK_SCHEMA = StructType(
     [
         StructField("seq", LongType(), True),

@@ -33,11 +33,11 @@ def publish_fn(**options: Any) -> ArrowFn:
     (binary or string), optional ``headers`` and an optional id column (``msg_id``, or
     the one named by ``msg_id_column``). For each input batch it yields one batch of
     acks, row for row in input order, with the schema
-    ``seq bigint, duplicate boolean, error string`` (:data:`ACK_SCHEMA`): ``seq`` is
+    ``seq bigint, duplicate boolean, error string`` ([`ACK_SCHEMA`][]): ``seq`` is
     the stream sequence (null when the row failed), ``duplicate`` says the server
     already had that message id, ``error`` is null when the row is stored.
 
-    Options: the connection options of :func:`jetstream_arrow.connect` and the write
+    Options: the connection options of [`jetstream_arrow.connect`][] and the write
     options (``subject``, ``msg_id_column``, ``write_id``, ``publish_mode``,
     ``window``, ``ack_timeout``, ``max_retries``, ``retry_backoff``,
     ``expected_stream``, and ``value_format``, ``value_schema``, ``avro_framing``,
@@ -53,7 +53,7 @@ def publish_fn(**options: Any) -> ArrowFn:
     of a copy of a stream (``stream`` and ``seq`` columns) are numbered by their
     source message instead of ``<partition>-<n>``: ``<stream>:<seq>:<digest>``.
 
-    Raises :class:`~jetstream_arrow.exceptions.SparkSetupError` at once when the active
+    Raises [`SparkSetupError`][jetstream_arrow.exceptions.SparkSetupError] at once when the active
     session's Python workers cannot import this package.
     """
     check_worker_python()
@@ -90,18 +90,18 @@ def read_fn(**options: Any) -> ArrowFn:
     inclusive; null reads to the stream's last message). Output: the message schema
     ``stream string, subject string, seq bigint, timestamp timestamp, data binary``,
     with ``headers map<string, array<string>>`` before ``data`` when
-    ``include_headers=True`` (:func:`message_schema` gives it).
+    ``include_headers=True`` ([`message_schema`][jetstream_arrow.spark.message_schema] gives it).
 
-    Options: the connection options of :func:`jetstream_arrow.connect`, ``stream``,
+    Options: the connection options of [`jetstream_arrow.connect`][], ``stream``,
     ``subjects``, ``include_headers``, ``fail_on_data_loss``, ``batch_rows``,
     ``max_bytes``, ``heartbeat``, and the value options (``value_format``,
     ``value_schema``, ``on_malformed``, ``avro_framing``, ``avro_schemas_by_id``:
     the output then has ``value`` in place of ``data``, see
-    :func:`jetstream_arrow.spark.values.read_schema`). The range options (``start_seq``, ...) and the split
+    ``jetstream_arrow.spark.values.read_schema``). The range options (``start_seq``, ...) and the split
     options (``min_partitions``, ``max_messages_per_partition``) are refused: each input
     row is one range, read whole by the task that holds it.
 
-    Raises :class:`~jetstream_arrow.exceptions.SparkSetupError` at once when the active
+    Raises [`SparkSetupError`][jetstream_arrow.exceptions.SparkSetupError] at once when the active
     session's Python workers cannot import this package.
     """
     check_worker_python()
