@@ -24,6 +24,7 @@ restart, and one whose server stopped), ``test_push.py::test_a_paused_server_is_
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -197,8 +198,9 @@ INGEST_QUEUE = 20_000
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_an_overload_answered_with_429s_loses_and_doubles_nothing(
-    nats_server_factory: Callable[..., NatsServer],
+    nats_server_factory: Callable[..., NatsServer], caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="jetstream_arrow")
     publishers, per, window = 4, 100_000, 32_768
     rows = publishers * per
     server = nats_server_factory(jetstream_extra=f"max_buffered_msgs: {INGEST_QUEUE}")
@@ -269,6 +271,14 @@ def test_an_overload_answered_with_429s_loses_and_doubles_nothing(
         answered_429 = resends + failed
         assert resends > 0, "the server refused nothing: no overload happened"
         assert "excessive stream ingest rate" in server.log
+        # The results count those resends, and the log says the server pushed back.
+        assert sum(r.resends for r in done) == resends
+        pushed_back = [
+            r
+            for r in caplog.records
+            if r.name == "jetstream_arrow.publish" and "pushed back" in r.getMessage()
+        ]
+        assert pushed_back and all(r.levelno == logging.WARNING for r in pushed_back)
         # Each 429 halves a publisher's window, so the four settle below what the
         # server takes in, and no row runs out of its (default) retries.
         reasons = {e for r in done for e in r.failed_rows().column("error").to_pylist()}

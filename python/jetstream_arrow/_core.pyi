@@ -205,6 +205,8 @@ class PublishOutcome:
     duplicates: int
     failed: int
     rows: int
+    resends: int
+    late_replies: int
     def acks(self) -> _ArrowBatch:
         """seq int64 (null unless stored/duplicate), duplicate bool, error utf8 (null when ok), one row per input row."""
 

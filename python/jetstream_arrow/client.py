@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,7 +36,10 @@ class PublishResult:
 
     ``acks`` has one row per input row, in input order: ``seq`` (the stream
     sequence, null unless stored or duplicate), ``duplicate`` (the server already
-    had this msg id), ``error`` (null when the row is stored).
+    had this msg id), ``error`` (null when the row is stored). ``resends`` counts
+    rows sent again (after an ack timeout, a ``429``/``503`` or a lost connection;
+    an atomic batch counts its rows) and ``late_replies`` acks that came after their
+    row was resent or resolved; the ``jetstream_arrow.publish`` logger tells them too.
     """
 
     rows: int
@@ -43,6 +47,8 @@ class PublishResult:
     duplicates: int
     failed: int
     acks: pa.Table
+    resends: int = 0
+    late_replies: int = 0
 
     @classmethod
     def _from_core(cls, outcome: _core.PublishOutcome) -> PublishResult:
@@ -52,6 +58,8 @@ class PublishResult:
             duplicates=outcome.duplicates,
             failed=outcome.failed,
             acks=pa.table(pa.record_batch(outcome.acks())),
+            resends=outcome.resends,
+            late_replies=outcome.late_replies,
         )
 
     def failed_rows(self) -> pa.Table:
@@ -473,6 +481,14 @@ def _read_batches(
             yield pa.record_batch(batch)
     finally:
         report_malformed(stream, codec, native.malformed)
+        if native.resets:
+            # Each resume was told as it happened; this is the read's count.
+            logging.getLogger("jetstream_arrow.read").info(
+                "read of stream %r resumed %d times with a new consumer, each after the "
+                "last message it had read",
+                stream,
+                native.resets,
+            )
         native.close()
 
 

@@ -365,6 +365,7 @@ async fn build_options(
         .skip_subject_validation(true)
         .event_callback(move |event| {
             let errors = errors.clone();
+            crate::events::connection_event(&event);
             async move {
                 if let Event::ServerError(ServerError::Other(message)) = event {
                     errors.push(message);

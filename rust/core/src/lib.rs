@@ -25,6 +25,7 @@ pub mod connection;
 pub mod consume;
 pub mod defaults;
 pub mod error;
+pub mod events;
 pub mod limits;
 pub mod option_values;
 pub mod publish;

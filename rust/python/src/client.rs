@@ -349,6 +349,14 @@ impl PublishOutcome {
     fn rows(&self) -> usize {
         self.inner.rows()
     }
+    #[getter]
+    fn resends(&self) -> usize {
+        self.inner.resends
+    }
+    #[getter]
+    fn late_replies(&self) -> usize {
+        self.inner.late_replies
+    }
     fn acks(&self) -> PyRecordBatch {
         PyRecordBatch::new(self.inner.to_record_batch())
     }

@@ -5,7 +5,7 @@
 //! pyarrow passes it through unchanged (an Arrow C stream would turn it into text).
 //! Closing or dropping the iterator deletes the read's consumer on the server.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use arrow_array::RecordBatch;
@@ -71,6 +71,8 @@ pub struct ReadBatches {
     schema: SchemaRef,
     /// Payloads that did not decode, as of the last batch (kept after the end).
     malformed: AtomicU64,
+    /// Consumer recreations, as of the last batch (kept after the end).
+    resets: AtomicU32,
 }
 
 impl ReadBatches {
@@ -79,6 +81,7 @@ impl ReadBatches {
             inner: Mutex::new(Some(batches)),
             schema,
             malformed: AtomicU64::new(0),
+            resets: AtomicU32::new(0),
         }
     }
 }
@@ -106,6 +109,7 @@ impl ReadBatches {
             .as_ref()
         {
             self.malformed.store(batches.malformed(), Ordering::Relaxed);
+            self.resets.store(batches.resets(), Ordering::Relaxed);
         }
         match next.flatten() {
             Some(batch) => Ok(PyRecordBatch::new(batch)),
@@ -119,11 +123,7 @@ impl ReadBatches {
     /// How often the read recreated its consumer to get past a failure.
     #[getter]
     fn resets(&self) -> u32 {
-        self.inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .map_or(0, Batches::resets)
+        self.resets.load(Ordering::Relaxed)
     }
 
     /// Payloads that did not decode so far: dropped (`dropmalformed`) or kept as

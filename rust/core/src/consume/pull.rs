@@ -332,6 +332,10 @@ impl PullLoop {
                                 continue; // the top of the loop deals with it
                             }
                             if heartbeat_deadline.is_some_and(|hb| hb <= now) {
+                                crate::events::heartbeats_missed(
+                                    &self.consumer_label(),
+                                    self.settings.heartbeat.unwrap_or_default() * 2,
+                                );
                                 return Err(self.missed_heartbeats_error());
                             }
                             if wait_until.is_some_and(|w| w <= now) {
@@ -486,6 +490,10 @@ pub async fn fetch_once(
                 if !out.is_empty() {
                     break;
                 }
+                crate::events::heartbeats_missed(
+                    &format!("fetch from consumer {consumer:?} of stream {stream:?}"),
+                    heartbeat.unwrap_or_default() * 2,
+                );
                 return Err(Error::new(
                     ErrorKind::MissedHeartbeats,
                     format!(

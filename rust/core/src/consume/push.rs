@@ -211,6 +211,7 @@ async fn read_deliveries(
             (None, Some(hb)) => match tokio::time::timeout(hb * 2, sub.next()).await {
                 Ok(next) => next,
                 Err(_) => {
+                    crate::events::heartbeats_missed(&label, hb * 2);
                     break Error::new(
                         ErrorKind::MissedHeartbeats,
                         format!(
@@ -218,7 +219,7 @@ async fn read_deliveries(
                              heartbeat periods); the server or the consumer may be gone",
                             hb * 2
                         ),
-                    )
+                    );
                 }
             },
             (None, None) => match tokio::time::timeout(defaults::SILENCE_PROBE, sub.next()).await {
@@ -251,7 +252,8 @@ async fn read_deliveries(
                     (status, resync.as_mut(), header_u64(&message, LAST_CONSUMER))
                 {
                     if resync.sequence.on_heartbeat(last) == Verdict::Gap {
-                        if let Err(e) = resync.reset(&flow).await {
+                        let why = format!("an idle heartbeat names delivery {last}, not received");
+                        if let Err(e) = resync.reset(&flow, &why).await {
                             break e.context(&label);
                         }
                         continue;
@@ -283,7 +285,8 @@ async fn read_deliveries(
                 Verdict::Accept => {}
                 Verdict::Stale => continue,
                 Verdict::Gap => {
-                    if let Err(e) = resync.reset(&flow).await {
+                    let why = format!("delivery {} came out of sequence", meta.consumer_seq);
+                    if let Err(e) = resync.reset(&flow, &why).await {
                         break e.context(&label);
                     }
                     continue;

@@ -124,7 +124,8 @@ impl Resync {
     }
 
     /// Reset the consumer to its ack floor and start a new flow-control epoch.
-    pub(crate) async fn reset(&mut self, flow: &FlowControl) -> Result<()> {
+    pub(crate) async fn reset(&mut self, flow: &FlowControl, why: &str) -> Result<()> {
+        crate::events::consumer_reset(&self.stream, &self.name, &why);
         flow.reset().await?;
         self.sequence.restart();
         reset_consumer(&self.conn, &self.stream, &self.name).await?;

@@ -190,6 +190,7 @@ impl PublishRun<'_> {
         // An ack for a message already timed out and resent (or from an earlier
         // call) has no entry: the resend's own ack decides.
         let Some(entry) = self.in_flight.take(token) else {
+            self.outcome.late_reply();
             return;
         };
         if let Some(conflict) = entry.conflict.clone() {
@@ -207,6 +208,7 @@ impl PublishRun<'_> {
             AckResult::Retry(why) => self.retry_or_fail(entry, why),
             AckResult::PushedBack(why) => {
                 self.congestion.pushed_back(token, next_token);
+                self.outcome.pushed_back(&why);
                 self.retry_or_fail(entry, why);
             }
             AckResult::Conflict(why) => {
@@ -252,6 +254,7 @@ impl PublishRun<'_> {
             AckResult::Retry(why) => self.retry_or_fail(entry, why),
             AckResult::PushedBack(why) => {
                 self.congestion.pushed_back(token, next_token);
+                self.outcome.pushed_back(&why);
                 self.retry_or_fail(entry, why);
             }
             AckResult::Conflict(_) | AckResult::Failed(_) => self.outcome.fail(entry.row, conflict),
@@ -274,6 +277,7 @@ impl PublishRun<'_> {
             .retry_backoff
             .saturating_mul(1u32 << entry.attempt.min(16))
             .min(MAX_BACKOFF);
+        self.outcome.resent(entry.row, 1, &why);
         self.retries.push(
             Instant::now() + backoff,
             Retry {

@@ -414,6 +414,10 @@ impl Publisher {
                 .retry_backoff
                 .saturating_mul(1u32 << attempt.min(16))
                 .min(MAX_BACKOFF);
+            if retry_why.starts_with("429") || retry_why.contains("code 429") {
+                outcome.pushed_back(&retry_why);
+            }
+            outcome.resent(batch.rows[0].0, batch.rows.len(), &retry_why);
             tokio::time::sleep(backoff).await;
             attempt += 1;
         }

@@ -158,6 +158,7 @@ impl Publisher {
             Ok(()) => {}
         }
         self.rows_before += source.taken as u64;
+        outcome.tell_summary();
         (outcome, result.err())
     }
 

@@ -8,6 +8,7 @@ use arrow_array::builder::{BooleanBuilder, Int64Builder, StringBuilder};
 use arrow_array::{ArrayRef, RecordBatch};
 
 use crate::arrow::schema::ack_schema;
+use crate::events;
 
 /// What happened to each row of one publish call.
 #[derive(Debug, Default)]
@@ -20,6 +21,12 @@ pub struct PublishOutcome {
     errors: HashMap<usize, String>,
     pub stored: usize,
     pub duplicates: usize,
+    /// Rows sent again (after an ack timeout, a `429`/`503`, a lost connection).
+    pub resends: usize,
+    /// Acks that came after their row was resent or resolved, dropped.
+    pub late_replies: usize,
+    /// Whether the server's pushing back was told (once per call).
+    pushed_back_told: bool,
 }
 
 impl PublishOutcome {
@@ -54,6 +61,33 @@ impl PublishOutcome {
             self.duplicates += 1;
         } else {
             self.stored += 1;
+        }
+    }
+
+    /// `count` rows, from `row` on, are sent again for `why`: counted, and the first
+    /// of the call told.
+    pub(super) fn resent(&mut self, row: usize, count: usize, why: &str) {
+        if self.resends == 0 {
+            events::first_resend(row, why);
+        }
+        self.resends += count;
+    }
+
+    /// The server answered `429` or `503` (told once per call).
+    pub(super) fn pushed_back(&mut self, why: &str) {
+        if !std::mem::replace(&mut self.pushed_back_told, true) {
+            events::pushed_back(why);
+        }
+    }
+
+    pub(super) fn late_reply(&mut self) {
+        self.late_replies += 1;
+    }
+
+    /// At the end of a call: its resends and late replies, if any.
+    pub(super) fn tell_summary(&self) {
+        if self.resends > 0 || self.late_replies > 0 {
+            events::publish_summary(self.rows(), self.resends, self.late_replies);
         }
     }
 

@@ -30,6 +30,7 @@ use crate::arrow::metadata::Delivered;
 use crate::connection::Connection;
 use crate::consume::pull::{PullLoop, PullSettings};
 use crate::error::{Error, ErrorKind, Result};
+use crate::events;
 use crate::read::stored;
 
 /// The longest pause between two attempts to recreate the consumer.
@@ -251,6 +252,7 @@ impl OrderedPull {
             }
             tokio::time::sleep(pause).await;
             self.resets += 1;
+            events::read_resumed(&self.stream, self.last_stream_seq, &last);
             // Each attempt gets what is left of the budget, not the request timeout.
             match tokio::time::timeout_at(deadline, self.create()).await {
                 Ok(Ok(pending)) => return Ok(pending),
@@ -277,7 +279,10 @@ impl OrderedPull {
                 Ok(Some(d)) => d,
                 Ok(None) => return Ok(None),
                 Err(e) if pull.reconnected() => match self.stored_next().await {
-                    Ok(Some(stored)) => return self.hand_out_stored(stored).await.map(Some),
+                    Ok(Some(stored)) => {
+                        events::read_resumed(&self.stream, self.last_stream_seq, &e);
+                        return self.hand_out_stored(stored).await.map(Some);
+                    }
                     // Nothing there, or the server cannot say yet (it restarted):
                     // the consumer, recreated, tells.
                     Ok(None) | Err(_) => {
