@@ -552,6 +552,11 @@ refused(
     "creds",
     lambda ctx: ja.connect(ctx.url, creds=str(ctx.tmp / "missing.creds")),
 )
+refused(
+    "connect",
+    "creds_content",
+    lambda ctx: ja.connect(ctx.url, creds_content="no creds here"),
+)
 
 
 @effect(("connect", "tls_ca"))
@@ -582,6 +587,21 @@ def _tls_cert(ctx: Ctx) -> None:
     ) as c:
         c.flush()
     raises(lambda: ja.connect(server.url, tls_ca=files["ca"], tls_first=True, **_CT))
+
+
+@effect(
+    ("connect", "tls_ca_content"), ("connect", "tls_cert_content"), ("connect", "tls_key_content")
+)
+def _tls_content(ctx: Ctx) -> None:
+    server, files = tls_server(ctx)
+    text = {k: Path(files[k]).read_text() for k in ("ca", "cert", "key")}
+    client = {"tls_cert_content": text["cert"], "tls_key_content": text["key"]}
+    with ja.connect(server.url, tls_ca_content=text["ca"], **client, tls_first=True, **_CT) as c:
+        c.flush()
+    # Without the CA the system's roots are trusted; without the client's pair the
+    # server refuses.
+    raises(lambda: ja.connect(server.url, **client, tls_first=True, **_CT))
+    raises(lambda: ja.connect(server.url, tls_ca_content=text["ca"], tls_first=True, **_CT))
 
 
 @effect(("connect", "tls_first"))
@@ -1743,10 +1763,14 @@ _CONNECT_SAMPLES: dict[str, Any] = {
     "password": "p",
     "token": "t",
     "creds": "/probe/user.creds",
+    "creds_content": "-----BEGIN NATS USER JWT-----probe",
     "nkey_seed": "SUAPROBE",
     "tls_ca": "/probe/ca.pem",
     "tls_cert": "/probe/client.pem",
     "tls_key": "/probe/client.key",
+    "tls_ca_content": "-----BEGIN CERTIFICATE-----ca",
+    "tls_cert_content": "-----BEGIN CERTIFICATE-----client",
+    "tls_key_content": "-----BEGIN PRIVATE KEY-----client",
     "tls_required": True,
     "tls_first": True,
     "name": "probe-name",
@@ -1760,7 +1784,14 @@ _CONNECT_SAMPLES: dict[str, Any] = {
     "api_prefix": "PROBE.API",
     "inbox_prefix": "_PROBE",
 }
-_COMPANIONS = {"user": "password", "password": "user", "tls_cert": "tls_key", "tls_key": "tls_cert"}
+_COMPANIONS = {
+    "user": "password",
+    "password": "user",
+    "tls_cert": "tls_key",
+    "tls_key": "tls_cert",
+    "tls_cert_content": "tls_key_content",
+    "tls_key_content": "tls_cert_content",
+}
 
 
 def _parsed(ctx: Ctx, entry: str, **options: Any) -> Any:

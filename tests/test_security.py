@@ -308,6 +308,22 @@ def creds(make: Factory, workdir: Path) -> Auth:
     )
 
 
+def creds_content(make: Factory, workdir: Path) -> Auth:
+    """The creds files' text as options, as a Spark executor gets them."""
+    files = creds(make, workdir)
+
+    def as_content(options: dict[str, Any]) -> dict[str, Any]:
+        return {"servers": options["servers"], "creds_content": Path(options["creds"]).read_text()}
+
+    return Auth(
+        files.server,
+        as_content(files.good),
+        {what: as_content(options) for what, options in files.wrong.items()},
+        files.hidden,
+        files.expect,
+    )
+
+
 def url_user_password(make: Factory, workdir: Path) -> Auth:
     # Characters a URL must percent-encode, so decoding is exercised too.
     password = secret("pw") + "@:/%"
@@ -338,7 +354,7 @@ def url_token(make: Factory, workdir: Path) -> Auth:
     )
 
 
-AUTHS = [user_password, token, nkey, creds, url_user_password, url_token]
+AUTHS = [user_password, token, nkey, creds, creds_content, url_user_password, url_token]
 
 
 @pytest.fixture(params=AUTHS, ids=[a.__name__ for a in AUTHS])
@@ -401,14 +417,18 @@ def test_reprs_hide_every_secret() -> None:
     """ConnectOptions and the Spark read and write options carry secrets to executors;
     their reprs and ``redacted()`` show none (URL user info included)."""
     password, token_value, seed = secret("pw"), secret("tok"), secret("SU")
+    creds_text, key_text = secret("creds"), secret("key")
     options = {
         "servers": f"nats://carol:{password}@h1:4222,tls://{token_value}@h2:4222",
         "nkey_seed": seed,
         "token": token_value,
         "user": "carol",
         "password": password,
+        "creds_content": creds_text,
+        "tls_cert_content": secret("cert"),
+        "tls_key_content": key_text,
     }
-    hidden = [password, token_value, seed]
+    hidden = [password, token_value, seed, creds_text, key_text, options["tls_cert_content"]]
     connect = ConnectOptions(**options)
     assert_hidden(repr(connect), hidden, "repr(ConnectOptions)")
     assert_hidden(str(connect), hidden, "str(ConnectOptions)")
@@ -454,11 +474,15 @@ class Pki:
         der = ssl.PEM_cert_to_DER_cert(self.path(f"{name}.pem").read_text())
         return hashlib.sha256(der).hexdigest()
 
-    def client_options(self, name: str = "client") -> dict[str, str]:
-        return {
-            "tls_cert": str(self.path(f"{name}.pem")),
-            "tls_key": str(self.path(f"{name}-key.pem")),
-        }
+    def client_options(self, name: str = "client", as_content: bool = False) -> dict[str, str]:
+        cert, key = self.path(f"{name}.pem"), self.path(f"{name}-key.pem")
+        if as_content:
+            return {"tls_cert_content": cert.read_text(), "tls_key_content": key.read_text()}
+        return {"tls_cert": str(cert), "tls_key": str(key)}
+
+    def ca_options(self, name: str = "ca", as_content: bool = False) -> dict[str, str]:
+        path = self.path(f"{name}.pem")
+        return {"tls_ca_content": path.read_text()} if as_content else {"tls_ca": str(path)}
 
     def server_config(self, name: str = "server", extra: str = "") -> str:
         return (
@@ -485,17 +509,19 @@ def refused(options: dict[str, Any]) -> JetStreamArrowError:
     return info.value
 
 
-def test_tls_verifies_the_server(pki: Pki, nats_server_factory: Factory) -> None:
+@pytest.mark.parametrize("as_content", [False, True], ids=["files", "content"])
+def test_tls_verifies_the_server(pki: Pki, nats_server_factory: Factory, as_content: bool) -> None:
     """With the CA that signed the server's certificate the client talks TLS; a server
-    whose certificate no trusted CA signed, or names another host, is refused."""
+    whose certificate no trusted CA signed, or names another host, is refused. The
+    CA as a file or as its PEM text."""
     server = nats_server_factory(pki.server_config())
-    ca = {"tls_ca": str(pki.path("ca.pem"))}
+    ca = pki.ca_options(as_content=as_content)
     with ja.connect(server.url, **ca, tls_required=True) as client:
         round_trip(client, "TLS")
         seen = connection(server, client)
         assert seen.get("tls_version", "").startswith("1."), seen
-    # Without tls_ca the system's roots are trusted, and they did not sign it either.
-    for options in ({}, {"tls_ca": str(pki.path("stranger-ca.pem"))}):
+    # Without a CA the system's roots are trusted, and they did not sign it either.
+    for options in ({}, pki.ca_options("stranger-ca", as_content)):
         err = refused({"servers": server.url, **options})
         assert "invalid peer certificate" in str(err), err
     elsewhere = nats_server_factory(pki.server_config("elsewhere"))
@@ -503,13 +529,15 @@ def test_tls_verifies_the_server(pki: Pki, nats_server_factory: Factory) -> None
     assert "not valid for name" in str(err), err
 
 
-def test_mutual_tls(pki: Pki, nats_server_factory: Factory) -> None:
+@pytest.mark.parametrize("as_content", [False, True], ids=["files", "content"])
+def test_mutual_tls(pki: Pki, nats_server_factory: Factory, as_content: bool) -> None:
     """A server with ``verify: true`` takes a client certificate its CA signed, and
-    refuses a client without one, or with one another CA signed."""
+    refuses a client without one, or with one another CA signed; each certificate and
+    key a file or its PEM text."""
     verify = f"ca_file: {json.dumps(str(pki.path('ca.pem')))}\n    verify: true"
     server = nats_server_factory(pki.server_config(extra=verify))
-    ca = {"servers": server.url, "tls_ca": str(pki.path("ca.pem"))}
-    with ja.connect(**ca, **pki.client_options()) as client:
+    ca = {"servers": server.url, **pki.ca_options(as_content=as_content)}
+    with ja.connect(**ca, **pki.client_options(as_content=as_content)) as client:
         round_trip(client, "MTLS")
         seen = connection(server, client)
         # The server saw exactly the client's certificate.
@@ -517,7 +545,55 @@ def test_mutual_tls(pki: Pki, nats_server_factory: Factory) -> None:
             pki.fingerprint("client")
         ], seen
     assert "CertificateRequired" in str(refused(ca))
-    assert "UnknownCA" in str(refused({**ca, **pki.client_options("stranger-client")}))
+    stranger = pki.client_options("stranger-client", as_content)
+    assert "UnknownCA" in str(refused({**ca, **stranger}))
+    if as_content:
+        # A client certificate as text without a CA: the system's roots, which did
+        # not sign the server's certificate.
+        err = refused({"servers": server.url, **pki.client_options(as_content=True)})
+        assert "invalid peer certificate" in str(err), err
+
+
+def test_tls_and_creds_content_that_does_not_parse_is_refused_naming_the_option(
+    pki: Pki,
+) -> None:
+    """Text that is no PEM (or no creds) names its option and never shows in the
+    error; giving the file and the text of one option is refused."""
+    key_text = pki.path("client-key.pem").read_text()
+    url = {"servers": "nats://127.0.0.1:1"}
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"tls_ca_content": "not a certificate " + secret("x")}, "tls_ca_content"),
+        ({"tls_ca_content": key_text}, "tls_ca_content"),
+        (
+            {"tls_cert_content": key_text, "tls_key_content": key_text},
+            "tls_cert_content",
+        ),
+        (
+            {
+                "tls_cert_content": pki.path("client.pem").read_text(),
+                "tls_key_content": "garbage " + secret("k"),
+            },
+            "tls_key_content",
+        ),
+        (
+            {
+                "tls_cert_content": pki.path("client.pem").read_text(),
+                "tls_key_content": pki.path("stranger-client-key.pem").read_text(),
+            },
+            "tls_cert_content",
+        ),
+        ({"creds_content": "-----BEGIN NATS USER JWT-----\n" + secret("j")}, "creds_content"),
+    ]
+    for options, named in cases:
+        with pytest.raises(BadInputError, match=named) as info:
+            ja.connect(**url, **options)
+        texts = [line for value in options.values() for line in value.splitlines() if len(line) > 8]
+        assert_hidden(exception_text(info.value), texts, f"the error of {sorted(options)}")
+    for file, content in (("creds", "creds_content"), ("tls_ca", "tls_ca_content")):
+        with pytest.raises(BadInputError, match=f"'{file}' and '{content}' exclude each other"):
+            ja.connect(**url, **{file: str(pki.path("ca.pem")), content: "x"})
+    with pytest.raises(BadInputError, match="go together"):
+        ja.connect(**url, tls_cert_content=pki.path("client.pem").read_text())
 
 
 def test_tls_first(pki: Pki, nats_server_factory: Factory) -> None:
@@ -736,3 +812,52 @@ def test_spark_writes_and_streams_hide_secrets(
     assert_hidden(plans.getvalue(), s.hidden, "the streaming query's plans")
     assert_hidden(progress, s.hidden, "the streaming query's progress")
     assert_hidden(log_text(package_logs), s.hidden, "the package's log")
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(300)  # a JVM start under load counts too
+def test_spark_reads_with_credentials_as_content(
+    spark: Any,
+    pki: Pki,
+    nats_server_factory: Factory,
+    tmp_path: Path,
+    package_logs: pytest.LogCaptureFixture,
+) -> None:
+    """Executors with no file laid out: a read over mutual TLS with the CA, certificate
+    and key as PEM text, and one with a creds file's text, read every row; their plans
+    show neither the key nor the creds."""
+    verify = f"ca_file: {json.dumps(str(pki.path('ca.pem')))}\n    verify: true"
+    tls_server = nats_server_factory(pki.server_config(extra=verify))
+    tls_options = {**pki.ca_options(as_content=True), **pki.client_options(as_content=True)}
+    operator = Operator(tmp_path)
+    creds_server = nats_server_factory(operator.config)
+    creds_file, creds_secrets = operator.user_creds("spark")
+    creds_text = creds_file.read_text()
+    for server, options in (
+        (tls_server, tls_options),
+        (creds_server, {"creds_content": creds_text}),
+    ):
+        with ja.connect(server.url, **options) as client:
+            client.create_stream("SPARK", ["SPARK.>"])
+            data = [f"row-{i}".encode() for i in range(ROWS)]
+            client.publish(pa.table({"subject": ["SPARK.r"] * ROWS, "data": data}))
+    key_lines = [
+        line for line in tls_options["tls_key_content"].splitlines() if "PRIVATE KEY" not in line
+    ]
+    hidden = key_lines + creds_secrets
+    for server, spark_options in (
+        (
+            tls_server,
+            {
+                "tlsCaContent": tls_options["tls_ca_content"],
+                "tlsCertContent": tls_options["tls_cert_content"],
+                "tlsKeyContent": tls_options["tls_key_content"],
+            },
+        ),
+        (creds_server, {"credsContent": creds_text}),
+    ):
+        df = spark_read(spark, "SPARK", servers=server.url, connectTimeout=3, **spark_options)
+        assert_hidden(explained(df), hidden, f"the plans of a read with {sorted(spark_options)}")
+        rows = sorted(r.data for r in df.select("data").collect())
+        assert rows == sorted(f"row-{i}".encode() for i in range(ROWS))
+    assert_hidden(log_text(package_logs), hidden, "the package's log")

@@ -17,7 +17,19 @@ from . import _core
 from ._time import to_epoch_ns
 from .exceptions import BadInputError
 
-_SECRET_FIELDS = frozenset({"password", "token", "nkey_seed"})
+# The texts of credentials and TLS material are hidden too: a key is a secret, and a
+# certificate's text only clutters a repr.
+_SECRET_FIELDS = frozenset(
+    {
+        "password",
+        "token",
+        "nkey_seed",
+        "creds_content",
+        "tls_ca_content",
+        "tls_cert_content",
+        "tls_key_content",
+    }
+)
 
 OnFull = Literal["wait", "fail"]
 PublishMode = Literal["acked", "fast", "atomic"]
@@ -42,7 +54,12 @@ class ConnectOptions:
 
     ``servers`` is one URL or a comma-separated list. ``domain`` and ``api_prefix``
     are mutually exclusive: a domain ``hub`` means the API prefix ``$JS.hub.API``.
-    Durations are seconds (floats).
+    Durations are seconds (floats). Credentials and TLS material are files
+    (``creds``, ``tls_ca``, ``tls_cert``, ``tls_key``) or their text
+    (``creds_content``, ``tls_ca_content``, ``tls_cert_content``,
+    ``tls_key_content``: the ``.creds`` file's text, PEM), for processes where no file
+    is laid out, such as Spark executors; each text is kept out of reprs, logs and
+    errors.
     """
 
     servers: str = _core.DEFAULT_SERVERS
@@ -50,10 +67,14 @@ class ConnectOptions:
     password: str | None = field(default=None, repr=False)
     token: str | None = field(default=None, repr=False)
     creds: str | None = None
+    creds_content: str | None = field(default=None, repr=False)
     nkey_seed: str | None = field(default=None, repr=False)
     tls_ca: str | None = None
     tls_cert: str | None = None
     tls_key: str | None = None
+    tls_ca_content: str | None = field(default=None, repr=False)
+    tls_cert_content: str | None = field(default=None, repr=False)
+    tls_key_content: str | None = field(default=None, repr=False)
     tls_required: bool = False
     tls_first: bool = False
     name: str | None = _core.DEFAULT_CLIENT_NAME
@@ -73,8 +94,24 @@ class ConnectOptions:
                 "options 'domain' and 'api_prefix' exclude each other: a domain D "
                 "means api_prefix '$JS.D.API'; give one of them"
             )
-        if (self.tls_cert is None) != (self.tls_key is None):
-            raise BadInputError("options 'tls_cert' and 'tls_key' go together: give both")
+        for file, content in (
+            ("creds", "creds_content"),
+            ("tls_ca", "tls_ca_content"),
+            ("tls_cert", "tls_cert_content"),
+            ("tls_key", "tls_key_content"),
+        ):
+            if getattr(self, file) is not None and getattr(self, content) is not None:
+                raise BadInputError(
+                    f"options {file!r} and {content!r} exclude each other: give the file "
+                    "or its content"
+                )
+        has_cert = self.tls_cert is not None or self.tls_cert_content is not None
+        has_key = self.tls_key is not None or self.tls_key_content is not None
+        if has_cert != has_key:
+            raise BadInputError(
+                "options 'tls_cert' and 'tls_key' (or 'tls_cert_content' and "
+                "'tls_key_content') go together: give both"
+            )
         if self.user is not None and self.password is None:
             raise BadInputError("option 'user' needs 'password'")
         if self.password is not None and self.user is None:

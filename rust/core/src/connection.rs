@@ -11,6 +11,7 @@ use bytes::Bytes;
 use crate::defaults;
 use crate::error::{Error, ErrorKind, Result};
 use crate::server_urls::{redact_servers, redact_url, url_credentials, UrlCredentials};
+use crate::tls::TlsMaterial;
 
 /// Everything needed to reach NATS and its JetStream API. Mirrors the Python
 /// `ConnectOptions`; durations are already `Duration`s here.
@@ -22,10 +23,16 @@ pub struct ConnectConfig {
     pub password: Option<String>,
     pub token: Option<String>,
     pub creds: Option<PathBuf>,
+    /// The text of a `.creds` file (secret), where no file can be laid out.
+    pub creds_content: Option<String>,
     pub nkey_seed: Option<String>,
     pub tls_ca: Option<PathBuf>,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
+    /// PEM text in place of the files above (the key is a secret).
+    pub tls_ca_content: Option<String>,
+    pub tls_cert_content: Option<String>,
+    pub tls_key_content: Option<String>,
     pub tls_required: bool,
     pub tls_first: bool,
     pub name: Option<String>,
@@ -64,10 +71,14 @@ impl Default for ConnectConfig {
             password: None,
             token: None,
             creds: None,
+            creds_content: None,
             nkey_seed: None,
             tls_ca: None,
             tls_cert: None,
             tls_key: None,
+            tls_ca_content: None,
+            tls_cert_content: None,
+            tls_key_content: None,
             tls_required: false,
             tls_first: false,
             name: Some(defaults::CLIENT_NAME.to_string()),
@@ -277,8 +288,14 @@ async fn build_options(
     config: &ConnectConfig,
     errors: Arc<ServerErrors>,
 ) -> Result<ConnectOptions> {
-    let mut options = match &config.creds {
-        Some(path) => ConnectOptions::with_credentials_file(path.clone())
+    let mut options = match (&config.creds, &config.creds_content) {
+        (Some(_), Some(_)) => {
+            return Err(Error::bad_input(
+                "options 'creds' and 'creds_content' exclude each other: give the file or \
+                 its content",
+            ))
+        }
+        (Some(path), None) => ConnectOptions::with_credentials_file(path.clone())
             .await
             .map_err(|e| {
                 Error::new(
@@ -286,7 +303,14 @@ async fn build_options(
                     format!("option 'creds': cannot read {}: {e}", path.display()),
                 )
             })?,
-        None => ConnectOptions::new(),
+        // The parser's error could quote the text: it is not passed on.
+        (None, Some(text)) => ConnectOptions::with_credentials(text).map_err(|_| {
+            Error::bad_input(
+                "option 'creds_content': not the content of a .creds file (a user JWT and \
+                 an nkey seed, each between its BEGIN and END lines)",
+            )
+        })?,
+        (None, None) => ConnectOptions::new(),
     };
     if let Some(user) = &config.user {
         options =
@@ -314,22 +338,19 @@ async fn build_options(
             })?;
         }
     }
-    if let Some(ca) = &config.tls_ca {
-        options = options.add_root_certificates(ca.clone());
-    }
-    match (&config.tls_cert, &config.tls_key) {
-        (Some(cert), Some(key)) => {
-            options = options.add_client_certificate(cert.clone(), key.clone());
+    let tls = TlsMaterial::of(config)?;
+    if tls.has_content() {
+        options = options.tls_client_config(tls.client_config()?);
+    } else {
+        if let Some(ca) = &config.tls_ca {
+            options = options.add_root_certificates(ca.clone());
         }
-        (None, None) => {}
-        _ => {
-            return Err(Error::bad_input(
-                "options 'tls_cert' and 'tls_key' go together: give both or neither",
-            ))
+        if let (Some(cert), Some(key)) = (&config.tls_cert, &config.tls_key) {
+            options = options.add_client_certificate(cert.clone(), key.clone());
         }
     }
     // A CA or a client certificate asks for TLS, as in nats.go.
-    if config.tls_required || config.tls_ca.is_some() || config.tls_cert.is_some() {
+    if config.tls_required || tls.asks_for_tls() {
         options = options.require_tls(true);
     }
     if config.tls_first {

@@ -31,6 +31,7 @@ pub mod option_values;
 pub mod publish;
 pub mod read;
 pub mod server_urls;
+mod tls;
 
 pub use connection::{ConnectConfig, Connection};
 pub use error::{Error, ErrorKind, Result};
