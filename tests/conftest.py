@@ -78,6 +78,8 @@ WORKER_GROUPS = {
     "tests/test_spark_executor_loss.py::": "spark-cluster",
     "tests/test_spark_faults.py::test_streaming_drivers_killed": "spark-drivers",
     "tests/test_spark_work_queue.py::test_a_driver_killed": "spark-drivers",
+    # One Spark Connect server per worker that runs the module: all on one.
+    "tests/test_spark_connect.py::": "spark-connect",
 }
 
 

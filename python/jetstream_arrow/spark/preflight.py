@@ -75,10 +75,18 @@ def java_problem() -> str | None:
 
 
 def check_java() -> None:
-    """Raise :class:`SparkSetupError` unless a Java that Spark can run is here."""
+    """Raise [`SparkSetupError`][] unless a Java that Spark can run is here."""
     problem = java_problem()
     if problem:
         raise SparkSetupError(problem)
+
+
+def is_connect_session(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect client session (``builder.remote(...)``).
+
+    Its Python workers run beside the Spark Connect server, which this process cannot
+    inspect (the session has no ``sparkContext``)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect.")
 
 
 def worker_python(spark: Any) -> str:
@@ -121,8 +129,12 @@ def worker_python_problem(interpreter: str) -> str | None:
 
 
 def check_worker_python(spark: Any | None = None) -> None:
-    """Raise :class:`SparkSetupError` when the workers of ``spark`` (default: the active
-    session, if any) cannot import this package. Each interpreter is checked once."""
+    """Raise [`SparkSetupError`][] when the workers of ``spark`` (default: the active
+    session, if any) cannot import this package. Each interpreter is checked once.
+
+    A Spark Connect session is not checked: its workers run in the server's Python
+    environment, out of this process's sight (a server without the package fails the
+    query with ``DATA_SOURCE_NOT_FOUND`` or a ``ModuleNotFoundError``)."""
     if spark is None:
         try:
             from pyspark.sql import SparkSession
@@ -131,6 +143,8 @@ def check_worker_python(spark: Any | None = None) -> None:
         spark = SparkSession.getActiveSession()
         if spark is None:
             return
+    if is_connect_session(spark):
+        return
     interpreter = worker_python(spark)
     if interpreter in _checked_interpreters:
         return
