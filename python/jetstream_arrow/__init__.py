@@ -4,12 +4,31 @@ from __future__ import annotations
 
 from . import exceptions
 from ._core import __version__
+from .aio import (
+    AsyncBatches,
+    AsyncClient,
+    AsyncConsumedBatch,
+    AsyncMessages,
+    AsyncOrderedConsumer,
+    AsyncPublisher,
+    AsyncPullConsumer,
+    AsyncPushConsumer,
+    connect_async,
+)
 from .client import Client, Publisher, PublishResult, connect
 from .codec import ValueCodec
 from .consumers import ConsumedBatch, Messages, OrderedConsumer, PullConsumer, PushConsumer
 from .options import ConnectOptions, ConsumeOptions, PublishOptions, ReadOptions
 
 __all__ = [
+    "AsyncBatches",
+    "AsyncClient",
+    "AsyncConsumedBatch",
+    "AsyncMessages",
+    "AsyncOrderedConsumer",
+    "AsyncPublisher",
+    "AsyncPullConsumer",
+    "AsyncPushConsumer",
     "Client",
     "ConnectOptions",
     "ConsumeOptions",
@@ -25,5 +44,6 @@ __all__ = [
     "Messages",
     "__version__",
     "connect",
+    "connect_async",
     "exceptions",
 ]

@@ -5,8 +5,14 @@
 # any object with __arrow_c_stream__ / __arrow_c_array__, outputs are small objects
 # that implement them (turn them into pyarrow with pa.record_batch / pa.schema).
 # Durations are seconds (float), timestamps nanoseconds since the epoch (int).
+#
+# The `*_async` methods, and those called with `asyncio=True`, return an asyncio
+# awaitable of the running event loop, completed by a task of the native runtime;
+# they must be called while a loop runs. Cancelling the awaitable drops the task's
+# future, except for a publish (see StopSignal).
 
-from typing import Any, Literal, Protocol, final
+from collections.abc import Awaitable
+from typing import Any, Literal, Protocol, final, overload
 
 __version__: str
 
@@ -147,6 +153,8 @@ class Client:
     @staticmethod
     def connect(options: Any) -> Client:
         """Connect with a jetstream_arrow.ConnectOptions; waits at most connect_timeout."""
+    @staticmethod
+    def connect_async(options: Any) -> Awaitable[Client]: ...
     @property
     def api_prefix(self) -> str: ...
     def server_info(self) -> dict[str, Any]:
@@ -156,11 +164,19 @@ class Client:
     ) -> bytes:
         """Request `<api_prefix>.<subject>` and return the raw JSON reply. Raises ApiError
         (or NotFoundError, JetStreamNotEnabledError) when the reply is an error."""
+    def api_request_async(
+        self, subject: str, body: bytes | None = None, timeout: float | None = None
+    ) -> Awaitable[bytes]: ...
     def publisher(self, options: Any, codec: Any = None) -> Publisher:
         """A publisher sending as a jetstream_arrow.PublishOptions says (None: defaults)."""
+    def publisher_async(self, options: Any, codec: Any = None) -> Awaitable[Publisher]: ...
     def read(self, stream: str, options: Any, codec: Any = None) -> ReadBatches:
         """Open a read as a jetstream_arrow.ReadOptions says (None: defaults); errors of
         the opening raise here, batches follow in sequence order."""
+    def read_async(
+        self, stream: str, options: Any, codec: Any = None
+    ) -> Awaitable[ReadBatches]: ...
+    @overload
     def follow(
         self,
         stream: str,
@@ -176,12 +192,32 @@ class Client:
         heartbeat: float = ...,
         resume_timeout: float = ...,
         codec: Any = None,
+        asyncio: Literal[True],
+    ) -> Awaitable[ReadBatches]: ...
+    @overload
+    def follow(
+        self,
+        stream: str,
+        *,
+        subjects: list[str] | None = None,
+        start_seq: int | None = None,
+        start_time_ns: int | None = None,
+        deliver_new: bool = False,
+        include_headers: bool = False,
+        batch_rows: int = ...,
+        batch_wait: float = ...,
+        max_bytes: int = ...,
+        heartbeat: float = ...,
+        resume_timeout: float = ...,
+        codec: Any = None,
+        asyncio: Literal[False] = False,
     ) -> ReadBatches:
         """An open-ended ordered consumer of `stream`: its batches never end."""
     def pull_consumer(
         self, stream: str, name: str, *, ack_policy: str | None = None
     ) -> PullConsumer:
         """Bind to an existing durable pull consumer without any info lookup."""
+    @overload
     def push_consumer(
         self,
         stream: str,
@@ -190,13 +226,27 @@ class Client:
         deliver_subject: str | None = None,
         deliver_group: str | None = None,
         ack_policy: str | None = None,
+        asyncio: Literal[True],
+    ) -> Awaitable[PushConsumer]: ...
+    @overload
+    def push_consumer(
+        self,
+        stream: str,
+        name: str,
+        *,
+        deliver_subject: str | None = None,
+        deliver_group: str | None = None,
+        ack_policy: str | None = None,
+        asyncio: Literal[False] = False,
     ) -> PushConsumer:
         """Bind to a durable push consumer (info lookup unless deliver_subject is given)."""
     def first_seq_at(self, stream: str, time_ns: int, subjects: list[str] = ...) -> int | None:
         """The sequence of the first message stored at or after time_ns on any of
         subjects (all when empty); None when there is none."""
     def flush(self, timeout: float | None = None) -> None: ...
+    def flush_async(self, timeout: float | None = None) -> Awaitable[None]: ...
     def close(self) -> None: ...
+    def close_async(self) -> Awaitable[None]: ...
     def is_closed(self) -> bool: ...
 
 @final
@@ -215,7 +265,20 @@ class Publisher:
     def publish(self, data: object, subject: str | None = None) -> PublishOutcome:
         """Publish every row of an Arrow batch, table or stream; returns when every row
         is acknowledged, failed or (on_full="fail") refused."""
+    def publish_async(
+        self, data: object, subject: str | None = None, stop: StopSignal | None = None
+    ) -> Awaitable[PublishOutcome]:
+        """`publish` as an awaitable; once `stop` is set it takes no more rows and
+        resolves to the outcome of those it took."""
     def close(self) -> None: ...
+
+@final
+class StopSignal:
+    """Asks an asyncio publish to stop taking rows."""
+
+    def __init__(self) -> None: ...
+    def set(self) -> None: ...
+    def is_set(self) -> bool: ...
 
 @final
 class ConsumedBatch:
@@ -224,12 +287,55 @@ class ConsumedBatch:
     def malformed(self) -> int:
         """Payloads of this batch that did not decode (dropped, or kept as _corrupt_record)."""
     def __len__(self) -> int: ...
-    def ack(self, rows: list[int] | None = None) -> None: ...
-    def ack_sync(self, rows: list[int] | None = None, timeout: float = ...) -> None:
+    @overload
+    def ack(self, rows: list[int] | None = None, *, asyncio: Literal[True]) -> Awaitable[None]: ...
+    @overload
+    def ack(self, rows: list[int] | None = None, *, asyncio: Literal[False] = False) -> None: ...
+    @overload
+    def ack_sync(
+        self, rows: list[int] | None = None, timeout: float = ..., *, asyncio: Literal[True]
+    ) -> Awaitable[None]: ...
+    @overload
+    def ack_sync(
+        self,
+        rows: list[int] | None = None,
+        timeout: float = ...,
+        *,
+        asyncio: Literal[False] = False,
+    ) -> None:
         """Double ack: each ack is confirmed by the server, retried until confirmed or timeout."""
-    def nak(self, rows: list[int] | None = None, delay: float | None = None) -> None: ...
-    def term(self, rows: list[int] | None = None, reason: str | None = None) -> None: ...
-    def in_progress(self, rows: list[int] | None = None) -> None: ...
+    @overload
+    def nak(
+        self, rows: list[int] | None = None, delay: float | None = None, *, asyncio: Literal[True]
+    ) -> Awaitable[None]: ...
+    @overload
+    def nak(
+        self,
+        rows: list[int] | None = None,
+        delay: float | None = None,
+        *,
+        asyncio: Literal[False] = False,
+    ) -> None: ...
+    @overload
+    def term(
+        self, rows: list[int] | None = None, reason: str | None = None, *, asyncio: Literal[True]
+    ) -> Awaitable[None]: ...
+    @overload
+    def term(
+        self,
+        rows: list[int] | None = None,
+        reason: str | None = None,
+        *,
+        asyncio: Literal[False] = False,
+    ) -> None: ...
+    @overload
+    def in_progress(
+        self, rows: list[int] | None = None, *, asyncio: Literal[True]
+    ) -> Awaitable[None]: ...
+    @overload
+    def in_progress(
+        self, rows: list[int] | None = None, *, asyncio: Literal[False] = False
+    ) -> None: ...
 
 @final
 class PullConsumer:
@@ -237,6 +343,7 @@ class PullConsumer:
     def stream(self) -> str: ...
     @property
     def name(self) -> str: ...
+    @overload
     def fetch(
         self,
         max_messages: int = ...,
@@ -247,8 +354,29 @@ class PullConsumer:
         heartbeat: float | None = None,
         include_headers: bool = False,
         codec: Any = None,
+        asyncio: Literal[True],
+    ) -> Awaitable[ConsumedBatch]: ...
+    @overload
+    def fetch(
+        self,
+        max_messages: int = ...,
+        *,
+        max_bytes: int | None = None,
+        expires: float = ...,
+        no_wait: bool = False,
+        heartbeat: float | None = None,
+        include_headers: bool = False,
+        codec: Any = None,
+        asyncio: Literal[False] = False,
     ) -> ConsumedBatch: ...
-    def messages(self, options: Any, codec: Any = None) -> MessageStream:
+    @overload
+    def messages(
+        self, options: Any, codec: Any = None, *, asyncio: Literal[True]
+    ) -> Awaitable[MessageStream]: ...
+    @overload
+    def messages(
+        self, options: Any, codec: Any = None, asyncio: Literal[False] = False
+    ) -> MessageStream:
         """Continuous consumption as a jetstream_arrow.ConsumeOptions says (None: defaults)."""
 
 @final
@@ -261,7 +389,10 @@ class MessageStream:
         """Resets of a flow-control push consumer to its ack floor (0 for pull)."""
     def __iter__(self) -> MessageStream: ...
     def __next__(self) -> ConsumedBatch: ...
+    def next_async(self) -> Awaitable[ConsumedBatch | None]:
+        """The next batch; None once closed (a cancelled call closes it)."""
     def close(self) -> None: ...
+    def close_async(self) -> Awaitable[None]: ...
 
 @final
 class ReadBatches:
@@ -277,8 +408,11 @@ class ReadBatches:
         """Payloads that did not decode so far (dropped, or kept as _corrupt_record)."""
     def __iter__(self) -> ReadBatches: ...
     def __next__(self) -> _ArrowBatch: ...
+    def next_async(self) -> Awaitable[_ArrowBatch | None]:
+        """The next batch; None at the end (a cancelled call ends the read)."""
     def close(self) -> None:
         """Stop reading and delete the read's consumer."""
+    def close_async(self) -> Awaitable[None]: ...
 
 @final
 class PushConsumer:
@@ -288,6 +422,7 @@ class PushConsumer:
     def name(self) -> str: ...
     @property
     def deliver_subject(self) -> str: ...
+    @overload
     def messages(
         self,
         *,
@@ -296,4 +431,16 @@ class PushConsumer:
         include_headers: bool = False,
         heartbeat: float | None = None,
         codec: Any = None,
+        asyncio: Literal[True],
+    ) -> Awaitable[MessageStream]: ...
+    @overload
+    def messages(
+        self,
+        *,
+        batch_rows: int = ...,
+        batch_wait: float = ...,
+        include_headers: bool = False,
+        heartbeat: float | None = None,
+        codec: Any = None,
+        asyncio: Literal[False] = False,
     ) -> MessageStream: ...

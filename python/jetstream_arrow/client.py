@@ -51,7 +51,8 @@ class PublishResult:
     late_replies: int = 0
 
     @classmethod
-    def _from_core(cls, outcome: _core.PublishOutcome) -> PublishResult:
+    def from_outcome(cls, outcome: _core.PublishOutcome) -> PublishResult:
+        """The result of a native publish's outcome."""
         return cls(
             rows=outcome.rows,
             stored=outcome.stored,
@@ -69,7 +70,8 @@ class PublishResult:
         return acks.filter(acks["error"].is_valid())
 
 
-def _raise_if_failed(result: PublishResult) -> PublishResult:
+def raise_if_failed(result: PublishResult) -> PublishResult:
+    """``result``, or ``PublishError`` carrying it when rows failed."""
     if result.failed:
         first = result.failed_rows().slice(0, 1).to_pylist()[0]
         raise PublishError(
@@ -80,6 +82,59 @@ def _raise_if_failed(result: PublishResult) -> PublishResult:
             result,
         )
     return result
+
+
+class BatchGroups:
+    """The batches of a ``publish_batches`` call as one Arrow stream per group of
+    consecutive batches (one schema, as many whole batches as fit in
+    ``rows_per_result`` rows, at least one). An exception raised by ``batches`` ends
+    the group it falls in; [`raise_failure`][] raises it once that group is published.
+    """
+
+    def __init__(self, batches: Iterable[pa.RecordBatch], rows_per_result: int) -> None:
+        if rows_per_result < 1:
+            raise BadInputError(
+                f"option 'rows_per_result' must be at least 1, got {rows_per_result}"
+            )
+        self._source = iter(batches)
+        self._rows_per_result = rows_per_result
+        self._failure: list[BaseException] = []
+
+    def __iter__(self) -> Iterator[pa.RecordBatchReader]:
+        source = self._source
+        # A batch read but not yet published (the first of the next group).
+        pending: list[pa.RecordBatch] = list(itertools.islice(source, 1))
+        while pending:
+            first = pending.pop()
+
+            def group(first: pa.RecordBatch = first) -> Iterator[pa.RecordBatch]:
+                # Runs inside the engine's read of the stream. A failing source ends
+                # the stream cleanly here and is raised once the group's acks are in.
+                yield first
+                rows = first.num_rows
+                while True:
+                    try:
+                        batch = next(source)
+                    except StopIteration:
+                        return
+                    except BaseException as err:
+                        self._failure.append(err)
+                        return
+                    if (
+                        batch.schema != first.schema
+                        or rows + batch.num_rows > self._rows_per_result
+                    ):
+                        pending.append(batch)  # starts the next group
+                        return
+                    rows += batch.num_rows
+                    yield batch
+
+            yield pa.RecordBatchReader.from_batches(first.schema, group())
+
+    def raise_failure(self) -> None:
+        """Raise what ``batches`` raised, if it did."""
+        if self._failure:
+            raise self._failure[0]
 
 
 class Publisher:
@@ -105,10 +160,10 @@ class Publisher:
             # Input errors and lost connections stop a publish midway; what was
             # already acknowledged is reported, never lost.
             if isinstance(getattr(err, "result", None), _core.PublishOutcome):
-                err.result = PublishResult._from_core(err.result)
+                err.result = PublishResult.from_outcome(err.result)
             raise
-        result = PublishResult._from_core(outcome)
-        return _raise_if_failed(result) if self._raise_on_error else result
+        result = PublishResult.from_outcome(outcome)
+        return raise_if_failed(result) if self._raise_on_error else result
 
     def publish_batches(
         self,
@@ -126,40 +181,10 @@ class Publisher:
         memory the acks take. An exception raised by ``batches`` is raised after
         the result of the rows that came before it.
         """
-        if rows_per_result < 1:
-            raise BadInputError(
-                f"option 'rows_per_result' must be at least 1, got {rows_per_result}"
-            )
-        source = iter(batches)
-        # A batch read but not yet published (the first of the next group).
-        pending: list[pa.RecordBatch] = list(itertools.islice(source, 1))
-        failure: list[BaseException] = []
-        while pending:
-            first = pending.pop()
-
-            def group(first: pa.RecordBatch = first) -> Iterator[pa.RecordBatch]:
-                # Runs inside the engine's read of the stream. A failing source ends
-                # the stream cleanly here and is raised once the group's acks are in.
-                yield first
-                rows = first.num_rows
-                while True:
-                    try:
-                        batch = next(source)
-                    except StopIteration:
-                        return
-                    except BaseException as err:
-                        failure.append(err)
-                        return
-                    if batch.schema != first.schema or rows + batch.num_rows > rows_per_result:
-                        pending.append(batch)  # starts the next group
-                        return
-                    rows += batch.num_rows
-                    yield batch
-
-            stream = pa.RecordBatchReader.from_batches(first.schema, group())
+        groups = BatchGroups(batches, rows_per_result)
+        for stream in groups:
             yield self.publish(stream, subject)
-            if failure:
-                raise failure[0]
+            groups.raise_failure()
 
     def close(self) -> None:
         """Release the publisher (each publish call has already waited for its rows)."""
@@ -305,7 +330,7 @@ class Client(ManagementMixin):
         if failure:
             failure[0].result = result
             raise failure[0]
-        return _raise_if_failed(result) if raise_on_error else result
+        return raise_if_failed(result) if raise_on_error else result
 
     def read_kv(
         self,
@@ -492,17 +517,19 @@ def _read_batches(
         native.close()
 
 
-def connect(servers: str | Sequence[str] | None = None, **options: Any) -> Client:
-    """Connect to NATS. ``options`` are the fields of [`ConnectOptions`][]
-    (or pass ``options=ConnectOptions(...)``)."""
+def connect_options(servers: str | Sequence[str] | None = None, **options: Any) -> ConnectOptions:
+    """The options of a [`connect`][] call: keyword options, or ``options=ConnectOptions(...)``."""
     given = options.pop("options", None)
     if given is not None:
         if options or servers is not None:
             raise BadInputError("give either options=ConnectOptions(...) or keyword options")
-        opts = given
-    else:
-        opts = ConnectOptions.from_kwargs(
-            servers,
-            **options,
-        )
+        opts: ConnectOptions = given
+        return opts
+    return ConnectOptions.from_kwargs(servers, **options)
+
+
+def connect(servers: str | Sequence[str] | None = None, **options: Any) -> Client:
+    """Connect to NATS. ``options`` are the fields of [`ConnectOptions`][]
+    (or pass ``options=ConnectOptions(...)``)."""
+    opts = connect_options(servers, **options)
     return Client(_core.Client.connect(opts), opts)

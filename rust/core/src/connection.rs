@@ -1,4 +1,8 @@
 //! Connecting to NATS: options in, a connected client with its JetStream API prefix out.
+//!
+//! One module: the options, how they become async-nats options, and the connection
+//! they make are one concept (the credentials in URLs are `server_urls.rs`, the TLS
+//! material `tls.rs`).
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -11,7 +15,7 @@ use bytes::Bytes;
 use crate::defaults;
 use crate::error::{Error, ErrorKind, Result};
 use crate::server_urls::{redact_servers, redact_url, url_credentials, UrlCredentials};
-use crate::tls::TlsMaterial;
+use crate::tls::{TlsMaterial, TlsOptions};
 
 /// Everything needed to reach NATS and its JetStream API. Mirrors the Python
 /// `ConnectOptions`; durations are already `Duration`s here.
@@ -338,7 +342,14 @@ async fn build_options(
             })?;
         }
     }
-    let tls = TlsMaterial::of(config)?;
+    let tls = TlsMaterial::of(TlsOptions {
+        ca: &config.tls_ca,
+        cert: &config.tls_cert,
+        key: &config.tls_key,
+        ca_content: &config.tls_ca_content,
+        cert_content: &config.tls_cert_content,
+        key_content: &config.tls_key_content,
+    })?;
     if tls.has_content() {
         options = options.tls_client_config(tls.client_config()?);
     } else {

@@ -10,8 +10,17 @@ use async_nats::rustls::pki_types::pem::PemObject;
 use async_nats::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use async_nats::rustls::{ClientConfig, RootCertStore};
 
-use crate::connection::ConnectConfig;
 use crate::error::{Error, Result};
+
+/// The TLS options of a connection, files and texts, as `ConnectConfig` holds them.
+pub(crate) struct TlsOptions<'a> {
+    pub ca: &'a Option<PathBuf>,
+    pub cert: &'a Option<PathBuf>,
+    pub key: &'a Option<PathBuf>,
+    pub ca_content: &'a Option<String>,
+    pub cert_content: &'a Option<String>,
+    pub key_content: &'a Option<String>,
+}
 
 /// One piece of TLS material and the option that gave it.
 enum Pem<'a> {
@@ -99,19 +108,19 @@ fn either<'a>(
 }
 
 impl<'a> TlsMaterial<'a> {
-    pub(crate) fn of(config: &'a ConnectConfig) -> Result<Self> {
+    pub(crate) fn of(options: TlsOptions<'a>) -> Result<Self> {
         let material = Self {
             ca: either(
-                ("tls_ca", &config.tls_ca),
-                ("tls_ca_content", &config.tls_ca_content),
+                ("tls_ca", options.ca),
+                ("tls_ca_content", options.ca_content),
             )?,
             cert: either(
-                ("tls_cert", &config.tls_cert),
-                ("tls_cert_content", &config.tls_cert_content),
+                ("tls_cert", options.cert),
+                ("tls_cert_content", options.cert_content),
             )?,
             key: either(
-                ("tls_key", &config.tls_key),
-                ("tls_key_content", &config.tls_key_content),
+                ("tls_key", options.key),
+                ("tls_key_content", options.key_content),
             )?,
         };
         if material.cert.is_some() != material.key.is_some() {

@@ -3,6 +3,8 @@
 //! One module because a `Publisher` and its outcomes live and die with the `Client`'s
 //! connection, and every method here is a thin call into the core.
 
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use arrow_array::RecordBatch;
@@ -13,12 +15,13 @@ use jetstream_arrow_core::read::ordered::Start;
 use jetstream_arrow_core::read::stored;
 use jetstream_arrow_core::read::{FollowOptions, OrderedStream as CoreOrderedStream};
 use jetstream_arrow_core::Error;
-use pyo3::exceptions::{PyRuntimeError, PyTypeError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use pyo3_arrow::input::AnyRecordBatch;
 use pyo3_arrow::PyRecordBatch;
 
+use crate::aio::{awaitable, StopSignal, Stoppable};
 use crate::codec::codec_spec;
 use crate::consumer::PullConsumer;
 use crate::errors::{GlueError, GlueResult};
@@ -54,6 +57,26 @@ impl Client {
     }
 }
 
+impl Client {
+    /// The connection to close: taken out, so the client is closed from now on
+    /// (None when it was already, or when it belongs to the parent of a fork).
+    fn take(&self) -> Option<Connection> {
+        let taken = self.conn.lock().unwrap_or_else(|e| e.into_inner()).take();
+        taken.filter(|_| std::process::id() == self.pid)
+    }
+}
+
+/// Open an ordered consumer of `stream`.
+async fn following(
+    conn: Connection,
+    stream: String,
+    options: FollowOptions,
+) -> Result<ReadBatches, Error> {
+    let inner = CoreOrderedStream::open(conn, &stream, options).await?;
+    let schema = inner.schema();
+    Ok(ReadBatches::new(Batches::Follow(Box::new(inner)), schema))
+}
+
 #[pymethods]
 impl Client {
     #[staticmethod]
@@ -64,6 +87,22 @@ impl Client {
             conn: Mutex::new(Some(conn)),
             pid: std::process::id(),
         })
+    }
+
+    /// `connect` as an asyncio awaitable.
+    #[staticmethod]
+    fn connect_async<'py>(
+        py: Python<'py>,
+        options: &Bound<'py, PyAny>,
+    ) -> GlueResult<Bound<'py, PyAny>> {
+        let config = connect_config(options)?;
+        Ok(awaitable(py, async move {
+            let conn = Connection::connect(&config).await?;
+            Ok(Self {
+                conn: Mutex::new(Some(conn)),
+                pid: std::process::id(),
+            })
+        })?)
     }
 
     #[getter]
@@ -104,6 +143,25 @@ impl Client {
         Ok(PyBytes::new(py, &reply))
     }
 
+    /// `api_request` as an asyncio awaitable.
+    #[pyo3(signature = (subject, body=None, timeout=None))]
+    fn api_request_async<'py>(
+        &self,
+        py: Python<'py>,
+        subject: &str,
+        body: Option<Vec<u8>>,
+        timeout: Option<f64>,
+    ) -> GlueResult<Bound<'py, PyAny>> {
+        let conn = self.connection()?;
+        let timeout = opt_seconds(timeout, "timeout")?;
+        let body = bytes::Bytes::from(body.unwrap_or_default());
+        let subject = subject.to_string();
+        Ok(awaitable(py, async move {
+            let reply = conn.api_request(&subject, body, timeout).await?;
+            Ok(reply.to_vec())
+        })?)
+    }
+
     /// A publisher sending as `options` (a `jetstream_arrow.PublishOptions`) say,
     /// the input's value columns encoded by `codec` (a `jetstream_arrow.ValueCodec`).
     #[pyo3(signature = (options, codec=None))]
@@ -117,9 +175,23 @@ impl Client {
         options.values = codec_spec(codec)?;
         let conn = self.connection()?;
         let inner = wait(py, CorePublisher::new(conn, options))??;
-        Ok(Publisher {
-            inner: Arc::new(Mutex::new(Some(inner))),
-        })
+        Ok(Publisher::new(inner))
+    }
+
+    /// `publisher` as an asyncio awaitable.
+    #[pyo3(signature = (options, codec=None))]
+    fn publisher_async<'py>(
+        &self,
+        py: Python<'py>,
+        options: &Bound<'py, PyAny>,
+        codec: Option<&Bound<'py, PyAny>>,
+    ) -> GlueResult<Bound<'py, PyAny>> {
+        let mut options = publish_options(options)?;
+        options.values = codec_spec(codec)?;
+        let conn = self.connection()?;
+        Ok(awaitable(py, async move {
+            Ok(Publisher::new(CorePublisher::new(conn, options).await?))
+        })?)
     }
 
     /// A range read of `stream` as `options` (a `jetstream_arrow.ReadOptions`) say,
@@ -137,19 +209,35 @@ impl Client {
         crate::reader::open(py, self.connection()?, stream, options)
     }
 
+    /// `read` as an asyncio awaitable of the `ReadBatches`.
+    #[pyo3(signature = (stream, options, codec=None))]
+    fn read_async<'py>(
+        &self,
+        py: Python<'py>,
+        stream: &str,
+        options: &Bound<'py, PyAny>,
+        codec: Option<&Bound<'py, PyAny>>,
+    ) -> GlueResult<Bound<'py, PyAny>> {
+        let mut options = read_options(options)?;
+        options.values = codec_spec(codec)?;
+        let opening = crate::reader::opening(self.connection()?, stream, options);
+        Ok(awaitable(py, async move { Ok(opening.await?) })?)
+    }
+
     /// An open-ended ordered consumer: `deliver` is "all", "new", or (with
-    /// `start_seq` / `start_time_ns`) where to start.
+    /// `start_seq` / `start_time_ns`) where to start. With `asyncio`, an asyncio
+    /// awaitable of it.
     #[pyo3(signature = (
         stream, *, subjects=None, start_seq=None, start_time_ns=None, deliver_new=false,
         include_headers=false, batch_rows=defaults::READ_BATCH_ROWS as i128,
         batch_wait=defaults::FOLLOW_BATCH_WAIT.as_secs_f64(), max_bytes=defaults::READ_MAX_BYTES as i128,
         heartbeat=defaults::HEARTBEAT.as_secs_f64(),
-        resume_timeout=defaults::RESUME_TIMEOUT.as_secs_f64(), codec=None
+        resume_timeout=defaults::RESUME_TIMEOUT.as_secs_f64(), codec=None, asyncio=false
     ))]
     #[allow(clippy::too_many_arguments)]
-    fn follow(
+    fn follow<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         stream: &str,
         subjects: Option<Vec<String>>,
         start_seq: Option<i128>,
@@ -161,8 +249,9 @@ impl Client {
         max_bytes: i128,
         heartbeat: f64,
         resume_timeout: f64,
-        codec: Option<&Bound<'_, PyAny>>,
-    ) -> GlueResult<ReadBatches> {
+        codec: Option<&Bound<'py, PyAny>>,
+        asyncio: bool,
+    ) -> GlueResult<Bound<'py, PyAny>> {
         let start_seq = opt_count::<u64>(start_seq, "start_seq")?;
         let start = match (start_seq, start_time_ns, deliver_new) {
             (Some(0), _, _) => {
@@ -192,13 +281,11 @@ impl Client {
             resume_timeout: seconds(resume_timeout, "resume_timeout")?,
             values: codec_spec(codec)?,
         };
-        let conn = self.connection()?;
-        let stream = stream.to_string();
-        let inner = wait(py, async move {
-            CoreOrderedStream::open(conn, &stream, options).await
-        })??;
-        let schema = inner.schema();
-        Ok(ReadBatches::new(Batches::Follow(Box::new(inner)), schema))
+        let opening = following(self.connection()?, stream.to_string(), options);
+        if asyncio {
+            return Ok(awaitable(py, async move { Ok(opening.await?) })?);
+        }
+        Ok(Bound::new(py, wait(py, opening)??)?.into_any())
     }
 
     #[pyo3(signature = (stream, name, *, ack_policy=None))]
@@ -211,24 +298,34 @@ impl Client {
         PullConsumer::bind(self.connection()?, stream, name, ack_policy)
     }
 
-    #[pyo3(signature = (stream, name, *, deliver_subject=None, deliver_group=None, ack_policy=None))]
-    fn push_consumer(
+    /// A durable push consumer (its info looked up unless `deliver_subject` is given).
+    /// With `asyncio`, an asyncio awaitable of it.
+    #[pyo3(signature = (
+        stream, name, *, deliver_subject=None, deliver_group=None, ack_policy=None,
+        asyncio=false
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn push_consumer<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         stream: &str,
         name: &str,
         deliver_subject: Option<String>,
         deliver_group: Option<String>,
         ack_policy: Option<&str>,
-    ) -> GlueResult<PushConsumer> {
-        PushConsumer::bind(
-            py,
+        asyncio: bool,
+    ) -> GlueResult<Bound<'py, PyAny>> {
+        let binding = PushConsumer::bind(
             self.connection()?,
             stream,
             name,
             deliver_subject.map(|subject| (subject, deliver_group)),
             ack_policy,
-        )
+        )?;
+        if asyncio {
+            return Ok(awaitable(py, async move { Ok(binding.await?) })?);
+        }
+        Ok(Bound::new(py, wait(py, binding)??)?.into_any())
     }
 
     /// The sequence of the first message stored at or after `time_ns` (nanoseconds
@@ -255,12 +352,37 @@ impl Client {
         Ok(wait(py, async move { conn.flush(timeout).await })??)
     }
 
+    /// `flush` as an asyncio awaitable.
+    #[pyo3(signature = (timeout=None))]
+    fn flush_async<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<f64>,
+    ) -> GlueResult<Bound<'py, PyAny>> {
+        let conn = self.connection()?;
+        let timeout = opt_seconds(timeout, "timeout")?;
+        Ok(awaitable(
+            py,
+            async move { Ok(conn.flush(timeout).await?) },
+        )?)
+    }
+
     fn close(&self, py: Python<'_>) -> GlueResult<()> {
-        let taken = self.conn.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let (Some(conn), true) = (taken, std::process::id() == self.pid) {
+        if let Some(conn) = self.take() {
             wait(py, async move { conn.close().await })?;
         }
         Ok(())
+    }
+
+    /// `close` as an asyncio awaitable.
+    fn close_async<'py>(&self, py: Python<'py>) -> GlueResult<Bound<'py, PyAny>> {
+        let taken = self.take();
+        Ok(awaitable(py, async move {
+            if let Some(conn) = taken {
+                conn.close().await;
+            }
+            Ok(())
+        })?)
     }
 
     fn is_closed(&self) -> bool {
@@ -277,10 +399,58 @@ impl Client {
     }
 }
 
-/// A publisher keeping one ack window across calls.
+/// A publisher keeping one ack window across calls. One call sends at a time: a
+/// second waits for the first. After an interrupted call (Ctrl-C, or an asyncio one
+/// abandoned) the publisher is gone and the next call says it is closed.
 #[pyclass(module = "jetstream_arrow._core", frozen)]
 pub struct Publisher {
-    inner: Arc<Mutex<Option<CorePublisher>>>,
+    inner: Arc<tokio::sync::Mutex<Option<CorePublisher>>>,
+}
+
+impl Publisher {
+    fn new(inner: CorePublisher) -> Self {
+        Self {
+            inner: Arc::new(tokio::sync::Mutex::new(Some(inner))),
+        }
+    }
+
+    /// The call publishing `data`: the publisher moves into it and comes back with
+    /// the outcome. Once `stop` is set, no more rows are taken; the call then resolves
+    /// to the outcome of the rows it took (see `aio.rs`).
+    fn call(
+        &self,
+        data: AnyRecordBatch,
+        subject: Option<String>,
+        stop: Option<Arc<AtomicBool>>,
+    ) -> GlueResult<impl Future<Output = GlueResult<PublishOutcome>> + Send + 'static> {
+        let reader = data.into_reader()?;
+        let schema = reader.schema();
+        let slot = self.inner.clone();
+        let batches = BlockingIter(reader).map(|b: Result<RecordBatch, _>| b.map_err(Error::from));
+        Ok(async move {
+            let mut guard = slot.lock_owned().await;
+            let mut publisher = guard
+                .take()
+                .ok_or_else(|| Error::bad_input("the publisher is closed"))?;
+            let (outcome, error) = match &stop {
+                Some(stop) => {
+                    let batches = Stoppable::new(batches, stop.clone());
+                    publisher.publish(schema, batches, subject).await
+                }
+                None => publisher.publish(schema, batches, subject).await,
+            };
+            *guard = Some(publisher);
+            let stopped = stop.is_some_and(|stop| stop.load(Ordering::SeqCst));
+            let outcome = PublishOutcome { inner: outcome };
+            match error {
+                Some(e) if !stopped => {
+                    let result = Python::attach(|py| Py::new(py, outcome))?.into_any();
+                    Err(GlueError::with_result(e, result))
+                }
+                _ => Ok(outcome),
+            }
+        })
+    }
 }
 
 #[pymethods]
@@ -292,36 +462,29 @@ impl Publisher {
         data: AnyRecordBatch,
         subject: Option<String>,
     ) -> GlueResult<PublishOutcome> {
-        let reader = data.into_reader()?;
-        let schema = reader.schema();
-        let mut guard = self
-            .inner
-            .lock()
-            .map_err(|_| PyRuntimeError::new_err("publisher poisoned"))?;
-        let mut publisher = guard
-            .take()
-            .ok_or_else(|| Error::bad_input("the publisher is closed"))?;
-        let batches = BlockingIter(reader).map(|b: Result<RecordBatch, _>| b.map_err(Error::from));
-        // The publisher moves into the task and comes back with the outcome; after
-        // an interrupt it is gone and the next call says it is closed.
-        let (publisher, outcome, error) = wait(py, async move {
-            let (outcome, error) = publisher.publish(schema, batches, subject).await;
-            (publisher, outcome, error)
-        })?;
-        *guard = Some(publisher);
-        drop(guard);
-        let outcome = PublishOutcome { inner: outcome };
-        match error {
-            None => Ok(outcome),
-            Some(e) => {
-                let result = Py::new(py, outcome)?.into_any();
-                Err(GlueError::with_result(e, result))
-            }
-        }
+        let call = self.call(data, subject, None)?;
+        wait(py, call)?
+    }
+
+    /// `publish` as an asyncio awaitable. Once `stop` is set it takes no more rows and
+    /// resolves to the outcome of those it took, each stored, a duplicate or failed.
+    #[pyo3(signature = (data, subject=None, stop=None))]
+    fn publish_async<'py>(
+        &self,
+        py: Python<'py>,
+        data: AnyRecordBatch,
+        subject: Option<String>,
+        stop: Option<&StopSignal>,
+    ) -> GlueResult<Bound<'py, PyAny>> {
+        let call = self.call(data, subject, stop.map(StopSignal::flag))?;
+        Ok(awaitable(py, call)?)
     }
 
     fn close(&self) {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
+        // A call in progress keeps the publisher until it ends.
+        if let Ok(mut guard) = self.inner.try_lock() {
+            guard.take();
+        }
     }
 }
 

@@ -15,7 +15,6 @@ use pyo3::prelude::*;
 use pyo3_arrow::{PyRecordBatch, PySchema};
 
 use crate::errors::GlueResult;
-use crate::runtime::wait;
 
 #[derive(FromPyObject)]
 struct CodecArgs {
@@ -75,26 +74,19 @@ pub fn codec_spec(codec: Option<&Bound<'_, PyAny>>) -> GlueResult<Option<CodecSp
     Ok(Some(spec))
 }
 
-/// The spec of `codec` for a consumer of `stream`: a schema not given is inferred
-/// from the first messages of the stream (a consumer's own would be taken from it).
-pub fn consumer_codec_spec(
-    py: Python<'_>,
+/// The codec spec of a consumer of `stream`: a schema not given is inferred from the
+/// first messages of the stream (a consumer's own would be taken from it).
+pub async fn resolve_consumer_codec(
     conn: &Connection,
     stream: &str,
-    codec: Option<&Bound<'_, PyAny>>,
-) -> GlueResult<Option<CodecSpec>> {
-    let Some(spec) = codec_spec(codec)? else {
-        return Ok(None);
-    };
-    if !spec.needs_inference() {
-        return Ok(Some(spec));
+    spec: Option<CodecSpec>,
+) -> Result<Option<CodecSpec>, Error> {
+    match spec {
+        Some(spec) if spec.needs_inference() => Ok(Some(
+            resolve_value_schema(conn, stream, &spec, ReadOptions::default()).await?,
+        )),
+        spec => Ok(spec),
     }
-    let conn = conn.clone();
-    let stream = stream.to_string();
-    let spec = wait(py, async move {
-        resolve_value_schema(&conn, &stream, &spec, ReadOptions::default()).await
-    })??;
-    Ok(Some(spec))
 }
 
 /// The Arrow schema `codec` decodes values into (given, or derived from its Avro

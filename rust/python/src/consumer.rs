@@ -1,6 +1,7 @@
 //! `PullConsumer`, `ConsumedBatch` and `MessageStream`: durable pull consumers.
 
-use std::sync::{Arc, Mutex};
+use std::future::Future;
+use std::sync::Arc;
 
 use jetstream_arrow_core::connection::Connection;
 use jetstream_arrow_core::consume::durable::{
@@ -14,10 +15,11 @@ use pyo3::exceptions::PyStopIteration;
 use pyo3::prelude::*;
 use pyo3_arrow::PyRecordBatch;
 
-use crate::codec::consumer_codec_spec;
+use crate::aio::awaitable;
+use crate::codec::{codec_spec, resolve_consumer_codec};
 use crate::errors::GlueResult;
 use crate::options::consume_options;
-use crate::runtime::{step, wait};
+use crate::runtime::{step, wait, Slot, Steps};
 use jetstream_arrow_core::option_values::{count, opt_count, opt_seconds, seconds};
 
 #[pyclass(module = "jetstream_arrow._core", frozen)]
@@ -51,24 +53,26 @@ impl PullConsumer {
         self.inner.name.clone()
     }
 
+    /// One pull request; with `asyncio`, an asyncio awaitable of its batch.
     #[pyo3(signature = (
         max_messages=defaults::FETCH_MAX_MESSAGES as i128, *, max_bytes=None,
         expires=defaults::FETCH_EXPIRES.as_secs_f64(), no_wait=false, heartbeat=None,
-        include_headers=false, codec=None
+        include_headers=false, codec=None, asyncio=false
     ))]
     #[allow(clippy::too_many_arguments)]
-    fn fetch(
+    fn fetch<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         max_messages: i128,
         max_bytes: Option<i128>,
         expires: f64,
         no_wait: bool,
         heartbeat: Option<f64>,
         include_headers: bool,
-        codec: Option<&Bound<'_, PyAny>>,
-    ) -> GlueResult<ConsumedBatch> {
-        let values = consumer_codec_spec(py, self.inner.connection(), &self.inner.stream, codec)?;
+        codec: Option<&Bound<'py, PyAny>>,
+        asyncio: bool,
+    ) -> GlueResult<Bound<'py, PyAny>> {
+        let values = codec_spec(codec)?;
         let expires = seconds(expires, "expires")?;
         let heartbeat = opt_seconds(heartbeat, "heartbeat")?;
         let request = FetchRequest {
@@ -79,30 +83,45 @@ impl PullConsumer {
             heartbeat,
         };
         let consumer = self.inner.clone();
-        let batch = wait(py, async move {
-            consumer
+        let fetching = async move {
+            let values =
+                resolve_consumer_codec(consumer.connection(), &consumer.stream, values).await?;
+            let batch = consumer
                 .fetch(&request, include_headers, values.as_ref())
-                .await
-        })??;
-        Ok(ConsumedBatch {
-            inner: Arc::new(batch),
-        })
+                .await?;
+            Ok::<_, Error>(ConsumedBatch {
+                inner: Arc::new(batch),
+            })
+        };
+        if asyncio {
+            return Ok(awaitable(py, async move { Ok(fetching.await?) })?);
+        }
+        Ok(Bound::new(py, wait(py, fetching)??)?.into_any())
     }
 
-    /// Continuous consumption as `options` (a `jetstream_arrow.ConsumeOptions`) say.
-    #[pyo3(signature = (options, codec=None))]
-    fn messages(
+    /// Continuous consumption as `options` (a `jetstream_arrow.ConsumeOptions`) say;
+    /// with `asyncio`, an asyncio awaitable of the stream.
+    #[pyo3(signature = (options, codec=None, asyncio=false))]
+    fn messages<'py>(
         &self,
-        py: Python<'_>,
-        options: &Bound<'_, PyAny>,
-        codec: Option<&Bound<'_, PyAny>>,
-    ) -> GlueResult<MessageStream> {
+        py: Python<'py>,
+        options: &Bound<'py, PyAny>,
+        codec: Option<&Bound<'py, PyAny>>,
+        asyncio: bool,
+    ) -> GlueResult<Bound<'py, PyAny>> {
         let mut options = consume_options(options)?;
-        options.values =
-            consumer_codec_spec(py, self.inner.connection(), &self.inner.stream, codec)?;
+        let values = codec_spec(codec)?;
         let consumer = self.inner.clone();
-        let stream = wait(py, async move { consumer.messages(options).await })??;
-        Ok(MessageStream::new(Deliveries::Pull(Box::new(stream))))
+        let opening = async move {
+            options.values =
+                resolve_consumer_codec(consumer.connection(), &consumer.stream, values).await?;
+            let stream = consumer.messages(options).await?;
+            Ok::<_, Error>(MessageStream::new(Deliveries::Pull(Box::new(stream))))
+        };
+        if asyncio {
+            return Ok(awaitable(py, async move { Ok(opening.await?) })?);
+        }
+        Ok(Bound::new(py, wait(py, opening)??)?.into_any())
     }
 }
 
@@ -117,12 +136,31 @@ impl ConsumedBatch {
         Self { inner }
     }
 
-    fn send(&self, py: Python<'_>, rows: Option<Vec<usize>>, kind: AckKind) -> GlueResult<()> {
+    /// Send acks of `kind`: waited for, or with `asyncio` an asyncio awaitable.
+    fn send<'py>(
+        &self,
+        py: Python<'py>,
+        rows: Option<Vec<usize>>,
+        kind: AckKind,
+        asyncio: bool,
+    ) -> GlueResult<Bound<'py, PyAny>> {
         let batch = self.inner.clone();
-        Ok(wait(py, async move {
-            batch.acknowledge(rows.as_deref(), kind).await
-        })??)
+        let sending = async move { batch.acknowledge(rows.as_deref(), kind).await };
+        done(py, sending, asyncio)
     }
+}
+
+/// `future` waited for (None), or with `asyncio` an asyncio awaitable of it.
+fn done<'py>(
+    py: Python<'py>,
+    future: impl Future<Output = Result<(), Error>> + Send + 'static,
+    asyncio: bool,
+) -> GlueResult<Bound<'py, PyAny>> {
+    if asyncio {
+        return Ok(awaitable(py, async move { Ok(future.await?) })?);
+    }
+    wait(py, future)??;
+    Ok(py.None().into_bound(py))
 }
 
 #[pymethods]
@@ -142,39 +180,63 @@ impl ConsumedBatch {
         self.inner.len()
     }
 
-    #[pyo3(signature = (rows=None))]
-    fn ack(&self, py: Python<'_>, rows: Option<Vec<usize>>) -> GlueResult<()> {
-        self.send(py, rows, AckKind::Ack)
+    #[pyo3(signature = (rows=None, *, asyncio=false))]
+    fn ack<'py>(
+        &self,
+        py: Python<'py>,
+        rows: Option<Vec<usize>>,
+        asyncio: bool,
+    ) -> GlueResult<Bound<'py, PyAny>> {
+        self.send(py, rows, AckKind::Ack, asyncio)
     }
 
-    #[pyo3(signature = (rows=None, timeout=defaults::ACK_SYNC_TIMEOUT.as_secs_f64()))]
-    fn ack_sync(&self, py: Python<'_>, rows: Option<Vec<usize>>, timeout: f64) -> GlueResult<()> {
+    #[pyo3(signature = (
+        rows=None, timeout=defaults::ACK_SYNC_TIMEOUT.as_secs_f64(), *, asyncio=false
+    ))]
+    fn ack_sync<'py>(
+        &self,
+        py: Python<'py>,
+        rows: Option<Vec<usize>>,
+        timeout: f64,
+        asyncio: bool,
+    ) -> GlueResult<Bound<'py, PyAny>> {
         let timeout = seconds(timeout, "timeout")?;
         let batch = self.inner.clone();
-        Ok(wait(py, async move {
-            batch.ack_sync(rows.as_deref(), timeout).await
-        })??)
+        let acking = async move { batch.ack_sync(rows.as_deref(), timeout).await };
+        done(py, acking, asyncio)
     }
 
-    #[pyo3(signature = (rows=None, delay=None))]
-    fn nak(&self, py: Python<'_>, rows: Option<Vec<usize>>, delay: Option<f64>) -> GlueResult<()> {
-        let delay = opt_seconds(delay, "delay")?;
-        self.send(py, rows, AckKind::Nak { delay })
-    }
-
-    #[pyo3(signature = (rows=None, reason=None))]
-    fn term(
+    #[pyo3(signature = (rows=None, delay=None, *, asyncio=false))]
+    fn nak<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
+        rows: Option<Vec<usize>>,
+        delay: Option<f64>,
+        asyncio: bool,
+    ) -> GlueResult<Bound<'py, PyAny>> {
+        let delay = opt_seconds(delay, "delay")?;
+        self.send(py, rows, AckKind::Nak { delay }, asyncio)
+    }
+
+    #[pyo3(signature = (rows=None, reason=None, *, asyncio=false))]
+    fn term<'py>(
+        &self,
+        py: Python<'py>,
         rows: Option<Vec<usize>>,
         reason: Option<String>,
-    ) -> GlueResult<()> {
-        self.send(py, rows, AckKind::Term { reason })
+        asyncio: bool,
+    ) -> GlueResult<Bound<'py, PyAny>> {
+        self.send(py, rows, AckKind::Term { reason }, asyncio)
     }
 
-    #[pyo3(signature = (rows=None))]
-    fn in_progress(&self, py: Python<'_>, rows: Option<Vec<usize>>) -> GlueResult<()> {
-        self.send(py, rows, AckKind::InProgress)
+    #[pyo3(signature = (rows=None, *, asyncio=false))]
+    fn in_progress<'py>(
+        &self,
+        py: Python<'py>,
+        rows: Option<Vec<usize>>,
+        asyncio: bool,
+    ) -> GlueResult<Bound<'py, PyAny>> {
+        self.send(py, rows, AckKind::InProgress, asyncio)
     }
 }
 
@@ -184,11 +246,24 @@ pub enum Deliveries {
     Push(Box<PushStream>),
 }
 
-impl Deliveries {
-    async fn next_batch(&mut self) -> Result<CoreBatch, Error> {
+impl Steps for Deliveries {
+    type Item = CoreBatch;
+
+    async fn next_item(&mut self) -> Result<Option<CoreBatch>, Error> {
         match self {
-            Self::Pull(stream) => stream.next_batch().await,
-            Self::Push(stream) => stream.next_batch().await,
+            Self::Pull(stream) => stream.next_batch().await.map(Some),
+            Self::Push(stream) => stream.next_batch().await.map(Some),
+        }
+    }
+
+    // Dropping a stream stops it (a push stream unsubscribes).
+    async fn close(&mut self) {}
+
+    /// A push stream's flow-control answers and consumer resets; 0 for pull streams.
+    fn figures(&self) -> [u64; 2] {
+        match self {
+            Self::Pull(_) => [0, 0],
+            Self::Push(stream) => [stream.flow_control_answers(), stream.consumer_resets()],
         }
     }
 }
@@ -196,26 +271,13 @@ impl Deliveries {
 /// Continuous consumption, pull or push; `__next__` yields the next `ConsumedBatch`.
 #[pyclass(module = "jetstream_arrow._core", frozen)]
 pub struct MessageStream {
-    inner: Mutex<Option<Deliveries>>,
+    inner: Slot<Deliveries>,
 }
 
 impl MessageStream {
     pub fn new(deliveries: Deliveries) -> Self {
         Self {
-            inner: Mutex::new(Some(deliveries)),
-        }
-    }
-
-    /// A figure of a push stream; 0 for pull streams and closed ones.
-    fn push_figure(&self, figure: fn(&PushStream) -> u64) -> u64 {
-        match self
-            .inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-        {
-            Some(Deliveries::Push(stream)) => figure(stream),
-            _ => 0,
+            inner: Slot::new(deliveries),
         }
     }
 }
@@ -227,21 +289,25 @@ impl MessageStream {
     }
 
     fn __next__(&self, py: Python<'_>) -> GlueResult<ConsumedBatch> {
-        let next = step(py, &self.inner, |mut stream| async move {
-            let next = stream.next_batch().await;
-            (stream, next)
-        })?;
-        next.map(|batch| ConsumedBatch {
-            inner: Arc::new(batch),
+        step(py, self.inner.next())?
+            .map(|batch| ConsumedBatch::new(Arc::new(batch)))
+            .ok_or_else(|| PyStopIteration::new_err(()).into())
+    }
+
+    /// The next batch as an asyncio awaitable; None once closed. Cancelled, it ends
+    /// the stream (what it had taken is delivered again after the consumer's ack wait).
+    fn next_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let next = self.inner.next();
+        awaitable(py, async move {
+            Ok(next.await?.map(|batch| ConsumedBatch::new(Arc::new(batch))))
         })
-        .ok_or_else(|| PyStopIteration::new_err(()).into())
     }
 
     /// Flow-control answers sent so far (push consumers; with flow-control acking,
     /// the ack messages). Always 0 for pull consumers.
     #[getter]
     fn flow_control_answers(&self) -> u64 {
-        self.push_figure(PushStream::flow_control_answers)
+        self.inner.figure(0)
     }
 
     /// Resets of a flow-control push consumer to its ack floor after it fell out of
@@ -249,10 +315,19 @@ impl MessageStream {
     /// consumers.
     #[getter]
     fn consumer_resets(&self) -> u64 {
-        self.push_figure(PushStream::consumer_resets)
+        self.inner.figure(1)
     }
 
-    fn close(&self) {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        wait(py, self.inner.close())
+    }
+
+    /// `close` as an asyncio awaitable.
+    fn close_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let closing = self.inner.close();
+        awaitable(py, async move {
+            closing.await;
+            Ok(())
+        })
     }
 }

@@ -1,6 +1,7 @@
 //! `jetstream_arrow._core`: the Python face of jetstream-arrow-core. Thin by
 //! design: classes, the runtime, GIL release, and errors to exceptions.
 
+mod aio;
 mod client;
 mod codec;
 mod constants;
@@ -41,5 +42,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<consumer::MessageStream>()?;
     m.add_class::<reader::ReadBatches>()?;
     m.add_class::<push::PushConsumer>()?;
+    m.add_class::<aio::StopSignal>()?;
     Ok(())
 }

@@ -7,7 +7,12 @@ use jetstream_arrow_core::consume::push::{PushConsumer as CoreConsumer, PushOpti
 use jetstream_arrow_core::defaults;
 use pyo3::prelude::*;
 
-use crate::codec::consumer_codec_spec;
+use std::future::Future;
+
+use jetstream_arrow_core::Error;
+
+use crate::aio::awaitable;
+use crate::codec::{codec_spec, resolve_consumer_codec};
 use crate::consumer::{Deliveries, MessageStream};
 use crate::errors::GlueResult;
 use crate::runtime::wait;
@@ -19,20 +24,21 @@ pub struct PushConsumer {
 }
 
 impl PushConsumer {
+    /// The binding, to run on the runtime (the consumer's info is looked up unless
+    /// `deliver_to` is given).
     pub fn bind(
-        py: Python<'_>,
         conn: Connection,
         stream: &str,
         name: &str,
         deliver_to: Option<(String, Option<String>)>,
         ack_policy: Option<&str>,
-    ) -> GlueResult<Self> {
+    ) -> GlueResult<impl Future<Output = Result<Self, Error>> + Send + 'static> {
         let policy = ack_policy.map(AckPolicy::parse).transpose()?;
         let (stream, name) = (stream.to_string(), name.to_string());
-        let inner = wait(py, async move {
-            CoreConsumer::bind(conn, &stream, &name, deliver_to, policy).await
-        })??;
-        Ok(Self { inner })
+        Ok(async move {
+            let inner = CoreConsumer::bind(conn, &stream, &name, deliver_to, policy).await?;
+            Ok(Self { inner })
+        })
     }
 }
 
@@ -53,30 +59,42 @@ impl PushConsumer {
         self.inner.deliver_subject.clone()
     }
 
+    /// Continuous consumption from the deliver subject; with `asyncio`, an asyncio
+    /// awaitable of the stream.
     #[pyo3(signature = (
         *, batch_rows=defaults::CONSUME_BATCH_ROWS as i128,
         batch_wait=defaults::CONSUME_BATCH_WAIT.as_secs_f64(), include_headers=false,
-        heartbeat=None, codec=None
+        heartbeat=None, codec=None, asyncio=false
     ))]
-    fn messages(
+    #[allow(clippy::too_many_arguments)]
+    fn messages<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         batch_rows: i128,
         batch_wait: f64,
         include_headers: bool,
         heartbeat: Option<f64>,
-        codec: Option<&Bound<'_, PyAny>>,
-    ) -> GlueResult<MessageStream> {
-        let values = consumer_codec_spec(py, self.inner.connection(), &self.inner.stream, codec)?;
-        let options = PushOptions {
+        codec: Option<&Bound<'py, PyAny>>,
+        asyncio: bool,
+    ) -> GlueResult<Bound<'py, PyAny>> {
+        let values = codec_spec(codec)?;
+        let mut options = PushOptions {
             batch_rows: count(batch_rows, "batch_rows")?,
             batch_wait: seconds(batch_wait, "batch_wait")?,
             include_headers,
             heartbeat: opt_seconds(heartbeat, "heartbeat")?,
-            values,
+            values: None,
         };
         let consumer = self.inner.clone();
-        let stream = wait(py, async move { consumer.messages(options).await })??;
-        Ok(MessageStream::new(Deliveries::Push(Box::new(stream))))
+        let opening = async move {
+            options.values =
+                resolve_consumer_codec(consumer.connection(), &consumer.stream, values).await?;
+            let stream = consumer.messages(options).await?;
+            Ok::<_, Error>(MessageStream::new(Deliveries::Push(Box::new(stream))))
+        };
+        if asyncio {
+            return Ok(awaitable(py, async move { Ok(opening.await?) })?);
+        }
+        Ok(Bound::new(py, wait(py, opening)??)?.into_any())
     }
 }

@@ -4,9 +4,10 @@
 //! released; an error raised by `__next__` is the package's own exception class, and
 //! pyarrow passes it through unchanged (an Arrow C stream would turn it into text).
 //! Closing or dropping the iterator deletes the read's consumer on the server.
+//! `next_async` / `close_async` are the same steps as asyncio awaitables; a step whose
+//! asyncio task is cancelled ends the read (`runtime.rs::Slot`).
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::future::Future;
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
@@ -18,8 +19,9 @@ use pyo3::exceptions::PyStopIteration;
 use pyo3::prelude::*;
 use pyo3_arrow::{PyRecordBatch, PySchema};
 
+use crate::aio::awaitable;
 use crate::errors::GlueResult;
-use crate::runtime::{step, wait};
+use crate::runtime::{step, wait, Slot, Steps};
 
 /// Where a `ReadBatches`' batches come from.
 pub enum Batches {
@@ -31,8 +33,10 @@ pub enum Batches {
     Latest(Box<LastPerSubject>),
 }
 
-impl Batches {
-    async fn next_batch(&mut self) -> Result<Option<RecordBatch>, Error> {
+impl Steps for Batches {
+    type Item = RecordBatch;
+
+    async fn next_item(&mut self) -> Result<Option<RecordBatch>, Error> {
         match self {
             Self::Range(reader) => reader.next_batch().await,
             Self::Follow(stream) => stream.next_batch().await.map(Some),
@@ -48,40 +52,27 @@ impl Batches {
         }
     }
 
-    fn resets(&self) -> u32 {
+    /// Payloads that did not decode, and resets.
+    fn figures(&self) -> [u64; 2] {
         match self {
-            Self::Range(reader) => reader.resets(),
-            Self::Follow(stream) => stream.resets(),
-            Self::Latest(_) => 0,
-        }
-    }
-
-    fn malformed(&self) -> u64 {
-        match self {
-            Self::Range(reader) => reader.malformed(),
-            Self::Follow(stream) => stream.malformed(),
-            Self::Latest(_) => 0,
+            Self::Range(reader) => [reader.malformed(), reader.resets().into()],
+            Self::Follow(stream) => [stream.malformed(), stream.resets().into()],
+            Self::Latest(_) => [0, 0],
         }
     }
 }
 
 #[pyclass(module = "jetstream_arrow._core", frozen)]
 pub struct ReadBatches {
-    inner: Mutex<Option<Batches>>,
+    inner: Slot<Batches>,
     schema: SchemaRef,
-    /// Payloads that did not decode, as of the last batch (kept after the end).
-    malformed: AtomicU64,
-    /// Consumer recreations, as of the last batch (kept after the end).
-    resets: AtomicU32,
 }
 
 impl ReadBatches {
     pub fn new(batches: Batches, schema: SchemaRef) -> Self {
         Self {
-            inner: Mutex::new(Some(batches)),
+            inner: Slot::new(batches),
             schema,
-            malformed: AtomicU64::new(0),
-            resets: AtomicU32::new(0),
         }
     }
 }
@@ -98,48 +89,44 @@ impl ReadBatches {
     }
 
     fn __next__(&self, py: Python<'_>) -> GlueResult<PyRecordBatch> {
-        let next = step(py, &self.inner, |mut reader| async move {
-            let next = reader.next_batch().await;
-            (reader, next)
-        })?;
-        if let Some(batches) = self
-            .inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-        {
-            self.malformed.store(batches.malformed(), Ordering::Relaxed);
-            self.resets.store(batches.resets(), Ordering::Relaxed);
-        }
-        match next.flatten() {
+        match step(py, self.inner.next())? {
             Some(batch) => Ok(PyRecordBatch::new(batch)),
-            None => {
-                self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
-                Err(PyStopIteration::new_err(()).into())
-            }
+            None => Err(PyStopIteration::new_err(()).into()),
         }
+    }
+
+    /// The next batch as an asyncio awaitable; None at the end (the read's consumer
+    /// is then deleted). Cancelled, it ends the read: the next call returns None.
+    fn next_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let next = self.inner.next();
+        awaitable(py, async move { Ok(next.await?.map(PyRecordBatch::new)) })
     }
 
     /// How often the read recreated its consumer to get past a failure.
     #[getter]
-    fn resets(&self) -> u32 {
-        self.resets.load(Ordering::Relaxed)
+    fn resets(&self) -> u64 {
+        self.inner.figure(1)
     }
 
     /// Payloads that did not decode so far: dropped (`dropmalformed`) or kept as
     /// `_corrupt_record` (`permissive`).
     #[getter]
     fn malformed(&self) -> u64 {
-        self.malformed.load(Ordering::Relaxed)
+        self.inner.figure(0)
     }
 
     /// Stop reading and delete the read's consumer.
     fn close(&self, py: Python<'_>) -> GlueResult<()> {
-        let taken = self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(mut batches) = taken {
-            wait(py, async move { batches.close().await })?;
-        }
-        Ok(())
+        Ok(wait(py, self.inner.close())?)
+    }
+
+    /// `close` as an asyncio awaitable.
+    fn close_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let closing = self.inner.close();
+        awaitable(py, async move {
+            closing.await;
+            Ok(())
+        })
     }
 }
 
@@ -151,17 +138,24 @@ pub fn open(
     stream: &str,
     options: ReadOptions,
 ) -> GlueResult<ReadBatches> {
+    Ok(wait(py, opening(conn, stream, options))??)
+}
+
+/// The opening of a read, to run on the runtime.
+pub fn opening(
+    conn: Connection,
+    stream: &str,
+    options: ReadOptions,
+) -> impl Future<Output = Result<ReadBatches, Error>> + Send + 'static {
     let stream = stream.to_string();
-    if let Some(last) = options.last_options()? {
-        let reader = wait(py, async move {
-            LastPerSubject::open(conn, &stream, last).await
-        })??;
+    async move {
+        if let Some(last) = options.last_options()? {
+            let reader = LastPerSubject::open(conn, &stream, last).await?;
+            let schema = reader.schema();
+            return Ok(ReadBatches::new(Batches::Latest(Box::new(reader)), schema));
+        }
+        let reader = StreamReader::open(conn, &stream, options).await?;
         let schema = reader.schema();
-        return Ok(ReadBatches::new(Batches::Latest(Box::new(reader)), schema));
+        Ok(ReadBatches::new(Batches::Range(Box::new(reader)), schema))
     }
-    let reader = wait(py, async move {
-        StreamReader::open(conn, &stream, options).await
-    })??;
-    let schema = reader.schema();
-    Ok(ReadBatches::new(Batches::Range(Box::new(reader)), schema))
 }

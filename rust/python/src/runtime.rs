@@ -3,6 +3,7 @@
 //! Waits release the GIL and wake every 50 ms to let Ctrl-C interrupt them.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -85,21 +86,94 @@ impl<I: Iterator> Iterator for BlockingIter<I> {
     }
 }
 
-/// One step of a stateful native iterator: take the state out of `slot`, run `step` on
-/// the runtime with the GIL released, and put the state back. None when the slot is
-/// empty (closed, or lost to an interrupt, after which iteration ends).
-pub fn step<S, T, F, Fut>(py: Python<'_>, slot: &Mutex<Option<S>>, step: F) -> GlueResult<Option<T>>
-where
-    S: Send + 'static,
-    T: Send + 'static,
-    F: FnOnce(S) -> Fut,
-    Fut: Future<Output = (S, Result<T, Error>)> + Send + 'static,
-{
-    let mut guard = slot.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(state) = guard.take() else {
-        return Ok(None);
-    };
-    let (state, result) = wait(py, step(state))?;
-    *guard = Some(state);
-    Ok(Some(result?))
+/// What a native iterator steps through: a read's batches, a consumer's deliveries.
+pub trait Steps: Send + 'static {
+    type Item: Send + 'static;
+    /// The next item; None at the end.
+    fn next_item(&mut self) -> impl Future<Output = Result<Option<Self::Item>, Error>> + Send;
+    /// Release what the iterator holds on the server (a read's consumer).
+    fn close(&mut self) -> impl Future<Output = ()> + Send;
+    /// Two counters worth reading while a step runs and after the end.
+    fn figures(&self) -> [u64; 2];
+}
+
+struct Stepping<S> {
+    state: S,
+    /// A step began and did not finish: it was aborted (Ctrl-C) or its asyncio task
+    /// cancelled. What it had taken is gone, so the iterator ends rather than skip it.
+    interrupted: bool,
+}
+
+/// The state of a native iterator, shared by its blocking steps (`wait`) and its
+/// asyncio ones. A step holds the lock while it runs, so a step that is dropped
+/// midway (an abort, a cancelled task) leaves the state in place for `close` to
+/// release, and a `close` waits for a running step to finish or be dropped.
+pub struct Slot<S> {
+    inner: Arc<tokio::sync::Mutex<Option<Stepping<S>>>>,
+    figures: Arc<[AtomicU64; 2]>,
+}
+
+impl<S: Steps> Slot<S> {
+    pub fn new(state: S) -> Self {
+        Self {
+            inner: Arc::new(tokio::sync::Mutex::new(Some(Stepping {
+                state,
+                interrupted: false,
+            }))),
+            figures: Arc::default(),
+        }
+    }
+
+    /// One step: the next item, or None once ended, closed or interrupted (the state
+    /// is then closed and released).
+    pub fn next(&self) -> impl Future<Output = Result<Option<S::Item>, Error>> + Send + 'static {
+        let inner = self.inner.clone();
+        let figures = self.figures.clone();
+        async move {
+            let mut guard = inner.lock_owned().await;
+            let Some(stepping) = guard.as_mut() else {
+                return Ok(None);
+            };
+            if stepping.interrupted {
+                stepping.state.close().await;
+                *guard = None;
+                return Ok(None);
+            }
+            stepping.interrupted = true;
+            let next = stepping.state.next_item().await;
+            stepping.interrupted = false;
+            for (slot, value) in figures.iter().zip(stepping.state.figures()) {
+                slot.store(value, Ordering::Relaxed);
+            }
+            if let Ok(None) = next {
+                stepping.state.close().await;
+                *guard = None;
+            }
+            next
+        }
+    }
+
+    /// Close the state (once a running step has finished or been dropped).
+    pub fn close(&self) -> impl Future<Output = ()> + Send + 'static {
+        let inner = self.inner.clone();
+        async move {
+            let taken = inner.lock().await.take();
+            if let Some(mut stepping) = taken {
+                stepping.state.close().await;
+            }
+        }
+    }
+
+    /// Counter `index` of [`Steps::figures`] as of the last step.
+    pub fn figure(&self, index: usize) -> u64 {
+        self.figures[index].load(Ordering::Relaxed)
+    }
+}
+
+/// Run `step` (a [`Slot`]'s step) with the GIL released; an error raises its class.
+pub fn step<T: Send + 'static>(
+    py: Python<'_>,
+    step: impl Future<Output = Result<Option<T>, Error>> + Send + 'static,
+) -> GlueResult<Option<T>> {
+    Ok(wait(py, step)??)
 }

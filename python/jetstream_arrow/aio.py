@@ -1,0 +1,637 @@
+"""The asyncio facade: the client's calls as coroutines and async iterators that never
+block the event loop.
+
+Each publish, read step, fetch, ack and connect is a future of the native core run as
+a task on its tokio runtime; the awaitable it hands back is an asyncio future of the
+running loop, completed from that task (``pyo3-async-runtimes``). No thread waits per
+call. The management calls (streams, consumers, stored messages) are the sync
+client's, each run in a worker thread (``asyncio.to_thread``): one or a few JSON
+requests, each bounded by the ``request_timeout`` option.
+
+Cancelling a task that awaits a read, a fetch or a consumer's next batch ends that
+iterator and deletes what it holds on the server (a read's ephemeral consumer). A
+cancelled publish stops taking rows, sees the acks of the messages in flight, and
+raises the ``CancelledError`` with ``.result``: the [`PublishResult`][] of the rows
+it took (see docs/asyncio.md).
+
+It is one module because it is one facade, the asyncio twin of ``client.py`` and
+``consumers.py``: each class wraps one native class's awaitables, and the client
+hands out the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
+from datetime import datetime
+from typing import Any, Literal, TypeVar
+
+import pyarrow as pa
+
+from . import _core
+from ._time import to_epoch_ns
+from .client import BatchGroups, Client, PublishResult, connect_options, raise_if_failed
+from .codec import ValueCodec, report_malformed
+from .exceptions import BadInputError, JetStreamArrowError
+from .options import ConnectOptions, ConsumeOptions, PublishOptions, ReadOptions
+
+_R = TypeVar("_R")
+
+
+async def connect_async(servers: str | Sequence[str] | None = None, **options: Any) -> AsyncClient:
+    """Connect to NATS without blocking the event loop: the arguments of
+    [`connect`][jetstream_arrow.connect] (the fields of [`ConnectOptions`][], or
+    ``options=ConnectOptions(...)``); at most ``connect_timeout`` seconds."""
+    opts = connect_options(servers, **options)
+    native: _core.Client = await _core.Client.connect_async(opts)
+    return AsyncClient(native, opts)
+
+
+def _in_thread(method: Callable[..., _R]) -> Callable[..., Coroutine[Any, Any, _R]]:
+    """A method of the sync client as a coroutine of the async one (same arguments,
+    same result), run in a worker thread: the native request inside it releases the
+    GIL."""
+
+    async def call(self: AsyncClient, *args: Any, **kwargs: Any) -> _R:
+        return await asyncio.to_thread(method, self.sync_client, *args, **kwargs)
+
+    call.__name__ = method.__name__
+    call.__qualname__ = f"AsyncClient.{method.__name__}"
+    call.__doc__ = method.__doc__
+    return call
+
+
+def _rows_arg(rows: Sequence[int] | None) -> list[int] | None:
+    return None if rows is None else [int(r) for r in rows]
+
+
+async def _close(native: Any) -> None:
+    """Close a native iterator, to the end even when the awaiting task is cancelled
+    meanwhile (deleting a read's consumer is one request)."""
+    await asyncio.shield(native.close_async())
+
+
+class AsyncPublisher:
+    """A publisher keeping one ack window across calls (the asyncio
+    [`Publisher`][jetstream_arrow.Publisher]); one call sends at a time."""
+
+    def __init__(self, native: _core.Publisher, raise_on_error: bool) -> None:
+        self._native = native
+        self._raise_on_error = raise_on_error
+
+    async def publish(self, data: Any, subject: str | None = None) -> PublishResult:
+        """Publish every row of ``data`` (anything with the Arrow PyCapsule interface,
+        in the message schema) and return once each row is stored, a duplicate or
+        failed; as the sync ``publish``.
+
+        Cancelled, it takes no more rows, waits for the acks of the messages in flight
+        (within ``ack_timeout`` and its retries, as any publish), and re-raises the
+        ``CancelledError`` with ``.result``, the [`PublishResult`][] of the rows it took:
+        each stored, a duplicate or failed; the rows after ``result.rows`` were not
+        sent. Cancelling it again while it waits abandons the wait (``.result`` is
+        then None, and the publisher is closed)."""
+        stop = _core.StopSignal()
+        call = asyncio.ensure_future(self._native.publish_async(data, subject, stop))
+        try:
+            outcome = await asyncio.shield(call)
+        except asyncio.CancelledError as cancelled:
+            stop.set()
+            cancelled.result = None  # type: ignore[attr-defined]
+            try:
+                cancelled.result = PublishResult.from_outcome(await call)  # type: ignore[attr-defined]
+            except asyncio.CancelledError:
+                pass
+            except JetStreamArrowError as err:
+                cancelled.result = _partial(err)  # type: ignore[attr-defined]
+            raise
+        except JetStreamArrowError as err:
+            # Input errors and lost connections stop a publish midway; what was
+            # already acknowledged is reported, never lost.
+            err.result = _partial(err)
+            raise
+        result = PublishResult.from_outcome(outcome)
+        return raise_if_failed(result) if self._raise_on_error else result
+
+    async def publish_batches(
+        self,
+        batches: Iterable[pa.RecordBatch],
+        subject: str | None = None,
+        *,
+        rows_per_result: int = _core.DEFAULT_ROWS_PER_RESULT,
+    ) -> AsyncIterator[PublishResult]:
+        """Publish a sequence of record batches (one schema) without letting the ack
+        window drain between them, yielding one result per group of at most
+        ``rows_per_result`` rows, as the sync ``publish_batches``. ``batches`` is a
+        plain iterable: the engine reads it as it sends."""
+        groups = BatchGroups(batches, rows_per_result)
+        for stream in groups:
+            yield await self.publish(stream, subject)
+            groups.raise_failure()
+
+    def close(self) -> None:
+        """Release the publisher (each publish call has already waited for its rows)."""
+        self._native.close()
+
+    async def __aenter__(self) -> AsyncPublisher:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _partial(err: JetStreamArrowError) -> PublishResult | None:
+    result = getattr(err, "result", None)
+    if isinstance(result, _core.PublishOutcome):
+        return PublishResult.from_outcome(result)
+    return result if isinstance(result, PublishResult) else None
+
+
+class AsyncBatches:
+    """Record batches of a read or an ordered consumer, as an async iterator. The
+    read opens at the first step (or on entering ``async with``); it ends, and its
+    consumer is deleted, at its end, on an error, on [`aclose`][] or when the task
+    awaiting a step is cancelled."""
+
+    def __init__(
+        self,
+        opening: Callable[[], Awaitable[_core.ReadBatches]],
+        stream: str,
+        codec: ValueCodec | None,
+    ) -> None:
+        self._opening: Callable[[], Awaitable[_core.ReadBatches]] | None = opening
+        self._native: _core.ReadBatches | None = None
+        self._stream = stream
+        self._codec = codec
+        self.schema: pa.Schema | None = None
+        """The schema of every batch, once the read is open."""
+
+    async def _open(self) -> _core.ReadBatches | None:
+        if self._opening is not None:
+            opening, self._opening = self._opening, None
+            self._native = await opening()
+            self.schema = pa.schema(self._native.schema())
+        return self._native
+
+    def __aiter__(self) -> AsyncBatches:
+        return self
+
+    async def __anext__(self) -> pa.RecordBatch:
+        native = await self._open()
+        if native is None:
+            raise StopAsyncIteration
+        try:
+            batch = await native.next_async()
+        except BaseException:
+            await self.aclose()
+            raise
+        if batch is None:
+            await self.aclose()
+            raise StopAsyncIteration
+        return pa.record_batch(batch)
+
+    async def read_all(self) -> pa.Table:
+        """Every remaining batch as one table."""
+        batches = [batch async for batch in self]
+        if self.schema is None:
+            raise BadInputError("the read was closed before it opened")
+        return pa.Table.from_batches(batches, self.schema)
+
+    @property
+    def malformed(self) -> int:
+        """Payloads that did not decode so far (a codec's ``on_malformed``)."""
+        return 0 if self._native is None else self._native.malformed
+
+    async def aclose(self) -> None:
+        """Stop reading and delete the read's consumer on the server."""
+        self._opening = None
+        native, self._native = self._native, None
+        if native is not None:
+            try:
+                await _close(native)
+            finally:
+                report_malformed(self._stream, self._codec, native.malformed)
+
+    async def __aenter__(self) -> AsyncBatches:
+        await self._open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class AsyncConsumedBatch:
+    """Messages delivered by a durable consumer, as one Arrow record batch; the ack
+    methods are coroutines (see [`ConsumedBatch`][jetstream_arrow.ConsumedBatch])."""
+
+    def __init__(self, native: _core.ConsumedBatch) -> None:
+        self._native = native
+        self.data: pa.RecordBatch = pa.record_batch(native.batch())
+
+    def __len__(self) -> int:
+        return len(self._native)
+
+    @property
+    def malformed(self) -> int:
+        """Payloads of this batch that did not decode (a codec's ``on_malformed``)."""
+        return self._native.malformed
+
+    async def ack(self, rows: Sequence[int] | None = None) -> None:
+        """Acknowledge (one AckAll for the whole batch where the policy allows)."""
+        await self._native.ack(_rows_arg(rows), asyncio=True)
+
+    async def ack_sync(
+        self, rows: Sequence[int] | None = None, timeout: float = _core.DEFAULT_ACK_SYNC_TIMEOUT
+    ) -> None:
+        """Double ack: returns once the server confirmed every ack (retried until then,
+        within ``timeout`` seconds)."""
+        await self._native.ack_sync(_rows_arg(rows), timeout, asyncio=True)
+
+    async def nak(self, rows: Sequence[int] | None = None, delay: float | None = None) -> None:
+        """Ask for redelivery, after ``delay`` seconds if given."""
+        await self._native.nak(_rows_arg(rows), delay, asyncio=True)
+
+    async def term(self, rows: Sequence[int] | None = None, reason: str | None = None) -> None:
+        """Stop redelivery of these messages for good."""
+        await self._native.term(_rows_arg(rows), reason, asyncio=True)
+
+    async def in_progress(self, rows: Sequence[int] | None = None) -> None:
+        """Reset the ack timer: still working on these."""
+        await self._native.in_progress(_rows_arg(rows), asyncio=True)
+
+
+class AsyncMessages:
+    """The batches of a pull or push consumer, without end, as an async iterator of
+    [`AsyncConsumedBatch`][]es. Consumption starts at the first step (or on entering
+    ``async with``) and stops on [`aclose`][], on an error or when the task awaiting a
+    step is cancelled (what that step had received is delivered again after the
+    consumer's ack wait)."""
+
+    def __init__(self, opening: Callable[[], Awaitable[_core.MessageStream]]) -> None:
+        self._opening: Callable[[], Awaitable[_core.MessageStream]] | None = opening
+        self._native: _core.MessageStream | None = None
+
+    async def _open(self) -> _core.MessageStream | None:
+        if self._opening is not None:
+            opening, self._opening = self._opening, None
+            self._native = await opening()
+        return self._native
+
+    def __aiter__(self) -> AsyncMessages:
+        return self
+
+    async def __anext__(self) -> AsyncConsumedBatch:
+        native = await self._open()
+        if native is None:
+            raise StopAsyncIteration
+        try:
+            batch = await native.next_async()
+        except BaseException:
+            await self.aclose()
+            raise
+        if batch is None:
+            await self.aclose()
+            raise StopAsyncIteration
+        return AsyncConsumedBatch(batch)
+
+    @property
+    def flow_control_answers(self) -> int:
+        """Flow-control answers sent (push consumers); 0 for pull consumers."""
+        return 0 if self._native is None else self._native.flow_control_answers
+
+    @property
+    def consumer_resets(self) -> int:
+        """Resets of a flow-control push consumer to its ack floor; 0 for pull."""
+        return 0 if self._native is None else self._native.consumer_resets
+
+    async def aclose(self) -> None:
+        """Stop consuming."""
+        self._opening = None
+        native, self._native = self._native, None
+        if native is not None:
+            await _close(native)
+
+    async def __aenter__(self) -> AsyncMessages:
+        await self._open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class AsyncPullConsumer:
+    """A durable pull consumer, bound by name with no info lookup on the server (the
+    asyncio [`PullConsumer`][jetstream_arrow.PullConsumer]). ``async for batch in
+    consumer`` consumes with the default [`ConsumeOptions`][]."""
+
+    def __init__(self, native: _core.PullConsumer) -> None:
+        self._native = native
+
+    @property
+    def stream(self) -> str:
+        """The consumer's stream."""
+        return self._native.stream
+
+    @property
+    def name(self) -> str:
+        """The consumer's name."""
+        return self._native.name
+
+    async def fetch(
+        self,
+        max_messages: int = _core.DEFAULT_FETCH_MAX_MESSAGES,
+        *,
+        max_bytes: int | None = None,
+        expires: float = _core.DEFAULT_FETCH_EXPIRES,
+        no_wait: bool = False,
+        heartbeat: float | None = None,
+        include_headers: bool = False,
+        codec: ValueCodec | str | None = None,
+    ) -> AsyncConsumedBatch:
+        """One pull request: up to ``max_messages`` (or ``max_bytes``) within
+        ``expires`` seconds, as the sync ``fetch``."""
+        native = await self._native.fetch(
+            max_messages,
+            max_bytes=max_bytes,
+            expires=expires,
+            no_wait=no_wait,
+            heartbeat=heartbeat,
+            include_headers=include_headers,
+            codec=ValueCodec.of(codec),
+            asyncio=True,
+        )
+        return AsyncConsumedBatch(native)
+
+    def messages(
+        self,
+        *,
+        options: ConsumeOptions | None = None,
+        codec: ValueCodec | str | None = None,
+        **kwargs: Any,
+    ) -> AsyncMessages:
+        """Continuous, pre-buffered consumption as ``options`` (a
+        [`ConsumeOptions`][]) say, any of its fields given as a keyword, as the sync
+        ``messages``."""
+        settings = ConsumeOptions.from_kwargs(options, **kwargs)
+        value_codec = ValueCodec.of(codec)
+        native = self._native
+        return AsyncMessages(lambda: native.messages(settings, value_codec, asyncio=True))
+
+    def __aiter__(self) -> AsyncMessages:
+        return self.messages()
+
+
+class AsyncPushConsumer:
+    """A durable push consumer (the asyncio [`PushConsumer`][jetstream_arrow.PushConsumer])."""
+
+    def __init__(self, native: _core.PushConsumer) -> None:
+        self._native = native
+
+    @property
+    def stream(self) -> str:
+        """The consumer's stream."""
+        return self._native.stream
+
+    @property
+    def name(self) -> str:
+        """The consumer's name."""
+        return self._native.name
+
+    @property
+    def deliver_subject(self) -> str:
+        """The subject the server delivers this consumer's messages to."""
+        return self._native.deliver_subject
+
+    def messages(
+        self,
+        *,
+        batch_rows: int = _core.DEFAULT_CONSUME_BATCH_ROWS,
+        batch_wait: float = _core.DEFAULT_CONSUME_BATCH_WAIT,
+        include_headers: bool = False,
+        heartbeat: float | None = None,
+        codec: ValueCodec | str | None = None,
+    ) -> AsyncMessages:
+        """Continuous consumption from the deliver subject, as the sync ``messages``;
+        the subscription starts at the first step (or on entering ``async with``)."""
+        value_codec = ValueCodec.of(codec)
+        native = self._native
+        return AsyncMessages(
+            lambda: native.messages(
+                batch_rows=batch_rows,
+                batch_wait=batch_wait,
+                include_headers=include_headers,
+                heartbeat=heartbeat,
+                codec=value_codec,
+                asyncio=True,
+            )
+        )
+
+    def __aiter__(self) -> AsyncMessages:
+        return self.messages()
+
+
+class AsyncOrderedConsumer:
+    """An open-ended ordered consumer (the asyncio
+    [`OrderedConsumer`][jetstream_arrow.OrderedConsumer])."""
+
+    def __init__(self, native_client: _core.Client, stream: str, **config: Any) -> None:
+        self._client = native_client
+        self.stream = stream
+        self._config = config
+
+    def messages(
+        self,
+        *,
+        batch_rows: int = _core.DEFAULT_READ_BATCH_ROWS,
+        batch_wait: float = _core.DEFAULT_FOLLOW_BATCH_WAIT,
+        max_bytes: int = _core.DEFAULT_READ_MAX_BYTES,
+        include_headers: bool = False,
+    ) -> AsyncBatches:
+        """Batches in stream order, without end, as the sync ``messages``; the
+        consumer is created at the first step (or on entering ``async with``, so
+        ``deliver="new"`` starts there) and deleted when the iterator closes."""
+        client, stream, config = self._client, self.stream, self._config
+
+        def opening() -> Awaitable[_core.ReadBatches]:
+            return client.follow(
+                stream,
+                batch_rows=batch_rows,
+                batch_wait=batch_wait,
+                max_bytes=max_bytes,
+                include_headers=include_headers,
+                asyncio=True,
+                **config,
+            )
+
+        return AsyncBatches(opening, stream, config.get("codec"))
+
+    def __aiter__(self) -> AsyncBatches:
+        return self.messages()
+
+
+class AsyncClient:
+    """A connection to NATS with JetStream whose calls are coroutines (see
+    [`connect_async`][]). ``sync_client`` is the same connection's
+    [`Client`][jetstream_arrow.Client], for calls not offered here."""
+
+    def __init__(self, native: _core.Client, options: ConnectOptions) -> None:
+        self._native = native
+        self.options = options
+        self.sync_client = Client(native, options)
+
+    # -- lifecycle -----------------------------------------------------------------
+    async def close(self) -> None:
+        """Flush and close the connection. Safe to call twice."""
+        await self._native.close_async()
+
+    def is_closed(self) -> bool:
+        """Whether [`close`][] was called (a lost connection reconnects by itself)."""
+        return self._native.is_closed()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        servers = _core.redact_servers(self.options.servers)
+        return f"AsyncClient(servers={servers!r}, api_prefix={self.api_prefix!r})"
+
+    @property
+    def api_prefix(self) -> str:
+        """The subject prefix of the JetStream API this client talks to."""
+        return self._native.api_prefix
+
+    def server_info(self) -> dict[str, Any]:
+        """What the connected server announced (no request)."""
+        return self._native.server_info()
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Send what is buffered and wait for the server to answer a round trip, within
+        ``timeout`` seconds (default: the ``request_timeout`` option)."""
+        await self._native.flush_async(timeout)
+
+    # -- publish -------------------------------------------------------------------
+    async def publisher(
+        self,
+        subject: str | None = None,
+        *,
+        options: PublishOptions | None = None,
+        raise_on_error: bool = True,
+        codec: ValueCodec | str | None = None,
+        **kwargs: Any,
+    ) -> AsyncPublisher:
+        """A publisher with a bounded window of unacknowledged messages, as the sync
+        ``publisher`` takes them: [`PublishOptions`][] fields as keywords."""
+        if subject is not None:
+            kwargs["subject"] = subject
+        settings = PublishOptions.from_kwargs(options, **kwargs)
+        native = await self._native.publisher_async(settings, ValueCodec.of(codec))
+        return AsyncPublisher(native, raise_on_error)
+
+    async def publish(self, data: Any, subject: str | None = None, **options: Any) -> PublishResult:
+        """Publish every row of an Arrow batch, table or stream in the message schema,
+        as the sync ``publish``; cancelled, see [`AsyncPublisher.publish`][]."""
+        async with await self.publisher(subject, **options) as publisher:
+            return await publisher.publish(data)
+
+    # -- read ----------------------------------------------------------------------
+    def read(
+        self,
+        stream: str,
+        *,
+        options: ReadOptions | None = None,
+        codec: ValueCodec | str | None = None,
+        **kwargs: Any,
+    ) -> AsyncBatches:
+        """Replay a stream in sequence order: ``async for batch in client.read(...)``
+        with the options of the sync ``read`` (a [`ReadOptions`][], any field as a
+        keyword)."""
+        settings = ReadOptions.from_kwargs(options, **kwargs)
+        value_codec = ValueCodec.of(codec)
+        native = self._native
+        return AsyncBatches(
+            lambda: native.read_async(stream, settings, value_codec), stream, value_codec
+        )
+
+    def ordered_consumer(
+        self,
+        stream: str,
+        subjects: Sequence[str] | str | None = None,
+        *,
+        start_seq: int | None = None,
+        start_time: datetime | str | float | None = None,
+        deliver: Literal["all", "new"] = "all",
+        heartbeat: float = _core.DEFAULT_HEARTBEAT,
+        resume_timeout: float = _core.DEFAULT_RESUME_TIMEOUT,
+        codec: ValueCodec | str | None = None,
+    ) -> AsyncOrderedConsumer:
+        """An open-ended ordered consumer, as the sync ``ordered_consumer``."""
+        if deliver not in ("all", "new"):
+            raise BadInputError(f"option 'deliver' must be 'all' or 'new', got {deliver!r}")
+        if isinstance(subjects, str):
+            subjects = [subjects]
+        return AsyncOrderedConsumer(
+            self._native,
+            stream,
+            subjects=None if subjects is None else list(subjects),
+            start_seq=start_seq,
+            start_time_ns=to_epoch_ns(start_time, "start_time"),
+            deliver_new=deliver == "new",
+            heartbeat=heartbeat,
+            resume_timeout=resume_timeout,
+            codec=ValueCodec.of(codec),
+        )
+
+    # -- consumers -----------------------------------------------------------------
+    def pull_consumer(
+        self, stream: str, name: str, ack_policy: Literal["none", "all", "explicit"] | None = None
+    ) -> AsyncPullConsumer:
+        """Bind to a durable pull consumer by name, with no info lookup (no request)."""
+        return AsyncPullConsumer(self._native.pull_consumer(stream, name, ack_policy=ack_policy))
+
+    async def push_consumer(
+        self,
+        stream: str,
+        name: str,
+        *,
+        deliver_subject: str | None = None,
+        deliver_group: str | None = None,
+        ack_policy: Literal["none", "all", "explicit", "flow_control"] | None = None,
+    ) -> AsyncPushConsumer:
+        """Bind to a durable push consumer, as the sync ``push_consumer``."""
+        if deliver_group is not None and deliver_subject is None:
+            raise BadInputError(
+                "option 'deliver_group' is given only with 'deliver_subject' (without it, "
+                "the consumer's own deliver group is looked up)"
+            )
+        native = await self._native.push_consumer(
+            stream,
+            name,
+            deliver_subject=deliver_subject,
+            deliver_group=deliver_group,
+            ack_policy=ack_policy,
+            asyncio=True,
+        )
+        return AsyncPushConsumer(native)
+
+    # -- management: the sync client's calls, each in a worker thread ----------------
+    create_stream = _in_thread(Client.create_stream)
+    update_stream = _in_thread(Client.update_stream)
+    create_or_update_stream = _in_thread(Client.create_or_update_stream)
+    stream_info = _in_thread(Client.stream_info)
+    delete_stream = _in_thread(Client.delete_stream)
+    list_streams = _in_thread(Client.list_streams)
+    stream_names = _in_thread(Client.stream_names)
+    purge_stream = _in_thread(Client.purge_stream)
+    get_message = _in_thread(Client.get_message)
+    delete_message = _in_thread(Client.delete_message)
+    create_consumer = _in_thread(Client.create_consumer)
+    update_consumer = _in_thread(Client.update_consumer)
+    create_or_update_consumer = _in_thread(Client.create_or_update_consumer)
+    consumer_info = _in_thread(Client.consumer_info)
+    reset_consumer = _in_thread(Client.reset_consumer)
+    delete_consumer = _in_thread(Client.delete_consumer)
+    list_consumers = _in_thread(Client.list_consumers)
+    consumer_names = _in_thread(Client.consumer_names)
+    first_seq_at = _in_thread(Client.first_seq_at)

@@ -1,0 +1,183 @@
+//! asyncio awaitables of the core's futures, through `pyo3-async-runtimes`' generic
+//! bridge over this process's runtime (`runtime.rs`): the future runs as a task on the
+//! runtime's workers, and the asyncio future handed to Python is completed on its
+//! event loop (`call_soon_threadsafe`) with the value, or the package's exception.
+//! No thread waits for it. Cancelling the asyncio future drops the task's future.
+//!
+//! A publish is the one call that does not stop by being dropped: it takes a
+//! [`StopSignal`] and, once signalled, stops taking rows, sees the acks of those in
+//! flight and resolves to what became of each row taken (`Publisher.publish_async`).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use arrow_array::RecordBatch;
+use jetstream_arrow_core::{Error, ErrorKind};
+use pyo3::prelude::*;
+use pyo3_async_runtimes::generic::{future_into_py, ContextExt, JoinError, Runtime};
+use pyo3_async_runtimes::TaskLocals;
+
+use crate::errors::GlueResult;
+use crate::runtime::runtime;
+
+/// The process's runtime (rebuilt after fork) as `pyo3-async-runtimes` sees it.
+pub struct CoreRuntime;
+
+/// A task of [`CoreRuntime`].
+pub struct Joined(tokio::task::JoinHandle<()>);
+
+/// How a task of [`CoreRuntime`] failed.
+pub struct JoinFailure(tokio::task::JoinError);
+
+impl JoinError for JoinFailure {
+    fn is_panic(&self) -> bool {
+        self.0.is_panic()
+    }
+
+    fn into_panic(self) -> Box<dyn std::any::Any + Send + 'static> {
+        self.0.into_panic()
+    }
+}
+
+impl Future for Joined {
+    type Output = Result<(), JoinFailure>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0)
+            .poll(cx)
+            .map(|r| r.map_err(JoinFailure))
+    }
+}
+
+impl Runtime for CoreRuntime {
+    type JoinError = JoinFailure;
+    type JoinHandle = Joined;
+
+    fn spawn<F>(fut: F) -> Joined
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        Joined(runtime().spawn(fut))
+    }
+
+    fn spawn_blocking<F>(f: F) -> Joined
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        Joined(runtime().spawn_blocking(f))
+    }
+}
+
+impl ContextExt for CoreRuntime {
+    // The core's futures never call back into Python coroutines, so they need no
+    // task locals: the event loop is the one running where the call was made.
+    fn scope<F, R>(_locals: TaskLocals, fut: F) -> Pin<Box<dyn Future<Output = R> + Send>>
+    where
+        F: Future<Output = R> + Send + 'static,
+    {
+        Box::pin(fut)
+    }
+
+    fn get_task_locals() -> Option<TaskLocals> {
+        None
+    }
+}
+
+/// An awaitable of the running event loop that resolves to `future`'s value; an
+/// error raises its class of `jetstream_arrow.exceptions`.
+pub fn awaitable<'py, F, T>(py: Python<'py>, future: F) -> PyResult<Bound<'py, PyAny>>
+where
+    F: Future<Output = GlueResult<T>> + Send + 'static,
+    T: for<'a> IntoPyObject<'a> + Send + 'static,
+{
+    future_into_py::<CoreRuntime, _, T>(py, async move { future.await.map_err(PyErr::from) })
+}
+
+/// Rows an asyncio publish takes between two looks at its [`StopSignal`]: input
+/// batches are cut into slices of at most this many rows (no copy).
+const STOP_CHECK_ROWS: usize = 1024;
+
+/// Asks an asyncio publish to stop taking rows (set when its task is cancelled).
+#[pyclass(module = "jetstream_arrow._core", frozen)]
+#[derive(Default)]
+pub struct StopSignal(Arc<AtomicBool>);
+
+impl StopSignal {
+    pub fn flag(&self) -> Arc<AtomicBool> {
+        self.0.clone()
+    }
+}
+
+#[pymethods]
+impl StopSignal {
+    #[new]
+    fn py_new() -> Self {
+        Self::default()
+    }
+
+    fn set(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    fn is_set(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// The error that ends a stopped publish's input; the publish then resolves to its
+/// outcome, not to this error.
+pub fn stopped() -> Error {
+    Error::new(ErrorKind::Connection, "the publish was cancelled")
+}
+
+/// The input of a publish, in slices of at most [`STOP_CHECK_ROWS`] rows, ending in
+/// [`stopped`] once `stop` is set.
+pub struct Stoppable<I> {
+    input: I,
+    stop: Arc<AtomicBool>,
+    current: Option<(RecordBatch, usize)>,
+}
+
+impl<I> Stoppable<I> {
+    pub fn new(input: I, stop: Arc<AtomicBool>) -> Self {
+        Self {
+            input,
+            stop,
+            current: None,
+        }
+    }
+}
+
+impl<I: Iterator<Item = Result<RecordBatch, Error>>> Iterator for Stoppable<I> {
+    type Item = Result<RecordBatch, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.stop.load(Ordering::SeqCst) {
+            self.current = None;
+            return Some(Err(stopped()));
+        }
+        loop {
+            if let Some((batch, offset)) = &mut self.current {
+                if *offset < batch.num_rows() {
+                    let len = STOP_CHECK_ROWS.min(batch.num_rows() - *offset);
+                    let slice = batch.slice(*offset, len);
+                    *offset += len;
+                    return Some(Ok(slice));
+                }
+                // An empty batch still goes through, so its columns are checked.
+                if batch.num_rows() == 0 && *offset == 0 {
+                    let empty = batch.clone();
+                    self.current = None;
+                    return Some(Ok(empty));
+                }
+            }
+            match self.input.next()? {
+                Ok(batch) => self.current = Some((batch, 0)),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+}
