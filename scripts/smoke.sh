@@ -77,7 +77,7 @@ build() {
         exit 1
     fi
     case "$(basename "$wheel")" in
-        *-"${MANYLINUX}"_x86_64*.whl) ;;
+        *[.-]"${MANYLINUX}"_x86_64[.]*) ;;
         *)
             echo "error: $(basename "$wheel") is not tagged ${MANYLINUX}_x86_64" >&2
             exit 1
