@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Build what users install and test it as they get it.
 #
-# Builds the abi3 wheel and the sdist into target/dist/, builds the sdist into a wheel
-# once (it must compile on its own), installs the wheel with the "server" and "spark"
-# extras into a fresh virtualenv (target/smoke-venv/), and runs smoke/ from a directory
-# outside the repository with that interpreter and no path into the source tree.
+# Builds the abi3 wheel that users install, a manylinux wheel (linked by zig against
+# glibc 2.17: RHEL 8, Debian 11, Amazon Linux 2 and newer), checks its tag with
+# auditwheel, builds the sdist into target/dist/ and the sdist into a wheel once (it
+# must compile on its own), installs the wheel with the "server" and "spark" extras
+# into a fresh virtualenv (target/smoke-venv/) of another Python minor version than the
+# one it was built with (Debian 13's CPython 3.13, fetched into target/ by
+# scripts/debian-python.sh, or SMOKE_PYTHON), and runs smoke/ from a directory outside
+# the repository with that interpreter and no path into the source tree.
 #
 # Run by scripts/test.sh; alone: `bash scripts/smoke.sh` (after `source scripts/setup.sh`).
 # `bash scripts/smoke.sh build` does only the builds and the virtualenv, and
@@ -27,11 +31,34 @@ step() { echo; echo "==> $*"; }
 
 DIST="$ROOT/target/dist"
 VENV="$ROOT/target/smoke-venv"
+# The oldest glibc the wheel supports; auditwheel must find the wheel consistent with it.
+MANYLINUX="${MANYLINUX:-manylinux_2_17}"
+GLIBC="$(sed -E 's/^manylinux_([0-9]+)_([0-9]+)$/\1.\2/' <<<"$MANYLINUX")"
+if [ "$(uname -m)" != x86_64 ]; then
+    echo "error: scripts/smoke.sh builds the x86_64 manylinux wheel; this is $(uname -m)" >&2
+    exit 1
+fi
 
 build() {
     rm -rf "$DIST"
-    step "maturin build --release (abi3 wheel, from the release build) and maturin sdist"
-    maturin build --release --out "$DIST"
+    step "maturin build --release --compatibility $MANYLINUX, linked by zig (the abi3 wheel users install), and maturin sdist"
+    # Only the link needs zig (the ziglang package): it links the module against
+    # glibc $GLIBC's symbols whatever the host's glibc is, with maturin's own `zig cc`
+    # wrapper, the one `maturin build --zig` uses. --zig itself would build with an
+    # explicit --target, in another directory (target/x86_64-unknown-linux-gnu/):
+    # every crate compiled a second time. Given to the module's crate alone (cargo
+    # rustc's arguments, after --), the linker leaves every dependency of the release
+    # build fresh; only the module's own crate is compiled again.
+    local zig_cc="$ROOT/target/zig/cc-$MANYLINUX.sh"
+    mkdir -p "$ROOT/target/zig"
+    printf '%s\n' '#!/bin/sh' \
+        "export CARGO_ZIGBUILD_ZIG_COMMAND='$(command -v python)' CARGO_ZIGBUILD_ZIG_COMMAND_ARGS='-m ziglang'" \
+        "exec '$(command -v maturin)' zig cc -- -g -fno-sanitize=all -target x86_64-linux-gnu.$GLIBC \"\$@\"" \
+        >"$zig_cc"
+    chmod +x "$zig_cc"
+    # zig's cache in the clone, like the rest.
+    XDG_CACHE_HOME="$ROOT/.cache" ZIG_GLOBAL_CACHE_DIR="$ROOT/.cache/zig" \
+        maturin build --release --compatibility "$MANYLINUX" --out "$DIST" -- -C "linker=$zig_cc"
     maturin sdist --out "$DIST"
     local wheel sdist
     wheel="$(ls "$DIST"/jetstream_arrow-*.whl)"
@@ -39,15 +66,38 @@ build() {
     echo "wheel: $wheel"
     echo "sdist: $sdist"
 
+    step "auditwheel show: the wheel is $MANYLINUX"
+    local report
+    report="$(auditwheel show "$wheel")"
+    echo "$report"
+    # The platform tag auditwheel derives from the symbol versions and libraries the
+    # module needs, not only the name maturin gave the file.
+    if ! tr -s ' \n' ' ' <<<"$report" | grep -q "platform tag: \"${MANYLINUX}_x86_64\""; then
+        echo "error: auditwheel does not find $(basename "$wheel") consistent with ${MANYLINUX}_x86_64 (above)" >&2
+        exit 1
+    fi
+    case "$(basename "$wheel")" in
+        *[.-]"${MANYLINUX}"_x86_64[.]*) ;;
+        *)
+            echo "error: $(basename "$wheel") is not tagged ${MANYLINUX}_x86_64" >&2
+            exit 1
+            ;;
+    esac
+
     step "the sdist builds a wheel on its own"
     # Built from the unpacked sdist alone; the shared target/ only spares recompiling
     # the crates.io dependencies.
     python -m pip wheel --quiet --no-deps --no-build-isolation -w "$DIST/from-sdist" "$sdist"
     ls "$DIST"/from-sdist/jetstream_arrow-*.whl
 
-    step "a fresh virtualenv with the wheel and its server and spark extras"
-    "${PYTHON:-python3}" -m venv --clear "$VENV"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+    step "a fresh virtualenv of another Python, with the wheel and its server and spark extras"
+    local python
+    python="${SMOKE_PYTHON:-$(bash scripts/debian-python.sh)}"
+    "$python" -m venv --clear --without-pip "$VENV"
+    echo "built with $(python -c 'import platform; print(platform.python_version())');" \
+        "installed into $("$VENV/bin/python" -c 'import platform; print(platform.python_version())') ($python)"
+    # pip runs from .venv, installing into the smoke virtualenv (which has none of its own).
+    python -m pip --python "$VENV/bin/python" install --quiet --disable-pip-version-check \
         "${wheel}[server,spark]" "pytest>=8.3" "pytest-timeout>=2.3"
 }
 
