@@ -175,6 +175,18 @@ def test_a_cancelled_read_deletes_its_consumer(client: ja.Client, stream: str) -
             await reader.aclose()
             assert await consumers_left(aclient, stream) == []
 
+            # An iterator closed by one task while another waits in a step on an idle
+            # stream: the close ends that step (it returns no batch) and deletes the
+            # consumer, without waiting for a message.
+            idle = aclient.ordered_consumer(stream, deliver="new").messages()
+            stepping = asyncio.create_task(idle.__anext__())
+            await asyncio.sleep(0.3)
+            assert len(await consumers_left(aclient, stream)) == 1
+            await asyncio.wait_for(idle.aclose(), 5.0)
+            with pytest.raises(StopAsyncIteration):
+                await asyncio.wait_for(stepping, 5.0)
+            assert await consumers_left(aclient, stream) == []
+
     run(body)
 
 

@@ -107,10 +107,13 @@ struct Stepping<S> {
 /// The state of a native iterator, shared by its blocking steps (`wait`) and its
 /// asyncio ones. A step holds the lock while it runs, so a step that is dropped
 /// midway (an abort, a cancelled task) leaves the state in place for `close` to
-/// release, and a `close` waits for a running step to finish or be dropped.
+/// release. A `close` stops a running step (which may wait long for a message on an
+/// idle stream) and then closes the state.
 pub struct Slot<S> {
     inner: Arc<tokio::sync::Mutex<Option<Stepping<S>>>>,
     figures: Arc<[AtomicU64; 2]>,
+    /// Told by `close`: the running step stops and the iterator ends.
+    closing: Arc<tokio::sync::Notify>,
 }
 
 impl<S: Steps> Slot<S> {
@@ -121,6 +124,7 @@ impl<S: Steps> Slot<S> {
                 interrupted: false,
             }))),
             figures: Arc::default(),
+            closing: Arc::default(),
         }
     }
 
@@ -129,6 +133,7 @@ impl<S: Steps> Slot<S> {
     pub fn next(&self) -> impl Future<Output = Result<Option<S::Item>, Error>> + Send + 'static {
         let inner = self.inner.clone();
         let figures = self.figures.clone();
+        let closing = self.closing.clone();
         async move {
             let mut guard = inner.lock_owned().await;
             let Some(stepping) = guard.as_mut() else {
@@ -140,7 +145,15 @@ impl<S: Steps> Slot<S> {
                 return Ok(None);
             }
             stepping.interrupted = true;
-            let next = stepping.state.next_item().await;
+            let next = tokio::select! {
+                next = stepping.state.next_item() => next,
+                () = closing.notified() => {
+                    // `close` waits for the lock this step holds: end here.
+                    stepping.state.close().await;
+                    *guard = None;
+                    return Ok(None);
+                }
+            };
             stepping.interrupted = false;
             for (slot, value) in figures.iter().zip(stepping.state.figures()) {
                 slot.store(value, Ordering::Relaxed);
@@ -156,6 +169,8 @@ impl<S: Steps> Slot<S> {
     /// Close the state (once a running step has finished or been dropped).
     pub fn close(&self) -> impl Future<Output = ()> + Send + 'static {
         let inner = self.inner.clone();
+        // A permit, kept if no step is running: the next one ends at once.
+        self.closing.notify_one();
         async move {
             let taken = inner.lock().await.take();
             if let Some(mut stepping) = taken {

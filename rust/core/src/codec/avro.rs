@@ -5,12 +5,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Float32Type, Float64Type};
-use arrow_array::{Array, ArrayRef, BinaryArray, RecordBatch, StructArray};
+use arrow_array::types::{Float32Type, Float64Type, Int32Type};
+use arrow_array::{
+    Array, ArrayRef, BinaryArray, DictionaryArray, Int32Array, RecordBatch, StringArray,
+    StructArray,
+};
 use arrow_avro::reader::{Decoder, ReaderBuilder};
 use arrow_avro::schema::{
     AvroSchema, Fingerprint, FingerprintAlgorithm, FingerprintStrategy, SchemaStore,
-    SCHEMA_METADATA_KEY,
+    AVRO_ENUM_SYMBOLS_METADATA_KEY, SCHEMA_METADATA_KEY,
 };
 use arrow_avro::writer::format::{AvroBinaryFormat, AvroSoeFormat};
 use arrow_avro::writer::{Encoder, WriterBuilder};
@@ -37,6 +40,53 @@ fn arrow_schema_of(schema_json: &str) -> Result<SchemaRef> {
         .map_err(bad_schema)?;
     let decoder = AvroRows::build(&store, &schema, 1)?;
     Ok(decoder.schema())
+}
+
+/// A text column under an Avro enum, as the writer takes it: a dictionary whose
+/// values are the enum's symbols, in the schema's order. A value that is no symbol
+/// is refused, naming its row.
+fn enum_of(column: &ArrayRef, name: &str, symbols_json: &str) -> Result<ArrayRef> {
+    let symbols: Vec<String> = serde_json::from_str(symbols_json)
+        .map_err(|e| Error::bad_input(format!("option 'avro_schema': enum symbols: {e}")))?;
+    let text = match column.data_type() {
+        DataType::Utf8 => column.clone(),
+        DataType::LargeUtf8 | DataType::Utf8View | DataType::Dictionary(..) => {
+            cast_with_options(column, &DataType::Utf8, &CastOptions::default()).map_err(|_| {
+                Error::bad_input(format!(
+                    "column '{name}': an Avro enum is written from text, got {}",
+                    column.data_type()
+                ))
+            })?
+        }
+        // Already the writer's dictionary (a read of the same enum), or not text:
+        // the writer takes it or says why not.
+        _ => return Ok(column.clone()),
+    };
+    let text = text.as_string::<i32>();
+    let index: HashMap<&str, i32> = symbols
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.as_str(), i as i32))
+        .collect();
+    let mut keys = Vec::with_capacity(text.len());
+    for (row, value) in text.iter().enumerate() {
+        keys.push(match value {
+            None => None,
+            Some(v) => Some(*index.get(v).ok_or_else(|| {
+                Error::bad_input(format!(
+                    "column '{name}', row {row}: {v:?} is not a symbol of the Avro enum \
+                     ({})",
+                    symbols.join(", ")
+                ))
+            })?),
+        });
+    }
+    let dictionary = DictionaryArray::<Int32Type>::try_new(
+        Int32Array::from(keys),
+        Arc::new(StringArray::from(symbols.clone())),
+    )
+    .map_err(|e| Error::bad_input(format!("column '{name}': {e}")))?;
+    Ok(Arc::new(dictionary))
 }
 
 /// `column` as `to`, refused (naming the column and the row) unless every value
@@ -311,7 +361,18 @@ impl AvroEncoder {
                     field.name()
                 )));
             };
-            let column = convert_exactly(column, field.name(), wanted.data_type())?;
+            if !wanted.is_nullable() && column.null_count() > 0 {
+                let row = (0..column.len()).find(|&i| column.is_null(i)).unwrap_or(0);
+                return Err(Error::bad_input(format!(
+                    "column '{}', row {row}: null, and the Avro schema's field is not \
+                     nullable (a union with \"null\" is)",
+                    field.name()
+                )));
+            }
+            let column = match wanted.metadata().get(AVRO_ENUM_SYMBOLS_METADATA_KEY) {
+                Some(symbols) => enum_of(column, field.name(), symbols)?,
+                None => convert_exactly(column, field.name(), wanted.data_type())?,
+            };
             fields.push(
                 field
                     .as_ref()

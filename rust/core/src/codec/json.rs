@@ -7,10 +7,12 @@ use arrow_array::cast::AsArray;
 use arrow_array::temporal_conversions::as_datetime_with_timezone;
 use arrow_array::timezone::Tz;
 use arrow_array::types::{
-    ArrowTimestampType, Float16Type, Float32Type, Float64Type, TimestampMicrosecondType,
-    TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType,
+    ArrowTimestampType, Decimal128Type, Decimal256Type, Decimal32Type, Decimal64Type, Float16Type,
+    Float32Type, Float64Type, TimestampMicrosecondType, TimestampMillisecondType,
+    TimestampNanosecondType, TimestampSecondType,
 };
 use arrow_array::{Array, BinaryArray, StructArray};
+use arrow_buffer::i256;
 use arrow_json::reader::Decoder;
 use arrow_json::writer::{make_encoder, Encoder, EncoderFactory, EncoderOptions, NullableEncoder};
 use arrow_json::ReaderBuilder;
@@ -186,7 +188,8 @@ impl RowsEncoder for JsonEncoder {
 ///   them as `null`, which would read back as a null;
 /// - a zoned timestamp whose zone's offset at that instant has seconds (local mean
 ///   time before 1900, as `Asia/Kolkata`'s +05:53:28) in UTC (`...Z`): arrow-json
-///   writes the offset in minutes, which names another instant.
+///   writes the offset in minutes, which names another instant;
+/// - a zero decimal of negative scale as `0`: arrow-json writes `00` (scale -2).
 #[derive(Debug)]
 pub(in crate::codec) struct ExactValues;
 
@@ -225,6 +228,24 @@ impl EncoderFactory for ExactValues {
                     TimeUnit::Nanosecond => zoned::<TimestampNanosecondType>(array, tz),
                 }
             }
+            // arrow-json pads a zero of negative scale with the scale's zeros ("00"
+            // for scale -2), which is no JSON number.
+            DataType::Decimal32(_, scale) if *scale < 0 => {
+                let a = array.as_primitive::<Decimal32Type>();
+                Box::new(move |i| (a.value(i) == 0).then(|| "0".to_string()))
+            }
+            DataType::Decimal64(_, scale) if *scale < 0 => {
+                let a = array.as_primitive::<Decimal64Type>();
+                Box::new(move |i| (a.value(i) == 0).then(|| "0".to_string()))
+            }
+            DataType::Decimal128(_, scale) if *scale < 0 => {
+                let a = array.as_primitive::<Decimal128Type>();
+                Box::new(move |i| (a.value(i) == 0).then(|| "0".to_string()))
+            }
+            DataType::Decimal256(_, scale) if *scale < 0 => {
+                let a = array.as_primitive::<Decimal256Type>();
+                Box::new(move |i| (a.value(i) == i256::ZERO).then(|| "0".to_string()))
+            }
             _ => return Ok(None),
         };
         let plain = make_encoder(field, array, &PLAIN)?;
@@ -235,7 +256,7 @@ impl EncoderFactory for ExactValues {
     }
 }
 
-fn non_finite(v: f64) -> Option<String> {
+pub(in crate::codec) fn non_finite(v: f64) -> Option<String> {
     let name = if v.is_nan() {
         NON_FINITE[0]
     } else if v == f64::INFINITY {

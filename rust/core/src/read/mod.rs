@@ -496,11 +496,6 @@ impl StreamReader {
         let Some(from) = self.progress.resume_at() else {
             return Ok(());
         };
-        crate::events::read_resumed(
-            &self.stream,
-            from.checked_sub(1),
-            &"its source said nothing was pending before the end of the range",
-        );
         if !self
             .open_source(Start::Sequence(from), DirectStart::Sequence(from))
             .await?

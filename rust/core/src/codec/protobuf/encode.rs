@@ -36,6 +36,22 @@ impl arrow_json::Encoder for Base64Encoder<'_> {
     }
 }
 
+/// A float32 written as the float64 it widens to: `prost-reflect` reads a JSON number
+/// as a float64 and refuses one beyond float32's range, and float32's shortest text
+/// of its largest value (`3.4028235e38`) reads as a float64 just beyond it.
+struct WideFloat32<'a>(&'a arrow_array::Float32Array);
+
+impl arrow_json::Encoder for WideFloat32<'_> {
+    fn encode(&mut self, idx: usize, out: &mut Vec<u8>) {
+        let wide = f64::from(self.0.value(idx));
+        match crate::codec::json::non_finite(wide) {
+            Some(text) => out.extend_from_slice(text.as_bytes()),
+            // Debug is the shortest text that reads back as the same float64.
+            None => out.extend_from_slice(format!("{wide:?}").as_bytes()),
+        }
+    }
+}
+
 impl EncoderFactory for Base64Binary {
     fn make_default_encoder<'a>(
         &self,
@@ -49,6 +65,13 @@ impl EncoderFactory for Base64Binary {
                 Some(NullableEncoder::new(
                     Box::new(Base64Encoder(binary)),
                     binary.nulls().cloned(),
+                ))
+            }
+            DataType::Float32 => {
+                let floats = array.as_primitive::<arrow_array::types::Float32Type>();
+                Some(NullableEncoder::new(
+                    Box::new(WideFloat32(floats)),
+                    floats.nulls().cloned(),
                 ))
             }
             _ => ExactValues.make_default_encoder(field, array, options)?,
