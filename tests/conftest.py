@@ -78,8 +78,19 @@ WORKER_GROUPS = {
     "tests/test_spark_executor_loss.py::": "spark-cluster",
     "tests/test_spark_faults.py::test_streaming_drivers_killed": "spark-drivers",
     "tests/test_spark_work_queue.py::test_a_driver_killed": "spark-drivers",
-    # One Spark Connect server per worker that runs the module: all on one.
-    "tests/test_spark_connect.py::": "spark-connect",
+    # One Spark Connect server (a module fixture) per worker that runs its tests: all
+    # on one. The test of remote("local[2]") in its own interpreter goes anywhere.
+    **{
+        f"tests/test_spark_connect.py::test_{name}": "spark-connect"
+        for name in (
+            "batch_read",
+            "batch_write",
+            "a_streaming_copy",
+            "map_in_arrow",
+            "register",
+            "an_error",
+        )
+    },
 }
 
 

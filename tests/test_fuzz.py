@@ -961,16 +961,24 @@ def option_names(draw: st.DrawFn, python: str) -> str:
 
 @st.composite
 def connect_options(draw: st.DrawFn, case: OptionsCase) -> None:
-    simple = [
-        s
-        for s in CONNECT_SPECS
-        if s.python not in ("user", "password", "tls_cert", "tls_key", "domain", "api_prefix")
-    ]
-    groups: list[tuple[str, ...]] = [(s.python,) for s in simple]
-    groups += [("user", "password"), ("tls_cert", "tls_key"), ("domain",), ("api_prefix",)]
+    paired = (
+        ("user", "password"),
+        ("tls_cert", "tls_key"),
+        ("tls_cert_content", "tls_key_content"),
+    )
+    in_pairs = {name for pair in paired for name in pair}
+    simple = [s for s in CONNECT_SPECS if s.python not in in_pairs]
+    groups: list[tuple[str, ...]] = [(s.python,) for s in simple] + list(paired)
     chosen = draw(st.lists(st.sampled_from(groups), max_size=4, unique=True))
-    if ("domain",) in chosen and ("api_prefix",) in chosen:
-        chosen.remove(("api_prefix",))
+    # Options that exclude each other: one of each pair is kept.
+    for first, second in (
+        (("domain",), ("api_prefix",)),
+        (("creds",), ("creds_content",)),
+        (("tls_ca",), ("tls_ca_content",)),
+        (("tls_cert", "tls_key"), ("tls_cert_content", "tls_key_content")),
+    ):
+        if first in chosen and second in chosen:
+            chosen.remove(second)
     for group in chosen:
         for python in group:
             spec = SPECS_BY_NAME[python]

@@ -1607,9 +1607,10 @@ def test_a_subject_with_unicode_white_space_is_read_by_every_read_path(
     """docs/reading.md: a message with headers stored by another client on a subject
     with Unicode white space drops this client's connection on each delivery, and a
     read still reads it (with ``STREAM.MSG.GET``); so must every read, within its
-    ``resume_timeout``. Open defect, left out here: the latest message of each
-    subject read through a consumer (no direct gets, or ``method="consumer"``) does
-    not end on such a message."""
+    ``resume_timeout``. The latest message of each subject read through a consumer
+    (no direct gets, or ``method="consumer"``) cannot be read past such a message (a
+    consumer of the last message per subject starts over at each recreation): it
+    fails within its ``resume_timeout``, naming it, instead of starting over forever."""
     name = unique_name("ORW")
     with PyNats(shared_nats_server.url) as py:
         try:
@@ -1618,6 +1619,16 @@ def test_a_subject_with_unicode_white_space_is_read_by_every_read_path(
             py.publish_sync(f"{name}.a\u00a0b", b"one", [("K", "v")])
             py.publish_sync(f"{name}.c", b"two", [("K", "w")])
             stored = py.snapshot(name)
+            started = time.monotonic()
+            with pytest.raises(ja.exceptions.JetStreamArrowError, match="resume_timeout"):
+                client.read(
+                    name,
+                    last_per_subject=True,
+                    method="consumer",
+                    include_headers=True,
+                    resume_timeout=2.0,
+                ).read_all()
+            assert time.monotonic() - started < 20
             if allow_direct:
                 wrong = check_every_read_path(
                     client, name, stored, skip=("read(last_per_subject, consumer)",)

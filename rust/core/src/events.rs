@@ -38,7 +38,8 @@ pub fn connection_event(event: &async_nats::Event) {
              consumer)"
         ),
         Event::ServerError(e) => tracing::warn!(target: CONNECTION, "the server reported: {e}"),
-        Event::ClientError(e) => tracing::warn!(target: CONNECTION, "client error: {e}"),
+        // Told at each failed reconnect attempt: the disconnect was the warning.
+        Event::ClientError(e) => tracing::info!(target: CONNECTION, "client error: {e}"),
         Event::Draining | Event::Closed => {}
     }
 }

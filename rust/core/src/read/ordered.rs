@@ -69,6 +69,11 @@ pub struct OrderedPull {
     last_consumer_seq: u64,
     /// Since when recovery has been failing, if it is.
     failing_since: Option<Instant>,
+    /// The furthest delivery any of the consumers reached. A consumer of the last
+    /// message per subject starts over at each recreation: a delivery is progress,
+    /// which ends a failure, only past this (else a message that fails every
+    /// consumer at the same place would be retried forever).
+    reached: u64,
     /// How often the consumer was recreated.
     pub resets: u32,
     /// Where `Drop` deletes the consumer of an abandoned read.
@@ -118,6 +123,7 @@ impl OrderedPull {
             last_stream_seq: None,
             last_consumer_seq: 0,
             failing_since: None,
+            reached: 0,
             resets: 0,
             runtime: tokio::runtime::Handle::current(),
         };
@@ -310,7 +316,11 @@ impl OrderedPull {
             }
             self.last_consumer_seq = meta.consumer_seq;
             self.last_stream_seq = Some(meta.stream_seq);
-            self.failing_since = None;
+            let starts_over = matches!(self.start, Start::LastPerSubject);
+            if !starts_over || meta.consumer_seq > self.reached {
+                self.failing_since = None;
+            }
+            self.reached = self.reached.max(meta.consumer_seq);
             return Ok(Some(delivered));
         }
     }

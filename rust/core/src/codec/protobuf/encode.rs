@@ -138,9 +138,63 @@ fn keys_as_text(values: &StructArray) -> Result<StructArray> {
     Ok(cast.as_struct().clone())
 }
 
+/// A float or double field without presence (proto3, not `optional`) whose value is
+/// -0.0: `prost-reflect` takes it for the default (it equals 0.0) and leaves it out,
+/// which reads back as 0.0; it is written after the message, as protobuf's own
+/// runtimes write it (a later occurrence of a field is its value).
+struct MinusZeros {
+    /// Per top-level field of the kind: its column (as float64) and descriptor.
+    fields: Vec<(arrow_array::Float64Array, prost_reflect::FieldDescriptor)>,
+}
+
+impl MinusZeros {
+    fn of(message: &MessageDescriptor, values: &StructArray) -> Self {
+        use prost_reflect::Kind;
+        let fields = values
+            .fields()
+            .iter()
+            .zip(values.columns())
+            .filter_map(|(field, column)| {
+                let proto = message
+                    .get_field_by_name(field.name())
+                    .or_else(|| message.get_field_by_json_name(field.name()))?;
+                let float = matches!(proto.kind(), Kind::Float | Kind::Double);
+                if !float || proto.is_list() || proto.is_map() || proto.supports_presence() {
+                    return None;
+                }
+                let wide = arrow_cast::cast(column, &DataType::Float64).ok()?;
+                Some((
+                    wide.as_primitive::<arrow_array::types::Float64Type>()
+                        .clone(),
+                    proto,
+                ))
+            })
+            .collect();
+        Self { fields }
+    }
+
+    fn append(&self, row: usize, out: &mut Vec<u8>) {
+        use prost::encoding::{encode_key, WireType};
+        for (column, proto) in &self.fields {
+            let v = column.value(row);
+            if !column.is_valid(row) || v != 0.0 || v.is_sign_positive() {
+                continue;
+            }
+            if proto.kind() == prost_reflect::Kind::Float {
+                encode_key(proto.number(), WireType::ThirtyTwoBit, out);
+                out.extend_from_slice(&(-0.0f32).to_le_bytes());
+            } else {
+                encode_key(proto.number(), WireType::SixtyFourBit, out);
+                out.extend_from_slice(&(-0.0f64).to_le_bytes());
+            }
+        }
+    }
+}
+
 impl RowsEncoder for ProtobufEncoder {
     fn encode(&mut self, values: &StructArray) -> Result<BinaryArray> {
         let values = keys_as_text(values)?;
+        let minus_zeros = MinusZeros::of(&self.message, &values);
         let field = Arc::new(Field::new_struct("", values.fields().clone(), false));
         // Null fields left out: protobuf has no null, an absent field is its default.
         let options = EncoderOptions::default().with_encoder_factory(Arc::new(Base64Binary));
@@ -167,6 +221,7 @@ impl RowsEncoder for ProtobufEncoder {
             )
             .map_err(|e| failed(row, &e))?;
             message.encode(&mut bytes).map_err(|e| failed(row, &e))?;
+            minus_zeros.append(row, &mut bytes);
             offsets.push(bytes.len());
         }
         binary_from_parts(bytes, offsets)
