@@ -1,5 +1,9 @@
 //! Avro payloads through `arrow-avro`: raw datums, single-object encoding, and the
 //! Confluent wire format with the writers' schemas given by id.
+//!
+//! One module: the decoder and the encoder share the schema and its framing, and the
+//! encoder's conversion of value columns to the schema's types is the schema's reading
+//! of them (`arrow_schema_of` reads the schema as the decoder does).
 
 use std::collections::HashMap;
 use std::sync::Arc;
