@@ -141,3 +141,11 @@ def error_text(excinfo: pytest.ExceptionInfo[BaseException]) -> str:
     if java is not None:
         parts.append(str(java))
     return "\n".join(parts)
+
+
+def seqs(offset: Any) -> Any:
+    """A stream reader's offset without the streams' creation times (``created``,
+    a stream's identity, which a test does not know in advance)."""
+    if isinstance(offset, dict):
+        return {k: seqs(v) for k, v in offset.items() if k != "created"}
+    return offset

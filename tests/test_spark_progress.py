@@ -15,7 +15,7 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 import jetstream_arrow as ja
-from conftest_spark import make_stream, publish, read_stream, run_available_now, spark
+from conftest_spark import make_stream, publish, read_stream, run_available_now, seqs, spark
 from jetstream_arrow.spark import message_schema
 from jetstream_arrow.spark.lag import behind_latest
 from jetstream_arrow.spark.options import parse_read_options
@@ -162,13 +162,13 @@ def test_a_query_started_past_the_streams_end_is_not_behind(
         return JetStreamStreamReader(opts, message_schema())
 
     ahead = reader(startingSequence=100)
-    assert ahead.latestOffset({"seq": 100}, ReadAllAvailable()) == {"seq": 100}
+    assert seqs(ahead.latestOffset({"seq": 100}, ReadAllAvailable())) == {"seq": 100}
     report = ahead.reportLatestOffset()
     assert (report["seq"], report["maxMessagesBehindLatest"]) == (100, 0)
     assert report["estimatedTotalBytesBehindLatest"] == 0
 
     limited = reader(maxMessagesPerTrigger=8)
-    assert limited.latestOffset({"seq": 1}, ReadMaxRows(8)) == {"seq": 9}
+    assert seqs(limited.latestOffset({"seq": 1}, ReadMaxRows(8))) == {"seq": 9}
     report = limited.reportLatestOffset()
     assert (report["seq"], report["minMessagesBehindLatest"]) == (31, 22)
     with ja.connect(url) as client:

@@ -25,6 +25,7 @@ from conftest_spark import (
     read_df,
     read_stream,
     run_available_now,
+    seqs,
     spark,
 )
 from jetstream_arrow.exceptions import BadInputError, JetStreamArrowError
@@ -145,13 +146,13 @@ def test_max_messages_per_trigger_bounds_each_micro_batch(
     progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
     assert [p["numInputRows"] for p in progress] == [100, 100, 40]
     sources = [p["sources"][0] for p in progress]
-    assert [json.loads(s["endOffset"]) for s in sources] == [
+    assert [seqs(json.loads(s["endOffset"])) for s in sources] == [
         {"seq": 111},
         {"seq": 211},
         {"seq": 251},
     ]
     # (Spark reports the start of a query's first micro-batch as null.)
-    assert [json.loads(s["startOffset"]) for s in sources[1:]] == [{"seq": 111}, {"seq": 211}]
+    assert [seqs(json.loads(s["startOffset"])) for s in sources[1:]] == [{"seq": 111}, {"seq": 211}]
     latest = json.loads(progress[-1]["sources"][0]["latestOffset"])
     assert (latest["seq"], latest["maxMessagesBehindLatest"]) == (251, 0)
 
@@ -167,12 +168,12 @@ def test_stream_reader_offsets_limits_and_data_loss(
         opts = parse_read_options({"servers": url, "stream": name, **options}, queries="stream")
         return JetStreamStreamReader(opts, message_schema())
 
-    assert reader(startingOffsets="earliest").initialOffset() == {"seq": 1}
+    assert seqs(reader(startingOffsets="earliest").initialOffset()) == {"seq": 1}
     publish(url, name, 30)
-    assert reader().initialOffset() == {"seq": 31}  # latest
-    assert reader(startingOffsets="earliest").initialOffset() == {"seq": 1}
-    assert reader(startingSequence=7).initialOffset() == {"seq": 7}
-    assert reader(startingTime="2999-01-01T00:00:00Z").initialOffset() == {"seq": 31}
+    assert seqs(reader().initialOffset()) == {"seq": 31}  # latest
+    assert seqs(reader(startingOffsets="earliest").initialOffset()) == {"seq": 1}
+    assert seqs(reader(startingSequence=7).initialOffset()) == {"seq": 7}
+    assert seqs(reader(startingTime="2999-01-01T00:00:00Z").initialOffset()) == {"seq": 31}
 
     r = reader(maxMessagesPerTrigger=8)
     assert r.getDefaultReadLimit() == ReadMaxRows(8)
@@ -180,20 +181,20 @@ def test_stream_reader_offsets_limits_and_data_loss(
     # Nothing planned yet: the whole stream is behind.
     report = reader().reportLatestOffset()
     assert (report["seq"], report["maxMessagesBehindLatest"]) == (31, 30)
-    assert r.latestOffset({"seq": 1}, ReadMaxRows(8)) == {"seq": 9}
-    assert r.latestOffset({"seq": 25}, ReadMaxRows(8)) == {"seq": 31}
+    assert seqs(r.latestOffset({"seq": 1}, ReadMaxRows(8))) == {"seq": 9}
+    assert seqs(r.latestOffset({"seq": 25}, ReadMaxRows(8))) == {"seq": 31}
     # Spark's limit wins over the option (availableNow without a limit, for one).
-    assert r.latestOffset({"seq": 1}, ReadAllAvailable()) == {"seq": 31}
-    assert r.latestOffset({"seq": 31}, ReadAllAvailable()) == {"seq": 31}
-    assert r.latestOffset({"seq": 25}, ReadMinRows(10)) == {"seq": 25}
-    assert r.latestOffset({"seq": 20}, ReadMinRows(10)) == {"seq": 31}
+    assert seqs(r.latestOffset({"seq": 1}, ReadAllAvailable())) == {"seq": 31}
+    assert seqs(r.latestOffset({"seq": 31}, ReadAllAvailable())) == {"seq": 31}
+    assert seqs(r.latestOffset({"seq": 25}, ReadMinRows(10))) == {"seq": 25}
+    assert seqs(r.latestOffset({"seq": 20}, ReadMinRows(10))) == {"seq": 31}
     report = r.reportLatestOffset()
     assert (report["seq"], report["maxMessagesBehindLatest"]) == (31, 0)
 
     r.prepareForTriggerAvailableNow()
     publish(url, name, 5, start=30)
-    assert r.latestOffset({"seq": 1}, ReadAllAvailable()) == {"seq": 31}
-    assert reader().latestOffset({"seq": 1}, ReadAllAvailable()) == {"seq": 36}
+    assert seqs(r.latestOffset({"seq": 1}, ReadAllAvailable())) == {"seq": 31}
+    assert seqs(reader().latestOffset({"seq": 1}, ReadAllAvailable())) == {"seq": 36}
 
     ranges = r.partitions({"seq": 1}, {"seq": 36})
     assert [(p.start, p.end) for p in ranges] == [(1, 35)]
@@ -214,33 +215,33 @@ def test_stream_reader_offsets_limits_and_data_loss(
     lenient = reader(failOnDataLoss="false")
     # The limit counts the messages still there, not the removed sequences, and the
     # end offset records where the micro-batch's reads begin.
-    assert reader().latestOffset({"seq": 5}, ReadMaxRows(4)) == {"seq": 15}
+    assert seqs(reader().latestOffset({"seq": 5}, ReadMaxRows(4))) == {"seq": 15}
     planned = lenient.latestOffset({"seq": 5}, ReadMaxRows(4))
-    assert planned == {"seq": 15, "first": 11}
+    assert seqs(planned) == {"seq": 15, "first": 11}
     assert [(p.start, p.end) for p in lenient.partitions({"seq": 5}, planned)] == [(11, 14)]
     # A query's first micro-batch, from a start the stream's state gave, records it too:
     # Spark asks initialOffset again when it re-runs that micro-batch after a restart.
     first_run = reader(startingOffsets="earliest", failOnDataLoss="false")
     initial = first_run.initialOffset()
-    assert initial == {"seq": 11}
+    assert seqs(initial) == {"seq": 11}
     first_batch = first_run.latestOffset(initial, ReadMaxRows(4))
-    assert first_batch == {"seq": 15, "first": 11}
+    assert seqs(first_batch) == {"seq": 15, "first": 11}
     # Partitions follow from the offsets alone, so a micro-batch re-run after a restart
     # is split as it was the first time, whatever the stream removed since.
     with ja.connect(url) as client:
         client.purge_stream(name, up_to_seq=13)
     assert [(p.start, p.end) for p in lenient.partitions({"seq": 5}, planned)] == [(11, 14)]
     restarted = reader(startingOffsets="earliest", failOnDataLoss="false")
-    assert restarted.initialOffset() == {"seq": 13}
+    assert seqs(restarted.initialOffset()) == {"seq": 13}
     assert [(p.start, p.end) for p in restarted.partitions({"seq": 13}, first_batch)] == [(11, 14)]
     with pytest.raises(DataLossError) as excinfo:
         reader(startingOffsets="earliest").partitions({"seq": 13}, first_batch)
     assert (excinfo.value.first, excinfo.value.last) == (11, 12)
     assert [(p.start, p.end) for p in lenient.partitions({"seq": 5}, {"seq": 20})] == [(5, 19)]
     assert [(p.start, p.end) for p in lenient.partitions(planned, planned)] == []
-    assert lenient.latestOffset(planned, ReadMaxRows(4)) == {"seq": 19}
+    assert seqs(lenient.latestOffset(planned, ReadMaxRows(4))) == {"seq": 19}
     # Nothing new: the start offset as given, so Spark sees no new data.
-    assert lenient.latestOffset({"seq": 36, "first": 30}, ReadAllAvailable()) == {
+    assert seqs(lenient.latestOffset({"seq": 36, "first": 30}, ReadAllAvailable())) == {
         "seq": 36,
         "first": 30,
     }
@@ -500,9 +501,10 @@ def test_a_stream_that_went_backwards_fails_the_query_or_is_read_again(
     spark: Any, shared_nats_server: Any, unique_name: Any, tmp_path: Path
 ) -> None:
     """The stream a query reads is deleted and recreated with fewer messages than the
-    query had read: it ends before the query's position. With failOnDataLoss the query
-    fails naming it; without, it reads the new stream from its first message (it
-    planned nothing and reported lag 0 for ever before)."""
+    query had read (it ends before the query's position), then with more (only its
+    creation time, kept in the offsets, tells). With failOnDataLoss the query fails
+    naming it; without, it reads the new stream from its first message (it planned
+    nothing and reported lag 0 for ever before, or skipped the new stream's head)."""
     url, src = shared_nats_server.url, unique_name("BK")
     make_stream(url, src)
     publish(url, src, 30)
@@ -511,9 +513,11 @@ def test_a_stream_that_went_backwards_fails_the_query_or_is_read_again(
         opts = parse_read_options({"servers": url, "stream": src, **options}, queries="stream")
         return JetStreamStreamReader(opts, message_schema())
 
-    assert reader().latestOffset({"seq": 1}, ReadAllAvailable()) == {"seq": 31}
+    assert seqs(reader().latestOffset({"seq": 1}, ReadAllAvailable())) == {"seq": 31}
     # A query started past the end (startingSequence) waits; it did not go back.
-    assert reader(startingSequence=40).latestOffset({"seq": 40}, ReadAllAvailable()) == {"seq": 40}
+    assert seqs(reader(startingSequence=40).latestOffset({"seq": 40}, ReadAllAvailable())) == {
+        "seq": 40
+    }
 
     sink = tmp_path / "sink"
     checkpoints = {mode: tmp_path / f"checkpoint-{mode}" for mode in ("strict", "lenient")}
@@ -544,15 +548,36 @@ def test_a_stream_that_went_backwards_fails_the_query_or_is_read_again(
         reader().latestOffset({"seq": 31}, ReadAllAvailable())
     lenient = reader(failOnDataLoss="false")
     planned = lenient.latestOffset({"seq": 31}, ReadAllAvailable())
-    assert planned == {"seq": 6, "first": 1}
+    assert seqs(planned) == {"seq": 6, "first": 1}
     assert [(p.start, p.end) for p in lenient.partitions({"seq": 31}, planned)] == [(1, 5)]
 
+    # The queries' offsets keep when the stream was created: they know it is another.
     with pytest.raises(SPARK_ERRORS) as excinfo:
         run("strict")
-    assert f"stream '{src}' ends at sequence 5" in error_text(excinfo)
+    assert f"stream '{src}' was deleted and created again" in error_text(excinfo)
     run("lenient")
-    rows = spark.read.parquet(str(sink / "lenient")).collect()
-    assert sorted((r.seq, r.data) for r in rows) == sorted(
-        [(i + 1, f"m{i}".encode()) for i in range(30)]
-        + [(i + 1, f"m{100 + i}".encode()) for i in range(5)]
+
+    def lenient_rows() -> list[tuple[int, bytes]]:
+        rows = spark.read.parquet(str(sink / "lenient")).collect()
+        return sorted((r.seq, r.data) for r in rows)
+
+    first_two = [(i + 1, f"m{i}".encode()) for i in range(30)] + [
+        (i + 1, f"m{100 + i}".encode()) for i in range(5)
+    ]
+    assert lenient_rows() == sorted(first_two)
+
+    # Recreated again and refilled past where both queries stand (31 and 6): its end
+    # does not tell, only its creation time does. Before, the strict query read
+    # sequences 31..40 of the new stream and the lenient one 6..40, each without a word.
+    with ja.connect(url) as client:
+        client.delete_stream(src)
+    make_stream(url, src)
+    publish(url, src, 40, start=200)
+    with pytest.raises(SPARK_ERRORS) as excinfo:
+        run("strict")
+    assert f"stream '{src}' was deleted and created again" in error_text(excinfo)
+    assert "read it up to sequence 30" in error_text(excinfo)
+    run("lenient")
+    assert lenient_rows() == sorted(
+        first_two + [(i + 1, f"m{200 + i}".encode()) for i in range(40)]
     )

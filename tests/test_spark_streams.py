@@ -24,6 +24,7 @@ from conftest_spark import (
     make_stream,
     publish,
     run_available_now,
+    seqs,
     spark,
 )
 from jetstream_arrow.exceptions import BadInputError
@@ -71,13 +72,23 @@ def _streams_with(url: str, prefix: str, counts: dict[str, int]) -> list[str]:
 
 
 class _Rows:
-    """A foreachBatch function that keeps every (stream, seq, data) it is given."""
+    """A foreachBatch function that keeps every (stream, seq, data) it is given, by
+    micro-batch. A micro-batch that Spark runs again (a query stopped after the
+    function ran but before Spark logged the micro-batch done: foreachBatch is at
+    least once) must bring exactly the rows of its first run; it is kept once, as an
+    idempotent sink keyed by batch id keeps it."""
 
     def __init__(self) -> None:
-        self.rows: list[tuple[str, int, bytes]] = []
+        self.batches: dict[int, list[tuple[str, int, bytes]]] = {}
+
+    @property
+    def rows(self) -> list[tuple[str, int, bytes]]:
+        return [row for rows in self.batches.values() for row in rows]
 
     def __call__(self, df: Any, batch_id: int) -> None:
-        self.rows += [(r.stream, r.seq, bytes(r.data)) for r in df.collect()]
+        rows = sorted((r.stream, r.seq, bytes(r.data)) for r in df.collect())
+        first_run = self.batches.setdefault(batch_id, rows)
+        assert first_run == rows, f"micro-batch {batch_id} run again with other rows"
 
 
 # -- options ------------------------------------------------------------------------------
@@ -234,10 +245,10 @@ def test_stream_offsets_of_several_streams_come_and_go(
 
     r = reader(startingOffsets="earliest")
     initial = r.initialOffset()
-    assert initial == {"streams": {a: {"seq": 1}, b: {"seq": 1}}}
+    assert seqs(initial) == {"streams": {a: {"seq": 1}, b: {"seq": 1}}}
     # 8 messages shared 30:10; the first micro-batch records where it began.
     first = r.latestOffset(initial, ReadMaxRows(8))
-    assert first == {"streams": {a: {"seq": 7, "first": 1}, b: {"seq": 3, "first": 1}}}
+    assert seqs(first) == {"streams": {a: {"seq": 7, "first": 1}, b: {"seq": 3, "first": 1}}}
     parts = r.partitions(initial, first)
     assert sorted((p.stream, p.start, p.end) for p in parts) == [(a, 1, 6), (b, 1, 2)]
     read = [(p.stream, s) for p in parts for batch in r.read(p) for s in batch["seq"].to_pylist()]
@@ -250,16 +261,16 @@ def test_stream_offsets_of_several_streams_come_and_go(
     make_stream(url, c)
     publish(url, c, 4)
     after = {"streams": {a: {"seq": 31}, b: {"seq": 11}}}
-    assert r.latestOffset(after, ReadAllAvailable()) == {
+    assert seqs(r.latestOffset(after, ReadAllAvailable())) == {
         "streams": {a: {"seq": 31}, b: {"seq": 11}, c: {"seq": 5, "first": 1}}
     }
     # From the latest message, the new stream joins with nothing read yet: its place
     # is kept all the same, so what arrives in it next is read.
     latest = reader().latestOffset(after, ReadAllAvailable())
-    assert latest == {"streams": {a: {"seq": 31}, b: {"seq": 11}, c: {"seq": 5, "first": 5}}}
+    assert seqs(latest) == {"streams": {a: {"seq": 31}, b: {"seq": 11}, c: {"seq": 5, "first": 5}}}
     assert reader().partitions(after, latest) == []
     everything = {"streams": {a: {"seq": 31}, b: {"seq": 11}, c: {"seq": 5}}}
-    assert r.latestOffset(everything, ReadAllAvailable()) == everything
+    assert seqs(r.latestOffset(everything, ReadAllAvailable())) == everything
 
     # A stream that goes fails the query, or is dropped and named in the progress.
     with ja.connect(url) as client:
@@ -270,7 +281,7 @@ def test_stream_offsets_of_several_streams_come_and_go(
         reader().partitions(after, {"streams": {a: {"seq": 31}, b: {"seq": 12}}})
     lenient = reader(failOnDataLoss="false")
     dropped = lenient.latestOffset(everything, ReadAllAvailable())
-    assert dropped == {"streams": {a: {"seq": 31}, c: {"seq": 5}}}
+    assert seqs(dropped) == {"streams": {a: {"seq": 31}, c: {"seq": 5}}}
     assert lenient.reportLatestOffset()["streamsGone"] == [b]
     assert lenient.partitions(after, {"streams": {a: {"seq": 31}, b: {"seq": 12}}}) == []
 

@@ -14,7 +14,7 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
 import jetstream_arrow as ja
-from conftest_spark import make_stream, publish, read_stream, spark
+from conftest_spark import make_stream, publish, read_stream, seqs, spark
 from jetstream_arrow.exceptions import BadInputError
 from jetstream_arrow.spark import message_schema
 from jetstream_arrow.spark.consumer_stream_reader import ConsumerStreamReader
@@ -44,27 +44,31 @@ def test_the_stream_reader_waits_for_enough_messages_or_the_delay(
 
     r = reader(minMessagesPerTrigger=50, maxTriggerDelay=1.0)
     # 30 of 50: held back (Spark sees no new data).
-    assert r.latestOffset({"seq": 1}, ReadAllAvailable()) == {"seq": 1}
+    assert seqs(r.latestOffset({"seq": 1}, ReadAllAvailable())) == {"seq": 1}
     publish(url, name, 25, start=30)
-    assert r.latestOffset({"seq": 1}, ReadAllAvailable()) == {"seq": 56}
+    assert seqs(r.latestOffset({"seq": 1}, ReadAllAvailable())) == {"seq": 56}
     publish(url, name, 5, start=55)
     # The delay counts from the last micro-batch: 5 wait, then go once it has passed.
-    assert r.latestOffset({"seq": 56}, ReadAllAvailable()) == {"seq": 56}
+    assert seqs(r.latestOffset({"seq": 56}, ReadAllAvailable())) == {"seq": 56}
     time.sleep(1.1)
-    assert r.latestOffset({"seq": 56}, ReadAllAvailable()) == {"seq": 61}
+    assert seqs(r.latestOffset({"seq": 56}, ReadAllAvailable())) == {"seq": 61}
     # maxMessagesPerTrigger still bounds a micro-batch the gate lets through.
-    assert reader(minMessagesPerTrigger=10).latestOffset({"seq": 1}, ReadMaxRows(20)) == {"seq": 21}
+    assert seqs(reader(minMessagesPerTrigger=10).latestOffset({"seq": 1}, ReadMaxRows(20))) == {
+        "seq": 21
+    }
     # trigger(availableNow=True) reads what is there and stops: never held back.
     now = reader(minMessagesPerTrigger=1_000)
     now.prepareForTriggerAvailableNow()
-    assert now.latestOffset({"seq": 1}, ReadAllAvailable()) == {"seq": 61}
+    assert seqs(now.latestOffset({"seq": 1}, ReadAllAvailable())) == {"seq": 61}
 
     mean = mean_size(url, name)
     ten = reader(maxBytesPerTrigger=int(mean * 10) + 1)
-    assert ten.latestOffset({"seq": 1}, ReadAllAvailable()) == {"seq": 11}
-    assert ten.latestOffset({"seq": 55}, ReadAllAvailable()) == {"seq": 61}
+    assert seqs(ten.latestOffset({"seq": 1}, ReadAllAvailable())) == {"seq": 11}
+    assert seqs(ten.latestOffset({"seq": 55}, ReadAllAvailable())) == {"seq": 61}
     # A bound below one message still reads one.
-    assert reader(maxBytesPerTrigger=1).latestOffset({"seq": 1}, ReadAllAvailable()) == {"seq": 2}
+    assert seqs(reader(maxBytesPerTrigger=1).latestOffset({"seq": 1}, ReadAllAvailable())) == {
+        "seq": 2
+    }
 
 
 def test_the_consumer_reader_holds_its_claimed_messages_until_enough(
@@ -82,17 +86,17 @@ def test_the_consumer_reader_holds_its_claimed_messages_until_enough(
 
     r = reader("gate", minMessagesPerTrigger=50, maxTriggerDelay=1.0)
     start = r.initialOffset()
-    assert start == {"seq": 1}
+    assert seqs(start) == {"seq": 1}
     limit = r.getDefaultReadLimit()
     assert limit == ReadMinRows(50)
-    assert r.latestOffset(start, limit) == {"seq": 1}
+    assert seqs(r.latestOffset(start, limit)) == {"seq": 1}
     publish(url, name, 25, start=30)
-    assert r.latestOffset(start, limit) == {"seq": 56}
+    assert seqs(r.latestOffset(start, limit)) == {"seq": 56}
     publish(url, name, 5, start=55)
-    assert r.latestOffset({"seq": 56}, limit) == {"seq": 56}
+    assert seqs(r.latestOffset({"seq": 56}, limit)) == {"seq": 56}
     # Spark passes ReadAllAvailable (never the default here) for trigger(availableNow=
     # True), which reads what is there: not held back.
-    assert r.latestOffset({"seq": 56}, ReadAllAvailable()) == {"seq": 61}
+    assert seqs(r.latestOffset({"seq": 56}, ReadAllAvailable())) == {"seq": 61}
     r.stop()
 
     # A work queue takes one consumer without a filter: the bytes bound on another.
@@ -101,7 +105,7 @@ def test_the_consumer_reader_holds_its_claimed_messages_until_enough(
     publish(url, name, 30)
     mean = mean_size(url, name)
     small = reader("bytes", maxBytesPerTrigger=int(mean * 10) + 1)
-    assert small.latestOffset(small.initialOffset(), ReadAllAvailable()) == {"seq": 11}
+    assert seqs(small.latestOffset(small.initialOffset(), ReadAllAvailable())) == {"seq": 11}
     small.stop()
 
 
@@ -161,8 +165,8 @@ def test_the_consumer_reader_keeps_within_the_limits_of_a_consumer_the_user_made
     # Its max_ack_pending (the server's default, 1,000) bounds a micro-batch: a pull
     # past it is held by the server, not answered. Committed, the rest comes.
     first = r.latestOffset(r.initialOffset(), ReadAllAvailable())
-    assert first == {"seq": 1_001}
-    assert r.latestOffset(first, ReadAllAvailable()) == {"seq": 1_201}
+    assert seqs(first) == {"seq": 1_001}
+    assert seqs(r.latestOffset(first, ReadAllAvailable())) == {"seq": 1_201}
     r.stop()
     with pytest.raises(
         BadInputError, match=r"'minMessagesPerTrigger' \(500\).*max_ack_pending, 100"

@@ -15,6 +15,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 
 from .._core import DEFAULT_RESUME_TIMEOUT
@@ -51,6 +52,26 @@ def retry_transient(
         delay = min(delay * 2, _MAX_RETRY_DELAY)
 
 
+_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)")
+
+
+def created_ns(info: Any) -> int | None:
+    """When the server created the stream of ``info``, in nanoseconds since the epoch
+    (None when the reply has no such time). It is the stream's identity beside its
+    name: a stream deleted and created again has another, while a restart, a new
+    leader, a restore from a snapshot and a config update keep it. Read from the
+    reply's text (``info.created`` keeps microseconds only) and compared as an
+    instant, whatever offset the text was written with."""
+    text = info.raw.get("created") if isinstance(getattr(info, "raw", None), dict) else None
+    found = _RFC3339.fullmatch(text) if isinstance(text, str) else None
+    if found is None:
+        return None
+    whole, fraction, zone = found.groups()
+    zone = "+00:00" if zone == "Z" else zone
+    seconds = int(datetime.fromisoformat(whole + zone).timestamp())
+    return seconds * 1_000_000_000 + int((fraction or "").ljust(9, "0"))
+
+
 def stream_state(client: Client, stream: str) -> Any:
     """The stream's state, with a missing stream reported against option 'stream';
     transient errors are retried (:func:`retry_transient`)."""
@@ -81,11 +102,13 @@ def streams_named(opts: ReadOptions) -> str:
 
 @dataclass(frozen=True)
 class ChosenStream:
-    """A stream a read takes: its state, and the subject filters it is read with
-    (None: every subject; empty: it stores none of the read's filters)."""
+    """A stream a read takes: its state, the subject filters it is read with
+    (None: every subject; empty: it stores none of the read's filters), and when it
+    was created (:func:`created_ns`)."""
 
     state: Any
     subjects: tuple[str, ...] | None
+    created: int | None = None
 
 
 def streams_of(
@@ -108,7 +131,8 @@ def streams_of(
     and decides what a stream gone since the last one means)."""
     filters = tuple(subjects) if subjects is not None else opts.subjects
     if not opts.several_streams:
-        return {opts.stream: ChosenStream(stream_state(client, opts.stream), filters)}
+        info = _stream_info(client, opts.stream)
+        return {opts.stream: ChosenStream(info.state, filters, created_ns(info))}
     infos: dict[str, Any] = {}
     holders: dict[str, set[str]] = {}
     if opts.stream_pattern is not None:
@@ -141,4 +165,7 @@ def streams_of(
             return filters
         return tuple(f for f in filters if f in holders.get(name, ()))
 
-    return {name: ChosenStream(infos[name].state, read_with(name)) for name in sorted(infos)}
+    return {
+        name: ChosenStream(infos[name].state, read_with(name), created_ns(infos[name]))
+        for name in sorted(infos)
+    }

@@ -18,6 +18,13 @@ progress (``streamsGone``). The trigger bounds are shared among the streams by t
 backlogs. A read of one stream keeps its offset as it was, so its checkpoints stay
 readable.
 
+Each stream's offset also keeps when the stream was created, ``"created"`` (ns since
+the epoch): a stream's sequences name its messages only while it is the same stream,
+and a stream deleted and created again under the same name, refilled past the
+query's position, cannot be told from the one the query read by its sequences.
+Offsets of checkpoints written before it was kept have none, and get it with the
+next micro-batch that moves.
+
 A micro-batch's partitions follow from its end offset and the start offset in the
 offset log, never from the stream's state when they are planned: Spark re-runs an
 unfinished micro-batch after a restart with the offsets it logged, and a sink that
@@ -75,14 +82,23 @@ def _seq_in(offset: Any, key: str) -> int | None:
     return None
 
 
+def _created_in(offset: Any) -> int | None:
+    """``offset["created"]``, when the stream was created (ns since the epoch)."""
+    value = offset.get("created") if isinstance(offset, dict) else None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
 def next_seq_of(offset: Any) -> int:
     """The sequence an offset points at, refusing offsets this source did not make
     (a checkpoint of another source, or one edited by hand)."""
     seq = _seq_in(offset, "seq")
     if (
         seq is None
-        or set(offset) - {"seq", "first"}
+        or set(offset) - {"seq", "first", "created"}
         or ("first" in offset and _seq_in(offset, "first") is None)
+        or ("created" in offset and _created_in(offset) is None)
     ):
         raise BadInputError(
             f"a jetstream offset is {{'seq': <next stream sequence>}}, got {offset!r}; "
@@ -112,16 +128,32 @@ def positions_of(offset: Any, several: bool, stream: str) -> dict[str, Position]
     return {name: (next_seq_of(o), _seq_in(o, "first")) for name, o in streams.items()}
 
 
-def offset_of(positions: dict[str, Position], several: bool) -> dict[str, Any]:
-    """The offset of ``positions``, the inverse of :func:`positions_of`."""
+def identities_of(offset: Any, several: bool, stream: str) -> dict[str, int]:
+    """When each stream of an offset was created, as the offset recorded it (offsets
+    of checkpoints written before it was kept have none)."""
+    if not several:
+        created = _created_in(offset)
+        return {} if created is None else {stream: created}
+    streams = offset.get("streams", {}) if isinstance(offset, dict) else {}
+    return {name: created for name, o in streams.items() if (created := _created_in(o)) is not None}
 
-    def one(seq: int, first: int | None) -> dict[str, int]:
-        return {"seq": seq} if first is None else {"seq": seq, "first": first}
+
+def offset_of(
+    positions: dict[str, Position], several: bool, created: dict[str, int | None]
+) -> dict[str, Any]:
+    """The offset of ``positions`` and of when each stream was created, the inverse of
+    :func:`positions_of` and :func:`identities_of`."""
+
+    def one(stream: str) -> dict[str, int]:
+        seq, first = positions[stream]
+        offset = {"seq": seq} if first is None else {"seq": seq, "first": first}
+        when = created.get(stream)
+        return offset if when is None else {**offset, "created": when}
 
     if not several:
-        ((seq, first),) = positions.values()
-        return one(seq, first)
-    return {"streams": {name: one(*positions[name]) for name in sorted(positions)}}
+        (stream,) = positions
+        return one(stream)
+    return {"streams": {name: one(name) for name in sorted(positions)}}
 
 
 class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -151,6 +183,8 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.gone: list[str] = []
         # Streams the last planning found storing none of option 'subjects'.
         self.idle: set[str] = set()
+        # By stream, when the last planning found it created (its identity).
+        self.created: dict[str, int | None] = {}
         # What initialOffset answered from the streams' state (not startingSequence),
         # which it may not answer again after a restart.
         self.initial_from_state: dict[str, Any] | None = None
@@ -186,11 +220,11 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         opts = self.opts
         if opts.start_seq is not None:
             return {"seq": opts.start_seq}
+        chosen = self._chosen(missing_ok=False)
         positions: dict[str, Position] = {
-            stream: (self._start_in(stream, state), None)
-            for stream, state in self._streams(missing_ok=False).items()
+            stream: (self._start_in(stream, it.state), None) for stream, it in chosen.items()
         }
-        offset = offset_of(positions, self.several)
+        offset = offset_of(positions, self.several, {s: it.created for s, it in chosen.items()})
         self.initial_from_state = offset
         return offset
 
@@ -210,7 +244,9 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         begun = positions_of(start, self.several, self.opts.stream)
         planned = self._plan({s: seq for s, (seq, _) in begun.items()}, limit, start)
         self.planned_end = {s: seq for s, (seq, _) in (planned or begun).items()}
-        return start if planned is None else offset_of(planned, self.several)
+        if planned is None:
+            return start
+        return offset_of(planned, self.several, self.created)
 
     def _plan(
         self, begun: dict[str, int], limit: ReadLimit, start: dict[str, Any]
@@ -220,6 +256,8 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         opts = self.opts
         chosen = self._chosen(missing_ok=self.several)
         states = {s: it.state for s, it in chosen.items()}
+        self.created = {s: it.created for s, it in chosen.items()}
+        recorded = identities_of(start, self.several, opts.stream)
         self.seen = {s: (int(st.last_seq) + 1, mean_message_size(st)) for s, st in states.items()}
         # Streams (named in option 'streams') that store none of option 'subjects':
         # nothing in them is read, or behind.
@@ -235,15 +273,21 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             if s not in begun and (self.available_now_end is None or s in self.available_now_end)
         }
         positions = {s: seq for s, seq in begun.items() if s in states} | added
-        # A stream that ends before where the query is went backwards: deleted and
-        # recreated, restored from an older snapshot, or its tail lost in a crash. Its
-        # sequences now name other messages: the query fails (failOnDataLoss), or
-        # reads the stream again from its first message.
+        # A stream created again since the offset recorded it (deleted and recreated:
+        # another creation time), or that ends before where the query is (restored
+        # from an older snapshot, its tail lost in a crash, or recreated under a
+        # checkpoint that kept no creation time) went backwards. Its sequences now
+        # name other messages: the query fails (failOnDataLoss), or reads the stream
+        # again from its first message.
         restarted = {}
         for stream, seq in list(positions.items()):
-            if stream in added or self.seen[stream][0] >= seq or seq == opts.start_seq:
+            if stream in added:
                 continue
-            self._went_back(stream, seq, self.seen[stream][0] - 1)
+            was, now = recorded.get(stream), self.created.get(stream)
+            recreated = was is not None and now is not None and was != now
+            if not recreated and (self.seen[stream][0] >= seq or seq == opts.start_seq):
+                continue
+            self._went_back(stream, seq, self.seen[stream][0] - 1, recreated)
             restarted[stream] = positions[stream] = first_available(states[stream])
         # Each stream's backlog: from its next sequence, or from what it still holds
         # when limits removed its head (with failOnDataLoss the planning of this
@@ -291,27 +335,36 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             elif stream in added or (from_state and moved) or (stream in restarted and moved):
                 first = seq
             planned[stream] = (end, first)
-        if not added and not self.gone and all(planned[s][0] == begun[s] for s in planned):
+        if (
+            not added
+            and not self.gone
+            and not restarted
+            and all(planned[s][0] == begun[s] for s in planned)
+        ):
             return None
         return planned
 
-    def _went_back(self, stream: str, position: int, last_seq: int) -> None:
-        """``stream`` ends at ``last_seq``, before ``position``, where the query is."""
+    def _went_back(self, stream: str, position: int, last_seq: int, recreated: bool) -> None:
+        """``stream`` was created again since the query read it up to ``position - 1``,
+        or ends at ``last_seq``, before ``position``."""
+        if recreated:
+            what = (
+                f"stream {stream!r} was deleted and created again since the query read "
+                f"it up to sequence {position - 1} (it has another creation time)"
+            )
+        else:
+            what = (
+                f"stream {stream!r} ends at sequence {last_seq}, but the query has read it "
+                f"up to {position - 1}: the stream was deleted and recreated, restored "
+                "from an older snapshot, or lost its last messages"
+            )
         if self.opts.fail_on_data_loss:
             raise DataLossError(
-                f"option 'failOnDataLoss': stream {stream!r} ends at sequence {last_seq}, "
-                f"but the query has read it up to {position - 1}: the stream was deleted "
-                "and recreated, restored from an older snapshot, or lost its last messages. "
-                "Its sequences now name other messages. Set failOnDataLoss=false to read "
-                "it again from its first message, or start a new query (a new checkpoint)."
+                f"option 'failOnDataLoss': {what}. Its sequences now name other messages. "
+                "Set failOnDataLoss=false to read it again from its first message, or "
+                "start a new query (a new checkpoint)."
             )
-        log.warning(
-            "stream %r ends at sequence %d, before the query's position %d (recreated, "
-            "restored or truncated): the query reads it again from its first message",
-            stream,
-            last_seq,
-            position,
-        )
+        log.warning("%s: the query reads it again from its first message", what)
 
     def _drop_gone(self, stream: str) -> None:
         """A stream read so far is gone: deleted, or (``streamPattern`` with
@@ -361,14 +414,19 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         here.)"""
         opts = self.opts
         begun = positions_of(start, self.several, opts.stream)
+        created_then = identities_of(start, self.several, opts.stream)
+        created_now = identities_of(end, self.several, opts.stream)
         ranges = {}
         for stream, (end_seq, recorded_first) in positions_of(
             end, self.several, opts.stream
         ).items():
             begun_seq = begun[stream][0] if stream in begun else None
-            if recorded_first is not None and begun_seq is not None and begun_seq > end_seq:
-                # Only a stream that went backwards ends before it began (see _plan):
-                # it is read from where it starts now.
+            was, now = created_then.get(stream), created_now.get(stream)
+            if (was is not None and now is not None and was != now) or (
+                recorded_first is not None and begun_seq is not None and begun_seq > end_seq
+            ):
+                # A stream created again, or that ends before it began, went backwards
+                # (see _plan): it is read from where it starts now.
                 begun_seq = None
             if begun_seq is not None and begun_seq >= end_seq:
                 # Nothing new (a query with several sources plans empty micro-batches):
