@@ -63,9 +63,24 @@ PY
     trap 'kill "$pip_pid" 2>/dev/null' INT TERM
 fi
 
+# The test environment's module is linked as the wheel users install is (see
+# scripts/zig-linker.sh): the tests run that build, and the smoke step's wheel reuses
+# it instead of compiling the module's crate again. zig comes from PyPI (ziglang, the
+# version the test extra pins), installed before the build that needs it.
+link_args=()
+case ",$EXTRAS," in
+    *,test,*)
+        if [ "$(uname -m)" = x86_64 ]; then
+            python -m pip install --quiet --disable-pip-version-check \
+                "$(grep -o '"ziglang==[^"]*"' pyproject.toml | tr -d '"')"
+            link_args=(-- -C "linker=$(bash scripts/zig-linker.sh)")
+        fi
+        ;;
+esac
+
 echo "==> building jetstream_arrow._core (release)"
 build_rc=0
-maturin develop --release --skip-install || build_rc=$?
+maturin develop --release --skip-install "${link_args[@]}" || build_rc=$?
 if [ "$build_rc" -ne 0 ]; then
     if [ -n "$pip_pid" ]; then
         kill "$pip_pid" 2>/dev/null || true
@@ -81,7 +96,7 @@ fi
 trap - INT TERM
 
 echo "==> installing jetstream-arrow into .venv with extras [$EXTRAS]"
-maturin develop --release --extras "$EXTRAS"
+maturin develop --release --extras "$EXTRAS" "${link_args[@]}"
 
 # Spark runs on Java 17+; without it every Spark step would fail with a JVM trace.
 case ",$EXTRAS," in

@@ -42,23 +42,12 @@ fi
 build() {
     rm -rf "$DIST"
     step "maturin build --release --compatibility $MANYLINUX, linked by zig (the abi3 wheel users install), and maturin sdist"
-    # Only the link needs zig (the ziglang package): it links the module against
-    # glibc $GLIBC's symbols whatever the host's glibc is, with maturin's own `zig cc`
-    # wrapper, the one `maturin build --zig` uses. --zig itself would build with an
-    # explicit --target, in another directory (target/x86_64-unknown-linux-gnu/):
-    # every crate compiled a second time. Given to the module's crate alone (cargo
-    # rustc's arguments, after --), the linker leaves every dependency of the release
-    # build fresh; only the module's own crate is compiled again.
-    local zig_cc="$ROOT/target/zig/cc-$MANYLINUX.sh"
-    mkdir -p "$ROOT/target/zig"
-    printf '%s\n' '#!/bin/sh' \
-        "export CARGO_ZIGBUILD_ZIG_COMMAND='$(command -v python)' CARGO_ZIGBUILD_ZIG_COMMAND_ARGS='-m ziglang'" \
-        "exec '$(command -v maturin)' zig cc -- -g -fno-sanitize=all -target x86_64-linux-gnu.$GLIBC \"\$@\"" \
-        >"$zig_cc"
-    chmod +x "$zig_cc"
-    # zig's cache in the clone, like the rest.
-    XDG_CACHE_HOME="$ROOT/.cache" ZIG_GLOBAL_CACHE_DIR="$ROOT/.cache/zig" \
-        maturin build --release --compatibility "$MANYLINUX" --out "$DIST" -- -C "linker=$zig_cc"
+    # Linked by zig against glibc $GLIBC's symbols (scripts/zig-linker.sh), as
+    # scripts/setup.sh links the test environment's build: the module is not compiled
+    # again, only packed.
+    local zig_cc
+    zig_cc="$(MANYLINUX="$MANYLINUX" bash scripts/zig-linker.sh)"
+    maturin build --release --compatibility "$MANYLINUX" --out "$DIST" -- -C "linker=$zig_cc"
     maturin sdist --out "$DIST"
     local wheel sdist
     wheel="$(ls "$DIST"/jetstream_arrow-*.whl)"

@@ -78,6 +78,9 @@ WORKER_GROUPS = {
     "tests/test_spark_executor_loss.py::": "spark-cluster",
     "tests/test_spark_faults.py::test_streaming_drivers_killed": "spark-drivers",
     "tests/test_spark_work_queue.py::test_a_driver_killed": "spark-drivers",
+    # The option probes of `jetstream-arrow demo` share one demo run (a Spark job in a
+    # JVM of its own), kept by the module's context: one worker runs them all.
+    "tests/test_every_option.py::test_option[jetstream-arrow demo ::": "demo",
     # One Spark Connect server (a module fixture) per worker that runs its tests: all
     # on one. The test of remote("local[2]") in its own interpreter goes anywhere.
     **{
