@@ -2373,6 +2373,88 @@ def test_protobuf_floats_are_written_exactly(
         )
 
 
+NESTED_FLOATS_PROTO = """
+syntax = "proto3";
+package nested;
+message Inner { double x = 1; float y = 2; optional double z = 3; }
+message Row {
+  double d = 1;
+  Inner inner = 2;
+  repeated Inner inners = 3;
+  map<string, double> m = 4;
+  map<string, Inner> mi = 5;
+  oneof o { double od = 6; }
+}
+"""
+_INNER = pa.struct([("x", pa.float64()), ("y", pa.float32()), ("z", pa.float64())])
+_NESTED_FLOATS = pa.schema(
+    [
+        ("d", pa.float64()),
+        ("inner", _INNER),
+        ("inners", pa.list_(_INNER)),
+        ("m", pa.map_(pa.utf8(), pa.float64())),
+        ("mi", pa.map_(pa.utf8(), _INNER)),
+        ("od", pa.float64()),
+    ]
+)
+
+
+@pytest.fixture(scope="module")
+def nested_floats(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, ModuleType]:
+    return compile_proto(tmp_path_factory.mktemp("nested"), "nested_floats", NESTED_FLOATS_PROTO)
+
+
+@pytest.mark.parametrize(
+    ("row", "column"),
+    [
+        ({"inner": {"x": -0.0}}, "inner.x"),
+        ({"inner": {"y": -0.0}}, "inner.y"),
+        ({"inners": [{"x": 1.0}, {"x": -0.0}]}, "inners[].x"),
+        ({"m": [("k", -0.0)]}, "m"),
+        ({"mi": [("k", {"y": -0.0})]}, "mi[].y"),
+    ],
+    ids=["message-double", "message-float", "repeated-message", "map-value", "map-message"],
+)
+def test_protobuf_minus_zero_below_the_top_level_is_refused_not_changed(
+    client: ja.Client,
+    oracle: Oracle,
+    unique_name: Callable[[str], str],
+    nested_floats: tuple[Path, ModuleType],
+    row: dict[str, Any],
+    column: str,
+) -> None:
+    """-0.0 in a float field without presence inside a message, or as a map's value, is
+    the default to prost-reflect, which leaves it out: it read back 0.0 without a word
+    (found by review). The top level's is written after the message; below it the row
+    is refused naming the column and row, before anything is stored. With presence
+    (`optional`, a oneof) or at the top level it is written, and a -0.0 under a null
+    message is no value."""
+    descriptor, pb = nested_floats
+    codec = ja.ValueCodec("protobuf", protobuf_descriptor=descriptor, protobuf_message="nested.Row")
+    fine = {"d": -0.0, "inner": {"x": 0.0, "z": -0.0}, "od": -0.0}
+    table = pa.Table.from_pylist([fine, row], schema=_NESTED_FLOATS)
+    with fresh_stream(client, unique_name) as stream:
+        with pytest.raises(
+            BadInputError, match=rf"row 1 .*column '{re.escape(column)}' holds -0.0"
+        ):
+            publish_values(client, stream, table, codec)
+        assert oracle.messages(stream) == []
+        # A null message whose field's slot holds -0.0 has no value there.
+        inner = pa.array([{"x": -0.0, "y": -0.0, "z": None}], _INNER)
+        nulled = pa.StructArray.from_arrays(
+            [inner.field(i) for i in range(3)], fields=list(_INNER), mask=pa.array([True])
+        )
+        rest = pa.Table.from_pylist([fine], schema=_NESTED_FLOATS)
+        publish_values(
+            client, stream, rest.set_column(1, "inner", pa.chunked_array([nulled])), codec
+        )
+        publish_values(client, stream, rest, codec)
+        first, second = (pb.Row.FromString(m.data) for m in oracle.messages(stream))
+        assert not first.HasField("inner")
+        assert math.copysign(1, second.d) == math.copysign(1, second.od) == -1.0
+        assert math.copysign(1, second.inner.z) == -1.0 and second.inner.HasField("z")
+
+
 # -- KV and the command line --------------------------------------------------------------
 
 

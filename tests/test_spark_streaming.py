@@ -497,6 +497,76 @@ def test_bad_options_fail_the_streaming_query_naming_the_option(
     assert _count(url, name) == 5
 
 
+def test_a_micro_batch_re_run_after_its_stream_was_created_again_reads_no_new_message(
+    shared_nats_server: Any, unique_name: Any
+) -> None:
+    """Spark re-runs an unfinished micro-batch from its logged offsets, without planning
+    it again. When the stream was deleted and created again meanwhile (and refilled),
+    those sequences name the new stream's messages: with failOnDataLoss the re-run
+    fails naming the stream and range, without it the range is left out and the next
+    micro-batch reads the new stream from its first message, each message once."""
+    url, name = shared_nats_server.url, unique_name("RR")
+    make_stream(url, name)
+    publish(url, name, 30)
+
+    def reader(**options: Any) -> JetStreamStreamReader:
+        opts = parse_read_options(
+            {"servers": url, "stream": name, "startingOffsets": "earliest", **options},
+            queries="stream",
+        )
+        return JetStreamStreamReader(opts, message_schema())
+
+    def data(r: JetStreamStreamReader, start: Any, end: Any) -> list[bytes]:
+        parts = r.partitions(start, end)
+        return [v for p in parts for b in r.read(p) for v in b.column("data").to_pylist()]
+
+    first_run = reader()
+    start = first_run.initialOffset()
+    end = first_run.latestOffset(start, ReadMaxRows(10))
+    assert seqs(end) == {"seq": 11, "first": 1} and isinstance(end["created"], int)
+    assert data(first_run, start, end) == [f"m{i}".encode() for i in range(10)]
+
+    with ja.connect(url) as client:
+        client.delete_stream(name)
+    make_stream(url, name)
+    publish(url, name, 30, start=100)
+
+    with pytest.raises(DataLossError, match=f"stream '{name}' was deleted and created again") as e:
+        reader().partitions(start, end)
+    assert (e.value.first, e.value.last) == (1, 10)
+    lenient = reader(failOnDataLoss="false")
+    assert data(lenient, start, end) == []
+    after = lenient.latestOffset(end, ReadAllAvailable())
+    assert seqs(after) == {"seq": 31, "first": 1} and after["created"] != end["created"]
+    assert data(lenient, end, after) == [f"m{100 + i}".encode() for i in range(30)]
+
+
+def test_only_a_stream_holding_no_message_older_than_its_creation_was_created_again() -> None:
+    """A new creation time alone is not a new stream: one restored from a snapshot into
+    a cluster reports the restore's time (each replica its own), and servers before
+    2.14.5 gave a stream created again with the same config a new one; those keep
+    their older messages. The server's zero time is no creation time."""
+    from types import SimpleNamespace
+
+    from jetstream_arrow.spark.stream_lookup import ChosenStream, created_ns, recreated_since
+
+    def stream(created: int, first_message: int | None) -> ChosenStream:
+        return ChosenStream(None, None, created, first_message)
+
+    assert not recreated_since(None, stream(5_000, 6_000))  # an offset of an older version
+    assert not recreated_since(5_000, stream(5_000, 6_000))
+    assert recreated_since(5_000, stream(7_000, 7_000))  # made anew, filled after
+    assert not recreated_since(5_000, stream(7_000, 6_000))  # restored: older messages
+    assert not recreated_since(5_000, stream(7_000, None))  # empty: its end tells
+    info = SimpleNamespace(raw={"created": "2026-11-26T21:04:36.123456789+01:00"})
+    assert created_ns(info) == 1_795_723_476_123_456_789
+    assert created_ns(SimpleNamespace(raw={"created": "2026-11-26T20:04:36.1234567Z"})) == (
+        1_795_723_476_123_456_700
+    )
+    assert created_ns(SimpleNamespace(raw={"created": "0001-01-01T00:00:00Z"})) is None
+    assert created_ns(SimpleNamespace(raw={})) is None
+
+
 def test_a_stream_that_went_backwards_fails_the_query_or_is_read_again(
     spark: Any, shared_nats_server: Any, unique_name: Any, tmp_path: Path
 ) -> None:

@@ -55,21 +55,34 @@ def retry_transient(
 _RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)")
 
 
-def created_ns(info: Any) -> int | None:
-    """When the server created the stream of ``info``, in nanoseconds since the epoch
-    (None when the reply has no such time). It is the stream's identity beside its
-    name: a stream deleted and created again has another, while a restart, a new
-    leader, a restore from a snapshot and a config update keep it. Read from the
-    reply's text (``info.created`` keeps microseconds only) and compared as an
-    instant, whatever offset the text was written with."""
-    text = info.raw.get("created") if isinstance(getattr(info, "raw", None), dict) else None
+def _instant_ns(text: Any) -> int | None:
+    """An RFC 3339 time as the server writes it, in nanoseconds since the epoch (None
+    for no time, or Go's zero time, which the server writes for "none")."""
     found = _RFC3339.fullmatch(text) if isinstance(text, str) else None
     if found is None:
         return None
     whole, fraction, zone = found.groups()
     zone = "+00:00" if zone == "Z" else zone
     seconds = int(datetime.fromisoformat(whole + zone).timestamp())
-    return seconds * 1_000_000_000 + int((fraction or "").ljust(9, "0"))
+    ns = seconds * 1_000_000_000 + int((fraction or "").ljust(9, "0"))
+    return ns if ns > 0 else None
+
+
+def created_ns(info: Any) -> int | None:
+    """When the server created the stream of ``info``, in nanoseconds since the epoch
+    (None when the reply has none). Beside the stream's name it tells a stream deleted
+    and created again from the one an offset was made on (:func:`recreated_since`).
+    Read from the reply's text (``info.created`` keeps microseconds only) and compared
+    as an instant, whatever offset the text was written with."""
+    raw = info.raw if isinstance(getattr(info, "raw", None), dict) else {}
+    return _instant_ns(raw.get("created"))
+
+
+def _first_message_ns(info: Any) -> int | None:
+    """When the stream's first message was stored (None when it is empty)."""
+    raw = info.raw if isinstance(getattr(info, "raw", None), dict) else {}
+    state = raw.get("state")
+    return _instant_ns(state.get("first_ts")) if isinstance(state, dict) else None
 
 
 def stream_state(client: Client, stream: str) -> Any:
@@ -109,6 +122,27 @@ class ChosenStream:
     state: Any
     subjects: tuple[str, ...] | None
     created: int | None = None
+    first_message: int | None = None
+
+
+def recreated_since(recorded: int | None, stream: ChosenStream) -> bool:
+    """Whether ``stream`` was deleted and created again since an offset recorded its
+    creation time ``recorded`` (ns since the epoch; None: not recorded).
+
+    Another creation time alone does not tell: a stream restored from a snapshot into
+    a cluster reports the time of the restore, which each replica keeps its own way
+    (a new leader reports another), and servers before 2.14.5 gave a stream a new
+    creation time when an application created it again with the same config. Those
+    streams keep their messages and their times, older than the stream's creation;
+    a stream made anew holds only messages stored after it was created. So a stream
+    whose first message is older than its creation is the same stream, and an empty
+    one is left to the test of its end (a new one ends before the query's position;
+    one that moved past it holds no message of the old one either). Clocks of
+    cluster nodes apart by more than the time between a creation and its first
+    message can hide a recreation: then only the end tells."""
+    if recorded is None or stream.created is None or recorded == stream.created:
+        return False
+    return stream.first_message is not None and stream.first_message >= stream.created
 
 
 def streams_of(
@@ -132,7 +166,7 @@ def streams_of(
     filters = tuple(subjects) if subjects is not None else opts.subjects
     if not opts.several_streams:
         info = _stream_info(client, opts.stream)
-        return {opts.stream: ChosenStream(info.state, filters, created_ns(info))}
+        return {opts.stream: _chosen(info, filters)}
     infos: dict[str, Any] = {}
     holders: dict[str, set[str]] = {}
     if opts.stream_pattern is not None:
@@ -165,7 +199,8 @@ def streams_of(
             return filters
         return tuple(f for f in filters if f in holders.get(name, ()))
 
-    return {
-        name: ChosenStream(infos[name].state, read_with(name), created_ns(infos[name]))
-        for name in sorted(infos)
-    }
+    return {name: _chosen(infos[name], read_with(name)) for name in sorted(infos)}
+
+
+def _chosen(info: Any, subjects: tuple[str, ...] | None) -> ChosenStream:
+    return ChosenStream(info.state, subjects, created_ns(info), _first_message_ns(info))

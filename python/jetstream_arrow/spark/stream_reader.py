@@ -70,7 +70,7 @@ from .lag import behind_latest, mean_message_size
 from .options import ReadOptions
 from .partitions import read_partition, split_range, split_ranges
 from .reading import DataLossError, check_data_loss, first_available, first_seq_at
-from .stream_lookup import ChosenStream, log, streams_named, streams_of
+from .stream_lookup import ChosenStream, log, recreated_since, streams_named, streams_of
 from .triggers import TriggerGate, share_by_backlog
 
 
@@ -283,8 +283,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         for stream, seq in list(positions.items()):
             if stream in added:
                 continue
-            was, now = recorded.get(stream), self.created.get(stream)
-            recreated = was is not None and now is not None and was != now
+            recreated = recreated_since(recorded.get(stream), chosen[stream])
             if not recreated and (self.seen[stream][0] >= seq or seq == opts.start_seq):
                 continue
             self._went_back(stream, seq, self.seen[stream][0] - 1, recreated)
@@ -366,6 +365,24 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             )
         log.warning("%s: the query reads it again from its first message", what)
 
+    def _recreated_under(self, stream: str, first: int, last: int) -> None:
+        """``stream`` was created again after the micro-batch that reads its sequences
+        ``first..last`` was planned: they are lost (failOnDataLoss), or left out and
+        the next micro-batch reads the new stream from its first message."""
+        what = (
+            f"stream {stream!r} was deleted and created again after the micro-batch that "
+            f"reads its sequences {first}..{last} was planned"
+        )
+        if self.opts.fail_on_data_loss:
+            raise DataLossError(
+                f"option 'failOnDataLoss': {what}: they now name other messages. Set "
+                "failOnDataLoss=false to read the new stream from its first message, or "
+                "start a new query (a new checkpoint).",
+                first,
+                last,
+            )
+        log.warning("%s: left out; the next micro-batch reads it from its first message", what)
+
     def _drop_gone(self, stream: str) -> None:
         """A stream read so far is gone: deleted, or (``streamPattern`` with
         ``subjects``) no longer storing them. Its unread messages are lost."""
@@ -422,11 +439,14 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         ).items():
             begun_seq = begun[stream][0] if stream in begun else None
             was, now = created_then.get(stream), created_now.get(stream)
-            if (was is not None and now is not None and was != now) or (
-                recorded_first is not None and begun_seq is not None and begun_seq > end_seq
+            if (
+                recorded_first is not None
+                and begun_seq is not None
+                and (begun_seq > end_seq or (was is not None and now is not None and was != now))
             ):
-                # A stream created again, or that ends before it began, went backwards
-                # (see _plan): it is read from where it starts now.
+                # A stream that went backwards (see _plan: it ends before it began, or
+                # it was created again) is read from where it starts now. (A new
+                # creation time alone, a stream restored into a cluster, reads on.)
                 begun_seq = None
             if begun_seq is not None and begun_seq >= end_seq:
                 # Nothing new (a query with several sources plans empty micro-batches):
@@ -436,16 +456,21 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             if first is not None and first <= end_seq - 1:
                 ranges[stream] = (first, end_seq - 1)
         subjects: dict[str, tuple[str, ...] | None] = {}
-        if self.several and ranges:
+        present = self._chosen(missing_ok=True) if ranges else {}
+        if self.several:
             # A stream gone since the micro-batch was planned: with failOnDataLoss
             # its messages are lost, else the other streams are read.
-            present = self._chosen(missing_ok=True)
             for stream in [s for s in ranges if s not in present]:
                 self._drop_gone(stream)
                 del ranges[stream]
             subjects = {s: present[s].subjects for s in ranges}
             for stream in [s for s in ranges if subjects[s] == ()]:
                 del ranges[stream]
+        # A stream created again since the micro-batch was planned (Spark re-runs an
+        # unfinished one from its logged offsets after a restart): its sequences name
+        # other messages than those planned.
+        for stream in [s for s in ranges if recreated_since(created_now.get(s), present[s])]:
+            self._recreated_under(stream, *ranges.pop(stream))
         if opts.fail_on_data_loss:
             client = get_client(opts.connect)
             for stream, (first, last) in ranges.items():

@@ -191,9 +191,141 @@ impl MinusZeros {
     }
 }
 
+/// Each element of a nested array: the input row it belongs to, or None under a null.
+type RowsOf = Vec<Option<usize>>;
+
+/// The elements of a list (or map) column, each with the row of its list.
+fn rows_of_items(offsets: &[usize], valid: impl Fn(usize) -> bool, rows: &RowsOf) -> RowsOf {
+    let mut items = vec![None; offsets.last().copied().unwrap_or(0)];
+    for (i, row) in rows.iter().enumerate() {
+        if row.is_some() && valid(i) {
+            for item in &mut items[offsets[i]..offsets[i + 1]] {
+                *item = *row;
+            }
+        }
+    }
+    items
+}
+
+/// A list or map column's items and their rows, whatever its offset width.
+fn items_of(column: &dyn Array, rows: &RowsOf) -> Option<(arrow_array::ArrayRef, RowsOf)> {
+    let (values, offsets): (_, Vec<usize>) = if let Some(list) = column.as_list_opt::<i32>() {
+        let offsets = list.offsets().iter().map(|o| *o as usize).collect();
+        (list.values().clone(), offsets)
+    } else if let Some(list) = column.as_list_opt::<i64>() {
+        let offsets = list.offsets().iter().map(|o| *o as usize).collect();
+        (list.values().clone(), offsets)
+    } else if let Some(map) = column.as_map_opt() {
+        let offsets = map.offsets().iter().map(|o| *o as usize).collect();
+        (
+            Arc::new(map.entries().clone()) as arrow_array::ArrayRef,
+            offsets,
+        )
+    } else {
+        return None;
+    };
+    let items = rows_of_items(&offsets, |i| column.is_valid(i), rows);
+    // The values of a sliced list start at its first offset.
+    let first = offsets.first().copied().unwrap_or(0);
+    let values = values.slice(first, items.len() - first);
+    Some((values, items[first..].to_vec()))
+}
+
+/// The first row holding -0.0 where the encoder would leave it out: a float or double
+/// field without presence inside a nested message (the top level's are written by
+/// [`MinusZeros`]) or as a map's value. `prost-reflect` takes -0.0 for the default
+/// there, and it reads back 0.0: such a row is refused, not changed.
+fn dropped_minus_zero(
+    message: &MessageDescriptor,
+    values: &StructArray,
+    rows: &RowsOf,
+    path: &str,
+    top: bool,
+) -> Option<(String, usize)> {
+    use prost_reflect::Kind;
+    for (field, column) in values.fields().iter().zip(values.columns()) {
+        let Some(proto) = message
+            .get_field_by_name(field.name())
+            .or_else(|| message.get_field_by_json_name(field.name()))
+        else {
+            continue;
+        };
+        let name = if path.is_empty() {
+            field.name().clone()
+        } else {
+            format!("{path}.{}", field.name())
+        };
+        let rows: RowsOf = rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| r.filter(|_| column.is_valid(i)))
+            .collect();
+        let found =
+            match proto.kind() {
+                Kind::Float | Kind::Double
+                    if !top && !proto.is_list() && !proto.supports_presence() =>
+                {
+                    minus_zero_at(column.as_ref(), &rows).map(|row| (name, row))
+                }
+                Kind::Message(entry) if proto.is_map() => items_of(column.as_ref(), &rows)
+                    .and_then(|(entries, items)| {
+                        let values = entries.as_struct_opt()?.column(1).clone();
+                        let values = values.as_ref();
+                        match entry.map_entry_value_field().kind() {
+                            Kind::Float | Kind::Double => {
+                                minus_zero_at(values, &items).map(|row| (name.clone(), row))
+                            }
+                            Kind::Message(inner) => values.as_struct_opt().and_then(|v| {
+                                dropped_minus_zero(&inner, v, &items, &format!("{name}[]"), false)
+                            }),
+                            _ => None,
+                        }
+                    }),
+                Kind::Message(inner) if proto.is_list() => items_of(column.as_ref(), &rows)
+                    .and_then(|(values, items)| {
+                        dropped_minus_zero(
+                            &inner,
+                            values.as_struct_opt()?,
+                            &items,
+                            &format!("{name}[]"),
+                            false,
+                        )
+                    }),
+                Kind::Message(inner) => column
+                    .as_struct_opt()
+                    .and_then(|v| dropped_minus_zero(&inner, v, &rows, &name, false)),
+                _ => None,
+            };
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
+}
+
+/// The row of the first -0.0 of a float column among elements with a row.
+fn minus_zero_at(column: &dyn Array, rows: &RowsOf) -> Option<usize> {
+    let wide = arrow_cast::cast(column, &DataType::Float64).ok()?;
+    let wide = wide.as_primitive::<arrow_array::types::Float64Type>();
+    rows.iter().enumerate().find_map(|(i, row)| {
+        let v = wide.value(i);
+        (wide.is_valid(i) && v == 0.0 && v.is_sign_negative()).then_some(*row)?
+    })
+}
+
 impl RowsEncoder for ProtobufEncoder {
     fn encode(&mut self, values: &StructArray) -> Result<BinaryArray> {
         let values = keys_as_text(values)?;
+        let rows: RowsOf = (0..values.len()).map(Some).collect();
+        if let Some((column, row)) = dropped_minus_zero(&self.message, &values, &rows, "", true) {
+            return Err(Error::bad_input(format!(
+                "encoding row {row} as {}: column '{column}' holds -0.0 in a float field \
+                 without presence inside a message or as a map's value, which Protobuf's \
+                 encoding leaves out as the default (it would read back 0.0); declare the \
+                 field `optional` or write 0.0",
+                self.message.full_name()
+            )));
+        }
         let minus_zeros = MinusZeros::of(&self.message, &values);
         let field = Arc::new(Field::new_struct("", values.fields().clone(), false));
         // Null fields left out: protobuf has no null, an absent field is its default.
