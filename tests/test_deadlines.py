@@ -601,6 +601,17 @@ CALLS: dict[str, Call] = {
     "connect": Call(
         connect, CONNECT_TIMEOUT + SLACK, (ConnectionFailedError, OperationTimeoutError)
     ),
+    # Asked again while the answer is transient (no reply), for up to the call's
+    # resume_timeout (it waited the default 30 s whatever the caller's); the last
+    # attempt may start just before that ends.
+    "first_seq_at": Call(
+        management(
+            lambda c: c.first_seq_at(
+                READ_STREAM, "2000-01-01T00:00:00Z", resume_timeout=RESUME_TIMEOUT
+            )
+        ),
+        RESUME_TIMEOUT + REQUEST_TIMEOUT + SLACK,
+    ),
 }
 
 

@@ -952,6 +952,14 @@ def _read_as_of_time(ctx: Ctx) -> None:
     raises(lambda: ctx.rows(name, as_of_time=when), BadInputError)
 
 
+# Its deadline under a paused server: tests/test_deadlines.py ("first_seq_at").
+refused(
+    "Client.first_seq_at",
+    "resume_timeout",
+    lambda ctx: ctx.client.first_seq_at(ctx.stream(), 0, resume_timeout=-1),
+)
+
+
 @effect(("Client.first_seq_at", "subjects"))
 def _first_seq_at_subjects(ctx: Ctx) -> None:
     name = ctx.stream(count=4)

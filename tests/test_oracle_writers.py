@@ -2376,7 +2376,13 @@ def test_protobuf_floats_are_written_exactly(
 NESTED_FLOATS_PROTO = """
 syntax = "proto3";
 package nested;
-message Inner { double x = 1; float y = 2; optional double z = 3; }
+import "google/protobuf/wrappers.proto";
+message Inner {
+  double x = 1;
+  float y = 2;
+  optional double z = 3;
+  google.protobuf.FloatValue fw = 4;
+}
 message Row {
   double d = 1;
   Inner inner = 2;
@@ -2384,9 +2390,12 @@ message Row {
   map<string, double> m = 4;
   map<string, Inner> mi = 5;
   oneof o { double od = 6; }
+  google.protobuf.DoubleValue w = 7;
 }
 """
-_INNER = pa.struct([("x", pa.float64()), ("y", pa.float32()), ("z", pa.float64())])
+_INNER = pa.struct(
+    [("x", pa.float64()), ("y", pa.float32()), ("z", pa.float64()), ("fw", pa.float32())]
+)
 _NESTED_FLOATS = pa.schema(
     [
         ("d", pa.float64()),
@@ -2395,6 +2404,7 @@ _NESTED_FLOATS = pa.schema(
         ("m", pa.map_(pa.utf8(), pa.float64())),
         ("mi", pa.map_(pa.utf8(), _INNER)),
         ("od", pa.float64()),
+        ("w", pa.float64()),
     ]
 )
 
@@ -2412,8 +2422,18 @@ def nested_floats(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Modul
         ({"inners": [{"x": 1.0}, {"x": -0.0}]}, "inners[].x"),
         ({"m": [("k", -0.0)]}, "m"),
         ({"mi": [("k", {"y": -0.0})]}, "mi[].y"),
+        ({"w": -0.0}, "w"),
+        ({"inner": {"fw": -0.0}}, "inner.fw"),
     ],
-    ids=["message-double", "message-float", "repeated-message", "map-value", "map-message"],
+    ids=[
+        "message-double",
+        "message-float",
+        "repeated-message",
+        "map-value",
+        "map-message",
+        "double-wrapper",
+        "float-wrapper-in-a-message",
+    ],
 )
 def test_protobuf_minus_zero_below_the_top_level_is_refused_not_changed(
     client: ja.Client,
@@ -2440,9 +2460,9 @@ def test_protobuf_minus_zero_below_the_top_level_is_refused_not_changed(
             publish_values(client, stream, table, codec)
         assert oracle.messages(stream) == []
         # A null message whose field's slot holds -0.0 has no value there.
-        inner = pa.array([{"x": -0.0, "y": -0.0, "z": None}], _INNER)
+        inner = pa.array([{"x": -0.0, "y": -0.0, "z": None, "fw": -0.0}], _INNER)
         nulled = pa.StructArray.from_arrays(
-            [inner.field(i) for i in range(3)], fields=list(_INNER), mask=pa.array([True])
+            [inner.field(i) for i in range(4)], fields=list(_INNER), mask=pa.array([True])
         )
         rest = pa.Table.from_pylist([fine], schema=_NESTED_FLOATS)
         publish_values(
@@ -2453,6 +2473,47 @@ def test_protobuf_minus_zero_below_the_top_level_is_refused_not_changed(
         assert not first.HasField("inner")
         assert math.copysign(1, second.d) == math.copysign(1, second.od) == -1.0
         assert math.copysign(1, second.inner.z) == -1.0 and second.inner.HasField("z")
+
+
+def test_protobuf_minus_zero_in_fixed_size_lists_and_under_null_map_values(
+    client: ja.Client,
+    oracle: Oracle,
+    unique_name: Callable[[str], str],
+    nested_floats: tuple[Path, ModuleType],
+) -> None:
+    """The -0.0 check follows every list layout to its row (a fixed-size list of
+    messages was missed). A null as a map's value was left out with its key (a map
+    entry holds a value): refused naming the column and row, for a message value
+    (whatever its fields' slots hold: a -0.0 there was blamed) and a double alike."""
+    descriptor, _ = nested_floats
+    codec = ja.ValueCodec("protobuf", protobuf_descriptor=descriptor, protobuf_message="nested.Row")
+    inners = pa.array([{"x": 1.5}, {"x": -0.0}], _INNER)
+    fixed = pa.FixedSizeListArray.from_arrays(inners, 1)
+    hidden = pa.StructArray.from_arrays(
+        [
+            pa.array([-0.0]),
+            pa.array([0.0], pa.float32()),
+            pa.array([None], pa.float64()),
+            pa.array([None], pa.float32()),
+        ],
+        fields=list(_INNER),
+        mask=pa.array([True]),
+    )
+    null_value = pa.MapArray.from_arrays(pa.array([0, 1], pa.int32()), pa.array(["k"]), hidden)
+    with fresh_stream(client, unique_name) as stream:
+        with pytest.raises(BadInputError, match=r"row 1 .*column 'inners\[\]\.x' holds -0.0"):
+            publish_values(client, stream, pa.table({"inners": fixed}), codec)
+        null_double = pa.MapArray.from_arrays(
+            pa.array([0, 0, 2], pa.int32()), pa.array(["a", "b"]), pa.array([1.0, None])
+        )
+        for column, values in (("mi", null_value), ("m", null_double)):
+            row = len(values) - 1
+            with pytest.raises(
+                BadInputError,
+                match=rf"row {row} .*column '{column}' holds a map entry whose value is null",
+            ):
+                publish_values(client, stream, pa.table({column: values}), codec)
+        assert oracle.messages(stream) == []
 
 
 # -- KV and the command line --------------------------------------------------------------

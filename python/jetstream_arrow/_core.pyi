@@ -240,9 +240,16 @@ class Client:
         asyncio: Literal[False] = False,
     ) -> PushConsumer:
         """Bind to a durable push consumer (info lookup unless deliver_subject is given)."""
-    def first_seq_at(self, stream: str, time_ns: int, subjects: list[str] = ...) -> int | None:
+    def first_seq_at(
+        self,
+        stream: str,
+        time_ns: int,
+        subjects: list[str] = ...,
+        resume_timeout: float | None = None,
+    ) -> int | None:
         """The sequence of the first message stored at or after time_ns on any of
-        subjects (all when empty); None when there is none."""
+        subjects (all when empty); None when there is none. Asked again while the
+        server restarts, for up to resume_timeout seconds (default: a read's)."""
     def flush(self, timeout: float | None = None) -> None: ...
     def flush_async(self, timeout: float | None = None) -> Awaitable[None]: ...
     def close(self) -> None: ...

@@ -370,15 +370,19 @@ class Client(ManagementMixin):
         stream: str,
         when: datetime | str | float,
         subjects: Sequence[str] | str | None = None,
+        *,
+        resume_timeout: float | None = None,
     ) -> int | None:
         """The sequence of the first message stored at or after ``when`` (on one of
         ``subjects`` if given), or None when none is: one ``STREAM.MSG.GET`` request
-        per subject filter, not a read."""
+        per subject filter, not a read. While the server restarts or the stream
+        elects a leader the requests are sent again, for up to ``resume_timeout``
+        seconds (default: a read's ``resume_timeout``)."""
         time_ns = to_epoch_ns(when, "when")
         if time_ns is None:
             raise BadInputError("option 'when' is required: a datetime, text or epoch seconds")
         filters = [subjects] if isinstance(subjects, str) else list(subjects or [])
-        return self._native.first_seq_at(stream, time_ns, filters)
+        return self._native.first_seq_at(stream, time_ns, filters, resume_timeout)
 
     def read(
         self,

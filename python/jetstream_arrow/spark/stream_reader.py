@@ -370,8 +370,8 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         ``first..last`` was planned: they are lost (failOnDataLoss), or left out and
         the next micro-batch reads the new stream from its first message."""
         what = (
-            f"stream {stream!r} was deleted and created again after the micro-batch that "
-            f"reads its sequences {first}..{last} was planned"
+            f"stream {stream!r} was deleted and created again (or lost its last messages) "
+            f"after the micro-batch that reads its sequences {first}..{last} was planned"
         )
         if self.opts.fail_on_data_loss:
             raise DataLossError(
@@ -467,14 +467,22 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             for stream in [s for s in ranges if subjects[s] == ()]:
                 del ranges[stream]
         # A stream created again since the micro-batch was planned (Spark re-runs an
-        # unfinished one from its logged offsets after a restart): its sequences name
-        # other messages than those planned.
-        for stream in [s for s in ranges if recreated_since(created_now.get(s), present[s])]:
+        # unfinished one from its logged offsets after a restart), or that now ends
+        # before the micro-batch's last sequence (created again and not refilled yet,
+        # or truncated): its sequences name other messages than those planned, or
+        # will once it is filled again, before the executors read them.
+        for stream in [
+            s
+            for s, (_, last) in ranges.items()
+            if recreated_since(created_now.get(s), present[s])
+            or int(present[s].state.last_seq) < last
+        ]:
             self._recreated_under(stream, *ranges.pop(stream))
         if opts.fail_on_data_loss:
             client = get_client(opts.connect)
             for stream, (first, last) in ranges.items():
-                check_data_loss(client, stream, first, last, f"micro-batch {first}..{last}")
+                what = f"micro-batch {first}..{last}"
+                check_data_loss(client, stream, first, last, what, present[stream].state)
         if not self.several:
             return [
                 r

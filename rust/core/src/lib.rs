@@ -7,6 +7,7 @@
 //! - [`connection`] (connect options) and [`server_urls`] (credentials in server URLs,
 //!   and redacting them);
 //! - [`api`]: the JetStream vocabulary (subjects, headers, statuses) and API requests;
+//! - [`retry`]: which failures are tried again, and the pauses between attempts;
 //! - [`arrow`]: the one message schema and messages to Arrow columns;
 //! - [`codec`]: payloads decoded into typed columns and encoded from them (JSON,
 //!   Avro, Arrow IPC);
@@ -30,6 +31,7 @@ pub mod limits;
 pub mod option_values;
 pub mod publish;
 pub mod read;
+pub mod retry;
 pub mod server_urls;
 mod tls;
 

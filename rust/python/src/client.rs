@@ -330,18 +330,22 @@ impl Client {
 
     /// The sequence of the first message stored at or after `time_ns` (nanoseconds
     /// since the epoch) on any of `subjects` (all when empty); None when there is none.
-    /// One `STREAM.MSG.GET` per filter, asked again while the server restarts.
-    #[pyo3(signature = (stream, time_ns, subjects=Vec::new()))]
+    /// One `STREAM.MSG.GET` per filter, asked again while the server restarts, for up
+    /// to `resume_timeout` seconds (default: a read's).
+    #[pyo3(signature = (stream, time_ns, subjects=Vec::new(), resume_timeout=None))]
     fn first_seq_at(
         &self,
         py: Python<'_>,
         stream: String,
         time_ns: i64,
         subjects: Vec<String>,
+        resume_timeout: Option<f64>,
     ) -> GlueResult<Option<u64>> {
+        let within = opt_seconds(resume_timeout, "resume_timeout")?
+            .unwrap_or(jetstream_arrow_core::defaults::RESUME_TIMEOUT);
         let conn = self.connection()?;
         Ok(wait(py, async move {
-            stored::first_seq_at(&conn, &stream, time_ns, &subjects).await
+            stored::first_seq_at(&conn, &stream, time_ns, &subjects, within).await
         })??)
     }
 

@@ -5,7 +5,7 @@
 //! errors, so `?` works on core errors and Python errors alike and each core error
 //! reaches Python as its own class.
 
-use jetstream_arrow_core::api::is_transient;
+use jetstream_arrow_core::retry::is_transient;
 use jetstream_arrow_core::{Error, ErrorKind};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;

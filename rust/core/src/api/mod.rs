@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::connection::Connection;
 use crate::error::{ApiErrorCode, Error, ErrorKind, Result};
+use crate::retry::{retry_transient, Backoff};
 
 pub mod headers;
 pub mod names;
@@ -82,29 +83,7 @@ impl Connection {
         subject: &str,
         within: Duration,
     ) -> Result<T> {
-        let give_up = tokio::time::Instant::now() + within;
-        let mut pause = Duration::from_millis(50);
-        loop {
-            match self.api_get(subject).await {
-                Err(e) if is_transient(&e) && tokio::time::Instant::now() + pause < give_up => {
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_secs(1));
-                }
-                answered => return answered,
-            }
-        }
-    }
-}
-
-/// Whether `err` is what a cluster answers while a server restarts or a stream's
-/// leader is being elected: worth asking again shortly.
-pub fn is_transient(err: &Error) -> bool {
-    match err.kind() {
-        // Not `JetStreamNotEnabled`: a server without JetStream would be waited for
-        // in vain, and must be said at once.
-        ErrorKind::Timeout | ErrorKind::Connection => true,
-        ErrorKind::Api => err.api_code().is_some_and(|c| c.code == 503),
-        _ => false,
+        retry_transient(within, Backoff::API, || self.api_get(subject)).await
     }
 }
 

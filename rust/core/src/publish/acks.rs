@@ -6,7 +6,6 @@
 //! same state (window, retries, outcome): split, each part would take all of it.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -20,8 +19,7 @@ use crate::api::Status;
 use crate::connection::Connection;
 use crate::error::err_codes;
 use crate::publish::input::OutgoingMessage;
-
-const MAX_BACKOFF: Duration = Duration::from_secs(2);
+use crate::retry::Backoff;
 
 enum AckResult {
     Stored {
@@ -272,11 +270,7 @@ impl PublishRun<'_> {
             );
             return;
         }
-        let backoff = self
-            .options
-            .retry_backoff
-            .saturating_mul(1u32 << entry.attempt.min(16))
-            .min(MAX_BACKOFF);
+        let backoff = Backoff::publish(self.options.retry_backoff).delay(entry.attempt);
         self.outcome.resent(entry.row, 1, &why);
         self.retries.push(
             Instant::now() + backoff,

@@ -31,7 +31,6 @@
 //! duplicates are one protocol, read in one place; the tail is its unit tests.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use arrow_array::RecordBatch;
 use async_nats::header::{self as nats_header, HeaderValue};
@@ -50,6 +49,7 @@ use crate::api::types::FastBatchReply;
 use crate::api::Status;
 use crate::error::{err_codes, Error, Result};
 use crate::publish::input::OutgoingMessage;
+use crate::retry::Backoff;
 
 /// The most bytes the batch headers add to a message: `NATS/1.0` when it had no
 /// headers, the id (at most 64 bytes), a sequence of up to 20 digits and the commit.
@@ -66,9 +66,6 @@ pub(super) const BATCH_HEADERS_LEN: usize = "NATS/1.0\r\n\r\n".len()
     + 2
     + BATCH_COMMIT_STORE.len()
     + 2;
-
-/// The longest a retry waits (the first waits `retry_backoff`, each next twice that).
-const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
 /// One batch of the call: rows in input order with their messages, kept until the
 /// batch is resolved so that it can be sent again.
@@ -409,11 +406,7 @@ impl Publisher {
                 );
                 return Ok(None);
             }
-            let backoff = self
-                .options
-                .retry_backoff
-                .saturating_mul(1u32 << attempt.min(16))
-                .min(MAX_BACKOFF);
+            let backoff = Backoff::publish(self.options.retry_backoff).delay(attempt);
             if retry_why.starts_with("429") || retry_why.contains("code 429") {
                 outcome.pushed_back(&retry_why);
             }

@@ -32,9 +32,8 @@ use crate::consume::pull::{PullLoop, PullSettings};
 use crate::error::{Error, ErrorKind, Result};
 use crate::events;
 use crate::read::stored;
+use crate::retry::{is_transient, Backoff};
 
-/// The longest pause between two attempts to recreate the consumer.
-const MAX_RESUME_BACKOFF: Duration = Duration::from_secs(2);
 /// Consumers of ours vanish by themselves this long after their process died.
 const INACTIVE_THRESHOLD: Duration = Duration::from_secs(300);
 
@@ -93,12 +92,6 @@ fn recoverable(err: &Error) -> bool {
     )
 }
 
-/// Errors of a request that may succeed when sent again soon.
-fn transient(err: &Error) -> bool {
-    matches!(err.kind(), ErrorKind::Timeout | ErrorKind::Connection)
-        || err.api_code().is_some_and(|code| code.code == 503)
-}
-
 impl OrderedPull {
     /// Create the first consumer. Returns the consumer and how many messages it has
     /// pending (0: nothing to read yet).
@@ -132,7 +125,7 @@ impl OrderedPull {
             // No answer, a lost connection or no leader yet (an election, a restarting
             // server): keep trying for `resume_timeout`, as a read under way does. A
             // missing stream or a refused request fails at once.
-            Err(e) if transient(&e) => ordered.recover(e).await?,
+            Err(e) if is_transient(&e) => ordered.recover(e).await?,
             Err(e) => return Err(e),
         };
         Ok((ordered, pending))
@@ -180,7 +173,14 @@ impl OrderedPull {
             // nats-server (2.15) starts a consumer by time with several filters past
             // the first messages at that time; the sequence found by a message get per
             // filter is where it starts instead.
-            let found = stored::first_seq_at(&self.conn, &self.stream, *ns, &self.subjects).await?;
+            let found = stored::first_seq_at(
+                &self.conn,
+                &self.stream,
+                *ns,
+                &self.subjects,
+                self.resume_timeout,
+            )
+            .await?;
             if let Some(start_sequence) = found {
                 deliver_policy = DeliverPolicy::ByStartSequence { start_sequence };
             }
@@ -238,7 +238,7 @@ impl OrderedPull {
     /// has failed for `resume_timeout`.
     /// Returns what the new consumer has pending.
     async fn recover(&mut self, err: Error) -> Result<u64> {
-        if !recoverable(&err) && !transient(&err) {
+        if !recoverable(&err) && !is_transient(&err) {
             return Err(err);
         }
         let deadline = *self.failing_since.get_or_insert_with(Instant::now) + self.resume_timeout;
@@ -246,8 +246,7 @@ impl OrderedPull {
         let mut last = err;
         let mut attempt = 0u32;
         loop {
-            let pause =
-                (Duration::from_millis(100) * (1 << attempt.min(5))).min(MAX_RESUME_BACKOFF);
+            let pause = Backoff::RESUME.delay(attempt);
             attempt += 1;
             if Instant::now() + pause >= deadline {
                 return Err(last.context(format!(
@@ -262,7 +261,7 @@ impl OrderedPull {
             // Each attempt gets what is left of the budget, not the request timeout.
             match tokio::time::timeout_at(deadline, self.create()).await {
                 Ok(Ok(pending)) => return Ok(pending),
-                Ok(Err(e)) if recoverable(&e) || transient(&e) => last = e,
+                Ok(Err(e)) if recoverable(&e) || is_transient(&e) => last = e,
                 Ok(Err(e)) => return Err(e),
                 // No answer at all: the server is as silent as when heartbeats were
                 // missed, and saying so (with that class) tells more than a timeout.

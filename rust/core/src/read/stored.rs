@@ -5,17 +5,19 @@
 //! with the subject inside, so it arrives whatever the subject holds, where a
 //! delivery of a subject with Unicode white space breaks the client's reader.
 
+use std::time::Duration;
+
 use async_nats::jetstream::message::StreamMessage;
 use async_nats::jetstream::stream::RawMessage;
 use time::format_description::well_known::Rfc3339;
 
 use crate::api::types::{NextMessageRequest, StoredMessageReply};
-use crate::api::{is_transient, subjects, validate_name};
+use crate::api::{subjects, validate_name};
 use crate::arrow::metadata::Delivered;
 use crate::arrow::metadata::MessageMetadata;
 use crate::connection::Connection;
-use crate::defaults;
 use crate::error::{err_codes, Error, ErrorKind, Result};
+use crate::retry::{retry_transient, Backoff};
 
 /// Where to look for the next message.
 #[derive(Debug, Clone, Copy)]
@@ -75,26 +77,20 @@ pub async fn first_at_or_after(
 /// The sequence of the first message stored at or after `time_ns` on any of `filters`
 /// (all subjects when empty); None when the stream has none there. Planning a read by
 /// time needs this one number: one request per filter, not a read. Asked again
-/// while the answer is what a restarting server gives, for up to the default resume
-/// timeout.
+/// while the answer is what a restarting server gives, for up to `within`.
 pub async fn first_seq_at(
     conn: &Connection,
     stream: &str,
     time_ns: i64,
     filters: &[String],
+    within: Duration,
 ) -> Result<Option<u64>> {
     validate_name(stream, "stream")?;
-    let give_up = tokio::time::Instant::now() + defaults::RESUME_TIMEOUT;
-    let mut pause = std::time::Duration::from_millis(50);
-    loop {
-        match first_at_or_after(conn, stream, Position::Time(time_ns), filters).await {
-            Err(e) if is_transient(&e) && tokio::time::Instant::now() + pause < give_up => {
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(std::time::Duration::from_secs(1));
-            }
-            found => return found.map(|d| d.map(|d| d.meta.stream_seq)),
-        }
-    }
+    let found = retry_transient(within, Backoff::API, || {
+        first_at_or_after(conn, stream, Position::Time(time_ns), filters)
+    })
+    .await?;
+    Ok(found.map(|d| d.meta.stream_seq))
 }
 
 /// A time stamp in nanoseconds since the epoch as the API's RFC 3339 text.

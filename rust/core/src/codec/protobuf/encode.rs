@@ -194,55 +194,104 @@ impl MinusZeros {
 /// Each element of a nested array: the input row it belongs to, or None under a null.
 type RowsOf = Vec<Option<usize>>;
 
-/// The elements of a list (or map) column, each with the row of its list.
-fn rows_of_items(offsets: &[usize], valid: impl Fn(usize) -> bool, rows: &RowsOf) -> RowsOf {
-    let mut items = vec![None; offsets.last().copied().unwrap_or(0)];
-    for (i, row) in rows.iter().enumerate() {
-        if row.is_some() && valid(i) {
-            for item in &mut items[offsets[i]..offsets[i + 1]] {
+/// A list-like column's values, and each element's row: the row of its list, or None
+/// under a null list (or one outside every list).
+fn items_of(column: &dyn Array, rows: &RowsOf) -> Option<(arrow_array::ArrayRef, RowsOf)> {
+    // Each list's range of values.
+    let (values, ranges): (arrow_array::ArrayRef, Vec<(usize, usize)>) =
+        if let Some(list) = column.as_list_opt::<i32>() {
+            let o = list.offsets();
+            let ranges = o
+                .windows(2)
+                .map(|w| (w[0] as usize, w[1] as usize))
+                .collect();
+            (list.values().clone(), ranges)
+        } else if let Some(list) = column.as_list_opt::<i64>() {
+            let o = list.offsets();
+            let ranges = o
+                .windows(2)
+                .map(|w| (w[0] as usize, w[1] as usize))
+                .collect();
+            (list.values().clone(), ranges)
+        } else if let Some(list) = column.as_fixed_size_list_opt() {
+            let n = list.value_length() as usize;
+            let ranges = (0..list.len()).map(|i| (i * n, i * n + n)).collect();
+            (list.values().clone(), ranges)
+        } else if let Some(list) = column.as_list_view_opt::<i32>() {
+            let ranges = (0..list.len())
+                .map(|i| {
+                    let start = list.value_offsets()[i] as usize;
+                    (start, start + list.value_sizes()[i] as usize)
+                })
+                .collect();
+            (list.values().clone(), ranges)
+        } else if let Some(map) = column.as_map_opt() {
+            let o = map.offsets();
+            let ranges = o
+                .windows(2)
+                .map(|w| (w[0] as usize, w[1] as usize))
+                .collect();
+            (
+                Arc::new(map.entries().clone()) as arrow_array::ArrayRef,
+                ranges,
+            )
+        } else {
+            return None;
+        };
+    let mut items = vec![None; values.len()];
+    for (i, (row, (start, end))) in rows.iter().zip(ranges).enumerate() {
+        if row.is_some() && column.is_valid(i) {
+            for item in &mut items[start..end] {
                 *item = *row;
             }
         }
     }
-    items
+    Some((values, items))
 }
 
-/// A list or map column's items and their rows, whatever its offset width.
-fn items_of(column: &dyn Array, rows: &RowsOf) -> Option<(arrow_array::ArrayRef, RowsOf)> {
-    let (values, offsets): (_, Vec<usize>) = if let Some(list) = column.as_list_opt::<i32>() {
-        let offsets = list.offsets().iter().map(|o| *o as usize).collect();
-        (list.values().clone(), offsets)
-    } else if let Some(list) = column.as_list_opt::<i64>() {
-        let offsets = list.offsets().iter().map(|o| *o as usize).collect();
-        (list.values().clone(), offsets)
-    } else if let Some(map) = column.as_map_opt() {
-        let offsets = map.offsets().iter().map(|o| *o as usize).collect();
-        (
-            Arc::new(map.entries().clone()) as arrow_array::ArrayRef,
-            offsets,
-        )
-    } else {
-        return None;
-    };
-    let items = rows_of_items(&offsets, |i| column.is_valid(i), rows);
-    // The values of a sliced list start at its first offset.
-    let first = offsets.first().copied().unwrap_or(0);
-    let values = values.slice(first, items.len() - first);
-    Some((values, items[first..].to_vec()))
+/// A value the encoder would leave out of a payload: it is refused, not changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LeftOut {
+    /// -0.0 in a float or double field without presence inside a nested message (the
+    /// top level's are written by [`MinusZeros`]) or as a map's value: `prost-reflect`
+    /// takes it for the default there, and it reads back 0.0.
+    MinusZero,
+    /// A null as a map's value: a map entry holds a value, so the entry is left out.
+    NullMapValue,
 }
 
-/// The first row holding -0.0 where the encoder would leave it out: a float or double
-/// field without presence inside a nested message (the top level's are written by
-/// [`MinusZeros`]) or as a map's value. `prost-reflect` takes -0.0 for the default
-/// there, and it reads back 0.0: such a row is refused, not changed.
-fn dropped_minus_zero(
+impl LeftOut {
+    fn why(self) -> &'static str {
+        match self {
+            LeftOut::MinusZero => {
+                "holds -0.0 in a float field without presence inside a message or as a \
+                 map's value, which Protobuf's encoding leaves out as the default (it would \
+                 read back 0.0); declare the field `optional` or write 0.0"
+            }
+            LeftOut::NullMapValue => {
+                "holds a map entry whose value is null, which a Protobuf map cannot hold \
+                 (the entry would be left out); give the entry a value or drop it"
+            }
+        }
+    }
+}
+
+/// The first row holding a value the encoder would leave out ([`LeftOut`]), with
+/// the column's path.
+fn value_left_out(
     message: &MessageDescriptor,
     values: &StructArray,
     rows: &RowsOf,
     path: &str,
     top: bool,
-) -> Option<(String, usize)> {
+) -> Option<(String, usize, LeftOut)> {
     use prost_reflect::Kind;
+    // A null message (a list's item, a map's value) has no fields.
+    let rows: RowsOf = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| r.filter(|_| values.is_valid(i)))
+        .collect();
     for (field, column) in values.fields().iter().zip(values.columns()) {
         let Some(proto) = message
             .get_field_by_name(field.name())
@@ -260,42 +309,67 @@ fn dropped_minus_zero(
             .enumerate()
             .map(|(i, r)| r.filter(|_| column.is_valid(i)))
             .collect();
-        let found =
-            match proto.kind() {
-                Kind::Float | Kind::Double
-                    if !top && !proto.is_list() && !proto.supports_presence() =>
-                {
-                    minus_zero_at(column.as_ref(), &rows).map(|row| (name, row))
+        let found = match proto.kind() {
+            Kind::Float | Kind::Double
+                if !top && !proto.is_list() && !proto.supports_presence() =>
+            {
+                minus_zero_at(column.as_ref(), &rows).map(|row| (name, row, LeftOut::MinusZero))
+            }
+            // A wrapper given as its bare value (protobuf's JSON mapping writes
+            // `DoubleValue` and `FloatValue` as numbers): its `value` has no presence.
+            Kind::Message(inner)
+                if column.as_struct_opt().is_none()
+                    && matches!(
+                        inner.full_name(),
+                        "google.protobuf.DoubleValue" | "google.protobuf.FloatValue"
+                    ) =>
+            {
+                if proto.is_list() {
+                    items_of(column.as_ref(), &rows).and_then(|(values, items)| {
+                        minus_zero_at(values.as_ref(), &items)
+                            .map(|row| (name.clone(), row, LeftOut::MinusZero))
+                    })
+                } else {
+                    minus_zero_at(column.as_ref(), &rows).map(|row| (name, row, LeftOut::MinusZero))
                 }
-                Kind::Message(entry) if proto.is_map() => items_of(column.as_ref(), &rows)
-                    .and_then(|(entries, items)| {
-                        let values = entries.as_struct_opt()?.column(1).clone();
-                        let values = values.as_ref();
-                        match entry.map_entry_value_field().kind() {
-                            Kind::Float | Kind::Double => {
-                                minus_zero_at(values, &items).map(|row| (name.clone(), row))
-                            }
-                            Kind::Message(inner) => values.as_struct_opt().and_then(|v| {
-                                dropped_minus_zero(&inner, v, &items, &format!("{name}[]"), false)
-                            }),
-                            _ => None,
-                        }
-                    }),
-                Kind::Message(inner) if proto.is_list() => items_of(column.as_ref(), &rows)
-                    .and_then(|(values, items)| {
-                        dropped_minus_zero(
-                            &inner,
-                            values.as_struct_opt()?,
-                            &items,
-                            &format!("{name}[]"),
-                            false,
-                        )
-                    }),
-                Kind::Message(inner) => column
-                    .as_struct_opt()
-                    .and_then(|v| dropped_minus_zero(&inner, v, &rows, &name, false)),
-                _ => None,
-            };
+            }
+            Kind::Message(entry) if proto.is_map() => {
+                items_of(column.as_ref(), &rows).and_then(|(entries, items)| {
+                    let values = entries.as_struct_opt()?.column(1).clone();
+                    let values = values.as_ref();
+                    let null_value = items
+                        .iter()
+                        .enumerate()
+                        .find_map(|(i, row)| row.filter(|_| values.is_null(i)));
+                    if let Some(row) = null_value {
+                        return Some((name.clone(), row, LeftOut::NullMapValue));
+                    }
+                    match entry.map_entry_value_field().kind() {
+                        Kind::Float | Kind::Double => minus_zero_at(values, &items)
+                            .map(|row| (name.clone(), row, LeftOut::MinusZero)),
+                        Kind::Message(inner) => values.as_struct_opt().and_then(|v| {
+                            value_left_out(&inner, v, &items, &format!("{name}[]"), false)
+                        }),
+                        _ => None,
+                    }
+                })
+            }
+            Kind::Message(inner) if proto.is_list() => {
+                items_of(column.as_ref(), &rows).and_then(|(values, items)| {
+                    value_left_out(
+                        &inner,
+                        values.as_struct_opt()?,
+                        &items,
+                        &format!("{name}[]"),
+                        false,
+                    )
+                })
+            }
+            Kind::Message(inner) => column
+                .as_struct_opt()
+                .and_then(|v| value_left_out(&inner, v, &rows, &name, false)),
+            _ => None,
+        };
         if found.is_some() {
             return found;
         }
@@ -305,6 +379,7 @@ fn dropped_minus_zero(
 
 /// The row of the first -0.0 of a float column among elements with a row.
 fn minus_zero_at(column: &dyn Array, rows: &RowsOf) -> Option<usize> {
+    // Null values are not -0.0 (their slots may hold anything).
     let wide = arrow_cast::cast(column, &DataType::Float64).ok()?;
     let wide = wide.as_primitive::<arrow_array::types::Float64Type>();
     rows.iter().enumerate().find_map(|(i, row)| {
@@ -317,13 +392,13 @@ impl RowsEncoder for ProtobufEncoder {
     fn encode(&mut self, values: &StructArray) -> Result<BinaryArray> {
         let values = keys_as_text(values)?;
         let rows: RowsOf = (0..values.len()).map(Some).collect();
-        if let Some((column, row)) = dropped_minus_zero(&self.message, &values, &rows, "", true) {
+        if let Some((column, row, left_out)) =
+            value_left_out(&self.message, &values, &rows, "", true)
+        {
             return Err(Error::bad_input(format!(
-                "encoding row {row} as {}: column '{column}' holds -0.0 in a float field \
-                 without presence inside a message or as a map's value, which Protobuf's \
-                 encoding leaves out as the default (it would read back 0.0); declare the \
-                 field `optional` or write 0.0",
-                self.message.full_name()
+                "encoding row {row} as {}: column '{column}' {}",
+                self.message.full_name(),
+                left_out.why()
             )));
         }
         let minus_zeros = MinusZeros::of(&self.message, &values);
