@@ -11,6 +11,7 @@
 
 mod decode;
 mod encode;
+mod left_out;
 
 pub(in crate::codec) use decode::ProtobufRows;
 pub(in crate::codec) use encode::ProtobufEncoder;
