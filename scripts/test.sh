@@ -90,7 +90,11 @@ for job in rust-checks smoke-build; do
     if [ -f "$beside/$job.log" ]; then
         cat "$beside/$job.log"
     fi
-    job_rc="$(cat "$beside/$job.rc" 2>/dev/null || echo 1)"
+    job_rc="$(cat "$beside/$job.rc" 2>/dev/null || true)"
+    # No exit status written (the job was stopped first): a failure.
+    case "$job_rc" in
+        '' | *[!0-9]*) job_rc=1 ;;
+    esac
     if [ "$job_rc" -ne 0 ]; then
         echo "$job failed (above)" >&2
         [ "$beside_rc" -ne 0 ] || beside_rc="$job_rc"

@@ -242,6 +242,23 @@ def test_an_integer_option_out_of_range_is_named(
         call(client, stream, {option: value})
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda c, s: c.first_seq_at(s, 0, resume_timeout=1e19),
+        lambda c, s: c.read(s, resume_timeout=1e19, method="consumer").read_all(),
+    ],
+    ids=["first_seq_at", "read"],
+)
+def test_a_duration_beyond_any_deadline_is_refused_naming_the_option(
+    client: ja.Client, stream: str, call: Callable[[ja.Client, str], object]
+) -> None:
+    """Every timeout is added to the present: 1e19 s overflowed the deadline, a panic
+    that reached Python as an internal error."""
+    with pytest.raises(BadInputError, match="option 'resume_timeout' must be at most 1e9"):
+        call(client, stream)
+
+
 # -- permissions ------------------------------------------------------------------------
 
 PERMISSIONS = """

@@ -2391,6 +2391,7 @@ message Row {
   map<string, Inner> mi = 5;
   oneof o { double od = 6; }
   google.protobuf.DoubleValue w = 7;
+  map<string, google.protobuf.DoubleValue> mw = 8;
 }
 """
 _INNER = pa.struct(
@@ -2405,6 +2406,7 @@ _NESTED_FLOATS = pa.schema(
         ("mi", pa.map_(pa.utf8(), _INNER)),
         ("od", pa.float64()),
         ("w", pa.float64()),
+        ("mw", pa.map_(pa.utf8(), pa.float64())),
     ]
 )
 
@@ -2424,6 +2426,7 @@ def nested_floats(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Modul
         ({"mi": [("k", {"y": -0.0})]}, "mi[].y"),
         ({"w": -0.0}, "w"),
         ({"inner": {"fw": -0.0}}, "inner.fw"),
+        ({"mw": [("k", -0.0)]}, "mw"),
     ],
     ids=[
         "message-double",
@@ -2433,6 +2436,7 @@ def nested_floats(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Modul
         "map-message",
         "double-wrapper",
         "float-wrapper-in-a-message",
+        "map-of-wrappers",
     ],
 )
 def test_protobuf_minus_zero_below_the_top_level_is_refused_not_changed(

@@ -5,3 +5,8 @@ pub const MAX_BUFFERED_MESSAGES: usize = 131_072;
 
 /// Messages one subscription may buffer: above every bound the engine requests.
 pub const SUBSCRIPTION_CAPACITY: usize = 4 * MAX_BUFFERED_MESSAGES;
+
+/// The longest duration an option takes, in seconds (about 31 years): every timeout
+/// is added to the present, and a clock instant ends some 292 years on, so a larger
+/// value would overflow the deadline instead of waiting.
+pub const MAX_SECONDS: f64 = 1e9;

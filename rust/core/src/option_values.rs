@@ -42,6 +42,12 @@ pub fn opt_count<T: Count>(value: Option<i128>, option: &str) -> Result<Option<T
 
 /// A duration given in seconds as option `option`.
 pub fn seconds(value: f64, option: &str) -> Result<Duration> {
+    if value > crate::limits::MAX_SECONDS {
+        return Err(Error::bad_input(format!(
+            "option '{option}' must be at most {:e} seconds, got {value}",
+            crate::limits::MAX_SECONDS
+        )));
+    }
     Duration::try_from_secs_f64(value).map_err(|_| {
         Error::bad_input(format!(
             "option '{option}' must be a non-negative number of seconds, got {value}"
@@ -79,5 +85,11 @@ mod tests {
         );
         assert!(seconds(-1.0, "ack_timeout").is_err());
         assert!(seconds(f64::NAN, "ack_timeout").is_err());
+        assert!(seconds(1e9, "resume_timeout").is_ok());
+        let e = seconds(1e19, "resume_timeout").unwrap_err().to_string();
+        assert!(
+            e.contains("option 'resume_timeout' must be at most 1e9 seconds"),
+            "{e}"
+        );
     }
 }

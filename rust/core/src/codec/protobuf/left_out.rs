@@ -72,21 +72,17 @@ pub(super) type RowsOf = Vec<Option<usize>>;
 /// under a null list (or one outside every list).
 fn items_of(column: &dyn Array, rows: &RowsOf) -> Option<(arrow_array::ArrayRef, RowsOf)> {
     // Each list's range of values.
+    fn between<O: arrow_array::OffsetSizeTrait>(offsets: &[O]) -> Vec<(usize, usize)> {
+        offsets
+            .windows(2)
+            .map(|w| (w[0].as_usize(), w[1].as_usize()))
+            .collect()
+    }
     let (values, ranges): (arrow_array::ArrayRef, Vec<(usize, usize)>) =
         if let Some(list) = column.as_list_opt::<i32>() {
-            let o = list.offsets();
-            let ranges = o
-                .windows(2)
-                .map(|w| (w[0] as usize, w[1] as usize))
-                .collect();
-            (list.values().clone(), ranges)
+            (list.values().clone(), between(list.offsets()))
         } else if let Some(list) = column.as_list_opt::<i64>() {
-            let o = list.offsets();
-            let ranges = o
-                .windows(2)
-                .map(|w| (w[0] as usize, w[1] as usize))
-                .collect();
-            (list.values().clone(), ranges)
+            (list.values().clone(), between(list.offsets()))
         } else if let Some(list) = column.as_fixed_size_list_opt() {
             let n = list.value_length() as usize;
             let ranges = (0..list.len()).map(|i| (i * n, i * n + n)).collect();
@@ -100,14 +96,9 @@ fn items_of(column: &dyn Array, rows: &RowsOf) -> Option<(arrow_array::ArrayRef,
                 .collect();
             (list.values().clone(), ranges)
         } else if let Some(map) = column.as_map_opt() {
-            let o = map.offsets();
-            let ranges = o
-                .windows(2)
-                .map(|w| (w[0] as usize, w[1] as usize))
-                .collect();
             (
                 Arc::new(map.entries().clone()) as arrow_array::ArrayRef,
-                ranges,
+                between(map.offsets()),
             )
         } else {
             return None;
@@ -191,13 +182,7 @@ pub(super) fn value_left_out(
             }
             // A wrapper given as its bare value (protobuf's JSON mapping writes
             // `DoubleValue` and `FloatValue` as numbers): its `value` has no presence.
-            Kind::Message(inner)
-                if column.as_struct_opt().is_none()
-                    && matches!(
-                        inner.full_name(),
-                        "google.protobuf.DoubleValue" | "google.protobuf.FloatValue"
-                    ) =>
-            {
+            Kind::Message(inner) if is_bare_wrapper(&inner, column.as_ref()) => {
                 if proto.is_list() {
                     items_of(column.as_ref(), &rows).and_then(|(values, items)| {
                         minus_zero_at(values.as_ref(), &items)
@@ -221,6 +206,10 @@ pub(super) fn value_left_out(
                     match entry.map_entry_value_field().kind() {
                         Kind::Float | Kind::Double => minus_zero_at(values, &items)
                             .map(|row| (name.clone(), row, LeftOut::MinusZero)),
+                        Kind::Message(inner) if is_bare_wrapper(&inner, values) => {
+                            minus_zero_at(values, &items)
+                                .map(|row| (name.clone(), row, LeftOut::MinusZero))
+                        }
                         Kind::Message(inner) => values.as_struct_opt().and_then(|v| {
                             value_left_out(&inner, v, &items, &format!("{name}[]"), false)
                         }),
@@ -249,6 +238,16 @@ pub(super) fn value_left_out(
         }
     }
     None
+}
+
+/// A `DoubleValue` or `FloatValue` given as its bare value, as protobuf's JSON
+/// mapping writes these wrappers (numbers): their `value` has no presence.
+fn is_bare_wrapper(message: &MessageDescriptor, column: &dyn Array) -> bool {
+    column.as_struct_opt().is_none()
+        && matches!(
+            message.full_name(),
+            "google.protobuf.DoubleValue" | "google.protobuf.FloatValue"
+        )
 }
 
 /// The row of the first -0.0 of a float column among elements with a row.
