@@ -105,6 +105,22 @@ def to_rfc3339(value: datetime, option: str) -> str:
     return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def rfc3339_to_epoch_ns(value: str | None) -> int | None:
+    """The server's RFC 3339 time in nanoseconds since the epoch, to the last digit it
+    wrote (:func:`from_rfc3339` keeps microseconds). Go's zero time ("never"), an
+    absent value and text of another form are None."""
+    if not value or value.startswith(_GO_ZERO_TIME_PREFIX):
+        return None
+    match = _RFC3339.match(value)
+    if not match:
+        return None
+    base, fraction, zone = match.groups()
+    whole = from_rfc3339(f"{base}{zone}")
+    assert whole is not None
+    seconds = (whole - EPOCH) // timedelta(seconds=1)
+    return seconds * _NS_PER_SECOND + int((fraction or "0")[:9].ljust(9, "0"))
+
+
 def from_rfc3339(value: str | None) -> datetime | None:
     """Parse the server's RFC 3339 time (nanosecond precision) to an aware UTC datetime.
 

@@ -15,10 +15,10 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, TypeVar
 
 from .._core import DEFAULT_RESUME_TIMEOUT
+from .._time import rfc3339_to_epoch_ns
 from ..client import Client
 from ..exceptions import BadInputError, JetStreamArrowError, NotFoundError
 from .options import ReadOptions
@@ -52,22 +52,6 @@ def retry_transient(
         delay = min(delay * 2, _MAX_RETRY_DELAY)
 
 
-_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)")
-
-
-def _instant_ns(text: Any) -> int | None:
-    """An RFC 3339 time as the server writes it, in nanoseconds since the epoch (None
-    for no time, or Go's zero time, which the server writes for "none")."""
-    found = _RFC3339.fullmatch(text) if isinstance(text, str) else None
-    if found is None:
-        return None
-    whole, fraction, zone = found.groups()
-    zone = "+00:00" if zone == "Z" else zone
-    seconds = int(datetime.fromisoformat(whole + zone).timestamp())
-    ns = seconds * 1_000_000_000 + int((fraction or "").ljust(9, "0"))
-    return ns if ns > 0 else None
-
-
 def created_ns(info: Any) -> int | None:
     """When the server created the stream of ``info``, in nanoseconds since the epoch
     (None when the reply has none). Beside the stream's name it tells a stream deleted
@@ -75,14 +59,16 @@ def created_ns(info: Any) -> int | None:
     Read from the reply's text (``info.created`` keeps microseconds only) and compared
     as an instant, whatever offset the text was written with."""
     raw = info.raw if isinstance(getattr(info, "raw", None), dict) else {}
-    return _instant_ns(raw.get("created"))
+    created = rfc3339_to_epoch_ns(raw.get("created"))
+    # An offset keeps it as a non-negative count: a stream is not made before 1970.
+    return created if created is not None and created > 0 else None
 
 
 def _first_message_ns(info: Any) -> int | None:
     """When the stream's first message was stored (None when it is empty)."""
     raw = info.raw if isinstance(getattr(info, "raw", None), dict) else {}
     state = raw.get("state")
-    return _instant_ns(state.get("first_ts")) if isinstance(state, dict) else None
+    return rfc3339_to_epoch_ns(state.get("first_ts")) if isinstance(state, dict) else None
 
 
 def stream_state(client: Client, stream: str) -> Any:
