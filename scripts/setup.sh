@@ -39,6 +39,23 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 echo "==> installing maturin"
 python -m pip install --quiet --disable-pip-version-check "maturin>=1.9,<2"
 
+# The test environment's module is linked as the wheel users install is (see
+# scripts/zig-linker.sh): the tests run that build, and the smoke step's wheel reuses
+# it instead of compiling the module's crate again. zig comes from PyPI (ziglang, the
+# version the test extra pins), installed before the build that needs it and before
+# the background install of the extras starts, which then finds it there (two pips
+# writing one package at once could replace zig while it links).
+link_args=()
+case ",$EXTRAS," in
+    *,test,*)
+        if [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ]; then
+            python -m pip install --quiet --disable-pip-version-check \
+                "$(grep -o '"ziglang==[^"]*"' pyproject.toml | tr -d '"')"
+            link_args=(-- -C "linker=$(bash scripts/zig-linker.sh)")
+        fi
+        ;;
+esac
+
 # The packages of the extras (pyspark alone is a 450 MB download and a wheel build)
 # install while cargo builds the native module: the one waits on the network and the
 # disk, the other on the CPU. maturin develop then finds them installed. (Without
@@ -62,21 +79,6 @@ PY
     # Ctrl-C), so that no pip is left writing into .venv.
     trap 'kill "$pip_pid" 2>/dev/null' INT TERM
 fi
-
-# The test environment's module is linked as the wheel users install is (see
-# scripts/zig-linker.sh): the tests run that build, and the smoke step's wheel reuses
-# it instead of compiling the module's crate again. zig comes from PyPI (ziglang, the
-# version the test extra pins), installed before the build that needs it.
-link_args=()
-case ",$EXTRAS," in
-    *,test,*)
-        if [ "$(uname -m)" = x86_64 ]; then
-            python -m pip install --quiet --disable-pip-version-check \
-                "$(grep -o '"ziglang==[^"]*"' pyproject.toml | tr -d '"')"
-            link_args=(-- -C "linker=$(bash scripts/zig-linker.sh)")
-        fi
-        ;;
-esac
 
 echo "==> building jetstream_arrow._core (release)"
 build_rc=0

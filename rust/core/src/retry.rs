@@ -1,12 +1,13 @@
-//! When to try again, and how long to wait: the one rule every retry of the core
-//! follows. A failure is worth another attempt when it is what a cluster answers
+//! When to try again, and how long to wait. A failure is worth another attempt when it is what a cluster answers
 //! while a server restarts or a stream elects its leader ([`is_transient`]); the
 //! attempts wait twice as long each time, up to a bound ([`Backoff`]); and a caller's
 //! budget ends them ([`retry_transient`]), the last error then returned with its kind.
 //!
-//! The loops that resume a read, resend a publish or ask the API again keep their own
-//! state (what was delivered, which rows are pending), and take their pauses and the
-//! transient rule from here.
+//! The API's patient requests, `first_seq_at`, an ordered read's resume and the
+//! publishes' resends take their rule and pauses from here, and keep their own state
+//! (what was delivered, which rows are pending). Not yet: the direct-get loops
+//! (`read/direct.rs`, `read/last.rs`) and the pull loop (`consume/pull.rs`) pause a
+//! fixed 100 ms within their own budgets.
 
 use std::future::Future;
 use std::time::Duration;
