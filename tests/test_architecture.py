@@ -218,3 +218,52 @@ def test_a_long_module_says_why_it_is_one(path: Path) -> None:
         f"{path.relative_to(ROOT)} has {len(lines)} lines: say at its top why it is one "
         "module (a line with the words 'one module'), or split it by concern"
     )
+
+
+SPARK = PYTHON / "jetstream_arrow" / "spark"
+OPTION_DECLARATIONS = SPARK / "option_specs.py"
+
+
+def test_spark_declares_its_options_only_as_fields() -> None:
+    """Every Spark option is a field of ReadOptions or WriteOptions (or ConnectOptions),
+    declared by ``option(...)`` in ``spark/option_specs.py``; no other module of the
+    Spark package builds an option's spec or keeps a hand list of read or write options
+    (three or more of their names in one literal, or as the first items of its pairs):
+    what applies where is declared with the option."""
+    from jetstream_arrow.spark.option_specs import (
+        CONNECT_SPECS,
+        READ_SPECS,
+        WRITE_SPECS,
+        ReadOptions,
+        WriteOptions,
+        specs_of,
+    )
+
+    assert specs_of(ReadOptions, "read") == READ_SPECS
+    assert specs_of(WriteOptions, "write") == WRITE_SPECS
+    # Connection options are ConnectOptions's, shared with the CLI and the client.
+    connect = {spec.python for spec in CONNECT_SPECS}
+    names = {spec.python for spec in READ_SPECS + WRITE_SPECS} - connect
+    names |= {spec.spark for spec in READ_SPECS + WRITE_SPECS} - connect
+    found = []
+    for path in sorted(SPARK.rglob("*.py")):
+        if path == OPTION_DECLARATIONS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', '?')}"
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) in (
+                "OptionSpec",
+                "option",
+            ):
+                found.append(f"{where}: {node.func.id}(...)")  # type: ignore[attr-defined]
+            literal = None
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+                literal = node.elts
+            elif isinstance(node, ast.Dict):
+                literal = [k for k in node.keys if k is not None]
+            if literal:
+                firsts = [e.elts[0] if isinstance(e, ast.Tuple) and e.elts else e for e in literal]
+                strings = [e.value for e in firsts if isinstance(e, ast.Constant)]
+                if len(strings) >= 3 and all(isinstance(s, str) and s in names for s in strings):
+                    found.append(f"{where}: a hand list of options {strings}")
+    assert not found, "Spark options declared outside spark/option_specs.py:\n" + "\n".join(found)

@@ -17,7 +17,7 @@ import pyarrow as pa
 from ..exceptions import BadInputError
 from .columns import ACK_SCHEMA, arrow_schema, conform
 from .connection_cache import get_client
-from .options import parse_read_options, parse_write_options, read_option_name
+from .options import parse_read_options, parse_write_options
 from .preflight import check_worker_python
 from .reading import read_range
 from .values import read_schema
@@ -105,33 +105,9 @@ def read_fn(**options: Any) -> ArrowFn:
     session's Python workers cannot import this package.
     """
     check_worker_python()
-    opts = parse_read_options(options, need_stream=False)
-    for name, value in (
-        ("starting_offsets", opts.starting_offsets),
-        ("start_seq", opts.start_seq),
-        ("end_seq", opts.end_seq),
-        ("start_time", opts.start_time),
-        ("end_time", opts.end_time),
-        ("last_per_subject", opts.last_per_subject or None),
-        ("as_of_seq", opts.as_of_seq),
-        ("as_of_time", opts.as_of_time),
-        ("kv", opts.kv),
-        ("streams", opts.streams),
-        ("stream_pattern", opts.stream_pattern),
-    ):
-        if value is not None:
-            raise BadInputError(
-                f"option {name!r} does not apply to read_fn: each input row gives its range "
-                "(columns stream, start_seq, end_seq)"
-            )
-    # The split options have defaults, so what was given is told by the keys.
-    for key in options:
-        if read_option_name(key) in ("min_partitions", "max_messages_per_partition"):
-            raise BadInputError(
-                f"option {key!r} does not apply to read_fn: it splits a read into Spark "
-                "partitions, and read_fn reads each input row's range whole, in the task "
-                "that holds the row (split the ranges in the input instead)"
-            )
+    # The range and split options are refused as their declarations say: each input
+    # row is one range, read whole.
+    opts = parse_read_options(options, need_stream=False, queries="read_fn")
     if opts.value_format is not None and opts.value_format != "avro" and opts.value_schema is None:
         raise BadInputError(
             "read_fn: option 'value_schema' is required with value_format "

@@ -1,10 +1,18 @@
-"""The table of Spark options: every option's names, kind, default and meaning.
+"""The Spark options, declared once. Each option is a field of :class:`ReadOptions`
+or :class:`WriteOptions` (the options a read or a write is parsed into), and its
+declaration (:func:`option`) says all there is to it: its Spark name (camelCase,
+matched case-insensitively, beside the field's Python name), kind, default, bounds,
+which kind of query takes it and why the other refuses it, the options it does not go
+with, whether ``read_fn`` takes it, the native option it sets, and its line in the
+docs. An option shared by reads and writes (the value codec's) is declared once and
+given to both.
 
-One table serves the parser (:mod:`.options`), the error messages that list the known
-options, and the README's option tables (a test compares them). Every option has a
-Spark name (camelCase, matched case-insensitively) and a Python name (snake_case).
-It is one module because it is one table: split, the parser and the guide would each
-have to put it back together.
+The rest is derived from the fields (:func:`specs_of`): the name index, the parser and
+its refusals (:mod:`.options`), the defaults, the native mapping, the error messages
+that list the known options, the docs' option tables (a test compares them) and the
+option probes. Adding an option is adding a field (docs/development.md). It is one
+module because it is one table: split, the parser and the guide would each have to
+put it back together.
 
 Connection options are the fields of :class:`jetstream_arrow.ConnectOptions`, spelled
 in camelCase for Spark (``nkeySeed``, ``tlsCa``, ``apiPrefix`` ...), with its
@@ -16,7 +24,9 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from .._core import (
@@ -66,6 +76,19 @@ class OptionSpec:
     # for a write, ReadOptions for a read), by its Python name there, which Spark
     # accepts too; None for an option of the Spark source or sink itself.
     native_field: str | None = None
+    # Why the kind of query the option does not apply to refuses it (with ``queries``).
+    only_because: str | None = None
+    # Why ``read_fn`` (mapInArrow) refuses the option, when it does.
+    not_in_read_fn: str | None = None
+    # The options that do not go with this one when it is given, each with the reason
+    # (Python names; refused as "option <other> does not go with option <this>").
+    excludes: tuple[tuple[str, str], ...] = ()
+    # The options that name the same thing another way, each with the reason (or ""):
+    # refused as "options <other> and <this> exclude each other".
+    rivals: tuple[tuple[str, str], ...] = ()
+    # What Spark's Kafka source or sink calls it: given here by mistake, the parser
+    # names this option instead.
+    kafka: tuple[str, ...] = ()
 
 
 #: The largest count or sequence an option takes: Spark's LongType and Arrow's int64
@@ -101,6 +124,9 @@ _CONNECT_MEANING = {
     "inbox_prefix": "prefix of reply subjects",
 }
 
+#: What Spark's Kafka connector calls a connection option.
+_CONNECT_KAFKA = {"servers": ("kafka.bootstrap.servers",)}
+
 
 def _camel(snake: str) -> str:
     head, *rest = snake.split("_")
@@ -131,471 +157,510 @@ def _connect_specs() -> list[OptionSpec]:
                 secret=not f.repr,
                 maximum=INT64_MAX if kind == "int" else None,
                 nullable=type(None) in typing.get_args(hints[f.name]),
+                kafka=_CONNECT_KAFKA.get(f.name, ()),
             )
         )
     return specs
 
 
-READ_SPECS = [
-    OptionSpec(
-        "stream",
-        "stream",
-        "str",
-        None,
-        "stream to read (one of `stream`, `streams`, `streamPattern` is required; `load(name)` also sets it)",
-        "read",
-    ),
-    OptionSpec(
-        "streams",
-        "streams",
-        "names",
-        None,
-        "several streams to read, comma-separated (Kafka: `subscribe`); column `stream` tells their rows apart",
-        "read",
-    ),
-    OptionSpec(
-        "stream_pattern",
-        "streamPattern",
-        "str",
-        None,
-        "every stream whose whole name matches this regular expression (Kafka: `subscribePattern`), and with `subjects` only the streams that store them; a streaming query reads streams created later too",
-        "read",
-    ),
-    OptionSpec(
-        "subjects",
-        "subjects",
-        "subjects",
-        None,
-        "only these subjects: comma-separated filters, wildcards allowed",
-        "read",
-    ),
-    OptionSpec(
+#: The metadata key under which a field of ReadOptions or WriteOptions holds its declaration.
+_DECLARED = "jetstream_arrow.spark.option"
+
+
+def option(
+    *,
+    meaning: str | Mapping[str, str],
+    spark: str | None = None,
+    kind: str = "str",
+    default: Any = None,
+    required: bool = False,
+    minimum: float | None = None,
+    maximum: int | None = None,
+    nullable: bool = False,
+    choices: tuple[str, ...] = (),
+    queries: str = "both",
+    native_field: str | None = None,
+    only_because: str | None = None,
+    not_in_read_fn: str | None = None,
+    excludes: Mapping[str, str] | None = None,
+    rivals: Mapping[str, str] | None = None,
+    kafka: tuple[str, ...] = (),
+) -> Any:
+    """A field of :class:`ReadOptions` or :class:`WriteOptions` that is a Spark option,
+    declared with everything :class:`OptionSpec` holds (``spark``: default, the field's
+    name in camelCase; ``meaning``: one line, or one per scope for a shared option;
+    ``required``: a field without a default, which the parser always sets)."""
+    declared = {
+        "meaning": meaning,
+        "spark": spark,
+        "kind": kind,
+        "default": default,
+        "minimum": minimum,
+        "maximum": maximum,
+        "nullable": nullable,
+        "choices": choices,
+        "queries": queries,
+        "native_field": native_field,
+        "only_because": only_because,
+        "not_in_read_fn": not_in_read_fn,
+        "excludes": tuple((excludes or {}).items()),
+        "rivals": tuple((rivals or {}).items()),
+        "kafka": kafka,
+    }
+    if queries != "both" and only_because is None:
+        raise TypeError("an option of one kind of query says why the other refuses it")
+    metadata = {_DECLARED: declared}
+    if required:
+        return dataclasses.field(metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def specs_of(options: type, scope: str) -> list[OptionSpec]:
+    """The options declared by the fields of ``options`` (ReadOptions or WriteOptions),
+    in their order."""
+    specs = []
+    for f in dataclasses.fields(options):
+        declared = dict(f.metadata.get(_DECLARED, {}))
+        if not declared:
+            continue  # a field the parser fills (connect, protobuf_descriptor)
+        meaning = declared.pop("meaning")
+        spark = declared.pop("spark") or _camel(f.name)
+        specs.append(
+            OptionSpec(
+                python=f.name,
+                spark=spark,
+                meaning=meaning if isinstance(meaning, str) else meaning[scope],
+                scope=scope,
+                **declared,
+            )
+        )
+    return specs
+
+
+# Why one kind of query refuses an option of the other, shared by several options.
+_NO_END = "a streaming query has no end: it reads what arrives"
+_WHOLE_RANGE = "a batch read reads its whole range at once"
+_LATEST_IS_A_TABLE = "the latest message of each subject is a table read once, not a stream"
+# Why read_fn refuses an option: it reads the ranges its input rows give, whole.
+_RANGE_BY_ROW = "each input row gives its range (columns stream, start_seq, end_seq)"
+_SPLITS = (
+    "it splits a read into Spark partitions, and read_fn reads each input row's range "
+    "whole, in the task that holds the row (split the ranges in the input instead)"
+)
+# Why a read names its streams one way only.
+_ONE_WAY = "name the streams read one way (a path given to load() or option 'kv' names one stream)"
+# What a read of several streams (options streams, streamPattern) does not take.
+_ONE_STREAM_ONLY = {
+    "start_seq": "a sequence belongs to one stream; use startingOffsets or startingTime",
+    "end_seq": "a sequence belongs to one stream; use endingTime",
+    "consumer": "a durable consumer belongs to one stream",
+    "last_per_subject": "the latest message of each subject is read from one stream",
+}
+# Where a read through a durable consumer starts is the consumer's to say.
+_NOT_WITH_CONSUMER = dict.fromkeys(
+    ("starting_offsets", "start_seq", "start_time"),
+    "the query starts where the consumer stands (its ack floor); drop it",
+)
+# What a read of the latest message per subject (lastPerSubject, or a KV bucket) has
+# no use for.
+_LATEST = "it reads the latest message of each subject"
+_NOT_WITH_LATEST = dict.fromkeys(
+    (
         "starting_offsets",
-        "startingOffsets",
-        "str",
-        None,
-        "`earliest` or `latest`: where to start without `startingSequence` or `startingTime` (default: `earliest` for spark.read, `latest` for spark.readStream, as in Kafka; `latest` is for spark.readStream only)",
-        "read",
-        choices=("earliest", "latest"),
-    ),
-    OptionSpec(
         "start_seq",
-        "startingSequence",
-        "int",
-        None,
-        "first stream sequence to read (default: see `startingOffsets`)",
-        "read",
-        minimum=1,
-        maximum=INT64_MAX,
-    ),
-    OptionSpec(
         "end_seq",
-        "endingSequence",
-        "int",
-        None,
-        "last stream sequence to read, inclusive (default: the last when the query is planned); spark.read only",
-        "read",
-        minimum=1,
-        maximum=INT64_MAX,
-        queries="batch",
-    ),
-    OptionSpec(
         "start_time",
-        "startingTime",
-        "time",
-        None,
-        "read from the first message stored at or after this time (ISO-8601 with zone, or epoch seconds)",
-        "read",
-    ),
-    OptionSpec(
         "end_time",
-        "endingTime",
-        "time",
-        None,
-        "stop before the first message stored at or after this time (exclusive); spark.read only",
-        "read",
+        "consumer",
+        "value_format",
+    ),
+    _LATEST,
+)
+_NOT_WITH_KV = {
+    **_NOT_WITH_LATEST,
+    "subjects": f"{_LATEST}, and its subjects are its keys (all of them are read)",
+    "include_headers": f"{_LATEST} as key, value, revision, operation and created",
+}
+
+
+# -- the value codec's options, taken by reads and writes alike ----------------------------
+
+
+def _value_format() -> Any:
+    return option(
+        nullable=True,
+        choices=tuple(VALUE_FORMATS),
+        meaning={
+            "read": "decode each payload into typed columns: `json`, `avro`, `protobuf` or `arrow` (an Arrow IPC stream per message); the message columns and a struct column `value`, or with `.schema(...)` the message columns and value fields it names",
+            "write": "encode the DataFrame's value columns (a struct column `value`, or every column that is not `subject`, `headers` or `msg_id`) into each payload: `json`, `avro`, `protobuf` or `arrow`; the DataFrame then has no `data` column",
+        },
+    )
+
+
+def _value_schema() -> Any:
+    return option(
+        nullable=True,
+        meaning={
+            "read": "the value's schema: for `avro` the Avro schema (JSON); for `protobuf` the message's full name (`package.Message`); for `json` and `arrow` a Spark schema as JSON (`df.schema.json()`), where DDL goes to `.schema(...)` instead; default: inferred from the stream's first messages",
+            "write": "`avro`: the Avro schema (JSON) the values are written with (default: derived from the columns); `protobuf`: the message's full name",
+        },
+    )
+
+
+def _avro_framing() -> Any:
+    return option(
+        default=DEFAULT_AVRO_FRAMING,
+        choices=tuple(AVRO_FRAMINGS),
+        meaning={
+            "read": "how each Avro payload is framed: `raw` (the datum), `single-object` (Avro's single-object encoding) or `confluent` (a zero byte and a 4-byte schema id)",
+            "write": "how each Avro payload is framed: `raw`, `single-object` or `confluent`",
+        },
+    )
+
+
+def _protobuf_descriptor_file() -> Any:
+    return option(
+        nullable=True,
+        meaning={
+            "read": "`protobuf`: the path of a descriptor set holding the message (`protoc --include_imports --descriptor_set_out=FILE`), read on the driver",
+            "write": "`protobuf`: the path of a descriptor set holding the message, read on the driver",
+        },
+    )
+
+
+# -- the options, parsed ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReadOptions:
+    """Everything a batch or streaming read needs; picklable, secrets kept out of ``repr``."""
+
+    connect: ConnectOptions
+    # The stream of a read of one stream; empty when options ``streams`` or
+    # ``streamPattern`` choose several (see :func:`.stream_lookup.streams_of`).
+    stream: str = option(
+        kafka=("assign", "topic"),
+        meaning="stream to read (one of `stream`, `streams`, `streamPattern` is required; `load(name)` also sets it)",
+    )
+    streams: tuple[str, ...] | None = option(
+        rivals={"stream": _ONE_WAY},
+        kafka=("subscribe",),
+        excludes=_ONE_STREAM_ONLY,
+        not_in_read_fn=_RANGE_BY_ROW,
+        kind="names",
+        meaning="several streams to read, comma-separated (Kafka: `subscribe`); column `stream` tells their rows apart",
+    )
+    stream_pattern: str | None = option(
+        rivals={"stream": _ONE_WAY, "streams": _ONE_WAY},
+        kafka=("subscribePattern",),
+        excludes=_ONE_STREAM_ONLY,
+        not_in_read_fn=_RANGE_BY_ROW,
+        meaning="every stream whose whole name matches this regular expression (Kafka: `subscribePattern`), and with `subjects` only the streams that store them; a streaming query reads streams created later too",
+    )
+    subjects: tuple[str, ...] | None = option(
+        kind="subjects",
+        meaning="only these subjects: comma-separated filters, wildcards allowed",
+    )
+    starting_offsets: str | None = option(
+        not_in_read_fn=_RANGE_BY_ROW,
+        choices=("earliest", "latest"),
+        meaning="`earliest` or `latest`: where to start without `startingSequence` or `startingTime` (default: `earliest` for spark.read, `latest` for spark.readStream, as in Kafka; `latest` is for spark.readStream only)",
+    )
+    start_seq: int | None = option(
+        rivals={"starting_offsets": ""},
+        not_in_read_fn=_RANGE_BY_ROW,
+        spark="startingSequence",
+        kind="int",
+        minimum=1,
+        maximum=INT64_MAX,
+        meaning="first stream sequence to read (default: see `startingOffsets`)",
+    )
+    end_seq: int | None = option(
+        kafka=("endingOffsets",),
+        not_in_read_fn=_RANGE_BY_ROW,
+        only_because=_NO_END,
+        spark="endingSequence",
+        kind="int",
+        minimum=1,
+        maximum=INT64_MAX,
         queries="batch",
-    ),
-    OptionSpec(
-        "min_partitions",
-        "minPartitions",
-        "int",
-        1,
-        "at least this many Spark partitions (at most one per sequence)",
-        "read",
+        meaning="last stream sequence to read, inclusive (default: the last when the query is planned); spark.read only",
+    )
+    start_time: datetime | None = option(
+        rivals={"starting_offsets": "", "start_seq": ""},
+        kafka=("startingOffsetsByTimestamp", "startingTimestamp"),
+        not_in_read_fn=_RANGE_BY_ROW,
+        spark="startingTime",
+        kind="time",
+        meaning="read from the first message stored at or after this time (ISO-8601 with zone, or epoch seconds)",
+    )
+    end_time: datetime | None = option(
+        rivals={"end_seq": ""},
+        kafka=("endingOffsetsByTimestamp", "endingTimestamp"),
+        not_in_read_fn=_RANGE_BY_ROW,
+        only_because=_NO_END,
+        spark="endingTime",
+        kind="time",
+        queries="batch",
+        meaning="stop before the first message stored at or after this time (exclusive); spark.read only",
+    )
+    min_partitions: int = option(
+        not_in_read_fn=_SPLITS,
+        kind="int",
+        default=1,
         minimum=1,
         maximum=INT64_MAX,
-    ),
-    OptionSpec(
-        "max_messages_per_partition",
-        "maxMessagesPerPartition",
-        "int",
-        # Small enough that a few hundred thousand messages already keep several
-        # cores busy; large enough that a task's start-up is a small part of its work.
-        DEFAULT_SPARK_MAX_MESSAGES_PER_PARTITION,
-        "split the sequence range so no partition spans more sequences than this",
-        "read",
+        meaning="at least this many Spark partitions (at most one per sequence)",
+    )
+    max_messages_per_partition: int = option(
+        kafka=("maxRecordsPerPartition",),
+        not_in_read_fn=_SPLITS,
+        kind="int",
+        default=DEFAULT_SPARK_MAX_MESSAGES_PER_PARTITION,
         minimum=1,
         maximum=INT64_MAX,
-    ),
-    OptionSpec(
-        "consumer",
-        "consumer",
-        "str",
-        None,
-        "read through this durable consumer (created if missing), acking each micro-batch's messages after Spark commits it: for WorkQueue and Interest streams, which then empty as the query progresses; the stream needs `allow_direct`; spark.readStream only",
-        "read",
+        meaning="split the sequence range so no partition spans more sequences than this",
+    )
+    consumer: str | None = option(
+        excludes=_NOT_WITH_CONSUMER,
+        only_because=(
+            "the consumer's messages are acknowledged as a streaming query commits its "
+            "micro-batches; a batch read reads a range of the stream without one"
+        ),
         nullable=True,
         queries="stream",
-    ),
-    OptionSpec(
-        "max_messages_per_trigger",
-        "maxMessagesPerTrigger",
-        "int",
-        None,
-        "at most this many stream sequences (so at most this many rows) per micro-batch (Kafka: `maxOffsetsPerTrigger`); spark.readStream only",
-        "read",
+        meaning="read through this durable consumer (created if missing), acking each micro-batch's messages after Spark commits it: for WorkQueue and Interest streams, which then empty as the query progresses; the stream needs `allow_direct`; spark.readStream only",
+    )
+    max_messages_per_trigger: int | None = option(
+        kafka=("maxOffsetsPerTrigger",),
+        only_because=_WHOLE_RANGE,
+        kind="int",
         minimum=1,
         maximum=INT64_MAX,
         queries="stream",
-    ),
-    OptionSpec(
-        "min_messages_per_trigger",
-        "minMessagesPerTrigger",
-        "int",
-        None,
-        "hold a micro-batch back until this many messages are there to read, or until `maxTriggerDelay` has passed since the last one (Kafka: `minOffsetsPerTrigger`); not with trigger(availableNow=True), which reads what is there; spark.readStream only",
-        "read",
+        meaning="at most this many stream sequences (so at most this many rows) per micro-batch (Kafka: `maxOffsetsPerTrigger`); spark.readStream only",
+    )
+    min_messages_per_trigger: int | None = option(
+        kafka=("minOffsetsPerTrigger",),
+        only_because=_WHOLE_RANGE,
+        kind="int",
         nullable=True,
         minimum=1,
         maximum=INT64_MAX,
         queries="stream",
-    ),
-    OptionSpec(
-        "max_trigger_delay",
-        "maxTriggerDelay",
-        "float",
-        DEFAULT_SPARK_MAX_TRIGGER_DELAY,
-        "with `minMessagesPerTrigger`: seconds a micro-batch with fewer messages waits at most (Kafka's `15m` is `900` here); spark.readStream only",
-        "read",
+        meaning="hold a micro-batch back until this many messages are there to read, or until `maxTriggerDelay` has passed since the last one (Kafka: `minOffsetsPerTrigger`); not with trigger(availableNow=True), which reads what is there; spark.readStream only",
+    )
+    max_trigger_delay: float = option(
+        only_because=_WHOLE_RANGE,
+        kind="float",
+        default=DEFAULT_SPARK_MAX_TRIGGER_DELAY,
         minimum=0,
         queries="stream",
-    ),
-    OptionSpec(
-        "max_bytes_per_trigger",
-        "maxBytesPerTrigger",
-        "int",
-        None,
-        "about this many bytes per micro-batch at most, and always at least one message: as many messages as fit at the stream's mean stored message size; spark.readStream only",
-        "read",
+        meaning="with `minMessagesPerTrigger`: seconds a micro-batch with fewer messages waits at most (Kafka's `15m` is `900` here); spark.readStream only",
+    )
+    max_bytes_per_trigger: int | None = option(
+        only_because=_WHOLE_RANGE,
+        kind="int",
         nullable=True,
         minimum=1,
         maximum=INT64_MAX,
         queries="stream",
-    ),
-    OptionSpec(
-        "last_per_subject",
-        "lastPerSubject",
-        "bool",
-        False,
-        "one row per subject: the latest message of each (of `subjects`), as of `asOfSequence` or `asOfTime`, read in one partition without the stream's history; spark.read only",
-        "read",
+        meaning="about this many bytes per micro-batch at most, and always at least one message: as many messages as fit at the stream's mean stored message size; spark.readStream only",
+    )
+    last_per_subject: bool = option(
+        excludes=_NOT_WITH_LATEST,
+        not_in_read_fn=_RANGE_BY_ROW,
+        only_because=_LATEST_IS_A_TABLE,
+        kind="bool",
+        default=False,
         queries="batch",
         native_field="last_per_subject",
-    ),
-    OptionSpec(
-        "as_of_seq",
-        "asOfSequence",
-        "int",
-        None,
-        "with `lastPerSubject` or `kv`: as the stream was at this sequence (the stream needs `allow_direct`)",
-        "read",
+        meaning="one row per subject: the latest message of each (of `subjects`), as of `asOfSequence` or `asOfTime`, read in one partition without the stream's history; spark.read only",
+    )
+    as_of_seq: int | None = option(
+        not_in_read_fn=_RANGE_BY_ROW,
+        only_because=_LATEST_IS_A_TABLE,
+        spark="asOfSequence",
+        kind="int",
         minimum=1,
         maximum=INT64_MAX,
         queries="batch",
         native_field="as_of_seq",
-    ),
-    OptionSpec(
-        "as_of_time",
-        "asOfTime",
-        "time",
-        None,
-        "with `lastPerSubject` or `kv`: as the stream was at this time (ISO-8601 with zone, or epoch seconds; the stream needs `allow_direct`)",
-        "read",
+        meaning="with `lastPerSubject` or `kv`: as the stream was at this sequence (the stream needs `allow_direct`)",
+    )
+    as_of_time: datetime | None = option(
+        rivals={"as_of_seq": ""},
+        not_in_read_fn=_RANGE_BY_ROW,
+        only_because=_LATEST_IS_A_TABLE,
+        kind="time",
         queries="batch",
         native_field="as_of_time",
-    ),
-    OptionSpec(
-        "kv",
-        "kv",
-        "str",
-        None,
-        "read this KV bucket (stream `KV_<bucket>`) as a table of its live keys: `key`, `value`, `revision`, `operation`, `created`; `subjects` are not given, the keys are all read; spark.read only",
-        "read",
+        meaning="with `lastPerSubject` or `kv`: as the stream was at this time (ISO-8601 with zone, or epoch seconds; the stream needs `allow_direct`)",
+    )
+    kv: str | None = option(
+        excludes=_NOT_WITH_KV,
+        not_in_read_fn=_RANGE_BY_ROW,
+        only_because="a KV bucket's entries are a table read once, not a stream",
         queries="batch",
-    ),
-    OptionSpec(
-        "include_headers",
-        "includeHeaders",
-        "bool",
-        False,
-        "add the `headers` column (map<string, array<string>>)",
-        "read",
+        meaning="read this KV bucket (stream `KV_<bucket>`) as a table of its live keys: `key`, `value`, `revision`, `operation`, `created`; `subjects` are not given, the keys are all read; spark.read only",
+    )
+    include_headers: bool = option(
+        kind="bool",
+        default=False,
         native_field="include_headers",
-    ),
-    OptionSpec(
-        "fail_on_data_loss",
-        "failOnDataLoss",
-        "bool",
-        True,
-        "fail when messages of the requested range were removed (limits, purge) before they were read; `false` reads what is left",
-        "read",
-    ),
-    OptionSpec(
-        "batch_rows",
-        "batchRows",
-        "int",
-        DEFAULT_SPARK_BATCH_ROWS,
-        "rows per Arrow batch handed to Spark (at most `maxBytes` of payload too)",
-        "read",
+        meaning="add the `headers` column (map<string, array<string>>)",
+    )
+    fail_on_data_loss: bool = option(
+        kind="bool",
+        default=True,
+        meaning="fail when messages of the requested range were removed (limits, purge) before they were read; `false` reads what is left",
+    )
+    batch_rows: int = option(
+        kind="int",
+        default=DEFAULT_SPARK_BATCH_ROWS,
         minimum=1,
         maximum=INT64_MAX,
         native_field="batch_rows",
-    ),
-    OptionSpec(
-        "max_bytes",
-        "maxBytes",
-        "int",
-        DEFAULT_READ_MAX_BYTES,
-        "payload bytes per Arrow batch; it also bounds the bytes asked for per pull or direct-get request, where the server counts each message's subject, headers and payload",
-        "read",
+        meaning="rows per Arrow batch handed to Spark (at most `maxBytes` of payload too)",
+    )
+    max_bytes: int = option(
+        kind="int",
+        default=DEFAULT_READ_MAX_BYTES,
         minimum=1,
         maximum=INT64_MAX,
         native_field="max_bytes",
-    ),
-    OptionSpec(
-        "heartbeat",
-        "heartbeat",
-        "float",
-        DEFAULT_HEARTBEAT,
-        "seconds between the server's idle heartbeats while reading",
-        "read",
+        meaning="payload bytes per Arrow batch; it also bounds the bytes asked for per pull or direct-get request, where the server counts each message's subject, headers and payload",
+    )
+    heartbeat: float = option(
+        kind="float",
+        default=DEFAULT_HEARTBEAT,
         minimum=0.1,
         native_field="heartbeat",
-    ),
-    OptionSpec(
-        "value_format",
-        "valueFormat",
-        "str",
-        None,
-        "decode each payload into typed columns: `json`, `avro`, `protobuf` or `arrow` (an Arrow IPC stream per message); the message columns and a struct column `value`, or with `.schema(...)` the message columns and value fields it names",
-        "read",
-        nullable=True,
-        choices=tuple(VALUE_FORMATS),
-    ),
-    OptionSpec(
-        "value_schema",
-        "valueSchema",
-        "str",
-        None,
-        "the value's schema: for `avro` the Avro schema (JSON); for `protobuf` the message's full name (`package.Message`); for `json` and `arrow` a Spark schema as JSON (`df.schema.json()`), where DDL goes to `.schema(...)` instead; default: inferred from the stream's first messages",
-        "read",
-        nullable=True,
-    ),
-    OptionSpec(
-        "on_malformed",
-        "mode",
-        "str",
-        DEFAULT_ON_MALFORMED,
-        "a payload that does not decode: `failfast` (fail naming stream, sequence and field), `permissive` (a null value and the payload in `_corrupt_record`) or `dropmalformed` (left out) -- Spark's JSON reader's modes",
-        "read",
+        meaning="seconds between the server's idle heartbeats while reading",
+    )
+    value_format: str | None = _value_format()
+    value_schema: str | None = _value_schema()
+    on_malformed: str = option(
+        spark="mode",
+        default=DEFAULT_ON_MALFORMED,
         choices=tuple(ON_MALFORMED_MODES),
-    ),
-    OptionSpec(
-        "avro_framing",
-        "avroFraming",
-        "str",
-        DEFAULT_AVRO_FRAMING,
-        "how each Avro payload is framed: `raw` (the datum), `single-object` (Avro's single-object encoding) or `confluent` (a zero byte and a 4-byte schema id)",
-        "read",
-        choices=tuple(AVRO_FRAMINGS),
-    ),
-    OptionSpec(
-        "protobuf_descriptor_file",
-        "protobufDescriptorFile",
-        "str",
-        None,
-        "`protobuf`: the path of a descriptor set holding the message (`protoc --include_imports --descriptor_set_out=FILE`), read on the driver",
-        "read",
+        meaning="a payload that does not decode: `failfast` (fail naming stream, sequence and field), `permissive` (a null value and the payload in `_corrupt_record`) or `dropmalformed` (left out) -- Spark's JSON reader's modes",
+    )
+    avro_framing: str = _avro_framing()
+    protobuf_descriptor_file: str | None = _protobuf_descriptor_file()
+    avro_schemas_by_id: str | None = option(
         nullable=True,
-    ),
-    OptionSpec(
-        "avro_schemas_by_id",
-        "avroSchemasById",
-        "str",
-        None,
-        '`confluent` framing: the writers\' Avro schemas by id, as a JSON object (`{"42": {...}}`)',
-        "read",
-        nullable=True,
-    ),
-]
+        meaning='`confluent` framing: the writers\' Avro schemas by id, as a JSON object (`{"42": {...}}`)',
+    )
+    # The file's bytes, read where the options are parsed (the driver), so tasks on
+    # other machines need no copy of it.
+    protobuf_descriptor: bytes | None = None
 
-WRITE_SPECS = [
-    OptionSpec(
-        "subject",
-        "subject",
-        "str",
-        None,
-        "publish every row to this subject (overrides a `subject` column)",
-        "write",
-    ),
-    OptionSpec(
-        "msg_id_column",
-        "msgIdColumn",
-        "str",
-        None,
-        "string column whose value is each message's `Nats-Msg-Id` (default: a `msg_id` column if present, else ids made per write)",
-        "write",
-    ),
-    OptionSpec(
-        "kv",
-        "kv",
-        "str",
-        None,
-        "write into this KV bucket instead of a stream: the DataFrame has `key` (string) and `value` (binary or string), optionally `operation` (`PUT`, `DEL` or `PURGE`) and `expected_revision` (long: a compare-and-set, 0 for a key with no entry; a row whose key moved on fails the task naming the conflict)",
-        "write",
-    ),
-    OptionSpec(
-        "write_id",
-        "writeId",
-        "str",
-        None,
-        "the id of this write, prefix of the generated `Nats-Msg-Id`s (default: a new random id per write); give the same id to re-run a failed write without duplicates; df.write only (a streaming write uses its query id)",
-        "write",
+    @property
+    def several_streams(self) -> bool:
+        """Whether the read names its streams by ``streams`` or ``streamPattern``: its
+        streaming offsets then keep a position per stream."""
+        return self.streams is not None or self.stream_pattern is not None
+
+
+@dataclass(frozen=True, kw_only=True)
+class WriteOptions:
+    """Everything a batch or streaming write needs; picklable, secrets kept out of ``repr``."""
+
+    connect: ConnectOptions
+    subject: str | None = option(
+        kafka=("topic",),
+        meaning="publish every row to this subject (overrides a `subject` column)",
+    )
+    msg_id_column: str | None = option(
+        meaning="string column whose value is each message's `Nats-Msg-Id` (default: a `msg_id` column if present, else ids made per write)",
+    )
+    kv: str | None = option(
+        meaning="write into this KV bucket instead of a stream: the DataFrame has `key` (string) and `value` (binary or string), optionally `operation` (`PUT`, `DEL` or `PURGE`) and `expected_revision` (long: a compare-and-set, 0 for a key with no entry; a row whose key moved on fails the task naming the conflict)",
+    )
+    write_id: str = option(
+        only_because=(
+            "a streaming write makes its message ids from the query id (kept in the "
+            "checkpoint) and the micro-batch id, so a restarted query re-sends the same ids"
+        ),
+        required=True,
         queries="batch",
-    ),
-    OptionSpec(
-        "publish_mode",
-        "publishMode",
-        "str",
-        DEFAULT_PUBLISH_MODE,
-        "`fast`: fast-ingest batches into a stream with `allow_batched` (the server acks every N messages: less client and server work per row); a failed batch fails the task instead of being resent, and the task's retry stores what is missing by message id. `atomic`: batches of `atomicBatchRows` rows into a stream with `allow_atomic`, each stored whole or not at all; a refused batch fails the task, and the task's retry finds the batches already stored as duplicates. `acked`: an ack per message, 429/503/timeouts resent within the task",
-        "write",
+        meaning="the id of this write, prefix of the generated `Nats-Msg-Id`s (default: a new random id per write); give the same id to re-run a failed write without duplicates; df.write only (a streaming write uses its query id)",
+    )
+    publish_mode: str = option(
+        default=DEFAULT_PUBLISH_MODE,
         choices=("acked", "fast", "atomic"),
         native_field="mode",
-    ),
-    OptionSpec(
-        "atomic_batch_rows",
-        "atomicBatchRows",
-        "int",
-        DEFAULT_ATOMIC_BATCH_ROWS,
-        "with `publishMode` `atomic`: rows per batch, each stored whole or not at all (at most the server's limit, 1,000 unless configured lower); a task's rows are cut into batches in their order",
-        "write",
+        meaning="`fast`: fast-ingest batches into a stream with `allow_batched` (the server acks every N messages: less client and server work per row); a failed batch fails the task instead of being resent, and the task's retry stores what is missing by message id. `atomic`: batches of `atomicBatchRows` rows into a stream with `allow_atomic`, each stored whole or not at all; a refused batch fails the task, and the task's retry finds the batches already stored as duplicates. `acked`: an ack per message, 429/503/timeouts resent within the task",
+    )
+    atomic_batch_rows: int = option(
+        kind="int",
+        default=DEFAULT_ATOMIC_BATCH_ROWS,
         minimum=1,
         maximum=INT64_MAX,
         native_field="batch_rows",
-    ),
-    OptionSpec(
-        "window",
-        "ackWindow",
-        "int",
-        DEFAULT_WINDOW,
-        "publishes in flight per task before waiting for acks",
-        "write",
+        meaning="with `publishMode` `atomic`: rows per batch, each stored whole or not at all (at most the server's limit, 1,000 unless configured lower); a task's rows are cut into batches in their order",
+    )
+    window: int = option(
+        spark="ackWindow",
+        kind="int",
+        default=DEFAULT_WINDOW,
         minimum=1,
         maximum=MAX_WINDOW,
         native_field="window",
-    ),
-    OptionSpec(
-        "ack_timeout",
-        "ackTimeout",
-        "float",
-        DEFAULT_ACK_TIMEOUT,
-        "seconds to wait for each ack before retrying",
-        "write",
+        meaning="publishes in flight per task before waiting for acks",
+    )
+    ack_timeout: float = option(
+        kind="float",
+        default=DEFAULT_ACK_TIMEOUT,
         minimum=0.001,
         native_field="ack_timeout",
-    ),
-    OptionSpec(
-        "max_retries",
-        "maxRetries",
-        "int",
-        DEFAULT_MAX_RETRIES,
-        "retries of a publish after 429, 503 or an ack timeout",
-        "write",
+        meaning="seconds to wait for each ack before retrying",
+    )
+    max_retries: int = option(
+        kind="int",
+        default=DEFAULT_MAX_RETRIES,
         minimum=0,
         maximum=MAX_RETRIES,
         native_field="max_retries",
-    ),
-    OptionSpec(
-        "retry_backoff",
-        "retryBackoff",
-        "float",
-        DEFAULT_RETRY_BACKOFF,
-        "seconds before the first retry (doubling)",
-        "write",
+        meaning="retries of a publish after 429, 503 or an ack timeout",
+    )
+    retry_backoff: float = option(
+        kind="float",
+        default=DEFAULT_RETRY_BACKOFF,
         minimum=0,
         native_field="retry_backoff",
-    ),
-    OptionSpec(
-        "expected_stream",
-        "expectedStream",
-        "str",
-        None,
-        "the stream every message must be stored in (header `Nats-Expected-Stream`); option `stream` on a write means the same",
-        "write",
+        meaning="seconds before the first retry (doubling)",
+    )
+    expected_stream: str | None = option(
         native_field="expected_stream",
-    ),
-    OptionSpec(
-        "value_format",
-        "valueFormat",
-        "str",
-        None,
-        "encode the DataFrame's value columns (a struct column `value`, or every column that is not `subject`, `headers` or `msg_id`) into each payload: `json`, `avro`, `protobuf` or `arrow`; the DataFrame then has no `data` column",
-        "write",
-        nullable=True,
-        choices=tuple(VALUE_FORMATS),
-    ),
-    OptionSpec(
-        "value_schema",
-        "valueSchema",
-        "str",
-        None,
-        "`avro`: the Avro schema (JSON) the values are written with (default: derived from the columns); `protobuf`: the message's full name",
-        "write",
-        nullable=True,
-    ),
-    OptionSpec(
-        "avro_framing",
-        "avroFraming",
-        "str",
-        DEFAULT_AVRO_FRAMING,
-        "how each Avro payload is framed: `raw`, `single-object` or `confluent`",
-        "write",
-        choices=tuple(AVRO_FRAMINGS),
-    ),
-    OptionSpec(
-        "protobuf_descriptor_file",
-        "protobufDescriptorFile",
-        "str",
-        None,
-        "`protobuf`: the path of a descriptor set holding the message, read on the driver",
-        "write",
-        nullable=True,
-    ),
-    OptionSpec(
-        "avro_schema_id",
-        "avroSchemaId",
-        "int",
-        None,
-        "`confluent` framing: the schema id each payload starts with",
-        "write",
+        meaning="the stream every message must be stored in (header `Nats-Expected-Stream`); option `stream` on a write means the same",
+    )
+    value_format: str | None = _value_format()
+    value_schema: str | None = _value_schema()
+    avro_framing: str = _avro_framing()
+    protobuf_descriptor_file: str | None = _protobuf_descriptor_file()
+    avro_schema_id: int | None = option(
+        kind="int",
         nullable=True,
         minimum=0,
         maximum=4_294_967_295,
-    ),
-]
+        meaning="`confluent` framing: the schema id each payload starts with",
+    )
+    # Read on the driver, as for reads.
+    protobuf_descriptor: bytes | None = None
 
+    def publisher_kwargs(self) -> dict[str, Any]:
+        """The :class:`jetstream_arrow.PublishOptions` fields these options set."""
+        return {
+            spec.native_field: getattr(self, spec.python)
+            for spec in WRITE_SPECS
+            if spec.native_field is not None
+        }
+
+
+READ_SPECS = specs_of(ReadOptions, "read")
+WRITE_SPECS = specs_of(WriteOptions, "write")
 CONNECT_SPECS = _connect_specs()
 
 

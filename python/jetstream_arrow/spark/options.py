@@ -1,12 +1,14 @@
 """Spark options parsed into plain, picklable values: :class:`ReadOptions` and
-:class:`WriteOptions`.
+:class:`WriteOptions`, whose fields declare the options (:mod:`.option_specs`).
 
 Spark hands a data source its options as strings in a case-insensitive dict. The same
 names serve the mapInArrow helpers, which take Python keyword arguments. Both
-spellings of every option in the table (:mod:`.option_specs`) are accepted
-everywhere, and an unknown name is an error that lists the known ones (a typo must
-not be silently ignored). It is one module because the value parsers, the name
-matching and the query-kind checks here serve the read and the write options alike.
+spellings of every declared option are accepted everywhere, and an unknown name is an
+error that lists the known ones (a typo must not be silently ignored). What the
+declarations say is enforced here, for every option alike: its kind and bounds, the
+kind of query it applies to, the options it does not go with, whether ``read_fn``
+takes it. It is one module because the value parsers, the name matching and those
+checks serve the read and the write options alike.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import os
 import re
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -26,7 +27,17 @@ from .._time import to_datetime
 from ..exceptions import BadInputError
 from ..kv import bucket_stream
 from ..options import ConnectOptions
-from .option_specs import CONNECT_SPECS, READ_SPECS, WRITE_SPECS, OptionSpec, spec_defaults
+from .option_specs import (
+    CONNECT_SPECS,
+    READ_SPECS,
+    WRITE_SPECS,
+    OptionSpec,
+    ReadOptions,
+    WriteOptions,
+    spec_defaults,
+)
+
+__all__ = ["ReadOptions", "WriteOptions", "parse_read_options", "parse_write_options"]
 
 
 def _index(specs: list[OptionSpec]) -> dict[str, OptionSpec]:
@@ -45,12 +56,6 @@ def _norm(name: str) -> str:
 
 _READ_INDEX = _index(CONNECT_SPECS + READ_SPECS)
 _WRITE_INDEX = _index(CONNECT_SPECS + WRITE_SPECS)
-
-
-def read_option_name(key: str) -> str | None:
-    """The Python name of the read option ``key`` names (in either spelling), or None."""
-    spec = _READ_INDEX.get(_norm(key))
-    return None if spec is None else spec.python
 
 
 # The defaults of options not given, and of the fields of ReadOptions and WriteOptions:
@@ -145,7 +150,7 @@ def _parse_names(spec: OptionSpec, value: Any) -> tuple[str, ...]:
 
 def _parse_pattern(spec: OptionSpec, value: Any) -> str:
     """A regular expression, checked here so a bad one is named before the query runs."""
-    text = _parse_text(spec, value)
+    text = _parse_text(_name(spec), value)
     try:
         re.compile(text)
     except re.error as err:
@@ -156,14 +161,14 @@ def _parse_pattern(spec: OptionSpec, value: Any) -> str:
     return text
 
 
-def _parse_text(spec: OptionSpec, value: Any) -> str:
+def _parse_text(name: str, value: Any) -> str:
     # Spark hands over strings; a Python caller may give a path for a file option.
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
     if not isinstance(value, str):
-        raise BadInputError(f"option {_name(spec)!r} must be a string, got {value!r}")
+        raise BadInputError(f"option {name!r} must be a string, got {value!r}")
     if value.strip() == "":
-        raise BadInputError(f"option {_name(spec)!r} is empty")
+        raise BadInputError(f"option {name!r} is empty")
     return value
 
 
@@ -191,7 +196,7 @@ def _parse_value(spec: OptionSpec, value: Any) -> Any:
         return _parse_names(spec, value)
     if spec.python == "stream_pattern":
         return _parse_pattern(spec, value)
-    text = _parse_text(spec, value)
+    text = _parse_text(_name(spec), value)
     if spec.choices:
         choice = text.strip().lower()
         if choice not in spec.choices:
@@ -210,36 +215,43 @@ _QUERY_API = {
     ("write", "stream"): "df.writeStream",
 }
 
-#: Why an option does not apply to the other kind of query.
-_ONE_KIND_ONLY = {
-    "end_seq": "a streaming query has no end: it reads what arrives",
-    "end_time": "a streaming query has no end: it reads what arrives",
-    "max_messages_per_trigger": "a batch read reads its whole range at once",
-    "min_messages_per_trigger": "a batch read reads its whole range at once",
-    "max_trigger_delay": "a batch read reads its whole range at once",
-    "max_bytes_per_trigger": "a batch read reads its whole range at once",
-    "consumer": (
-        "the consumer's messages are acknowledged as a streaming query commits its "
-        "micro-batches; a batch read reads a range of the stream without one"
-    ),
-    "write_id": (
-        "a streaming write makes its message ids from the query id (kept in the "
-        "checkpoint) and the micro-batch id, so a restarted query re-sends the same ids"
-    ),
-    "last_per_subject": "the latest message of each subject is a table read once, not a stream",
-    "as_of_seq": "the latest message of each subject is a table read once, not a stream",
-    "as_of_time": "the latest message of each subject is a table read once, not a stream",
-    "kv": "a KV bucket's entries are a table read once, not a stream",
-}
-
 
 def _check_query_kind(spec: OptionSpec, queries: str | None) -> None:
     if queries is None or spec.queries in ("both", queries):
         return
     raise BadInputError(
         f"option {spec.spark!r} applies to {_QUERY_API[spec.scope, spec.queries]} only, "
-        f"not to {_QUERY_API[spec.scope, queries]}: {_ONE_KIND_ONLY[spec.python]}"
+        f"not to {_QUERY_API[spec.scope, queries]}: {spec.only_because}"
     )
+
+
+def _given(value: Any) -> bool:
+    """Whether an option's value asks for something (a flag's False does not)."""
+    return value is not None and value is not False
+
+
+def _check_excludes(values: dict[str, Any], specs: list[OptionSpec]) -> None:
+    """Each option given refuses its rivals (other ways of saying the same), then the
+    options it declares it does not go with."""
+    by_name = {spec.python: spec for spec in specs}
+    for spec in specs:
+        if not _given(values.get(spec.python)):
+            continue
+        for other, reason in spec.rivals:
+            if _given(values.get(other)):
+                raise BadInputError(
+                    f"options {by_name[other].spark!r} and {spec.spark!r} exclude each other"
+                    + (f": {reason}" if reason else "")
+                )
+    for spec in specs:
+        if not _given(values.get(spec.python)):
+            continue
+        for other, reason in spec.excludes:
+            if _given(values.get(other)):
+                raise BadInputError(
+                    f"option {by_name[other].spark!r} does not go with option "
+                    f"{spec.spark!r}: {reason}"
+                )
 
 
 def _collect(
@@ -251,7 +263,8 @@ def _collect(
 ) -> dict[str, Any]:
     """Map each given option to its spec's Python name, with its parsed value.
     ``queries`` ("batch" or "stream") refuses the options of the other kind of query;
-    None accepts both (for a caller that does not know yet)."""
+    None accepts both (for a caller that does not know yet); "read_fn" is a batch read
+    that also refuses what ``read_fn`` does not take."""
     values: dict[str, Any] = {}
     unknown = []
     for key, raw in options.items():
@@ -267,8 +280,10 @@ def _collect(
             continue
         if spec.python in values:
             raise BadInputError(f"option {spec.spark!r} is given twice (as {key!r} too)")
-        _check_query_kind(spec, queries)
+        _check_query_kind(spec, "batch" if queries == "read_fn" else queries)
         values[spec.python] = _parse_value(spec, raw)
+        if queries == "read_fn" and spec.not_in_read_fn and _given(values[spec.python]):
+            raise BadInputError(f"option {key!r} does not apply to read_fn: {spec.not_in_read_fn}")
     if unknown:
         known = sorted({s.spark for s in index.values()})
         named = ", ".join(_with_advice(key, index) for key in sorted(unknown))
@@ -277,23 +292,18 @@ def _collect(
 
 
 #: Options of Spark's Kafka source and sink (names normalised by ``_norm``) and the
-#: Python names of what this source calls them, in the order they are looked up in
-#: the options of a query: a read finds the first, a write the second where they differ.
-KAFKA_EQUIVALENTS: dict[str, tuple[str, ...]] = {
-    "maxoffsetspertrigger": ("max_messages_per_trigger",),
-    "minoffsetspertrigger": ("min_messages_per_trigger",),
-    "maxrecordsperpartition": ("max_messages_per_partition",),
-    "startingoffsetsbytimestamp": ("start_time",),
-    "startingtimestamp": ("start_time",),
-    "endingoffsets": ("end_seq",),
-    "endingoffsetsbytimestamp": ("end_time",),
-    "endingtimestamp": ("end_time",),
-    "subscribe": ("streams",),
-    "subscribepattern": ("stream_pattern",),
-    "assign": ("stream",),
-    "topic": ("stream", "subject"),
-    "kafka.bootstrap.servers": ("servers",),
-}
+#: Python names of what this source calls them (their declarations' ``kafka``), in
+#: the order they are looked up in the options of a query: a read finds the first, a
+#: write the second where they differ.
+def _kafka_equivalents() -> dict[str, tuple[str, ...]]:
+    out: dict[str, tuple[str, ...]] = {}
+    for spec in CONNECT_SPECS + READ_SPECS + WRITE_SPECS:
+        for kafka in spec.kafka:
+            out[_norm(kafka)] = (*out.get(_norm(kafka), ()), spec.python)
+    return out
+
+
+KAFKA_EQUIVALENTS = _kafka_equivalents()
 
 
 def _with_advice(key: str, index: dict[str, OptionSpec]) -> str:
@@ -309,14 +319,10 @@ def _with_advice(key: str, index: dict[str, OptionSpec]) -> str:
     return repr(key)
 
 
-#: The path of ``load(path)``, ``save(path)`` and ``start(path)``: a stream's name.
-_PATH_SPEC = OptionSpec("path", "path", "str", None, "the stream's name", "read")
-
-
 def _stream_of_path(path: Any, call: str) -> str:
     """The stream named by the path given to ``call`` (``load()``, ``save()``)."""
     try:
-        return str(validate_name(_parse_text(_PATH_SPEC, path), "path"))
+        return str(validate_name(_parse_text("path", path), "path"))
     except BadInputError as err:
         raise BadInputError(f"the path given to {call} is a stream's name: {err}") from None
 
@@ -348,96 +354,6 @@ def _spark_names_in(message: str) -> str:
     return ", ".join(names) or "see the option table"
 
 
-# -- parsed options -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ReadOptions:
-    """Everything a batch or streaming read needs; picklable, secrets kept out of ``repr``."""
-
-    connect: ConnectOptions
-    # The stream of a read of one stream; empty when options ``streams`` or
-    # ``streamPattern`` choose several (see :func:`.reading.streams_of`).
-    stream: str
-    streams: tuple[str, ...] | None = None
-    stream_pattern: str | None = None
-    subjects: tuple[str, ...] | None = None
-    starting_offsets: str | None = None  # "earliest", "latest" or None (the query's default)
-    start_seq: int | None = None
-    end_seq: int | None = None
-    start_time: datetime | None = None
-    end_time: datetime | None = None
-    min_partitions: int = _READ_DEFAULTS["min_partitions"]
-    max_messages_per_partition: int = _READ_DEFAULTS["max_messages_per_partition"]
-    max_messages_per_trigger: int | None = None
-    min_messages_per_trigger: int | None = None
-    max_trigger_delay: float = _READ_DEFAULTS["max_trigger_delay"]
-    max_bytes_per_trigger: int | None = None
-    consumer: str | None = None
-    # One row per subject (its latest message) instead of a range; a KV bucket read
-    # as a table is one too.
-    last_per_subject: bool = _READ_DEFAULTS["last_per_subject"]
-    as_of_seq: int | None = None
-    as_of_time: datetime | None = None
-    kv: str | None = None
-    include_headers: bool = _READ_DEFAULTS["include_headers"]
-    fail_on_data_loss: bool = _READ_DEFAULTS["fail_on_data_loss"]
-    batch_rows: int = _READ_DEFAULTS["batch_rows"]
-    max_bytes: int = _READ_DEFAULTS["max_bytes"]
-    heartbeat: float = _READ_DEFAULTS["heartbeat"]
-    value_format: str | None = None
-    value_schema: str | None = None
-    on_malformed: str = _READ_DEFAULTS["on_malformed"]
-    avro_framing: str = _READ_DEFAULTS["avro_framing"]
-    avro_schemas_by_id: str | None = None
-    protobuf_descriptor_file: str | None = None
-    # The file's bytes, read where the options are parsed (the driver), so tasks on
-    # other machines need no copy of it.
-    protobuf_descriptor: bytes | None = None
-
-    @property
-    def several_streams(self) -> bool:
-        """Whether the read names its streams by ``streams`` or ``streamPattern``: its
-        streaming offsets then keep a position per stream."""
-        return self.streams is not None or self.stream_pattern is not None
-
-
-@dataclass(frozen=True)
-class WriteOptions:
-    """Everything a batch or streaming write needs; picklable, secrets kept out of ``repr``."""
-
-    connect: ConnectOptions
-    # The prefix of a batch write's message ids; empty for a streaming write, whose ids
-    # come from its query id and micro-batch id (see stream_writer.py).
-    write_id: str
-    subject: str | None = None
-    msg_id_column: str | None = None
-    publish_mode: str = _WRITE_DEFAULTS["publish_mode"]
-    # A KV bucket written instead of a stream (its stream is the expected one).
-    kv: str | None = None
-    atomic_batch_rows: int = _WRITE_DEFAULTS["atomic_batch_rows"]
-    window: int = _WRITE_DEFAULTS["window"]
-    ack_timeout: float = _WRITE_DEFAULTS["ack_timeout"]
-    max_retries: int = _WRITE_DEFAULTS["max_retries"]
-    retry_backoff: float = _WRITE_DEFAULTS["retry_backoff"]
-    expected_stream: str | None = None
-    value_format: str | None = None
-    value_schema: str | None = None
-    avro_framing: str = _WRITE_DEFAULTS["avro_framing"]
-    avro_schema_id: int | None = None
-    protobuf_descriptor_file: str | None = None
-    # Read on the driver, as for reads.
-    protobuf_descriptor: bytes | None = None
-
-    def publisher_kwargs(self) -> dict[str, Any]:
-        """The :class:`jetstream_arrow.PublishOptions` fields these options set."""
-        return {
-            spec.native_field: getattr(self, spec.python)
-            for spec in WRITE_SPECS
-            if spec.native_field is not None
-        }
-
-
 def _check_kv(values: dict[str, Any], stream: str | None, stream_given_as: str) -> None:
     """A write into a KV bucket: its rows' subjects come from their keys, its payloads
     from column ``value``, and every message must land in the bucket's stream."""
@@ -458,62 +374,17 @@ def _check_kv(values: dict[str, Any], stream: str | None, stream_given_as: str) 
     values["expected_stream"] = bucket_stream_name
 
 
-def _check_latest_read(values: dict[str, Any]) -> None:
-    """Options of a read of the latest message per subject (``lastPerSubject``, or a
-    KV bucket), refusing the range and streaming options it has no use for."""
-    latest = values["last_per_subject"] or values["kv"] is not None
-    if not latest:
-        for option in ("as_of_seq", "as_of_time"):
-            if values[option] is not None:
-                raise BadInputError(
-                    f"option {_READ_INDEX[_norm(option)].spark!r} ({option!r}) is for reads "
-                    "of the latest message per subject: give option 'lastPerSubject' (or "
-                    "'kv') too"
-                )
+def _check_as_of(values: dict[str, Any]) -> None:
+    """``asOfSequence`` and ``asOfTime`` need a read of the latest message per subject
+    (``lastPerSubject``, or a KV bucket)."""
+    if values["last_per_subject"] or values["kv"] is not None:
         return
-    given = "kv" if values["kv"] is not None else "lastPerSubject"
-    unfit = ["starting_offsets", "start_seq", "end_seq", "start_time", "end_time", "consumer"]
-    unfit += ["value_format"] + (["subjects", "include_headers"] if values["kv"] else [])
-    for option in unfit:
-        if values[option] not in (None, False):
+    for option in ("as_of_seq", "as_of_time"):
+        if values[option] is not None:
             raise BadInputError(
-                f"option {_READ_INDEX[_norm(option)].spark!r} does not go with option "
-                f"{given!r}, which reads the latest message of each subject"
-            )
-    if values["as_of_seq"] is not None and values["as_of_time"] is not None:
-        raise BadInputError("options 'asOfSequence' and 'asOfTime' exclude each other")
-
-
-def _check_several_streams(values: dict[str, Any]) -> None:
-    """One way of naming the streams read, and none of the options that hold for one
-    stream only when there are several."""
-    given = [
-        spark
-        for python, spark in (
-            ("stream", "stream"),
-            ("streams", "streams"),
-            ("stream_pattern", "streamPattern"),
-        )
-        if values[python] is not None
-    ]
-    if len(given) > 1:
-        raise BadInputError(
-            f"options {given[0]!r} and {given[1]!r} exclude each other: name the streams "
-            "read one way (a path given to load() or option 'kv' names one stream)"
-        )
-    if given in ([], ["stream"]):
-        return
-    why = {
-        "start_seq": "a sequence belongs to one stream; use startingOffsets or startingTime",
-        "end_seq": "a sequence belongs to one stream; use endingTime",
-        "consumer": "a durable consumer belongs to one stream",
-        "last_per_subject": "the latest message of each subject is read from one stream",
-    }
-    for option, reason in why.items():
-        if values[option] not in (None, False):
-            raise BadInputError(
-                f"option {_READ_INDEX[_norm(option)].spark!r} does not go with option "
-                f"{given[0]!r}: {reason}"
+                f"option {_READ_INDEX[_norm(option)].spark!r} ({option!r}) is for reads "
+                "of the latest message per subject: give option 'lastPerSubject' (or "
+                "'kv') too"
             )
 
 
@@ -524,7 +395,8 @@ def parse_read_options(
 
     ``queries`` is the kind of read: "batch" (spark.read) or "stream"
     (spark.readStream) refuse the options of the other kind; None checks only the
-    values (Spark asks for the schema before it says which kind of read it plans).
+    values (Spark asks for the schema before it says which kind of read it plans);
+    "read_fn" is the mapInArrow helper's batch read of the ranges its rows give.
     """
     options = dict(options)
     path = None
@@ -532,6 +404,8 @@ def parse_read_options(
         if _norm(key) == "path":
             path = options.pop(key)
     values = _collect(options, _READ_INDEX, "read", queries=queries)
+    if queries == "read_fn":
+        queries = "batch"
     if path is not None:
         path = _stream_of_path(path, "load()")
         if values.get("stream") not in (None, path):
@@ -550,8 +424,8 @@ def parse_read_options(
                 f"({values['stream']!r}) disagree; give the bucket alone"
             )
         values["stream"] = kv_stream
-    _check_latest_read(values)
-    _check_several_streams(values)
+    _check_excludes(values, READ_SPECS)
+    _check_as_of(values)
     stream = values.pop("stream")
     if stream is None and need_stream and not (values["streams"] or values["stream_pattern"]):
         raise BadInputError(
@@ -560,30 +434,14 @@ def parse_read_options(
         )
     if stream is not None:
         validate_name(stream, "stream")
-    if values["start_seq"] is not None and values["start_time"] is not None:
-        raise BadInputError("options 'startingSequence' and 'startingTime' exclude each other")
-    if values["starting_offsets"] is not None and (
-        values["start_seq"] is not None or values["start_time"] is not None
-    ):
-        given = "startingSequence" if values["start_seq"] is not None else "startingTime"
-        raise BadInputError(f"options 'startingOffsets' and {given!r} exclude each other")
     if values["starting_offsets"] == "latest" and queries == "batch":
         raise BadInputError(
             "option 'startingOffsets': 'latest' applies to spark.readStream only; a batch "
             "read from the latest message would read nothing (use startingSequence or "
             "startingTime to skip older messages)"
         )
-    if values["end_seq"] is not None and values["end_time"] is not None:
-        raise BadInputError("options 'endingSequence' and 'endingTime' exclude each other")
     if values["consumer"] is not None:
         validate_name(values["consumer"], "consumer")
-        starts = ("starting_offsets", "start_seq", "start_time")
-        start_options = [_READ_INDEX[_norm(k)].spark for k in starts if values[k] is not None]
-        if start_options:
-            raise BadInputError(
-                f"option 'consumer': the query starts where the consumer stands (its ack "
-                f"floor), so {start_options[0]!r} does not apply; drop it"
-            )
         if values["subjects"] is not None and len(values["subjects"]) > 1:
             raise BadInputError(
                 "option 'subjects': a read through option 'consumer' takes one subject "
