@@ -8,6 +8,9 @@
   native module ``_core`` and the package-private helper modules whose name starts
   with an underscore (``_time``, ``_read_ahead``), which exist to be shared.
 - A source file longer than 400 lines says at its top why it is one module.
+- Only the core's ``retry.rs`` pauses between attempts: no other module of the core,
+  the glue or the Python package sleeps, except the few waits listed below that are
+  not retries (each says what it waits for).
 """
 
 from __future__ import annotations
@@ -218,6 +221,40 @@ def test_a_long_module_says_why_it_is_one(path: Path) -> None:
         f"{path.relative_to(ROOT)} has {len(lines)} lines: say at its top why it is one "
         "module (a line with the words 'one module'), or split it by concern"
     )
+
+
+# Sleeps that are not a retry's pause, and what each waits for. Every other pause
+# between attempts is the core's `retry.rs`, where the rule (what is transient), the
+# backoff and the budget live once.
+WAITS_THAT_ARE_NOT_RETRIES = {
+    "rust/python/src/runtime.rs": "checks for Ctrl-C every 50 ms while Python waits on the core",
+    "python/jetstream_arrow/embedded_server.py": "polls a server process it started",
+    "python/jetstream_arrow/cli/server.py": "polls the server's log until it listens",
+    "python/jetstream_arrow/cli/load.py": "holds a load to --max-rate",
+}
+RETRY_HOME = "rust/core/src/retry.rs"
+SLEEPS = {
+    ".rs": re.compile(r"\b(?:tokio::time::sleep|thread::sleep|time::sleep)\("),
+    ".py": re.compile(r"\b(?:time\.sleep|asyncio\.sleep)\("),
+}
+
+
+def test_only_the_retry_home_pauses() -> None:
+    sources = [*(ROOT / "rust").glob("*/src/**/*.rs"), *PYTHON.rglob("*.py")]
+    sleeping = {
+        path.relative_to(ROOT).as_posix()
+        for path in sources
+        if SLEEPS[path.suffix].search(path.read_text())
+    }
+    assert RETRY_HOME in sleeping, "the retry home pauses (or the pattern misses it)"
+    unexplained = sleeping - {RETRY_HOME} - set(WAITS_THAT_ARE_NOT_RETRIES)
+    assert not unexplained, (
+        f"{sorted(unexplained)} sleep: pause between attempts with the core's retry.rs "
+        "(Retry, Backoff::wait, or a patient request), or list a wait that is not a retry "
+        "in WAITS_THAT_ARE_NOT_RETRIES with what it waits for"
+    )
+    stale = set(WAITS_THAT_ARE_NOT_RETRIES) - sleeping
+    assert not stale, f"listed as waiting but no longer sleeping: {sorted(stale)}"
 
 
 SPARK = PYTHON / "jetstream_arrow" / "spark"

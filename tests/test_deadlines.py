@@ -612,6 +612,18 @@ CALLS: dict[str, Call] = {
         ),
         RESUME_TIMEOUT + REQUEST_TIMEOUT + SLACK,
     ),
+    # The same for the patient requests Spark's driver and executors make around a
+    # read (test_a_patient_request_outlasts_a_pause shows them outlast one).
+    **{
+        f"{name}-patient": Call(
+            management(request), RESUME_TIMEOUT + REQUEST_TIMEOUT + SLACK, only=("pause",)
+        )
+        for name, request in {
+            "stream_info": lambda c: c.stream_info(READ_STREAM, resume_timeout=RESUME_TIMEOUT),
+            "list_streams": lambda c: c.list_streams(resume_timeout=RESUME_TIMEOUT),
+            "stream_names": lambda c: c.stream_names(resume_timeout=RESUME_TIMEOUT),
+        }.items()
+    },
 }
 
 
@@ -726,3 +738,42 @@ def test_max_reconnects_0_gives_the_connection_up_at_the_first_loss(
         elapsed = time.monotonic() - started
     print(f"max_reconnects=0: {type(raised.value).__name__} {elapsed:.3f} s after the call")
     assert elapsed < 0.5
+
+
+@pytest.mark.parametrize("request_name", ["stream_info", "list_streams", "stream_names"])
+def test_a_patient_request_outlasts_a_pause(
+    nats_server_factory: Callable[..., NatsServer], request_name: str
+) -> None:
+    """With ``resume_timeout`` a stream's state is asked again while the server does
+    not answer (a pause of twice the request timeout here), and answered once it
+    does; without, the request fails with the first timeout. The same request made
+    patiently by Spark around its reads (no retry loop of its own)."""
+    server = nats_server_factory()
+    assert server.process is not None
+    requests: dict[str, Callable[..., Any]] = {
+        "stream_info": lambda c, **kw: c.stream_info(READ_STREAM, **kw).config.name,
+        "list_streams": lambda c, **kw: [i.config.name for i in c.list_streams(**kw)],
+        "stream_names": lambda c, **kw: c.stream_names(**kw),
+    }
+    request = requests[request_name]
+    pause = 2 * REQUEST_TIMEOUT
+    with ja.connect(server.url, request_timeout=REQUEST_TIMEOUT) as client:
+        client.create_stream(READ_STREAM, [f"{READ_STREAM}.>"])
+        for patience in (None, 10 * pause):
+            os.kill(server.process.pid, signal.SIGSTOP)
+            wait_stopped(server.process.pid)
+            resume = threading.Timer(pause, os.kill, (server.process.pid, signal.SIGCONT))
+            resume.start()
+            started = time.monotonic()
+            try:
+                if patience is None:
+                    with pytest.raises(OperationTimeoutError):
+                        request(client)
+                else:
+                    answer = request(client, resume_timeout=patience)
+                    assert answer in (READ_STREAM, [READ_STREAM]), answer
+                    assert time.monotonic() - started >= pause * 0.9
+            finally:
+                resume.join()
+            # The server answers again before the next round.
+            wait_until(lambda: client.stream_names() == [READ_STREAM], 10.0, "the server back")

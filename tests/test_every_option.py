@@ -145,6 +145,7 @@ PYTHON_ENTRY_POINTS: dict[str, Callable[..., Any]] = {
     "Client.purge_stream": ja.Client.purge_stream,
     "Client.get_message": ja.Client.get_message,
     "Client.delete_message": ja.Client.delete_message,
+    "Client.stream_info": ja.Client.stream_info,
     "Client.list_streams": ja.Client.list_streams,
     "Client.stream_names": ja.Client.stream_names,
     "Client.create_consumer": ja.Client.create_consumer,
@@ -1520,6 +1521,16 @@ def _delete_erase(ctx: Ctx) -> None:
     ctx.client.delete_message(name, 2, erase=True)
     content = stored()
     assert marker + b"0" in content and marker + b"1" not in content
+
+
+# Its effect, outlasting a paused server, and its deadline: tests/test_deadlines.py
+# (test_a_patient_request_outlasts_a_pause, "stream_info-patient", ...).
+for _listing, _call in {
+    "Client.stream_info": lambda c, name: c.stream_info(name, resume_timeout=-1),
+    "Client.list_streams": lambda c, name: c.list_streams(resume_timeout=-1),
+    "Client.stream_names": lambda c, name: c.stream_names(resume_timeout=-1),
+}.items():
+    refused(_listing, "resume_timeout", lambda ctx, call=_call: call(ctx.client, ctx.stream()))
 
 
 @effect(("Client.list_streams", "subject"), ("Client.stream_names", "subject"))

@@ -160,12 +160,22 @@ class Client:
     def server_info(self) -> dict[str, Any]:
         """The INFO of the connected server: server_id, version, max_payload, headers, jetstream, ..."""
     def api_request(
-        self, subject: str, body: bytes | None = None, timeout: float | None = None
+        self,
+        subject: str,
+        body: bytes | None = None,
+        timeout: float | None = None,
+        resume_timeout: float | None = None,
     ) -> bytes:
         """Request `<api_prefix>.<subject>` and return the raw JSON reply. Raises ApiError
-        (or NotFoundError, JetStreamNotEnabledError) when the reply is an error."""
+        (or NotFoundError, JetStreamNotEnabledError) when the reply is an error. With
+        resume_timeout, asked again while it fails transiently (no reply, a lost
+        connection, 503) for up to that many seconds."""
     def api_request_async(
-        self, subject: str, body: bytes | None = None, timeout: float | None = None
+        self,
+        subject: str,
+        body: bytes | None = None,
+        timeout: float | None = None,
+        resume_timeout: float | None = None,
     ) -> Awaitable[bytes]: ...
     def publisher(self, options: Any, codec: Any = None) -> Publisher:
         """A publisher sending as a jetstream_arrow.PublishOptions says (None: defaults)."""

@@ -246,8 +246,17 @@ class Client(ManagementMixin):
         ``timeout`` seconds (default: the ``request_timeout`` option)."""
         self._native.flush(timeout)
 
-    def _api_json(self, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        raw = self._native.api_request(subject, None if body is None else json.dumps(body).encode())
+    def _api_json(
+        self,
+        subject: str,
+        body: dict[str, Any] | None = None,
+        resume_timeout: float | None = None,
+    ) -> dict[str, Any]:
+        raw = self._native.api_request(
+            subject,
+            None if body is None else json.dumps(body).encode(),
+            resume_timeout=resume_timeout,
+        )
         reply: dict[str, Any] = json.loads(raw) if raw else {}
         return reply
 

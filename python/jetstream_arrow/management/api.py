@@ -39,10 +39,16 @@ class ManagementMixin:
     or message, by the request itself (the native client types every error reply).
     """
 
-    def _api_json(self, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    def _api_json(
+        self,
+        subject: str,
+        body: dict[str, Any] | None = None,
+        resume_timeout: float | None = None,
+    ) -> dict[str, Any]:
         """Request ``<api prefix>.<subject>`` with a JSON body; the JSON reply. Raises
-        ApiError (NotFoundError, ...) when the reply is an error. Provided by the class
-        that mixes this in."""
+        ApiError (NotFoundError, ...) when the reply is an error; with
+        ``resume_timeout``, only once transient failures have lasted that long.
+        Provided by the class that mixes this in."""
         raise NotImplementedError
 
     def _paged(
@@ -51,13 +57,14 @@ class ManagementMixin:
         key: str,
         body: dict[str, Any] | None = None,
         missing: list[str] | None = None,
+        resume_timeout: float | None = None,
     ) -> list[Any]:
         """Every page of a listing; the names a clustered server could not answer for
         in time (its replies' ``missing``) are added to ``missing`` when given."""
         items: list[Any] = []
         offset = 0
         while True:
-            reply = self._api_json(subject, {**(body or {}), "offset": offset})
+            reply = self._api_json(subject, {**(body or {}), "offset": offset}, resume_timeout)
             page = reply.get(key) or []
             items.extend(page)
             page_missing = [str(name) for name in reply.get("missing") or ()]
@@ -121,18 +128,28 @@ class ManagementMixin:
         check_known_options(StreamConfig, config, "stream")
         return StreamConfig(name=name, **config)
 
-    def stream_info(self, name: str) -> StreamInfo:
-        """A stream's config and state."""
+    def stream_info(self, name: str, *, resume_timeout: float | None = None) -> StreamInfo:
+        """A stream's config and state.
+
+        ``resume_timeout`` (seconds; default: ask once): ask again while the request
+        fails as it does while a server restarts or the stream elects its leader (no
+        reply, a lost connection, ``503``), for up to that long, then raise the last
+        error with its class; what a read does while it recovers."""
         validate_name(name, "stream")
-        return StreamInfo.from_api(self._api_json(api_subject(_core.API_STREAM_INFO, name)))
+        subject = api_subject(_core.API_STREAM_INFO, name)
+        return StreamInfo.from_api(self._api_json(subject, None, resume_timeout))
 
     def delete_stream(self, name: str) -> bool:
         """Delete a stream and its messages; whether the server reports success."""
         validate_name(name, "stream")
         return bool(self._api_json(api_subject(_core.API_STREAM_DELETE, name)).get("success"))
 
-    def list_streams(self, subject: str | None = None) -> list[StreamInfo]:
+    def list_streams(
+        self, subject: str | None = None, *, resume_timeout: float | None = None
+    ) -> list[StreamInfo]:
         """Every stream (that stores ``subject``, when given), with config and state.
+        Each request of the listing is asked again as :meth:`stream_info` says for
+        ``resume_timeout``.
 
         In a cluster the listing leaves out (as ``missing``) the streams whose leaders
         did not answer in time; each of those is asked for on its own, so a slow
@@ -142,7 +159,7 @@ class ManagementMixin:
         missing: list[str] = []
         listed: list[StreamInfo] = []
         seen: set[str] = set()
-        for s in self._paged(_core.API_STREAM_LIST, "streams", body, missing):
+        for s in self._paged(_core.API_STREAM_LIST, "streams", body, missing, resume_timeout):
             info = StreamInfo.from_api(s)
             if info.config.name not in seen:  # a stream created between pages
                 seen.add(info.config.name)
@@ -151,15 +168,19 @@ class ManagementMixin:
             if name in seen:
                 continue
             try:
-                listed.append(self.stream_info(name))
+                listed.append(self.stream_info(name, resume_timeout=resume_timeout))
             except NotFoundError:
                 continue
         return listed
 
-    def stream_names(self, subject: str | None = None) -> list[str]:
-        """The names of every stream (that stores ``subject``, when given)."""
+    def stream_names(
+        self, subject: str | None = None, *, resume_timeout: float | None = None
+    ) -> list[str]:
+        """The names of every stream (that stores ``subject``, when given); each
+        request asked again as :meth:`stream_info` says for ``resume_timeout``."""
         body = {"subject": subject} if subject else None
-        return [str(s) for s in self._paged(_core.API_STREAM_NAMES, "streams", body)]
+        names = self._paged(_core.API_STREAM_NAMES, "streams", body, None, resume_timeout)
+        return [str(s) for s in names]
 
     def purge_stream(
         self,

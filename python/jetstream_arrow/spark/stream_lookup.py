@@ -1,6 +1,6 @@
 """Which streams a read takes, and the JetStream API requests about them that the
-driver and the executors make around their reads (a stream's state), retried while
-they fail transiently.
+driver and the executors make around their reads (a stream's state), asked again by
+the core while they fail transiently (:data:`PATIENCE`).
 
 A read names one stream (option ``stream``) or several (``streams``, or
 ``streamPattern`` matched against the names the server lists); :func:`streams_of`
@@ -9,47 +9,26 @@ answers with each stream's state and the subject filters it is read with.
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from .._core import DEFAULT_RESUME_TIMEOUT
 from .._time import rfc3339_to_epoch_ns
 from ..client import Client
-from ..exceptions import BadInputError, JetStreamArrowError, NotFoundError
+from ..exceptions import BadInputError, NotFoundError
 from .options import ReadOptions
 
 log = logging.getLogger("jetstream_arrow.spark")
 
-# Longest pause between two attempts of a request that failed transiently.
-_MAX_RETRY_DELAY = 2.0
-
-_T = TypeVar("_T")
-
-
-def retry_transient(
-    call: Callable[[], _T], what: str, timeout: float = DEFAULT_RESUME_TIMEOUT
-) -> _T:
-    """``call()``, tried again after a transient error until ``timeout`` seconds have
-    passed, then the last error is raised with its class. A read recovers for as
-    long (its ``resume_timeout``, in the core, opening included); the requests around
-    it (the stream's state) must outlast a leader election as well, or a partition
-    fails where the read itself would have gone on."""
-    deadline = time.monotonic() + timeout
-    delay = 0.1
-    while True:
-        try:
-            return call()
-        except JetStreamArrowError as err:
-            if not err.transient or time.monotonic() + delay > deadline:
-                raise
-            log.info("%s failed, trying again in %.1f s: %s", what, delay, err)
-        time.sleep(delay)
-        delay = min(delay * 2, _MAX_RETRY_DELAY)
+# How long the requests around a read are asked again while they fail transiently
+# (the core's rule and pauses: the clients' ``resume_timeout``). A read recovers for
+# as long (its ``resume_timeout``, opening included); the requests around it must
+# outlast a leader election as well, or a partition fails where the read itself
+# would have gone on.
+PATIENCE = DEFAULT_RESUME_TIMEOUT
 
 
 def created_ns(info: Any) -> int | None:
@@ -73,15 +52,13 @@ def _first_message_ns(info: Any) -> int | None:
 
 def stream_state(client: Client, stream: str) -> Any:
     """The stream's state, with a missing stream reported against option 'stream';
-    transient errors are retried (:func:`retry_transient`)."""
+    transient errors are asked through for :data:`PATIENCE`."""
     return _stream_info(client, stream).state
 
 
 def _stream_info(client: Client, stream: str, option: str = "stream") -> Any:
     try:
-        return retry_transient(
-            lambda: client.stream_info(stream), f"the state of stream {stream!r}"
-        )
+        return client.stream_info(stream, resume_timeout=PATIENCE)
     except NotFoundError as err:
         raise BadInputError(
             f"option {option!r}: there is no stream {stream!r} "
@@ -159,9 +136,7 @@ def streams_of(
         pattern = re.compile(opts.stream_pattern)
         # The server chooses the streams that store a filter: one listing per filter.
         for subject in filters or (None,):
-            listed = retry_transient(
-                functools.partial(client.list_streams, subject), "the list of streams"
-            )
+            listed = client.list_streams(subject, resume_timeout=PATIENCE)
             for info in listed:
                 if pattern.fullmatch(info.config.name) is not None:
                     infos[info.config.name] = info
@@ -174,9 +149,7 @@ def streams_of(
                 if not missing_ok:
                     raise
         for subject in filters or ():
-            names = retry_transient(
-                functools.partial(client.stream_names, subject), "the names of streams"
-            )
+            names = client.stream_names(subject, resume_timeout=PATIENCE)
             for name in set(names) & set(infos):
                 holders.setdefault(name, set()).add(subject)
 

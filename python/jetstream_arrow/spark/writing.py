@@ -27,7 +27,7 @@ from ..kv import KvColumns
 from .columns import PublishColumns
 from .connection_cache import get_client
 from .options import WriteOptions
-from .stream_lookup import retry_transient
+from .stream_lookup import PATIENCE
 from .values import write_codec
 
 log = logging.getLogger("jetstream_arrow.spark")
@@ -69,7 +69,7 @@ def check_expected_stream(opts: WriteOptions) -> None:
         return
     client = get_client(opts.connect)
     try:
-        retry_transient(lambda: client.stream_info(name), f"the state of stream {name!r}")
+        client.stream_info(name, resume_timeout=PATIENCE)
     except NotFoundError:
         raise BadInputError(
             f"there is no stream {name!r} to write into (named by option 'stream', "

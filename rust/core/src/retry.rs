@@ -3,14 +3,20 @@
 //! attempts wait twice as long each time, up to a bound ([`Backoff`]); and a caller's
 //! budget ends them ([`retry_transient`]), the last error then returned with its kind.
 //!
-//! The API's patient requests, `first_seq_at`, an ordered read's resume and the
-//! publishes' resends take their rule and pauses from here, and keep their own state
-//! (what was delivered, which rows are pending). Not yet: the direct-get loops
-//! (`read/direct.rs`, `read/last.rs`) and the pull loop (`consume/pull.rs`) pause a
-//! fixed 100 ms within their own budgets.
+//! Every loop that tries again takes its rule, its pauses and its budget from here
+//! ([`Retry`]): the API's patient requests (also exported to Python, so Spark's
+//! driver asks as patiently as its executors read), `first_seq_at`, an ordered read's
+//! resume, the direct gets' resends (`read/direct.rs` for ranges and `read/last.rs`
+//! for the latest per subject, through their shared `DirectRequests`), a fetch asked
+//! again while its consumer is not loaded yet (`consume/pull.rs`), and the publishes'
+//! resends (`publish/acks.rs` schedules them by [`Backoff::delay`] beside the acks it
+//! waits for; `publish/atomic.rs` waits [`Backoff::wait`]). The loops keep their own
+//! state (what was delivered, which rows are pending); none of them sleeps itself.
 
 use std::future::Future;
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::error::{Error, ErrorKind, Result};
 
@@ -26,6 +32,10 @@ impl Backoff {
     pub const API: Backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
     /// Recreating a read's consumer after it failed.
     pub const RESUME: Backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
+    /// Fetching again while a restarted server loads the consumer (`503`): it is
+    /// loaded within the fetch's own deadline or said to be missing.
+    pub const CONSUMER_LOADING: Backoff =
+        Backoff::new(Duration::from_millis(100), Duration::from_millis(100));
 
     pub const fn new(first: Duration, max: Duration) -> Self {
         Self { first, max }
@@ -41,6 +51,86 @@ impl Backoff {
         self.first
             .saturating_mul(1u32 << attempt.min(16))
             .min(self.max)
+    }
+
+    /// Wait the pause before attempt `attempt + 1`, for a loop bounded by a count of
+    /// attempts rather than by time (a publish's `max_retries`).
+    pub async fn wait(&self, attempt: u32) {
+        tokio::time::sleep(self.delay(attempt)).await;
+    }
+}
+
+/// The attempts of one retry loop bounded by time: the pauses between them, and the
+/// budget they are made within. The budget is counted from the first failure since
+/// the last success ([`Retry::after_first_failure`]) or from the loop's start
+/// ([`Retry::from_now`]); a success starts it again.
+#[derive(Debug)]
+pub struct Retry {
+    backoff: Backoff,
+    within: Duration,
+    failing_since: Option<Instant>,
+    attempt: u32,
+}
+
+impl Retry {
+    /// Failures may go on for `within` after the first of them.
+    pub fn after_first_failure(backoff: Backoff, within: Duration) -> Self {
+        Self {
+            backoff,
+            within,
+            failing_since: None,
+            attempt: 0,
+        }
+    }
+
+    /// Failures may go on until `within` from now.
+    pub fn from_now(backoff: Backoff, within: Duration) -> Self {
+        Self {
+            failing_since: Some(Instant::now()),
+            ..Self::after_first_failure(backoff, within)
+        }
+    }
+
+    /// The budget given (what a caller's error names).
+    pub fn within(&self) -> Duration {
+        self.within
+    }
+
+    /// An attempt succeeded: the next failure starts a new budget and pauses anew.
+    pub fn succeeded(&mut self) {
+        self.failing_since = None;
+        self.attempt = 0;
+    }
+
+    /// What is left of the budget (all of it while nothing fails), for an attempt
+    /// that must end within it.
+    pub fn left(&self) -> Duration {
+        match self.failing_since {
+            None => self.within,
+            Some(since) => (since + self.within).saturating_duration_since(Instant::now()),
+        }
+    }
+
+    /// When the budget ends (it starts now if nothing failed yet).
+    pub fn give_up_at(&mut self) -> Instant {
+        *self.failing_since.get_or_insert_with(Instant::now) + self.within
+    }
+
+    /// An attempt failed: whether the budget still allows another one at once.
+    pub fn may_try_again(&mut self) -> bool {
+        Instant::now() < self.give_up_at()
+    }
+
+    /// An attempt failed: wait the next pause and answer true, or answer false at once
+    /// when the pause would not end within the budget.
+    pub async fn pause(&mut self) -> bool {
+        let pause = self.backoff.delay(self.attempt);
+        if Instant::now() + pause >= self.give_up_at() {
+            return false;
+        }
+        tokio::time::sleep(pause).await;
+        self.attempt = self.attempt.saturating_add(1);
+        true
     }
 }
 
@@ -63,15 +153,10 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T>>,
 {
-    let give_up = tokio::time::Instant::now() + within;
-    let mut attempt = 0;
+    let mut retry = Retry::from_now(backoff, within);
     loop {
-        let pause = backoff.delay(attempt);
         match op().await {
-            Err(e) if is_transient(&e) && tokio::time::Instant::now() + pause < give_up => {
-                tokio::time::sleep(pause).await;
-                attempt += 1;
-            }
+            Err(e) if is_transient(&e) && retry.pause().await => {}
             answered => return answered,
         }
     }
@@ -132,5 +217,31 @@ mod tests {
             calls > 10,
             "{calls} attempts in 60 ms of pauses of at most 4 ms"
         );
+    }
+
+    #[tokio::test]
+    async fn a_budget_starts_at_the_first_failure_and_again_after_a_success() {
+        let quick = Backoff::new(Duration::from_millis(5), Duration::from_millis(5));
+        let mut retry = Retry::after_first_failure(quick, Duration::from_millis(40));
+        // Nothing failed yet: the budget has not started, however long that lasts.
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        assert_eq!(retry.left(), Duration::from_millis(40));
+        assert!(retry.may_try_again());
+        let mut pauses = 0;
+        while retry.pause().await {
+            pauses += 1;
+            assert!(pauses < 100, "the budget of 40 ms never ended");
+        }
+        assert!((4..=8).contains(&pauses), "{pauses} pauses of 5 ms in 40 ms");
+        // A success: failures begin a new budget.
+        retry.succeeded();
+        assert!(retry.may_try_again());
+        assert!(retry.pause().await);
+
+        // From now: the budget runs whether or not anything failed.
+        let mut retry = Retry::from_now(quick, Duration::from_millis(20));
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        assert!(!retry.pause().await);
+        assert_eq!(retry.left(), Duration::ZERO);
     }
 }

@@ -125,39 +125,46 @@ impl Client {
         Ok(d)
     }
 
-    #[pyo3(signature = (subject, body=None, timeout=None))]
+    #[pyo3(signature = (subject, body=None, timeout=None, resume_timeout=None))]
     fn api_request<'py>(
         &self,
         py: Python<'py>,
         subject: &str,
         body: Option<Vec<u8>>,
         timeout: Option<f64>,
+        resume_timeout: Option<f64>,
     ) -> GlueResult<Bound<'py, PyBytes>> {
         let conn = self.connection()?;
         let timeout = opt_seconds(timeout, "timeout")?;
+        let within = opt_seconds(resume_timeout, "resume_timeout")?;
         let body = bytes::Bytes::from(body.unwrap_or_default());
         let subject = subject.to_string();
         let reply = wait(py, async move {
-            conn.api_request(&subject, body, timeout).await
+            conn.api_request_patiently(&subject, body, timeout, within)
+                .await
         })??;
         Ok(PyBytes::new(py, &reply))
     }
 
     /// `api_request` as an asyncio awaitable.
-    #[pyo3(signature = (subject, body=None, timeout=None))]
+    #[pyo3(signature = (subject, body=None, timeout=None, resume_timeout=None))]
     fn api_request_async<'py>(
         &self,
         py: Python<'py>,
         subject: &str,
         body: Option<Vec<u8>>,
         timeout: Option<f64>,
+        resume_timeout: Option<f64>,
     ) -> GlueResult<Bound<'py, PyAny>> {
         let conn = self.connection()?;
         let timeout = opt_seconds(timeout, "timeout")?;
+        let within = opt_seconds(resume_timeout, "resume_timeout")?;
         let body = bytes::Bytes::from(body.unwrap_or_default());
         let subject = subject.to_string();
         Ok(awaitable(py, async move {
-            let reply = conn.api_request(&subject, body, timeout).await?;
+            let reply = conn
+                .api_request_patiently(&subject, body, timeout, within)
+                .await?;
             Ok(reply.to_vec())
         })?)
     }

@@ -57,6 +57,27 @@ impl Connection {
         Ok(reply.payload)
     }
 
+    /// [`Self::api_request`], asked again while the answer is what a server
+    /// restarting or a stream electing its leader gives, for up to `within` (none:
+    /// asked once).
+    pub async fn api_request_patiently(
+        &self,
+        subject: &str,
+        body: Bytes,
+        timeout: Option<Duration>,
+        within: Option<Duration>,
+    ) -> Result<Bytes> {
+        match within {
+            None => self.api_request(subject, body, timeout).await,
+            Some(within) => {
+                retry_transient(within, Backoff::API, || {
+                    self.api_request(subject, body.clone(), timeout)
+                })
+                .await
+            }
+        }
+    }
+
     /// Request `subject` with `body` as JSON, decoding the reply into `T`.
     pub async fn api_json<B: Serialize, T: DeserializeOwned>(
         &self,

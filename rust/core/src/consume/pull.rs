@@ -26,9 +26,7 @@ use crate::connection::Connection;
 use crate::error::{Error, ErrorKind, Result};
 
 use crate::limits::MAX_BUFFERED_MESSAGES;
-
-/// The pause before a fetch asks again after `503 No Responders`.
-const RETRY_PAUSE: Duration = Duration::from_millis(100);
+use crate::retry::{Backoff, Retry};
 
 /// How often a loop looks for a reconnect of its client while no message comes.
 const RECONNECT_POLL: Duration = Duration::from_millis(250);
@@ -474,6 +472,7 @@ pub async fn fetch_once(
         };
     let mut out = Vec::new();
     let mut bytes = 0usize;
+    let mut consumer_loading = Retry::from_now(Backoff::CONSUMER_LOADING, deadline - started);
     // With a heartbeat the server speaks at least once per period while the request
     // is open; two silent periods mean it is gone (paused, partitioned), which must
     // be said then, not at `expires`.
@@ -520,12 +519,12 @@ pub async fn fetch_once(
             None => {}
             Some(Status::IdleHeartbeat | Status::FlowControlRequest) => continue,
             Some(Status::RequestEnded(_)) => break,
-            Some(Status::NoResponders)
-                if out.is_empty() && Instant::now() + RETRY_PAUSE < deadline =>
-            {
+            Some(status @ Status::NoResponders) if out.is_empty() => {
                 // Right after a server restart the consumer is not loaded yet: ask
                 // again until the request's own deadline, then say nobody answers.
-                tokio::time::sleep(RETRY_PAUSE).await;
+                if !consumer_loading.pause().await {
+                    return Err(status.pull_error(stream, consumer, &subject));
+                }
                 conn.client
                     .publish_with_reply(subject.clone(), inbox.clone(), body.clone())
                     .await?;

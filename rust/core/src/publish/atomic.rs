@@ -406,12 +406,13 @@ impl Publisher {
                 );
                 return Ok(None);
             }
-            let backoff = Backoff::publish(self.options.retry_backoff).delay(attempt);
             if retry_why.starts_with("429") || retry_why.contains("code 429") {
                 outcome.pushed_back(&retry_why);
             }
             outcome.resent(batch.rows[0].0, batch.rows.len(), &retry_why);
-            tokio::time::sleep(backoff).await;
+            Backoff::publish(self.options.retry_backoff)
+                .wait(attempt)
+                .await;
             attempt += 1;
         }
     }

@@ -30,7 +30,6 @@ use async_nats::{HeaderMap, Message, Subscriber};
 use futures::StreamExt;
 use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
-use tokio::time::Instant;
 
 use crate::api::headers::{LAST_SEQUENCE, NUM_PENDING, SEQUENCE, STREAM, SUBJECT, TIME_STAMP};
 use crate::api::{subjects, Status};
@@ -39,6 +38,7 @@ use crate::arrow::metadata::MessageMetadata;
 use crate::connection::Connection;
 use crate::error::{Error, ErrorKind, Result};
 use crate::read::stored::{self, rfc3339};
+use crate::retry::{is_transient, Backoff, Retry};
 
 /// Headers the server adds to each message of a batched direct get (every request
 /// of this module and of `last.rs` is batched). It appends them after the message's
@@ -67,9 +67,6 @@ struct DirectGetRequest<'a> {
     next_by_subj: Option<&'a str>,
 }
 
-/// How long a read waits before asking a trailing responder again.
-const TRAILING_RETRY_DELAY: Duration = Duration::from_millis(20);
-
 /// Where a direct read starts.
 #[derive(Debug, Clone, Copy)]
 pub enum DirectStart {
@@ -87,12 +84,8 @@ pub struct DirectRange {
     end_seq: u64,
     batch: usize,
     max_bytes: usize,
-    resume_timeout: Duration,
     requests: DirectRequests,
-    in_flight: bool,
     done: bool,
-    /// Since when requests have gone unanswered, while resending.
-    failing_since: Option<Instant>,
 }
 
 impl DirectRange {
@@ -108,7 +101,12 @@ impl DirectRange {
         resume_timeout: Duration,
     ) -> Self {
         Self {
-            requests: DirectRequests::new(&conn, stream),
+            requests: DirectRequests::new(
+                &conn,
+                stream,
+                format!("direct read of stream {stream:?}"),
+                resume_timeout,
+            ),
             conn,
             stream: stream.to_string(),
             filter,
@@ -116,10 +114,7 @@ impl DirectRange {
             end_seq,
             batch: batch.max(1),
             max_bytes: max_bytes.max(1),
-            resume_timeout,
-            in_flight: false,
             done: false,
-            failing_since: None,
         }
     }
 
@@ -129,12 +124,11 @@ impl DirectRange {
             if self.done {
                 return Ok(None);
             }
-            if !self.in_flight {
+            if !self.requests.in_flight {
                 self.send_request().await?;
             }
-            let what = format!("direct read of stream {:?}", self.stream);
-            let Some(message) = self.requests.next_reply(&what).await? else {
-                self.unanswered(format!(
+            let Some(message) = self.requests.next_reply().await? else {
+                self.requests.unanswered(format!(
                     "no reply within {:?} (option 'request_timeout')",
                     self.conn.request_timeout
                 ))?;
@@ -144,7 +138,7 @@ impl DirectRange {
                 None => {}
                 Some(Status::EndOfBatch) => {
                     // The batch is over: ask for the rest, unless nothing is left.
-                    self.in_flight = false;
+                    self.requests.in_flight = false;
                     if header_u64(&message, NUM_PENDING) == Some(0) {
                         self.end_unless_trailing().await?;
                     }
@@ -152,23 +146,23 @@ impl DirectRange {
                 }
                 Some(Status::RequestEnded(_)) => {
                     // 404: no message at or after the cursor.
-                    self.in_flight = false;
+                    self.requests.in_flight = false;
                     self.end_unless_trailing().await?;
                     continue;
                 }
                 Some(Status::NoResponders) => {
-                    self.unanswered(format!(
+                    let why = format!(
                         "nobody answers direct gets on {} (the stream needs \
                          allow_direct=True, and must exist)",
                         self.requests.subject
-                    ))?;
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    );
+                    self.requests.unanswered_then_pause(why).await?;
                     continue;
                 }
                 Some(Status::TooManyRequests) => {
                     // The stream's direct-get queue is full: ask again a little later.
-                    self.unanswered("429 Too Many Requests to its direct gets".into())?;
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    let why = "429 Too Many Requests to its direct gets".to_string();
+                    self.requests.unanswered_then_pause(why).await?;
                     continue;
                 }
                 Some(other) => {
@@ -181,10 +175,11 @@ impl DirectRange {
                 // A `mirror_direct` mirror: its copy may start later, keep less or
                 // trail, so its gaps cannot be told from deletions. Ask again (the
                 // rest of this batch is dropped as a reply to an older request).
-                self.unanswered("only mirrors of it answered its direct gets".into())?;
+                self.requests
+                    .unanswered("only mirrors of it answered its direct gets".into())?;
                 continue;
             }
-            self.failing_since = None;
+            self.requests.answered();
             let delivered = into_delivered(message, &self.stream)?;
             let seq = delivered.meta.stream_seq;
             if seq > self.end_seq {
@@ -216,9 +211,7 @@ impl DirectRange {
             next_by_subj: self.filter.as_deref(),
         };
         let body = serde_json::to_vec(&request).expect("a request body serializes");
-        self.requests.send(body).await?;
-        self.in_flight = true;
-        Ok(())
+        self.requests.send(body).await
     }
 
     /// A responder said nothing is left at or after the cursor. End the read, unless
@@ -237,18 +230,17 @@ impl DirectRange {
             stored::first_at_or_after(&self.conn, &self.stream, from, self.filter.as_slice()).await;
         match next {
             Ok(Some(stored)) if stored.meta.stream_seq <= self.end_seq => {
-                self.unanswered(format!(
+                let why = format!(
                     "the servers answering its direct gets lack message {}, which the \
                      stream's leader has (read with method 'consumer')",
                     stored.meta.stream_seq
-                ))?;
-                tokio::time::sleep(TRAILING_RETRY_DELAY).await;
+                );
+                self.requests.unanswered_then_pause(why).await?;
             }
             Ok(_) => self.done = true,
-            Err(e) if matches!(e.kind(), ErrorKind::Timeout | ErrorKind::Connection) => self
-                .unanswered(format!(
-                    "asking the stream's leader for its next message: {e}"
-                ))?,
+            Err(e) if is_transient(&e) => self.requests.unanswered(format!(
+                "asking the stream's leader for its next message: {e}"
+            ))?,
             Err(e) => {
                 return Err(e.context(format!(
                     "direct read of stream {:?}: checking the end of the range with its leader",
@@ -256,21 +248,6 @@ impl DirectRange {
                 )))
             }
         }
-        Ok(())
-    }
-
-    /// The request went unanswered, or was answered by a server that trails the
-    /// stream's leader or by a mirror: send it again, until `resume_timeout` is spent.
-    fn unanswered(&mut self, why: String) -> Result<()> {
-        let since = *self.failing_since.get_or_insert_with(Instant::now);
-        if since.elapsed() >= self.resume_timeout {
-            return Err(Error::timeout(format!(
-                "direct read of stream {:?}: {why}; gave up after {:?} (option \
-                 'resume_timeout')",
-                self.stream, self.resume_timeout
-            )));
-        }
-        self.in_flight = false;
         Ok(())
     }
 
@@ -284,6 +261,10 @@ impl DirectRange {
 /// The requests of one direct read and their replies. Each request goes out with the
 /// reply subject `<inbox>.<request number>`, so the late replies of an earlier
 /// request (one sent again after a timeout) are told apart and dropped.
+///
+/// A request unanswered (no reply, nobody or only mirrors answering, a full queue, a
+/// trailing responder) is sent again for up to `resume_timeout` since the first of
+/// them, pausing where the responders need time; a reply starts that budget anew.
 pub(crate) struct DirectRequests {
     conn: Connection,
     /// `<prefix>.DIRECT.GET.<stream>`.
@@ -291,17 +272,60 @@ pub(crate) struct DirectRequests {
     inbox: String,
     sub: Option<Subscriber>,
     request: u64,
+    /// Whether the latest request may still be answered (its batch is not over).
+    pub in_flight: bool,
+    /// The read, as its errors name it.
+    what: String,
+    resends: Retry,
 }
 
 impl DirectRequests {
-    pub fn new(conn: &Connection, stream: &str) -> Self {
+    pub fn new(conn: &Connection, stream: &str, what: String, resume_timeout: Duration) -> Self {
         Self {
             conn: conn.clone(),
             subject: conn.api_subject(&subjects::direct_get(stream)),
             inbox: conn.client.new_inbox(),
             sub: None,
             request: 0,
+            in_flight: false,
+            what,
+            resends: Retry::after_first_failure(Backoff::API, resume_timeout),
         }
+    }
+
+    /// A reply of the stream came: unanswered requests from now on start a new budget.
+    pub fn answered(&mut self) {
+        self.resends.succeeded();
+    }
+
+    /// The latest request went unanswered (`why`): it is to be sent again, unless
+    /// `resume_timeout` has passed since requests began to go unanswered.
+    pub fn unanswered(&mut self, why: String) -> Result<()> {
+        self.in_flight = false;
+        if self.resends.may_try_again() {
+            Ok(())
+        } else {
+            Err(self.gave_up(&why))
+        }
+    }
+
+    /// [`Self::unanswered`], and a pause before the request is sent again (the
+    /// responders are busy, not there yet, or trailing).
+    pub async fn unanswered_then_pause(&mut self, why: String) -> Result<()> {
+        self.unanswered(why.clone())?;
+        if self.resends.pause().await {
+            Ok(())
+        } else {
+            Err(self.gave_up(&why))
+        }
+    }
+
+    fn gave_up(&self, why: &str) -> Error {
+        Error::timeout(format!(
+            "{}: {why}; gave up after {:?} (option 'resume_timeout')",
+            self.what,
+            self.resends.within()
+        ))
     }
 
     /// Send a request with `body`; replies to earlier ones are dropped from now on.
@@ -323,12 +347,13 @@ impl DirectRequests {
                 body.into(),
             )
             .await?;
+        self.in_flight = true;
         Ok(())
     }
 
     /// The next reply to the latest request; None when none came within the request
-    /// timeout. `what` names the read in the error of a connection closed for good.
-    pub async fn next_reply(&mut self, what: &str) -> Result<Option<Message>> {
+    /// timeout.
+    pub async fn next_reply(&mut self) -> Result<Option<Message>> {
         let ours = format!(".{}", self.request);
         loop {
             let sub = self.sub.as_mut().expect("subscribed by send");
@@ -338,7 +363,10 @@ impl DirectRequests {
                 }
                 Ok(Some(_)) => continue, // a late reply to an earlier request
                 Ok(None) => {
-                    return Err(Error::connection(format!("{what}: the connection closed")))
+                    return Err(Error::connection(format!(
+                        "{}: the connection closed",
+                        self.what
+                    )))
                 }
                 Err(_) => return Ok(None),
             }

@@ -36,7 +36,6 @@ use std::time::Duration;
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use serde::{Deserialize, Serialize};
-use tokio::time::Instant;
 
 use crate::api::headers::NUM_PENDING;
 use crate::api::types::StreamInfoWithAlternates;
@@ -155,9 +154,6 @@ pub struct LastPerSubject {
     builder: BatchBuilder,
     carry: Option<Delivered>,
     requests: DirectRequests,
-    in_flight: bool,
-    /// Since when requests have gone unanswered, while resending.
-    failing_since: Option<Instant>,
     /// The consumer of a stream read without direct gets, and the subjects it handed
     /// out (a recreated consumer delivers them again).
     consumer: Option<Box<OrderedPull>>,
@@ -245,7 +241,12 @@ impl LastPerSubject {
             (pending > 0).then(|| Box::new(ordered))
         };
         Ok(Self {
-            requests: DirectRequests::new(&conn, stream),
+            requests: DirectRequests::new(
+                &conn,
+                stream,
+                format!("reading the latest messages of stream {stream:?}"),
+                options.resume_timeout,
+            ),
             conn,
             stream: stream.to_string(),
             groups: if empty || !direct {
@@ -259,8 +260,6 @@ impl LastPerSubject {
             expandable: true,
             builder: BatchBuilder::new(stream, schema_options),
             carry: None,
-            in_flight: false,
-            failing_since: None,
             consumer,
             handed_out: HashSet::new(),
             options,
@@ -310,12 +309,11 @@ impl LastPerSubject {
                     None => return Ok(None),
                 }
             }
-            if !self.in_flight {
+            if !self.requests.in_flight {
                 self.send_request().await?;
             }
-            let what = format!("reading the latest messages of stream {:?}", self.stream);
-            let Some(message) = self.requests.next_reply(&what).await? else {
-                self.unanswered(format!(
+            let Some(message) = self.requests.next_reply().await? else {
+                self.requests.unanswered(format!(
                     "no reply within {:?} (option 'request_timeout')",
                     self.conn.request_timeout
                 ))?;
@@ -324,7 +322,7 @@ impl LastPerSubject {
             match Status::of(&message) {
                 None => {}
                 Some(Status::EndOfBatch) => {
-                    self.in_flight = false;
+                    self.requests.in_flight = false;
                     if self.up_to_seq.is_none() {
                         self.up_to_seq = header_u64(&message, UP_TO_SEQUENCE);
                     }
@@ -335,27 +333,27 @@ impl LastPerSubject {
                 }
                 Some(Status::RequestEnded(_)) => {
                     // 404 No Results: no subject of the group has a message in range.
-                    self.in_flight = false;
+                    self.requests.in_flight = false;
                     self.current = None;
                     continue;
                 }
                 Some(Status::Refused { code: 413, .. }) if self.expandable => {
-                    self.in_flight = false;
+                    self.requests.in_flight = false;
                     let filters = self.current.take().unwrap_or_default();
                     self.expand(&filters).await?;
                     continue;
                 }
                 Some(Status::NoResponders) => {
-                    self.unanswered(format!(
+                    let why = format!(
                         "nobody answers direct gets on {} (the stream needs allow_direct)",
                         self.requests.subject
-                    ))?;
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    );
+                    self.requests.unanswered_then_pause(why).await?;
                     continue;
                 }
                 Some(Status::TooManyRequests) => {
-                    self.unanswered("429 Too Many Requests to its direct gets".into())?;
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    let why = "429 Too Many Requests to its direct gets".to_string();
+                    self.requests.unanswered_then_pause(why).await?;
                     continue;
                 }
                 Some(other) => {
@@ -366,10 +364,11 @@ impl LastPerSubject {
                 }
             }
             if !answered_by(&message, &self.stream) {
-                self.unanswered("only mirrors of it answered its direct gets".into())?;
+                self.requests
+                    .unanswered("only mirrors of it answered its direct gets".into())?;
                 continue;
             }
-            self.failing_since = None;
+            self.requests.answered();
             let delivered = into_delivered(message, &self.stream)?;
             self.next_seq = Some(delivered.meta.stream_seq + 1);
             return Ok(Some(delivered));
@@ -414,9 +413,7 @@ impl LastPerSubject {
             max_bytes: self.options.max_bytes,
         })
         .expect("a request body serializes");
-        self.requests.send(body).await?;
-        self.in_flight = true;
-        Ok(())
+        self.requests.send(body).await
     }
 
     /// More subjects match `filters` than one request answers: list them and read
@@ -432,20 +429,6 @@ impl LastPerSubject {
         for group in listed.chunks(MULTI_LAST_MAX_SUBJECTS) {
             self.groups.push_back(group.to_vec());
         }
-        Ok(())
-    }
-
-    /// The request went unanswered: send it again, until `resume_timeout` is spent.
-    fn unanswered(&mut self, why: String) -> Result<()> {
-        let since = *self.failing_since.get_or_insert_with(Instant::now);
-        if since.elapsed() >= self.options.resume_timeout {
-            return Err(Error::timeout(format!(
-                "reading the latest messages of stream {:?}: {why}; gave up after {:?} \
-                 (option 'resume_timeout')",
-                self.stream, self.options.resume_timeout
-            )));
-        }
-        self.in_flight = false;
         Ok(())
     }
 

@@ -22,8 +22,6 @@
 
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use crate::api::subjects;
 use crate::api::types::{AckPolicy, ConsumerConfig, ConsumerInfo, CreateConsumer, DeliverPolicy};
 use crate::arrow::metadata::Delivered;
@@ -32,7 +30,7 @@ use crate::consume::pull::{PullLoop, PullSettings};
 use crate::error::{Error, ErrorKind, Result};
 use crate::events;
 use crate::read::stored;
-use crate::retry::{is_transient, Backoff};
+use crate::retry::{is_transient, Backoff, Retry};
 
 /// Consumers of ours vanish by themselves this long after their process died.
 const INACTIVE_THRESHOLD: Duration = Duration::from_secs(300);
@@ -58,7 +56,9 @@ pub struct OrderedPull {
     subjects: Vec<String>,
     start: Start,
     settings: PullSettings,
-    resume_timeout: Duration,
+    /// Recovery's pauses and budget (option `resume_timeout`), counted from the
+    /// first failure since the last delivery.
+    retry: Retry,
     consumer: Option<String>,
     pull: Option<PullLoop>,
     /// The stream sequence of the last message handed out.
@@ -66,8 +66,6 @@ pub struct OrderedPull {
     /// The consumer sequence of the last delivery of the current consumer: an AckNone
     /// consumer numbers its deliveries 1, 2, 3, ..., so a hole means lost deliveries.
     last_consumer_seq: u64,
-    /// Since when recovery has been failing, if it is.
-    failing_since: Option<Instant>,
     /// The furthest delivery any of the consumers reached. A consumer of the last
     /// message per subject starts over at each recreation: a delivery is progress,
     /// which ends a failure, only past this (else a message that fails every
@@ -110,18 +108,23 @@ impl OrderedPull {
             subjects,
             start,
             settings,
-            resume_timeout,
+            // The opening is the first attempt: its budget starts now, so an opening
+            // that fails (or asks `first_seq_at` patiently) and then recovers takes
+            // `resume_timeout` in all, not twice that.
+            retry: Retry::from_now(Backoff::RESUME, resume_timeout),
             consumer: None,
             pull: None,
             last_stream_seq: None,
             last_consumer_seq: 0,
-            failing_since: None,
             reached: 0,
             resets: 0,
             runtime: tokio::runtime::Handle::current(),
         };
         let pending = match ordered.create().await {
-            Ok(pending) => pending,
+            Ok(pending) => {
+                ordered.retry.succeeded();
+                pending
+            }
             // No answer, a lost connection or no leader yet (an election, a restarting
             // server): keep trying for `resume_timeout`, as a read under way does. A
             // missing stream or a refused request fails at once.
@@ -178,7 +181,7 @@ impl OrderedPull {
                 &self.stream,
                 *ns,
                 &self.subjects,
-                self.resume_timeout,
+                self.retry.left(),
             )
             .await?;
             if let Some(start_sequence) = found {
@@ -241,21 +244,18 @@ impl OrderedPull {
         if !recoverable(&err) && !is_transient(&err) {
             return Err(err);
         }
-        let deadline = *self.failing_since.get_or_insert_with(Instant::now) + self.resume_timeout;
+        let deadline = self.retry.give_up_at();
         self.discard();
         let mut last = err;
-        let mut attempt = 0u32;
         loop {
-            let pause = Backoff::RESUME.delay(attempt);
-            attempt += 1;
-            if Instant::now() + pause >= deadline {
+            if !self.retry.pause().await {
                 return Err(last.context(format!(
                     "ordered read of stream {:?} could not resume within {:?} (option \
                      'resume_timeout')",
-                    self.stream, self.resume_timeout
+                    self.stream,
+                    self.retry.within()
                 )));
             }
-            tokio::time::sleep(pause).await;
             self.resets += 1;
             events::read_resumed(&self.stream, self.last_stream_seq, &last);
             // Each attempt gets what is left of the budget, not the request timeout.
@@ -317,7 +317,7 @@ impl OrderedPull {
             self.last_stream_seq = Some(meta.stream_seq);
             let starts_over = matches!(self.start, Start::LastPerSubject);
             if !starts_over || meta.consumer_seq > self.reached {
-                self.failing_since = None;
+                self.retry.succeeded();
             }
             self.reached = self.reached.max(meta.consumer_seq);
             return Ok(Some(delivered));
@@ -345,7 +345,7 @@ impl OrderedPull {
     /// would carry it (a read of a range ends on 0).
     async fn hand_out_stored(&mut self, mut stored: Delivered) -> Result<Delivered> {
         self.last_stream_seq = Some(stored.meta.stream_seq);
-        self.failing_since = None;
+        self.retry.succeeded();
         self.discard();
         self.resets += 1;
         stored.meta.pending = match self.create().await {
