@@ -40,6 +40,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import Counter
@@ -66,6 +67,7 @@ from jetstream_arrow.exceptions import (
     JetStreamArrowError,
     JetStreamNotEnabledError,
     MissedHeartbeatsError,
+    OperationTimeoutError,
     PublishError,
 )
 from jetstream_arrow.kv import KvColumns
@@ -1893,6 +1895,36 @@ def _spark_stream_write_servers(ctx: Ctx) -> None:
     )
 
 
+@contextlib.contextmanager
+def _paused(server: NatsServer, seconds: float) -> Iterator[None]:
+    """``server`` paused (SIGSTOP) and resumed ``seconds`` later whatever the body
+    does meanwhile; the body's end waits for the resume."""
+    assert server.process is not None
+    pid = server.process.pid
+    os.kill(pid, signal.SIGSTOP)
+    resume = threading.Timer(seconds, os.kill, (pid, signal.SIGCONT))
+    resume.start()
+    try:
+        yield
+    finally:
+        resume.join()
+        os.kill(pid, signal.SIGCONT)
+
+
+def _rides_through_a_pause(ctx: Ctx, seqs_read: Callable[..., list[int]]) -> None:
+    """Option resumeTimeout: a read (the requests for its streams' state, and the read
+    itself) rides through a paused server for that long, and gives up at the first
+    unanswered request with 0. ``seqs_read(stream, **options)``: the sequences read."""
+    name = ctx.stream(count=3)
+    quick = {"request_timeout": 0.5}
+    # Connected before the pause (a connection is not made while it lasts).
+    assert seqs_read(name, **quick, resume_timeout=10) == [1, 2, 3]
+    with _paused(ctx.server, 1.5):
+        assert seqs_read(name, **quick, resume_timeout=10) == [1, 2, 3]
+    with _paused(ctx.server, 1.5):
+        raises(lambda: seqs_read(name, **quick, resume_timeout=0), OperationTimeoutError)
+
+
 def _read_kind_probes(entry: str) -> None:
     """The options a batch read and a streaming read share, shown on ``entry``."""
 
@@ -1970,6 +2002,10 @@ def _read_kind_probes(entry: str) -> None:
         assert len(batches(ctx, stream=name, maxBytes=300)) > 1
 
     refused(entry, "heartbeat", lambda ctx: _parsed(ctx, entry, heartbeat="0.01"))
+
+    @reg("resumeTimeout")
+    def _(ctx: Ctx) -> None:
+        _rides_through_a_pause(ctx, lambda name, **options: rows(ctx, stream=name, **options))
 
     @reg("startingSequence")
     def _(ctx: Ctx) -> None:
@@ -2315,6 +2351,14 @@ def _read_fn_headers(ctx: Ctx) -> None:
     name = ctx.stream(count=1)
     assert "headers" in _read_fn(ctx, [(name, 1, None)], include_headers=True).column_names
     assert "headers" not in _read_fn(ctx, [(name, 1, None)]).column_names
+
+
+@effect((_READ_FN, "resume_timeout"))
+def _read_fn_resume_timeout(ctx: Ctx) -> None:
+    def seqs_read(name: str, **options: Any) -> list[int]:
+        return _read_fn(ctx, [(name, 1, None)], **options).column("seq").to_pylist()
+
+    _rides_through_a_pause(ctx, seqs_read)
 
 
 @effect((_READ_FN, "batch_rows"))

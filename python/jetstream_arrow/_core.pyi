@@ -29,6 +29,8 @@ DEFAULT_PUBLISH_MODE: Literal["acked", "fast", "atomic"]
 DEFAULT_ATOMIC_BATCH_ROWS: int
 DEFAULT_ACK_TIMEOUT: float
 DEFAULT_MAX_RETRIES: int
+# The longest duration any option takes, in seconds.
+MAX_SECONDS: float
 DEFAULT_RETRY_BACKOFF: float
 DEFAULT_ROWS_PER_RESULT: int
 DEFAULT_ON_MALFORMED: str

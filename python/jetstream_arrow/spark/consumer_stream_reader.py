@@ -261,7 +261,9 @@ class ConsumerStreamReader(DataSourceStreamReader):
         budget = self.opts.max_bytes_per_trigger
         if budget is None or not claimed:
             return claimed
-        state = stream_state(get_client(self.opts.connect), self.opts.stream)
+        state = stream_state(
+            get_client(self.opts.connect), self.opts.stream, self.opts.resume_timeout
+        )
         fit = messages_within(budget, mean_message_size(state))
         return claimed[: fit or len(claimed)]
 

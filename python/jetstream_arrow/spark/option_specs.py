@@ -39,12 +39,14 @@ from .._core import (
     DEFAULT_ON_MALFORMED,
     DEFAULT_PUBLISH_MODE,
     DEFAULT_READ_MAX_BYTES,
+    DEFAULT_RESUME_TIMEOUT,
     DEFAULT_RETRY_BACKOFF,
     DEFAULT_SPARK_BATCH_ROWS,
     DEFAULT_SPARK_MAX_MESSAGES_PER_PARTITION,
     DEFAULT_SPARK_MAX_TRIGGER_DELAY,
     DEFAULT_WINDOW,
     MAX_RETRIES,
+    MAX_SECONDS,
     MAX_WINDOW,
     ON_MALFORMED_MODES,
     VALUE_FORMATS,
@@ -64,8 +66,8 @@ class OptionSpec:
     scope: str  # connect, read, write
     secret: bool = False
     minimum: float | None = None
-    # The largest value the engine takes (ints only); see INT64_MAX.
-    maximum: int | None = None
+    # The largest value the engine takes: see INT64_MAX, and MAX_SECONDS for durations.
+    maximum: float | None = None
     nullable: bool = False  # None is a value; for a number also "none" (or "null")
     choices: tuple[str, ...] = ()  # the accepted values of a "str" option (lower case)
     # Which queries honour the option: "batch" (spark.read, df.write), "stream"
@@ -175,7 +177,7 @@ def option(
     default: Any = None,
     required: bool = False,
     minimum: float | None = None,
-    maximum: int | None = None,
+    maximum: float | None = None,
     nullable: bool = False,
     choices: tuple[str, ...] = (),
     queries: str = "both",
@@ -451,6 +453,7 @@ class ReadOptions:
         meaning="hold a micro-batch back until this many messages are there to read, or until `maxTriggerDelay` has passed since the last one (Kafka: `minOffsetsPerTrigger`); not with trigger(availableNow=True), which reads what is there; spark.readStream only",
     )
     max_trigger_delay: float = option(
+        maximum=MAX_SECONDS,
         only_because=_WHOLE_RANGE,
         kind="float",
         default=DEFAULT_SPARK_MAX_TRIGGER_DELAY,
@@ -531,7 +534,16 @@ class ReadOptions:
         native_field="max_bytes",
         meaning="payload bytes per Arrow batch; it also bounds the bytes asked for per pull or direct-get request, where the server counts each message's subject, headers and payload",
     )
+    resume_timeout: float = option(
+        kind="float",
+        default=DEFAULT_RESUME_TIMEOUT,
+        minimum=0,
+        maximum=MAX_SECONDS,
+        native_field="resume_timeout",
+        meaning="seconds a read rides through a server restart or a leader election (its consumer made again, its direct gets and the requests for the stream's state sent again) before it fails with the last error",
+    )
     heartbeat: float = option(
+        maximum=MAX_SECONDS,
         kind="float",
         default=DEFAULT_HEARTBEAT,
         minimum=0.1,
@@ -555,6 +567,14 @@ class ReadOptions:
     # The file's bytes, read where the options are parsed (the driver), so tasks on
     # other machines need no copy of it.
     protobuf_descriptor: bytes | None = None
+
+    def reader_kwargs(self) -> dict[str, Any]:
+        """The :class:`jetstream_arrow.ReadOptions` fields these options set."""
+        return {
+            spec.native_field: getattr(self, spec.python)
+            for spec in READ_SPECS
+            if spec.native_field is not None
+        }
 
     @property
     def several_streams(self) -> bool:
@@ -611,6 +631,7 @@ class WriteOptions:
         meaning="publishes in flight per task before waiting for acks",
     )
     ack_timeout: float = option(
+        maximum=MAX_SECONDS,
         kind="float",
         default=DEFAULT_ACK_TIMEOUT,
         minimum=0.001,
@@ -626,6 +647,7 @@ class WriteOptions:
         meaning="retries of a publish after 429, 503 or an ack timeout",
     )
     retry_backoff: float = option(
+        maximum=MAX_SECONDS,
         kind="float",
         default=DEFAULT_RETRY_BACKOFF,
         minimum=0,

@@ -151,7 +151,7 @@ def read_range(
     head (:func:`check_removed_while_read`), so messages removed while the range is
     read are named, not skipped.
     """
-    state = stream_state(client, stream)
+    state = stream_state(client, stream, opts.resume_timeout)
     # A read through a durable consumer (option 'consumer') re-reads the messages the
     # consumer holds unacknowledged, by direct gets: acknowledged work items around
     # them are gone by design, so removed messages do not mean loss.
@@ -169,13 +169,10 @@ def read_range(
         start_seq=start,
         end_seq=last,
         subjects=list(subjects) if subjects else None,
-        include_headers=opts.include_headers,
-        batch_rows=opts.batch_rows,
-        max_bytes=opts.max_bytes,
-        heartbeat=opts.heartbeat,
         # "auto": short ranges (small streaming micro-batches) by direct gets.
         method="direct" if through_consumer else "auto",
         codec=read_codec(opts, target),
+        **opts.reader_kwargs(),
     )
     next_seq = start
     try:
@@ -202,25 +199,16 @@ def read_latest(
     ``lastPerSubject``), or the live entries of its KV bucket (option ``kv``), as
     batches in ``target``'s schema: one read, in one partition."""
     if opts.kv is not None:
-        reader = client.read_kv(
-            opts.kv,
-            as_of_seq=opts.as_of_seq,
-            as_of_time=opts.as_of_time,
-            batch_rows=opts.batch_rows,
-            max_bytes=opts.max_bytes,
-            heartbeat=opts.heartbeat,
-        )
+        # A bucket's table has no headers column and is always a latest read.
+        kv_options = {
+            k: v
+            for k, v in opts.reader_kwargs().items()
+            if k not in ("include_headers", "last_per_subject")
+        }
+        reader = client.read_kv(opts.kv, **kv_options)
     else:
         reader = client.read(
-            opts.stream,
-            last_per_subject=True,
-            subjects=list(subjects) if subjects else None,
-            as_of_seq=opts.as_of_seq,
-            as_of_time=opts.as_of_time,
-            include_headers=opts.include_headers,
-            batch_rows=opts.batch_rows,
-            max_bytes=opts.max_bytes,
-            heartbeat=opts.heartbeat,
+            opts.stream, subjects=list(subjects) if subjects else None, **opts.reader_kwargs()
         )
     try:
         for batch in reader:

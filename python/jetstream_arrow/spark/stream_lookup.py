@@ -24,9 +24,10 @@ from .options import ReadOptions
 log = logging.getLogger("jetstream_arrow.spark")
 
 # How long the requests around a read are asked again while they fail transiently
-# (the core's rule and pauses: the clients' ``resume_timeout``). A read recovers for
-# as long (its ``resume_timeout``, opening included); the requests around it must
-# outlast a leader election as well, or a partition fails where the read itself
+# (the core's rule and pauses: the clients' ``resume_timeout``) where the read's own
+# option ``resumeTimeout`` is not at hand (a write's check of its stream). A read
+# recovers for as long as that option says, opening included; the requests around it
+# must outlast a leader election as well, or a partition fails where the read itself
 # would have gone on.
 PATIENCE = DEFAULT_RESUME_TIMEOUT
 
@@ -50,15 +51,16 @@ def _first_message_ns(info: Any) -> int | None:
     return rfc3339_to_epoch_ns(state.get("first_ts")) if isinstance(state, dict) else None
 
 
-def stream_state(client: Client, stream: str) -> Any:
+def stream_state(client: Client, stream: str, patience: float = PATIENCE) -> Any:
     """The stream's state, with a missing stream reported against option 'stream';
-    transient errors are asked through for :data:`PATIENCE`."""
-    return _stream_info(client, stream).state
+    transient errors are asked through for ``patience`` seconds (a read's
+    ``resumeTimeout``)."""
+    return _stream_info(client, stream, patience).state
 
 
-def _stream_info(client: Client, stream: str, option: str = "stream") -> Any:
+def _stream_info(client: Client, stream: str, patience: float, option: str = "stream") -> Any:
     try:
-        return client.stream_info(stream, resume_timeout=PATIENCE)
+        return client.stream_info(stream, resume_timeout=patience)
     except NotFoundError as err:
         raise BadInputError(
             f"option {option!r}: there is no stream {stream!r} "
@@ -128,7 +130,7 @@ def streams_of(
     and decides what a stream gone since the last one means)."""
     filters = tuple(subjects) if subjects is not None else opts.subjects
     if not opts.several_streams:
-        info = _stream_info(client, opts.stream)
+        info = _stream_info(client, opts.stream, opts.resume_timeout)
         return {opts.stream: _chosen(info, filters)}
     infos: dict[str, Any] = {}
     holders: dict[str, set[str]] = {}
@@ -136,7 +138,7 @@ def streams_of(
         pattern = re.compile(opts.stream_pattern)
         # The server chooses the streams that store a filter: one listing per filter.
         for subject in filters or (None,):
-            listed = client.list_streams(subject, resume_timeout=PATIENCE)
+            listed = client.list_streams(subject, resume_timeout=opts.resume_timeout)
             for info in listed:
                 if pattern.fullmatch(info.config.name) is not None:
                     infos[info.config.name] = info
@@ -144,12 +146,12 @@ def streams_of(
     else:
         for name in opts.streams or ():
             try:
-                infos[name] = _stream_info(client, name, "streams")
+                infos[name] = _stream_info(client, name, opts.resume_timeout, "streams")
             except BadInputError:
                 if not missing_ok:
                     raise
         for subject in filters or ():
-            names = client.stream_names(subject, resume_timeout=PATIENCE)
+            names = client.stream_names(subject, resume_timeout=opts.resume_timeout)
             for name in set(names) & set(infos):
                 holders.setdefault(name, set()).add(subject)
 

@@ -73,6 +73,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Limits the facade and the Spark option table check before the engine would.
     m.add("MAX_WINDOW", jetstream_arrow_core::publish::MAX_WINDOW)?;
     m.add("MAX_RETRIES", u32::MAX)?;
+    m.add("MAX_SECONDS", jetstream_arrow_core::limits::MAX_SECONDS)?;
     m.add(
         "DIRECT_READ_MAX_MESSAGES",
         jetstream_arrow_core::defaults::DIRECT_READ_MAX_MESSAGES,
