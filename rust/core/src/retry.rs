@@ -232,7 +232,11 @@ mod tests {
             pauses += 1;
             assert!(pauses < 100, "the budget of 40 ms never ended");
         }
-        assert!((4..=8).contains(&pauses), "{pauses} pauses of 5 ms in 40 ms");
+        // At most 8 pauses of 5 ms fit; a loaded machine's sleeps run longer.
+        assert!(
+            (1..=8).contains(&pauses),
+            "{pauses} pauses of 5 ms in 40 ms"
+        );
         // A success: failures begin a new budget.
         retry.succeeded();
         assert!(retry.may_try_again());
