@@ -233,3 +233,13 @@ def test_value_options_are_checked_by_name(
             "valueFormat", "json"
         ).save()
     assert "'data' column" in error_text(data)
+    # What the core refuses to encode is refused on the driver, before any task runs,
+    # in the core's words: here a DataFrame with nothing to encode.
+    nothing = spark.createDataFrame([(f"{name}.e", "m")], "subject STRING, msg_id STRING")
+    with pytest.raises(SPARK_ERRORS) as empty:
+        nothing.write.format("jetstream").mode("append").option("servers", url).option(
+            "valueFormat", "json"
+        ).save()
+    assert "no value columns to encode as json" in error_text(empty)
+    with ja.connect(url) as client:
+        assert client.stream_info(name).state.messages == 3

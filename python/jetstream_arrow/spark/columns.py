@@ -24,6 +24,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from .. import _core
+from ..codec import ValueCodec
 from ..exceptions import BadInputError
 
 
@@ -227,13 +229,11 @@ class PublishColumns:
             source_stream = source_seq = None
         values: tuple[str, ...] = ()
         if encoded:
+            # Carried to the core, which decides which of them the value is (a struct
+            # column `value`, or all of them) and refuses what it cannot encode:
+            # `check_encoding` asks it on the driver.
             taken = {subject, headers, msg_id, expected_seq, expected_id, source_stream, source_seq}
             values = tuple(n for n in schema.names if n not in taken)
-            if not values:
-                raise BadInputError(
-                    "option 'valueFormat': no value columns to encode "
-                    f"(columns: {', '.join(schema.names)})"
-                )
         return cls(
             subject=subject,
             data=data,
@@ -245,6 +245,13 @@ class PublishColumns:
             source_stream=source_stream,
             source_seq=source_seq,
         )
+
+    def check_encoding(self, schema: pa.Schema, codec: ValueCodec) -> None:
+        """The core's verdict on encoding input of ``schema`` with ``codec``, before any
+        row is sent (on Spark's driver, at planning): which columns are the value, and
+        whether the format takes them; its error names the column."""
+        empty = pa.RecordBatch.from_pylist([], schema=schema)
+        _core.encode_values(self.select(empty), codec)
 
     def select(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The publish input: the chosen columns under the engine's names, plain

@@ -234,24 +234,17 @@ def _check_excludes(values: dict[str, Any], specs: list[OptionSpec]) -> None:
     """Each option given refuses its rivals (other ways of saying the same), then the
     options it declares it does not go with."""
     by_name = {spec.python: spec for spec in specs}
-    for spec in specs:
-        if not _given(values.get(spec.python)):
-            continue
-        for other, reason in spec.rivals:
-            if _given(values.get(other)):
-                raise BadInputError(
-                    f"options {by_name[other].spark!r} and {spec.spark!r} exclude each other"
-                    + (f": {reason}" if reason else "")
-                )
-    for spec in specs:
-        if not _given(values.get(spec.python)):
-            continue
-        for other, reason in spec.excludes:
-            if _given(values.get(other)):
-                raise BadInputError(
-                    f"option {by_name[other].spark!r} does not go with option "
-                    f"{spec.spark!r}: {reason}"
-                )
+    for declared, said in (
+        ("rivals", "options {other!r} and {this!r} exclude each other"),
+        ("excludes", "option {other!r} does not go with option {this!r}"),
+    ):
+        for spec in specs:
+            if not _given(values.get(spec.python)):
+                continue
+            for other, reason in getattr(spec, declared):
+                if _given(values.get(other)):
+                    message = said.format(other=by_name[other].spark, this=spec.spark)
+                    raise BadInputError(message + (f": {reason}" if reason else ""))
 
 
 def _collect(

@@ -133,12 +133,16 @@ def write_columns(opts: WriteOptions, schema: pa.Schema) -> WriteColumns:
     at fault."""
     if opts.kv is not None:
         return KvColumns.resolve(schema, opts.kv, opts.msg_id_column)
-    return PublishColumns.resolve(
+    columns = PublishColumns.resolve(
         schema,
         constant_subject=opts.subject is not None,
         msg_id_column=opts.msg_id_column,
         encoded=opts.value_format is not None,
     )
+    codec = write_codec(opts)
+    if codec is not None:
+        columns.check_encoding(schema, codec)
+    return columns
 
 
 def msg_id_prefix(columns: WriteColumns, run: str, place: str) -> str:

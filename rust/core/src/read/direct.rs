@@ -128,11 +128,7 @@ impl DirectRange {
                 self.send_request().await?;
             }
             let Some(message) = self.requests.next_reply().await? else {
-                self.requests.unanswered(format!(
-                    "no reply within {:?} (option 'request_timeout')",
-                    self.conn.request_timeout
-                ))?;
-                continue;
+                continue; // unanswered: sent again
             };
             match Status::of(&message) {
                 None => {}
@@ -352,7 +348,7 @@ impl DirectRequests {
     }
 
     /// The next reply to the latest request; None when none came within the request
-    /// timeout.
+    /// timeout, and the request is to be sent again ([`Self::unanswered`]).
     pub async fn next_reply(&mut self) -> Result<Option<Message>> {
         let ours = format!(".{}", self.request);
         loop {
@@ -368,7 +364,14 @@ impl DirectRequests {
                         self.what
                     )))
                 }
-                Err(_) => return Ok(None),
+                Err(_) => {
+                    let why = format!(
+                        "no reply within {:?} (option 'request_timeout')",
+                        self.conn.request_timeout
+                    );
+                    self.unanswered(why)?;
+                    return Ok(None);
+                }
             }
         }
     }

@@ -313,11 +313,7 @@ impl LastPerSubject {
                 self.send_request().await?;
             }
             let Some(message) = self.requests.next_reply().await? else {
-                self.requests.unanswered(format!(
-                    "no reply within {:?} (option 'request_timeout')",
-                    self.conn.request_timeout
-                ))?;
-                continue;
+                continue; // unanswered: sent again
             };
             match Status::of(&message) {
                 None => {}
