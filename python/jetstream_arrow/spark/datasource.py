@@ -27,7 +27,7 @@ from .pushdown import planning_with_pushdown
 from .reading import checked_schema
 from .stream_reader import JetStreamStreamReader
 from .stream_writer import JetStreamStreamWriter
-from .values import read_schema
+from .value_codec import read_schema
 from .writing import WriteColumns, check_expected_stream, refuse_overwrite, write_columns
 
 

@@ -20,7 +20,7 @@ from .connection_cache import get_client
 from .options import parse_read_options, parse_write_options
 from .preflight import check_worker_python
 from .reading import read_range
-from .values import read_schema
+from .value_codec import read_schema
 from .writing import PublishTally, msg_id_prefix, publish_batches, task_ids, write_columns
 
 ArrowFn = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
@@ -97,7 +97,7 @@ def read_fn(**options: Any) -> ArrowFn:
     ``max_bytes``, ``heartbeat``, and the value options (``value_format``,
     ``value_schema``, ``on_malformed``, ``avro_framing``, ``avro_schemas_by_id``:
     the output then has ``value`` in place of ``data``, see
-    ``jetstream_arrow.spark.values.read_schema``). The range options (``start_seq``, ...) and the split
+    ``jetstream_arrow.spark.value_codec.read_schema``). The range options (``start_seq``, ...) and the split
     options (``min_partitions``, ``max_messages_per_partition``) are refused: each input
     row is one range, read whole by the task that holds it.
 
@@ -112,7 +112,7 @@ def read_fn(**options: Any) -> ArrowFn:
         raise BadInputError(
             "read_fn: option 'value_schema' is required with value_format "
             f"{opts.value_format!r}: mapInArrow declares the output schema before any read "
-            "(jetstream_arrow.spark.values.read_schema gives it)"
+            "(jetstream_arrow.spark.value_codec.read_schema gives it)"
         )
     target = arrow_schema(read_schema(opts))
 

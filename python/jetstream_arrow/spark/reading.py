@@ -25,7 +25,7 @@ from ..exceptions import (
 from .columns import conform, kv_schema, message_schema
 from .options import ReadOptions
 from .stream_lookup import stream_state
-from .values import read_codec
+from .value_codec import read_codec
 
 #: The highest sequence a range can name (Spark's ``seq`` column is a bigint).
 MAX_SEQ = 2**63 - 1
@@ -47,7 +47,7 @@ def checked_schema(opts: ReadOptions, schema: StructType) -> StructType:
     value format, the message columns and value fields the schema names; a KV
     bucket's entries with option ``kv``."""
     if opts.value_format is not None:
-        from .values import check_value_read_schema
+        from .value_codec import check_value_read_schema
 
         return check_value_read_schema(opts, schema)
     expected = kv_schema() if opts.kv is not None else message_schema(opts.include_headers)

@@ -28,7 +28,7 @@ from .columns import PublishColumns
 from .connection_cache import get_client
 from .options import WriteOptions
 from .stream_lookup import PATIENCE
-from .values import write_codec
+from .value_codec import write_codec
 
 log = logging.getLogger("jetstream_arrow.spark")
 

@@ -11,8 +11,8 @@ use arrow_array::RecordBatch;
 use jetstream_arrow_core::connection::Connection;
 use jetstream_arrow_core::defaults;
 use jetstream_arrow_core::publish::{PublishOutcome as CoreOutcome, Publisher as CorePublisher};
+use jetstream_arrow_core::read::msg_get;
 use jetstream_arrow_core::read::ordered::Start;
-use jetstream_arrow_core::read::stored;
 use jetstream_arrow_core::read::{FollowOptions, OrderedStream as CoreOrderedStream};
 use jetstream_arrow_core::Error;
 use pyo3::exceptions::PyTypeError;
@@ -352,7 +352,7 @@ impl Client {
             .unwrap_or(jetstream_arrow_core::defaults::RESUME_TIMEOUT);
         let conn = self.connection()?;
         Ok(wait(py, async move {
-            stored::first_seq_at(&conn, &stream, time_ns, &subjects, within).await
+            msg_get::first_seq_at(&conn, &stream, time_ns, &subjects, within).await
         })??)
     }
 

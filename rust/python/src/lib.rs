@@ -4,7 +4,7 @@
 mod aio;
 mod client;
 mod codec;
-mod constants;
+mod exports;
 mod consumer;
 mod errors;
 mod options;
@@ -33,7 +33,7 @@ fn forward_events_to_logging(py: Python<'_>) -> PyResult<()> {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     forward_events_to_logging(m.py())?;
-    constants::register(m)?;
+    exports::register(m)?;
     m.add_class::<client::Client>()?;
     m.add_class::<client::Publisher>()?;
     m.add_class::<client::PublishOutcome>()?;

@@ -9,10 +9,14 @@
 //! Every row ends stored, duplicate, or failed with its reason.
 //!
 //! [`input`] turns the caller's columns into messages, [`window`] holds the messages
-//! awaiting acks, [`acks`] the state of one call (ack classification, retries, expiry), [`outcome`] what became of each row, [`options`] how a publisher
-//! sends; this module reads the input and drives the loop: one module, because the
-//! order of filling, waiting and expiring is the publisher's guarantee, read in one place.
+//! awaiting acks, [`acks`] the state of one call (ack classification, retries,
+//! expiry), [`outcome`] what became of each row, [`options`] how a publisher sends.
+//! The three ways of sending are a room each: `acked.rs` (an ack per message: the
+//! loop of filling, waiting and expiring, read in one place), `fast.rs` (fast-ingest
+//! batches acked every N messages) and `atomic.rs` (batches stored whole or not at
+//! all). This module reads the input, checks its columns before any row, and sends.
 
+mod acked;
 mod acks;
 mod atomic;
 mod fast;
@@ -28,20 +32,15 @@ use async_nats::header::{self as nats_header, HeaderValue};
 use async_nats::{HeaderMap, Subject, Subscriber};
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt};
-use tokio::time::Instant;
-
 use crate::codec::ValueEncoder;
 use crate::connection::Connection;
 use crate::error::{Error, ErrorKind, Result};
 use crate::publish::input::{max_subject_len, CopyRepeats, OutgoingMessage, PublishBatch};
 
-use acks::{PublishRun, RetryQueue};
 use options::MAX_ACK_TIMEOUT;
 pub use options::{OnFull, PublishMode, PublishOptions, MAX_BYTES_IN_FLIGHT, MAX_WINDOW};
 pub use outcome::PublishOutcome;
-use rows::{refuse_all, refuse_rest, RowSource};
-use window::{Congestion, Window};
+use rows::RowSource;
 
 /// A publisher: one ack inbox and one window, reused across many publish calls.
 pub struct Publisher {
@@ -144,7 +143,7 @@ impl Publisher {
             exhausted: false,
         };
         let result = match self.options.mode {
-            PublishMode::Acked => self.run(&mut source, &mut outcome).await,
+            PublishMode::Acked => self.run_acked(&mut source, &mut outcome).await,
             PublishMode::Fast => self.run_fast(&mut source, &mut outcome).await,
             PublishMode::Atomic => self.run_atomic(&mut source, &mut outcome).await,
         };
@@ -160,172 +159,6 @@ impl Publisher {
         self.rows_before += source.taken as u64;
         outcome.tell_summary();
         (outcome, result.err())
-    }
-
-    async fn run<I>(
-        &mut self,
-        source: &mut RowSource<I>,
-        outcome: &mut PublishOutcome,
-    ) -> Result<()>
-    where
-        I: Iterator<Item = Result<RecordBatch>>,
-    {
-        let mut run = PublishRun {
-            options: &self.options,
-            conn: &self.conn,
-            probe_last_id: &self.probe_last_id,
-            in_flight: Window::default(),
-            congestion: Congestion::new(self.options.window),
-            retries: RetryQueue::default(),
-            // With expected-last-* checks, the first row goes alone; the rest follows
-            // only if it was stored, so a failed expectation stores nothing.
-            gate: self.options.has_expectations().then_some(0),
-            outcome,
-        };
-        let mut stop: Option<Error> = None;
-        // Since when the connection has been seen down (None: up at the last look).
-        let mut down_since: Option<Instant> = None;
-        let id_base = self.rows_before + self.options.msg_id_start;
-
-        let lost: Option<Error> = 'run: loop {
-            // 1. Fill the window: due retries first, then new rows.
-            let now = Instant::now();
-            let window = run.congestion.limit();
-            while run.in_flight.has_room(window) {
-                if let Some(r) = run.retries.pop_due(now) {
-                    let token = match send(
-                        &self.conn,
-                        &self.inbox_prefix,
-                        &mut self.next_token,
-                        &r.message,
-                        self.options.ack_timeout,
-                    )
-                    .await
-                    {
-                        Ok(token) => token,
-                        Err(e) => {
-                            run.fail_unsent(r.row, &e);
-                            break 'run Some(e.context(format!("row {}", r.row)));
-                        }
-                    };
-                    run.in_flight.push(
-                        token,
-                        r.row,
-                        r.attempt,
-                        r.message,
-                        r.conflict,
-                        self.options.ack_timeout,
-                    );
-                    continue;
-                }
-                if stop.is_some() || run.gate.is_some_and(|g| g < source.taken) {
-                    break;
-                }
-                if !run
-                    .in_flight
-                    .has_room_for_new(window, run.retries.len(), run.retries.bytes())
-                {
-                    break;
-                }
-                let (index, message) = match self.next_message(source, run.outcome, id_base) {
-                    Ok(Some(next)) => next,
-                    Ok(None) => break,
-                    Err(e) => {
-                        stop = Some(e);
-                        break;
-                    }
-                };
-                let token = match send(
-                    &self.conn,
-                    &self.inbox_prefix,
-                    &mut self.next_token,
-                    &message,
-                    self.options.ack_timeout,
-                )
-                .await
-                {
-                    Ok(token) => token,
-                    Err(e) => {
-                        run.fail_unsent(index, &e);
-                        break 'run Some(e.context(format!("row {index}")));
-                    }
-                };
-                run.in_flight
-                    .push(token, index, 0, message, None, self.options.ack_timeout);
-            }
-            if self.options.fail_when_full && run.in_flight.len() >= window && stop.is_none() {
-                refuse_rest(source, run.outcome, window)?;
-            }
-            let input_done = source.exhausted || stop.is_some();
-            if run.is_idle() && input_done {
-                break 'run None;
-            }
-            if run.is_idle() {
-                if let Some(g) = run.gate {
-                    // The gated first row failed: nothing else may be sent.
-                    let why = format!(
-                        "not sent: row {g} failed its expected-last check ({})",
-                        run.outcome.error(g).unwrap_or("?")
-                    );
-                    refuse_all(source, run.outcome, &why)?;
-                    break 'run None;
-                }
-            }
-
-            // 2. Wait for acks, the oldest deadline, or the next retry.
-            let wake = run.next_wake();
-            tokio::select! {
-                ack = self.acks.next() => match ack {
-                    Some(ack) => run.on_ack(ack, self.next_token),
-                    None => break 'run Some(Error::connection(
-                        "the connection was closed for good (see option 'max_reconnects')",
-                    )),
-                },
-                _ = tokio::time::sleep_until(wake) => {}
-            }
-            // Take every ack already here before sending more.
-            while let Some(Some(ack)) = self.acks.next().now_or_never() {
-                run.on_ack(ack, self.next_token);
-            }
-            let gave_up = run.expire();
-            down_since = match (self.conn.is_connected(), down_since) {
-                (true, _) => None,
-                (false, since) => Some(since.unwrap_or_else(Instant::now)),
-            };
-            let down_too_long =
-                down_since.is_some_and(|since| since.elapsed() >= self.options.ack_timeout);
-            if gave_up && stop.is_none() && down_too_long {
-                // Rows are given up while the connection has been down for longer than
-                // an ack may take: stop taking new rows, or each window of them would
-                // wait out its retries in turn. An expiry alone is no reason (the rows
-                // may have been lost in an earlier outage that is over, or in one the
-                // retries will outlast); what is in flight is still resent (with msg
-                // ids) should the connection come back before its retries run out.
-                stop = Some(Error::connection(format!(
-                    "the connection to the server was lost for longer than {:?} \
-                     (option 'ack_timeout') and rows ran out of retries \
-                     (option 'max_retries'); rows after row {} were not sent",
-                    self.options.ack_timeout,
-                    source.taken.saturating_sub(1)
-                )));
-            }
-        };
-        if let Some(e) = lost {
-            // Acks that arrived before the connection went are taken first (all of
-            // them: tokio's cooperative budget would make the subscription look empty
-            // after 128 in one go); whatever still awaits its ack or its resend is
-            // then reported.
-            while let Some(Some(ack)) = tokio::task::unconstrained(self.acks.next()).now_or_never()
-            {
-                run.on_ack(ack, self.next_token);
-            }
-            run.abandon(&e);
-            return Err(e);
-        }
-        match stop {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
     }
 
     pub fn connection(&self) -> &Connection {

@@ -37,7 +37,7 @@ use crate::arrow::metadata::Delivered;
 use crate::arrow::metadata::MessageMetadata;
 use crate::connection::Connection;
 use crate::error::{Error, ErrorKind, Result};
-use crate::read::stored::{self, rfc3339};
+use crate::read::msg_get::{self, rfc3339};
 use crate::retry::{is_transient, Backoff, Retry};
 
 /// Headers the server adds to each message of a batched direct get (every request
@@ -219,11 +219,12 @@ impl DirectRange {
                 self.done = true;
                 return Ok(());
             }
-            DirectStart::Sequence(seq) => stored::Position::Sequence(seq),
-            DirectStart::Time(ns) => stored::Position::Time(ns),
+            DirectStart::Sequence(seq) => msg_get::Position::Sequence(seq),
+            DirectStart::Time(ns) => msg_get::Position::Time(ns),
         };
         let next =
-            stored::first_at_or_after(&self.conn, &self.stream, from, self.filter.as_slice()).await;
+            msg_get::first_at_or_after(&self.conn, &self.stream, from, self.filter.as_slice())
+                .await;
         match next {
             Ok(Some(stored)) if stored.meta.stream_seq <= self.end_seq => {
                 let why = format!(

@@ -49,8 +49,8 @@ use crate::defaults;
 use crate::error::{Error, ErrorKind, Result};
 use crate::limits::MAX_BUFFERED_MESSAGES;
 use crate::read::direct::{answered_by, header_u64, into_delivered, DirectRequests};
+use crate::read::msg_get::rfc3339;
 use crate::read::ordered::{OrderedPull, Start};
-use crate::read::stored::rfc3339;
 use crate::read::ReadMethod;
 
 /// The most subjects one `multi_last` request may match (nats-server's

@@ -29,7 +29,7 @@ use crate::connection::Connection;
 use crate::consume::pull::{PullLoop, PullSettings};
 use crate::error::{Error, ErrorKind, Result};
 use crate::events;
-use crate::read::stored;
+use crate::read::msg_get;
 use crate::retry::{is_transient, Backoff, Retry};
 
 /// Consumers of ours vanish by themselves this long after their process died.
@@ -176,7 +176,7 @@ impl OrderedPull {
             // nats-server (2.15) starts a consumer by time with several filters past
             // the first messages at that time; the sequence found by a message get per
             // filter is where it starts instead.
-            let found = stored::first_seq_at(
+            let found = msg_get::first_seq_at(
                 &self.conn,
                 &self.stream,
                 *ns,
@@ -331,13 +331,13 @@ impl OrderedPull {
         let from = match (self.last_stream_seq, &self.start) {
             // No single message comes next: the recreated consumer tells.
             (_, Start::LastPerSubject) => return Ok(None),
-            (Some(last), _) => stored::Position::Sequence(last + 1),
-            (None, Start::All) => stored::Position::Sequence(1),
-            (None, Start::Sequence(seq)) => stored::Position::Sequence(*seq),
-            (None, Start::Time(ns)) => stored::Position::Time(*ns),
+            (Some(last), _) => msg_get::Position::Sequence(last + 1),
+            (None, Start::All) => msg_get::Position::Sequence(1),
+            (None, Start::Sequence(seq)) => msg_get::Position::Sequence(*seq),
+            (None, Start::Time(ns)) => msg_get::Position::Time(*ns),
             (None, Start::New) => return Ok(None),
         };
-        stored::first_at_or_after(&self.conn, &self.stream, from, &self.subjects).await
+        msg_get::first_at_or_after(&self.conn, &self.stream, from, &self.subjects).await
     }
 
     /// Hand out a message taken from the stream, and recreate the consumer after it;

@@ -1,0 +1,139 @@
+//! The open-ended read ([`OrderedStream`]): every message from the start, then every
+//! new one, exactly once and in order.
+
+use std::time::Duration;
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+
+use crate::api::validate_name;
+use crate::arrow::builder::BatchBuilder;
+use crate::arrow::metadata::Delivered;
+use crate::arrow::schema::SchemaOptions;
+use crate::codec::{CodecSpec, ValueDecoder};
+use crate::connection::Connection;
+use crate::error::{Error, Result};
+use crate::read::ordered::{OrderedPull, Start};
+use crate::read::{resolve_value_schema, ReadOptions};
+
+/// What to follow with an open-ended ordered consumer.
+#[derive(Debug, Clone)]
+pub struct FollowOptions {
+    pub subjects: Vec<String>,
+    pub start: Start,
+    pub include_headers: bool,
+    pub batch_rows: usize,
+    /// After the first message of a batch, how long to wait for more.
+    pub batch_wait: Duration,
+    pub max_bytes: usize,
+    pub heartbeat: Duration,
+    pub resume_timeout: Duration,
+    /// Payloads decoded into typed columns (none: `data` as bytes).
+    pub values: Option<CodecSpec>,
+}
+
+/// An open-ended ordered consumer (nats.go's `OrderedConsumer`): every message from
+/// the start, then every new one, exactly once and in order, as batches.
+pub struct OrderedStream {
+    ordered: OrderedPull,
+    builder: BatchBuilder,
+    batch_rows: usize,
+    batch_wait: Duration,
+    max_bytes: usize,
+    carry: Option<Delivered>,
+}
+
+impl OrderedStream {
+    pub async fn open(conn: Connection, stream: &str, options: FollowOptions) -> Result<Self> {
+        validate_name(stream, "stream")?;
+        if options.batch_rows == 0 {
+            return Err(Error::bad_input("option 'batch_rows' must be at least 1"));
+        }
+        let read = ReadOptions {
+            batch_rows: options.batch_rows,
+            max_bytes: options.max_bytes,
+            heartbeat: options.heartbeat,
+            ..ReadOptions::default()
+        };
+        let values = match &options.values {
+            Some(spec) => {
+                let sample = ReadOptions {
+                    subjects: options.subjects.clone(),
+                    ..ReadOptions::default()
+                };
+                let spec = resolve_value_schema(&conn, stream, spec, sample).await?;
+                Some(ValueDecoder::new(&spec, options.batch_rows)?)
+            }
+            None => None,
+        };
+        let (ordered, _) = OrderedPull::open(
+            conn,
+            stream,
+            options.subjects,
+            options.start,
+            read.pull_settings(),
+            options.resume_timeout,
+        )
+        .await?;
+        Ok(Self {
+            ordered,
+            builder: BatchBuilder::new(
+                stream,
+                SchemaOptions {
+                    include_headers: options.include_headers,
+                    consumer_columns: false,
+                },
+            )
+            .with_values(values),
+            batch_rows: options.batch_rows,
+            batch_wait: options.batch_wait,
+            max_bytes: options.max_bytes,
+            carry: None,
+        })
+    }
+
+    pub fn schema(&self) -> SchemaRef {
+        self.builder.schema()
+    }
+
+    /// Waits for at least one message, then takes what arrives within `batch_wait`,
+    /// up to `batch_rows` rows and `max_bytes` payload bytes.
+    pub async fn next_batch(&mut self) -> Result<RecordBatch> {
+        let first = match self.carry.take() {
+            Some(carried) => carried,
+            None => loop {
+                if let Some(d) = self.ordered.next(None).await? {
+                    break d;
+                }
+            },
+        };
+        self.builder.append(&first.message, &first.meta);
+        let until = tokio::time::Instant::now() + self.batch_wait;
+        while self.builder.len() < self.batch_rows {
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            let Some(delivered) = self.ordered.next(Some(left)).await? else {
+                break;
+            };
+            let size = delivered.message.payload.len();
+            if self.builder.data_bytes() + size > self.max_bytes {
+                self.carry = Some(delivered);
+                break;
+            }
+            self.builder.append(&delivered.message, &delivered.meta);
+        }
+        self.builder.finish()
+    }
+
+    pub fn resets(&self) -> u32 {
+        self.ordered.resets
+    }
+
+    /// Payloads that did not decode so far (dropped, or kept as `_corrupt_record`).
+    pub fn malformed(&self) -> u64 {
+        self.builder.malformed()
+    }
+
+    pub async fn close(&mut self) {
+        self.ordered.close().await;
+    }
+}
