@@ -4,9 +4,9 @@
 mod aio;
 mod client;
 mod codec;
-mod exports;
 mod consumer;
 mod errors;
+mod exports;
 mod options;
 mod push;
 mod reader;

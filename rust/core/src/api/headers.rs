@@ -1,8 +1,10 @@
 //! Header names of the JetStream protocol that this package reads or writes, and the
 //! ones that steer how the server stores a message.
 //!
-//! async-nats names the common ones (`async_nats::header::NATS_MESSAGE_ID`, ...);
-//! this module adds what it lacks, so no header name is typed twice.
+//! async-nats names the common ones (`async_nats::header::NATS_MESSAGE_ID`, ...) as
+//! `HeaderName` values, which a `const` (an atomic batch's header bytes), a match on
+//! text and the direct-get bookkeeping cannot take; those are here as text, checked
+//! equal to async-nats's by a test, beside the names it lacks.
 
 /// The id the server deduplicates publishes by.
 pub const MSG_ID: &str = "Nats-Msg-Id";
@@ -112,5 +114,26 @@ mod tests {
         ] {
             assert!(!is_control(name), "{name}");
         }
+    }
+
+    #[test]
+    fn the_names_async_nats_has_are_its_names() {
+        use async_nats::header as nats;
+        for (ours, theirs) in [
+            (MSG_ID, &nats::NATS_MESSAGE_ID),
+            (LAST_SEQUENCE, &nats::NATS_LAST_SEQUENCE),
+            (STREAM, &nats::NATS_STREAM),
+            (SEQUENCE, &nats::NATS_SEQUENCE),
+            (TIME_STAMP, &nats::NATS_TIME_STAMP),
+            (SUBJECT, &nats::NATS_SUBJECT),
+            (LAST_CONSUMER, &nats::NATS_LAST_CONSUMER),
+            (LAST_STREAM, &nats::NATS_LAST_STREAM),
+            (BATCH_ID, &nats::NATS_BATCH_ID),
+            (BATCH_SEQUENCE, &nats::NATS_BATCH_SEQUENCE),
+            (BATCH_COMMIT, &nats::NATS_BATCH_COMMIT),
+        ] {
+            assert_eq!(ours, theirs.to_string());
+        }
+        assert_eq!(BATCH_COMMIT_STORE, nats::NATS_BATCH_COMMIT_FINAL);
     }
 }
