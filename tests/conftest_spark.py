@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 
 import jetstream_arrow as ja
+from drivers.driver_session import spark_session
 
 TESTS = Path(__file__).resolve().parent
 
@@ -40,20 +41,9 @@ def spark() -> Iterator[Any]:
     path = os.environ.get("PYTHONPATH", "")
     if str(TESTS) not in path.split(os.pathsep):
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS), path) if p)
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[2,4]")
-        .appName("jetstream-arrow-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.driver.memory", "1g")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.pyspark.python", sys.executable)
-        .getOrCreate()
+    session = spark_session(
+        "jetstream-arrow-tests", "local[2,4]", **{"spark.default.parallelism": "2"}
     )
-    session.sparkContext.setLogLevel("ERROR")
     try:
         yield session
     finally:

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pyarrow.parquet as pq
+from driver_session import spark_session as shared_spark_session
 
 import jetstream_arrow as ja
 
@@ -47,23 +48,12 @@ def say(kind: str, body: dict[str, Any]) -> None:
 
 
 def spark_session() -> Any:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local-cluster[2,1,1024]")
-        .appName("jetstream-arrow-executor-loss")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.memory", "1g")
-        .config("spark.executor.memory", "512m")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.pyspark.python", sys.executable)
-        .getOrCreate()
+    return shared_spark_session(
+        "jetstream-arrow-executor-loss",
+        "local-cluster[2,1,1024]",
+        **{"spark.executor.memory": "512m"},
     )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
 
 
 def executors(spark: Any) -> list[dict[str, Any]]:
