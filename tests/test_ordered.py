@@ -142,6 +142,48 @@ def test_the_ordered_consumer_follows_the_stream_through_a_restart(
     assert seen == list(range(1, 1_501))
 
 
+def test_a_quiet_ordered_consumer_recovers_from_a_second_restart_after_its_budget(
+    nats_server: NatsServer,
+) -> None:
+    """Recovery's budget (``resume_timeout``) counts failing time, not quiet time: a
+    consumer made again after one restart, that then delivers nothing for longer than
+    the budget (a quiet stream), recovers from the next restart too, and delivers
+    what comes after it exactly once."""
+    budget = 2.0
+    with ja.connect(nats_server.url, max_reconnects=None, reconnect_delay=0.2) as client:
+        client.create_stream("QUIET", ["QUIET.>"])
+        publish_numbers(client, "QUIET", 100)
+        consumer = client.ordered_consumer("QUIET", heartbeat=0.5, resume_timeout=budget)
+        messages = consumer.messages(batch_rows=100)
+        seen: list[int] = []
+        failure: list[BaseException] = []
+
+        def follow() -> None:
+            try:
+                while len(seen) < 200:
+                    seen.extend(next(messages).column("seq").to_pylist())
+            except BaseException as err:
+                failure.append(err)
+
+        reader = threading.Thread(target=follow, daemon=True)
+        reader.start()
+        wait_until(lambda: len(seen) >= 100, 10.0, "the first 100 messages")
+        nats_server.restart()
+        # Nothing to deliver for twice the budget after the consumer is made again.
+        time.sleep(2 * budget + 2 * 0.5 * 2)
+        assert not failure, failure
+        nats_server.restart()
+        time.sleep(1.0)
+        with ja.connect(nats_server.url) as other:
+            table = pa.table({"data": pa.array([str(i).encode() for i in range(101, 201)])})
+            assert other.publish(table, subject="QUIET.n").stored == 100
+        reader.join(30.0)
+        assert not failure, failure
+        assert not reader.is_alive(), f"{len(seen)} of 200 messages after the second restart"
+        messages.close()
+    assert seen == list(range(1, 201))
+
+
 def test_the_ordered_consumer_can_start_at_new_messages(client: ja.Client, stream: str) -> None:
     publish_numbers(client, stream, 10)
     messages = client.ordered_consumer(stream, deliver="new").messages(batch_wait=0.05)

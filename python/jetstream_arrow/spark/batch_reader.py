@@ -70,10 +70,15 @@ class JetStreamReader(DataSourceReader):
         start = opts.start_seq
         if start is not None and opts.fail_on_data_loss:
             check_data_loss(
-                client, stream, start, opts.end_seq or last, "option 'startingSequence'"
+                client,
+                stream,
+                start,
+                opts.end_seq or last,
+                "option 'startingSequence'",
+                patience=opts.resume_timeout,
             )
         if start is None and opts.start_time is not None:
-            found = first_seq_at(client, stream, opts.start_time)
+            found = first_seq_at(client, stream, opts.start_time, opts.resume_timeout)
             start = found if found is not None else last + 1
         start = max(start or 1, available, self.pushed.seq_lo)
 
@@ -81,14 +86,18 @@ class JetStreamReader(DataSourceReader):
         if opts.end_seq is not None:
             end = min(end, opts.end_seq)
         if opts.end_time is not None:
-            found = first_seq_at(client, stream, opts.end_time)
+            found = first_seq_at(client, stream, opts.end_time, opts.resume_timeout)
             if found is not None:
                 end = min(end, found - 1)
         if self.pushed.time_lo is not None and start <= end:
-            found = first_seq_at(client, stream, from_epoch_micros(self.pushed.time_lo))
+            found = first_seq_at(
+                client, stream, from_epoch_micros(self.pushed.time_lo), opts.resume_timeout
+            )
             start = max(start, found if found is not None else last + 1)
         if self.pushed.time_hi is not None and start <= end:
-            found = first_seq_at(client, stream, from_epoch_micros(self.pushed.time_hi))
+            found = first_seq_at(
+                client, stream, from_epoch_micros(self.pushed.time_hi), opts.resume_timeout
+            )
             if found is not None:
                 end = min(end, found - 1)
         return start, end

@@ -251,7 +251,10 @@ class PublishColumns:
         row is sent (on Spark's driver, at planning): which columns are the value, and
         whether the format takes them; its error names the column."""
         empty = pa.RecordBatch.from_pylist([], schema=schema)
-        _core.encode_values(self.select(empty), codec)
+        try:
+            _core.encode_values(self.select(empty), codec)
+        except BadInputError as err:
+            raise BadInputError(f"option 'valueFormat' ({codec.format}): {err}") from None
 
     def select(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The publish input: the chosen columns under the engine's names, plain

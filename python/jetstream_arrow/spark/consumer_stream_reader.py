@@ -147,11 +147,13 @@ def claim_limits(client: Client, opts: ReadOptions) -> tuple[int, int | None]:
     return per_fetch, pending if pending is not None and pending > 0 else None
 
 
-def last_seq_on(client: Client, stream: str, subjects: tuple[str, ...] | None) -> int:
+def last_seq_on(
+    client: Client, stream: str, subjects: tuple[str, ...] | None, patience: float
+) -> int:
     """The sequence of the stream's last message on ``subjects`` (one filter, wildcards
     allowed, as option 'consumer' takes), 0 when there is none."""
     if not subjects:
-        return int(stream_state(client, stream).last_seq)
+        return int(stream_state(client, stream, patience).last_seq)
     try:
         return int(client.get_message(stream, last_by_subject=subjects[0]).seq)
     except NotFoundError:
@@ -284,13 +286,13 @@ class ConsumerStreamReader(DataSourceStreamReader):
         stream = self.opts.stream
         pending = int(client.consumer_info(stream, self.opts.consumer or "").num_pending)
         if pending:
-            last = last_seq_on(client, stream, self.opts.subjects)
+            last = last_seq_on(client, stream, self.opts.subjects, self.opts.resume_timeout)
         else:
             last = max((s for _, rows in self._held for _, s in rows), default=0)
         # Behind: what the consumer has still to deliver, and what it delivered that
         # no micro-batch has taken yet.
         held = {s for _, rows in self._held for _, s in rows if s >= self.planned_end}
-        size = mean_message_size(stream_state(client, stream))
+        size = mean_message_size(stream_state(client, stream, self.opts.resume_timeout))
         behind = {stream: (pending + len(held), size)}
         return {"seq": max(last + 1, self.planned_end), **behind_latest(behind)}
 

@@ -479,6 +479,7 @@ def parse_write_options(options: Mapping[str, Any], *, queries: str = "batch") -
     values = _collect(options, _WRITE_INDEX, "write", ignore=ignore, queries=queries)
     connect = _connect_options(values)
     values = {**_WRITE_DEFAULTS, **values}
+    _check_excludes(values, WRITE_SPECS)
     # Both name the stream every message must land in: a name the server could never
     # match would fail every row at run time instead.
     if values["expected_stream"] is not None:

@@ -24,7 +24,7 @@ from ..exceptions import (
 )
 from .columns import conform, kv_schema, message_schema
 from .options import ReadOptions
-from .stream_lookup import stream_state
+from .stream_lookup import PATIENCE, stream_state
 from .value_codec import read_codec
 
 #: The highest sequence a range can name (Spark's ``seq`` column is a bigint).
@@ -67,21 +67,29 @@ def first_available(state: Any) -> int:
     return int(state.first_seq) if state.messages else int(state.last_seq) + 1
 
 
-def first_seq_at(client: Client, stream: str, when: datetime) -> int | None:
-    """The sequence of the first message stored at or after ``when``, or None."""
+def first_seq_at(client: Client, stream: str, when: datetime, patience: float) -> int | None:
+    """The sequence of the first message stored at or after ``when``, or None; asked
+    through transient failures for ``patience`` seconds (the read's ``resumeTimeout``)."""
     if when >= LAST_NS_TIME:
         # No message is stored that late, and the engine cannot be asked.
         return None
-    return client.first_seq_at(stream, when)
+    return client.first_seq_at(stream, when, resume_timeout=patience)
 
 
 def check_data_loss(
-    client: Client, stream: str, start: int, end: int, what: str, state: Any = None
+    client: Client,
+    stream: str,
+    start: int,
+    end: int,
+    what: str,
+    state: Any = None,
+    patience: float = PATIENCE,
 ) -> int:
     """Raise :class:`DataLossError` when sequences ``start..end`` begin below what the
-    stream still holds; return the first sequence still held."""
+    stream still holds; return the first sequence still held. Without ``state`` the
+    stream's is asked for, through transient failures for ``patience`` seconds."""
     if state is None:
-        state = stream_state(client, stream)
+        state = stream_state(client, stream, patience)
     available = first_available(state)
     if start < available and start <= int(state.last_seq):
         last_lost = min(end, available - 1)
@@ -108,7 +116,7 @@ def skipped_sequences(seqs: pa.Array, expected: int) -> list[tuple[int, int]]:
 
 
 def check_removed_while_read(
-    client: Client, stream: str, skipped: list[tuple[int, int]], what: str
+    client: Client, stream: str, skipped: list[tuple[int, int]], what: str, patience: float
 ) -> None:
     """Raise :class:`DataLossError` when runs of sequences a read skipped lie below the
     stream's first sequence now: its head (limits, a purge) went past them before they
@@ -117,7 +125,7 @@ def check_removed_while_read(
     head overtook between the read skipping it and this check counts as removed.)"""
     if not skipped:
         return
-    available = first_available(stream_state(client, stream))
+    available = first_available(stream_state(client, stream, patience))
     removed = [(lo, min(hi, available - 1)) for lo, hi in skipped if lo < available]
     if not removed:
         return
@@ -180,7 +188,7 @@ def read_range(
             if batch.num_rows:
                 if watch_head:
                     skipped = skipped_sequences(batch.column("seq"), next_seq)
-                    check_removed_while_read(client, stream, skipped, what)
+                    check_removed_while_read(client, stream, skipped, what, opts.resume_timeout)
                 next_seq = int(batch.column("seq")[-1].as_py()) + 1
                 yield conform(batch, target)
     finally:
@@ -189,7 +197,7 @@ def read_range(
         reader.close()
     if watch_head and next_seq <= last:
         # The read ended early: its last sequences may have gone with the head.
-        check_removed_while_read(client, stream, [(next_seq, last)], what)
+        check_removed_while_read(client, stream, [(next_seq, last)], what, opts.resume_timeout)
 
 
 def read_latest(

@@ -208,7 +208,9 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         opts = self.opts
         end = int(state.last_seq) + 1
         if opts.start_time is not None:
-            found = first_seq_at(get_client(opts.connect), stream, opts.start_time)
+            found = first_seq_at(
+                get_client(opts.connect), stream, opts.start_time, opts.resume_timeout
+            )
             return found if found is not None else end
         if opts.starting_offsets == "earliest":
             return first_available(state)

@@ -129,6 +129,7 @@ def value_struct(opts: ReadOptions) -> StructType:
         codec=_read_codec(opts, None, False),
         subjects=list(subjects) if subjects else None,
         batch_rows=1,
+        resume_timeout=opts.resume_timeout,
     )
     try:
         value = reader.schema.field(_core.VALUE_COLUMN).type

@@ -235,9 +235,11 @@ impl DirectRange {
                 self.requests.unanswered_then_pause(why).await?;
             }
             Ok(_) => self.done = true,
-            Err(e) if is_transient(&e) => self.requests.unanswered(format!(
-                "asking the stream's leader for its next message: {e}"
-            ))?,
+            // A leader being elected answers `503` at once: pause before asking again.
+            Err(e) if is_transient(&e) => {
+                let why = format!("asking the stream's leader for its next message: {e}");
+                self.requests.unanswered_then_pause(why).await?;
+            }
             Err(e) => {
                 return Err(e.context(format!(
                     "direct read of stream {:?}: checking the end of the range with its leader",

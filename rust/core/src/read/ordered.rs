@@ -22,6 +22,8 @@
 
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use crate::api::subjects;
 use crate::api::types::{AckPolicy, ConsumerConfig, ConsumerInfo, CreateConsumer, DeliverPolicy};
 use crate::arrow::metadata::Delivered;
@@ -59,6 +61,9 @@ pub struct OrderedPull {
     /// Recovery's pauses and budget (option `resume_timeout`), counted from the
     /// first failure since the last delivery.
     retry: Retry,
+    /// When recovery last made a consumer: one that then served for a whole budget
+    /// (an idle tail, say) was a success, and the next failure starts a new budget.
+    recreated_at: Option<Instant>,
     consumer: Option<String>,
     pull: Option<PullLoop>,
     /// The stream sequence of the last message handed out.
@@ -112,6 +117,7 @@ impl OrderedPull {
             // that fails (or asks `first_seq_at` patiently) and then recovers takes
             // `resume_timeout` in all, not twice that.
             retry: Retry::from_now(Backoff::RESUME, resume_timeout),
+            recreated_at: None,
             consumer: None,
             pull: None,
             last_stream_seq: None,
@@ -244,6 +250,16 @@ impl OrderedPull {
         if !recoverable(&err) && !is_transient(&err) {
             return Err(err);
         }
+        // A consumer made by the last recovery that then lived longer than a whole
+        // budget worked (a quiet stream delivers nothing for as long): this failure
+        // is a new one. One that failed sooner (a message that fails every consumer
+        // at the same place) keeps the budget running, so recovery ends.
+        if self
+            .recreated_at
+            .is_some_and(|at| at.elapsed() >= self.retry.within())
+        {
+            self.retry.succeeded();
+        }
         let deadline = self.retry.give_up_at();
         self.discard();
         let mut last = err;
@@ -260,7 +276,10 @@ impl OrderedPull {
             events::read_resumed(&self.stream, self.last_stream_seq, &last);
             // Each attempt gets what is left of the budget, not the request timeout.
             match tokio::time::timeout_at(deadline, self.create()).await {
-                Ok(Ok(pending)) => return Ok(pending),
+                Ok(Ok(pending)) => {
+                    self.recreated_at = Some(Instant::now());
+                    return Ok(pending);
+                }
                 Ok(Err(e)) if recoverable(&e) || is_transient(&e) => last = e,
                 Ok(Err(e)) => return Err(e),
                 // No answer at all: the server is as silent as when heartbeats were
