@@ -146,19 +146,8 @@ impl DirectRange {
                     self.end_unless_trailing().await?;
                     continue;
                 }
-                Some(Status::NoResponders) => {
-                    let why = format!(
-                        "nobody answers direct gets on {} (the stream needs \
-                         allow_direct=True, and must exist)",
-                        self.requests.subject
-                    );
-                    self.requests.unanswered_then_pause(why).await?;
-                    continue;
-                }
-                Some(Status::TooManyRequests) => {
-                    // The stream's direct-get queue is full: ask again a little later.
-                    let why = "429 Too Many Requests to its direct gets".to_string();
-                    self.requests.unanswered_then_pause(why).await?;
+                Some(status @ (Status::NoResponders | Status::TooManyRequests)) => {
+                    self.requests.pushed_back(&status).await?;
                     continue;
                 }
                 Some(other) => {
@@ -317,6 +306,21 @@ impl DirectRequests {
         } else {
             Err(self.gave_up(&why))
         }
+    }
+
+    /// The responders pushed back (`503`: nobody answers, as while a server restarts;
+    /// `429`: the stream's direct-get queue is full): the request is sent again after a
+    /// pause, unless `resume_timeout` has passed.
+    pub async fn pushed_back(&mut self, status: &Status) -> Result<()> {
+        let why = match status {
+            Status::TooManyRequests => "429 Too Many Requests to its direct gets".to_string(),
+            _ => format!(
+                "nobody answers direct gets on {} (the stream needs allow_direct=True, and \
+                 must exist)",
+                self.subject
+            ),
+        };
+        self.unanswered_then_pause(why).await
     }
 
     fn gave_up(&self, why: &str) -> Error {

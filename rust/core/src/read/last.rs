@@ -339,17 +339,8 @@ impl LastPerSubject {
                     self.expand(&filters).await?;
                     continue;
                 }
-                Some(Status::NoResponders) => {
-                    let why = format!(
-                        "nobody answers direct gets on {} (the stream needs allow_direct)",
-                        self.requests.subject
-                    );
-                    self.requests.unanswered_then_pause(why).await?;
-                    continue;
-                }
-                Some(Status::TooManyRequests) => {
-                    let why = "429 Too Many Requests to its direct gets".to_string();
-                    self.requests.unanswered_then_pause(why).await?;
+                Some(status @ (Status::NoResponders | Status::TooManyRequests)) => {
+                    self.requests.pushed_back(&status).await?;
                     continue;
                 }
                 Some(other) => {

@@ -19,6 +19,9 @@
 //! receive as a delivery, which drops its connection every time (a subject with
 //! white space other than the server's own separators), is still read, and the read
 //! always moves on.
+//!
+//! One module because when to recreate, from where, and when recovery has lasted too
+//! long are one state machine: split, each part would need the others' state.
 
 use std::time::Duration;
 
