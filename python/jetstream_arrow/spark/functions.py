@@ -94,7 +94,7 @@ def read_fn(**options: Any) -> ArrowFn:
 
     Options: the connection options of [`jetstream_arrow.connect`][], ``stream``,
     ``subjects``, ``include_headers``, ``fail_on_data_loss``, ``batch_rows``,
-    ``max_bytes``, ``heartbeat``, and the value options (``value_format``,
+    ``max_bytes``, ``resume_timeout``, ``heartbeat``, and the value options (``value_format``,
     ``value_schema``, ``on_malformed``, ``avro_framing``, ``avro_schemas_by_id``:
     the output then has ``value`` in place of ``data``, see
     ``jetstream_arrow.spark.value_codec.read_schema``). The range options (``start_seq``, ...) and the split
