@@ -12,6 +12,7 @@ use std::time::Duration;
 use async_nats::{Client, ConnectOptions, Event, ServerError};
 use bytes::Bytes;
 
+use crate::codec::compression::Decompression;
 use crate::defaults;
 use crate::error::{Error, ErrorKind, Result};
 use crate::server_urls::{redact_servers, redact_url, url_credentials, UrlCredentials};
@@ -50,6 +51,12 @@ pub struct ConnectConfig {
     pub domain: Option<String>,
     pub api_prefix: Option<String>,
     pub inbox_prefix: Option<String>,
+    /// The most bytes a compressed payload may decompress to on a read
+    /// ([`crate::codec::compression`]).
+    pub max_decompressed_bytes: usize,
+    /// Reads decompress payloads marked `Content-Encoding` (else hand them out as
+    /// stored, the header kept).
+    pub decompress: bool,
 }
 
 /// The JetStream API prefix: `api_prefix`, or `$JS.<domain>.API`, or `$JS.API`.
@@ -64,6 +71,60 @@ pub fn js_api_prefix(domain: Option<&str>, api_prefix: Option<&str>) -> String {
 impl ConnectConfig {
     pub fn js_api_prefix(&self) -> String {
         js_api_prefix(self.domain.as_deref(), self.api_prefix.as_deref())
+    }
+
+    /// What can be said of these options without a server or a file, naming the
+    /// options: the ones that exclude each other or go together, and the durations.
+    /// [`Connection::connect`] checks it first; Python's `ConnectOptions` when made.
+    pub fn validate(&self) -> Result<()> {
+        let given = |o: &Option<String>| o.as_deref().is_some_and(|s| !s.is_empty());
+        if self.max_decompressed_bytes == 0 {
+            return Err(Error::bad_input(
+                "option 'max_decompressed_bytes' must be at least 1 (bytes a compressed \
+                 payload may decompress to)",
+            ));
+        }
+        if given(&self.domain) && given(&self.api_prefix) {
+            return Err(Error::bad_input(
+                "options 'domain' and 'api_prefix' exclude each other: a domain D means \
+                 api_prefix '$JS.D.API'; give one of them",
+            ));
+        }
+        crate::tls::one_of(
+            ("creds", &self.creds),
+            ("creds_content", &self.creds_content),
+        )?;
+        self.tls_options().check()?;
+        match (&self.user, &self.password) {
+            (Some(_), None) => return Err(Error::bad_input("option 'user' needs 'password'")),
+            // A password alone is sent nowhere: the server takes it only with a user.
+            (None, Some(_)) => return Err(Error::bad_input("option 'password' needs 'user'")),
+            _ => {}
+        }
+        for (option, duration) in [
+            ("connect_timeout", self.connect_timeout),
+            ("request_timeout", self.request_timeout),
+            ("reconnect_delay", self.reconnect_delay),
+            ("ping_interval", self.ping_interval),
+        ] {
+            if duration.is_zero() {
+                return Err(Error::bad_input(format!(
+                    "option '{option}' must be a positive number of seconds, got 0"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn tls_options(&self) -> TlsOptions<'_> {
+        TlsOptions {
+            ca: &self.tls_ca,
+            cert: &self.tls_cert,
+            key: &self.tls_key,
+            ca_content: &self.tls_ca_content,
+            cert_content: &self.tls_cert_content,
+            key_content: &self.tls_key_content,
+        }
     }
 }
 
@@ -95,6 +156,8 @@ impl Default for ConnectConfig {
             domain: None,
             api_prefix: None,
             inbox_prefix: None,
+            max_decompressed_bytes: defaults::MAX_DECOMPRESSED_BYTES,
+            decompress: true,
         }
     }
 }
@@ -147,15 +210,31 @@ pub struct Connection {
     pub api_prefix: String,
     pub request_timeout: Duration,
     pub server_errors: Arc<ServerErrors>,
+    /// Whether every read of this connection decompresses a payload marked
+    /// compressed (`decompress`), into at most how many bytes
+    /// (`max_decompressed_bytes`).
+    pub decompression: Decompression,
 }
 
 impl Connection {
+    /// The decompression of a consumer's batches: a consumer hands out every
+    /// message a pull delivered in one batch (it cannot cut the batch short by size,
+    /// as a read does by `max_bytes`), so the payloads it decompresses total at most
+    /// `max_decompressed_bytes` per batch, as one payload does.
+    pub fn consumer_decompression(&self) -> Decompression {
+        Decompression {
+            max_batch: Some(self.decompression.max_payload),
+            ..self.decompression
+        }
+    }
+
     /// Whether the client is connected now (not reconnecting, not closed).
     pub fn is_connected(&self) -> bool {
         self.client.connection_state() == async_nats::connection::State::Connected
     }
 
     pub async fn connect(config: &ConnectConfig) -> Result<Self> {
+        config.validate()?;
         let server_errors = Arc::new(ServerErrors::default());
         let servers: Vec<async_nats::ServerAddr> = config
             .servers
@@ -206,6 +285,11 @@ impl Connection {
             api_prefix: config.js_api_prefix(),
             request_timeout: config.request_timeout,
             server_errors,
+            decompression: Decompression {
+                enabled: config.decompress,
+                max_payload: config.max_decompressed_bytes,
+                max_batch: None,
+            },
         })
     }
 
@@ -293,13 +377,7 @@ async fn build_options(
     errors: Arc<ServerErrors>,
 ) -> Result<ConnectOptions> {
     let mut options = match (&config.creds, &config.creds_content) {
-        (Some(_), Some(_)) => {
-            return Err(Error::bad_input(
-                "options 'creds' and 'creds_content' exclude each other: give the file or \
-                 its content",
-            ))
-        }
-        (Some(path), None) => ConnectOptions::with_credentials_file(path.clone())
+        (Some(path), _) => ConnectOptions::with_credentials_file(path.clone())
             .await
             .map_err(|e| {
                 Error::new(
@@ -326,30 +404,7 @@ async fn build_options(
     if let Some(seed) = &config.nkey_seed {
         options = options.nkey(seed.clone());
     }
-    // A file that cannot be read would otherwise leave TLS off without a word, and
-    // the connection in plain text.
-    for (option, path) in [
-        ("tls_ca", &config.tls_ca),
-        ("tls_cert", &config.tls_cert),
-        ("tls_key", &config.tls_key),
-    ] {
-        if let Some(path) = path {
-            std::fs::metadata(path).map_err(|e| {
-                Error::bad_input(format!(
-                    "option '{option}': cannot read {}: {e}",
-                    path.display()
-                ))
-            })?;
-        }
-    }
-    let tls = TlsMaterial::of(TlsOptions {
-        ca: &config.tls_ca,
-        cert: &config.tls_cert,
-        key: &config.tls_key,
-        ca_content: &config.tls_ca_content,
-        cert_content: &config.tls_cert_content,
-        key_content: &config.tls_key_content,
-    })?;
+    let tls = TlsMaterial::of(config.tls_options())?;
     if tls.has_content() {
         options = options.tls_client_config(tls.client_config()?);
     } else {

@@ -17,6 +17,12 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 pub const MAX_RECONNECTS: usize = 60;
 pub const RECONNECT_DELAY: Duration = Duration::from_secs(2);
 pub const PING_INTERVAL: Duration = Duration::from_secs(60);
+/// The most bytes one compressed payload may decompress to on any read of the
+/// connection (`Content-Encoding`, [`crate::codec::compression`]): 64 MiB, the
+/// largest `max_payload` nats-server accepts, so every value that could be stored
+/// plain can be stored compressed and read back, while a payload that expands past
+/// anything a server could have held plain (a zip bomb) is refused, naming its seq.
+pub const MAX_DECOMPRESSED_BYTES: usize = 64 << 20;
 
 // -- publishing ---------------------------------------------------------------------
 /// Unacknowledged publishes in flight. Measured: 5k-20k keeps a server busy without
@@ -105,6 +111,11 @@ pub const SPARK_MAX_MESSAGES_PER_PARTITION: usize = 100_000;
 /// With `minMessagesPerTrigger`: the longest a streaming read holds back a micro-batch
 /// that has fewer messages (Kafka's `maxTriggerDelay`, with its default).
 pub const SPARK_MAX_TRIGGER_DELAY: Duration = Duration::from_secs(15 * 60);
+/// With `consumerGroup`: the seconds without a pull after which the server moves the
+/// pin to a standby query (the consumer's `priority_timeout`). A driver pulls at every
+/// trigger, so a stopped one is noticed after this long; longer than the pause between
+/// triggers of a busy driver.
+pub const SPARK_CONSUMER_PIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A default as the bindings export it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -123,6 +134,10 @@ pub const EXPORTED: &[(&str, Exported)] = &[
     ("MAX_RECONNECTS", Exported::Int(MAX_RECONNECTS as i64)),
     ("RECONNECT_DELAY", Exported::Seconds(RECONNECT_DELAY)),
     ("PING_INTERVAL", Exported::Seconds(PING_INTERVAL)),
+    (
+        "MAX_DECOMPRESSED_BYTES",
+        Exported::Int(MAX_DECOMPRESSED_BYTES as i64),
+    ),
     ("WINDOW", Exported::Int(WINDOW as i64)),
     ("ACK_TIMEOUT", Exported::Seconds(ACK_TIMEOUT)),
     ("MAX_RETRIES", Exported::Int(MAX_RETRIES as i64)),
@@ -164,5 +179,9 @@ pub const EXPORTED: &[(&str, Exported)] = &[
     (
         "SPARK_MAX_TRIGGER_DELAY",
         Exported::Seconds(SPARK_MAX_TRIGGER_DELAY),
+    ),
+    (
+        "SPARK_CONSUMER_PIN_TIMEOUT",
+        Exported::Seconds(SPARK_CONSUMER_PIN_TIMEOUT),
     ),
 ];

@@ -83,6 +83,27 @@ pub mod err_codes {
     pub const ATOMIC_PUBLISH_DUPLICATE_MSG_ID: u32 = 10201;
     /// More atomic batches open on the stream or the server than it allows.
     pub const ATOMIC_PUBLISH_TOO_MANY_INFLIGHT: u32 = 10210;
+    /// A `Nats-TTL` the server does not take (under a second, or not a duration).
+    pub const MESSAGE_TTL_INVALID: u32 = 10165;
+    /// A `Nats-TTL` sent to a stream without `allow_msg_ttl`.
+    pub const MESSAGE_TTL_DISABLED: u32 = 10166;
+    /// A `Nats-Incr` sent to a stream without `allow_msg_counter`.
+    pub const MESSAGE_INCR_DISABLED: u32 = 10168;
+    /// A message without `Nats-Incr` sent to a counter stream.
+    pub const MESSAGE_INCR_MISSING: u32 = 10169;
+    /// A counter increment with a payload.
+    pub const MESSAGE_INCR_PAYLOAD: u32 = 10170;
+    /// A `Nats-Incr` that is not an integer, or sent with expected-last or rollup headers.
+    pub const MESSAGE_INCR_INVALID: u32 = 10171;
+    /// The subject's last message on a counter stream is not a counter value.
+    pub const MESSAGE_COUNTER_BROKEN: u32 = 10172;
+    /// A `Nats-Schedule` sent to a stream without `allow_msg_schedules`.
+    pub const MESSAGE_SCHEDULES_DISABLED: u32 = 10188;
+    /// A `Nats-Schedule` the server cannot read.
+    pub const MESSAGE_SCHEDULES_PATTERN_INVALID: u32 = 10189;
+    /// A `Nats-Schedule-Target` that is not a subject of the stream (or is the
+    /// schedule's own).
+    pub const MESSAGE_SCHEDULES_TARGET_INVALID: u32 = 10190;
     /// `Nats-Expected-Last-Msg-Id` did not match the stream's last msg id.
     pub const WRONG_LAST_MSG_ID: u32 = 10070;
     /// An expected last sequence (of the stream or of the subject) did not match.
@@ -91,6 +112,22 @@ pub mod err_codes {
     /// Every code above by its exported name.
     pub const EXPORTED: &[(&str, u32)] = &[
         ("CONSUMER_NOT_FOUND", CONSUMER_NOT_FOUND),
+        ("MESSAGE_TTL_INVALID", MESSAGE_TTL_INVALID),
+        ("MESSAGE_TTL_DISABLED", MESSAGE_TTL_DISABLED),
+        ("MESSAGE_INCR_DISABLED", MESSAGE_INCR_DISABLED),
+        ("MESSAGE_INCR_MISSING", MESSAGE_INCR_MISSING),
+        ("MESSAGE_INCR_PAYLOAD", MESSAGE_INCR_PAYLOAD),
+        ("MESSAGE_INCR_INVALID", MESSAGE_INCR_INVALID),
+        ("MESSAGE_COUNTER_BROKEN", MESSAGE_COUNTER_BROKEN),
+        ("MESSAGE_SCHEDULES_DISABLED", MESSAGE_SCHEDULES_DISABLED),
+        (
+            "MESSAGE_SCHEDULES_PATTERN_INVALID",
+            MESSAGE_SCHEDULES_PATTERN_INVALID,
+        ),
+        (
+            "MESSAGE_SCHEDULES_TARGET_INVALID",
+            MESSAGE_SCHEDULES_TARGET_INVALID,
+        ),
         ("CONSUMER_INVALID_RESET", CONSUMER_INVALID_RESET),
         ("NO_MESSAGE_FOUND", NO_MESSAGE_FOUND),
         ("STREAM_NAME_IN_USE", STREAM_NAME_IN_USE),

@@ -75,6 +75,15 @@ pub fn heartbeats_missed(what: &str, silent: Duration) {
     );
 }
 
+/// A puller of a `pinned_client` priority group lost its pin (`423`): it expired or
+/// was unpinned; the puller pulls on without it.
+pub fn pin_lost(what: &str) {
+    tracing::info!(
+        target: CONSUME,
+        "{what}: the priority group's pin moved to another client (423); pulling on as a candidate"
+    );
+}
+
 /// The first row of a publish call that is resent, and why (the others are counted).
 pub fn first_resend(row: usize, why: &str) {
     tracing::info!(

@@ -55,6 +55,25 @@ pub fn seconds(value: f64, option: &str) -> Result<Duration> {
     })
 }
 
+/// A duration in seconds as option `option` that must be more than nothing (a
+/// timeout, a delay between tries): a value that rounds to no time at all is named
+/// as given.
+pub fn positive_seconds(value: f64, option: &str) -> Result<Duration> {
+    let refused = || {
+        Error::bad_input(format!(
+            "option '{option}' must be a positive number of seconds, got {value}"
+        ))
+    };
+    if value.is_nan() || value <= 0.0 {
+        return Err(refused());
+    }
+    let duration = seconds(value, option)?;
+    if duration.is_zero() {
+        return Err(refused());
+    }
+    Ok(duration)
+}
+
 /// An optional duration in seconds.
 pub fn opt_seconds(value: Option<f64>, option: &str) -> Result<Option<Duration>> {
     value.map(|v| seconds(v, option)).transpose()
@@ -91,5 +110,28 @@ mod tests {
             e.contains("option 'resume_timeout' must be at most 1e9 seconds"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn positive_seconds_name_the_value_given() {
+        assert_eq!(
+            positive_seconds(0.25, "ping_interval").unwrap(),
+            Duration::from_millis(250)
+        );
+        for bad in [0.0, -1.0, f64::NAN, 1e-12] {
+            let e = positive_seconds(bad, "connect_timeout")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!(
+                    "option 'connect_timeout' must be a positive number of seconds, got {bad}"
+                )),
+                "{e}"
+            );
+        }
+        assert!(positive_seconds(2e9, "connect_timeout")
+            .unwrap_err()
+            .to_string()
+            .contains("at most"));
     }
 }

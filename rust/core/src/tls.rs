@@ -81,16 +81,47 @@ pub(crate) struct TlsMaterial<'a> {
     key: Option<Pem<'a>>,
 }
 
+/// A file option and its text twin: one of them at most.
+pub(crate) fn one_of<F, C>(file: (&str, &Option<F>), content: (&str, &Option<C>)) -> Result<()> {
+    if file.1.is_some() && content.1.is_some() {
+        return Err(Error::bad_input(format!(
+            "options '{}' and '{}' exclude each other: give the file or its content",
+            file.0, content.0
+        )));
+    }
+    Ok(())
+}
+
+impl TlsOptions<'_> {
+    /// What can be said without reading a file: each file or its text, and a
+    /// certificate with its key.
+    pub(crate) fn check(&self) -> Result<()> {
+        one_of(("tls_ca", self.ca), ("tls_ca_content", self.ca_content))?;
+        one_of(
+            ("tls_cert", self.cert),
+            ("tls_cert_content", self.cert_content),
+        )?;
+        one_of(("tls_key", self.key), ("tls_key_content", self.key_content))?;
+        let has_cert = self.cert.is_some() || self.cert_content.is_some();
+        let has_key = self.key.is_some() || self.key_content.is_some();
+        if has_cert != has_key {
+            return Err(Error::bad_input(
+                "options 'tls_cert' and 'tls_key' (or 'tls_cert_content' and \
+                 'tls_key_content') go together: give both or neither",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The piece of material a checked pair gives: the file (which must be readable),
+/// its text, or nothing.
 fn either<'a>(
     file: (&'static str, &'a Option<PathBuf>),
     content: (&'static str, &'a Option<String>),
 ) -> Result<Option<Pem<'a>>> {
     match (file.1, content.1) {
-        (Some(_), Some(_)) => Err(Error::bad_input(format!(
-            "options '{}' and '{}' exclude each other: give the file or its content",
-            file.0, content.0
-        ))),
-        (Some(path), None) => {
+        (Some(path), _) => {
             // A file that cannot be read would otherwise leave TLS off without a
             // word, and the connection in plain text.
             std::fs::metadata(path).map_err(|e| {
@@ -109,7 +140,8 @@ fn either<'a>(
 
 impl<'a> TlsMaterial<'a> {
     pub(crate) fn of(options: TlsOptions<'a>) -> Result<Self> {
-        let material = Self {
+        options.check()?;
+        Ok(Self {
             ca: either(
                 ("tls_ca", options.ca),
                 ("tls_ca_content", options.ca_content),
@@ -122,14 +154,7 @@ impl<'a> TlsMaterial<'a> {
                 ("tls_key", options.key),
                 ("tls_key_content", options.key_content),
             )?,
-        };
-        if material.cert.is_some() != material.key.is_some() {
-            return Err(Error::bad_input(
-                "options 'tls_cert' and 'tls_key' (or 'tls_cert_content' and \
-                 'tls_key_content') go together: give both or neither",
-            ));
-        }
-        Ok(material)
+        })
     }
 
     /// Whether any piece is text: then the config is built here.

@@ -36,6 +36,8 @@ fn fetch(max_messages: usize) -> FetchRequest {
         expires: Duration::from_secs(2),
         no_wait: false,
         heartbeat: None,
+        priority: None,
+        pin: Default::default(),
     }
 }
 

@@ -163,6 +163,7 @@ async fn an_ordered_stream_follows_messages_published_after_it_opened() {
                 subjects: Vec::new(),
                 start: jetstream_arrow_core::read::ordered::Start::All,
                 include_headers: false,
+                include_ttl: false,
                 batch_rows: 1_000,
                 batch_wait: Duration::from_millis(100),
                 max_bytes: 1 << 20,

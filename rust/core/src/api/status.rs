@@ -50,9 +50,14 @@ pub enum Status {
     TooManyRequests,
     /// `204 EOB`: the end of a batched direct get.
     EndOfBatch,
+    /// `423 Nats-Pin-Id mismatch` (a pull refused as it came) or `423 Nats-Wrong-Pin-Id`
+    /// (a waiting pull turned away as the pin moved): the pull named a pin of a
+    /// `pinned_client` priority group that is no longer the group's. The request is
+    /// over; the puller forgets its pin and pulls again as a candidate (nats.go,
+    /// async-nats).
+    PinMismatch(Pending),
     /// A request the server refuses as malformed or unsupported (`400 Bad Request -
-    /// ...`, `412 Required Api Level`, `413 Too Many Results`, `423` pin mismatches,
-    /// `408 Malformed Request` to a direct get, `500`): asking again cannot help.
+    /// ...`, `412 Required Api Level`, `413 Too Many Results`, `408 Malformed Request` to a direct get, `500`): asking again cannot help.
     Refused { code: u16, description: String },
     /// A status the table does not know, by code and description.
     Other { code: u16, description: String },
@@ -103,6 +108,7 @@ pub enum Meaning {
     NoResponders,
     TooManyRequests,
     EndOfBatch,
+    PinMismatch,
     Refused,
 }
 
@@ -160,8 +166,8 @@ pub const KNOWN: &[(u16, &str, Meaning)] = &[
     (412, "Required Api Level", Meaning::Refused),
     // A multi-subject direct get matching more subjects than the server answers.
     (413, "Too Many Results", Meaning::Refused),
-    // Pinned-client priority groups: another client holds the pin.
-    (423, "", Meaning::Refused),
+    // Pinned-client priority groups: the pull's pin is not the group's (any more).
+    (423, "", Meaning::PinMismatch),
     // Publishes and direct gets over what the server takes in.
     (429, "", Meaning::TooManyRequests),
     // A direct get whose message failed to load.
@@ -240,6 +246,7 @@ impl Status {
             Meaning::NoResponders => Self::NoResponders,
             Meaning::TooManyRequests => Self::TooManyRequests,
             Meaning::EndOfBatch => Self::EndOfBatch,
+            Meaning::PinMismatch => Self::PinMismatch(Pending::of(headers)),
             Meaning::Refused => Self::Refused {
                 code,
                 description: description.to_string(),
@@ -361,9 +368,16 @@ mod tests {
             status(400, "Bad Request - heartbeat value too large", None),
             Status::Refused { code: 400, .. }
         ));
+        assert_eq!(
+            status(423, "Nats-Pin-Id mismatch", Some(("10", "0"))),
+            Status::PinMismatch(Pending {
+                messages: Some(10),
+                bytes: Some(0)
+            })
+        );
         assert!(matches!(
-            status(423, "Nats-Pin-Id mismatch", None),
-            Status::Refused { code: 423, .. }
+            status(423, "Nats-Wrong-Pin-Id", None),
+            Status::PinMismatch(_)
         ));
     }
 

@@ -39,12 +39,18 @@ pub const CONSUMER_RESET: &str = "CONSUMER.RESET";
 pub const CONSUMER_LIST: &str = "CONSUMER.LIST";
 /// Every consumer's name on a stream, paged: `CONSUMER.NAMES.<stream>`.
 pub const CONSUMER_NAMES: &str = "CONSUMER.NAMES";
+/// Pauses a consumer until `{"pause_until": RFC 3339}`, or resumes it (no time):
+/// `CONSUMER.PAUSE.<stream>.<consumer>` (server 2.11+).
+pub const CONSUMER_PAUSE: &str = "CONSUMER.PAUSE";
+/// Takes the pin of a `pinned_client` priority group (`{"group": G}`) from the client
+/// that holds it: `CONSUMER.UNPIN.<stream>.<consumer>` (server 2.11+).
+pub const CONSUMER_UNPIN: &str = "CONSUMER.UNPIN";
 /// Where pull requests go; the only API subject (with `$JS.ACK.<stream>.<consumer>.>`)
 /// that a client bound to an existing consumer needs: `CONSUMER.MSG.NEXT.<stream>.<consumer>`.
 pub const CONSUMER_MSG_NEXT: &str = "CONSUMER.MSG.NEXT";
 
 /// Every verb by its name, for export.
-pub const EXPORTED: [(&str, &str); 17] = [
+pub const EXPORTED: [(&str, &str); 19] = [
     ("STREAM_CREATE", STREAM_CREATE),
     ("STREAM_UPDATE", STREAM_UPDATE),
     ("STREAM_INFO", STREAM_INFO),
@@ -61,6 +67,8 @@ pub const EXPORTED: [(&str, &str); 17] = [
     ("CONSUMER_RESET", CONSUMER_RESET),
     ("CONSUMER_LIST", CONSUMER_LIST),
     ("CONSUMER_NAMES", CONSUMER_NAMES),
+    ("CONSUMER_PAUSE", CONSUMER_PAUSE),
+    ("CONSUMER_UNPIN", CONSUMER_UNPIN),
     ("CONSUMER_MSG_NEXT", CONSUMER_MSG_NEXT),
 ];
 
@@ -124,6 +132,35 @@ pub mod fast_batch {
 
     /// The reply subject of one message of the batch whose inbox is `batch_inbox`.
     pub fn reply(batch_inbox: &str, flow: u16, seq: u64, op: u8) -> String {
-        format!("{batch_inbox}.{flow}.{GAP_FAIL}.{seq}.{op}.$FI")
+        reply_after(&reply_prefix(batch_inbox, flow), seq, op)
+    }
+
+    /// What every reply subject of a batch starts with: `<batch inbox>.<flow>.fail.`.
+    pub fn reply_prefix(batch_inbox: &str, flow: u16) -> String {
+        format!("{batch_inbox}.{flow}.{GAP_FAIL}.")
+    }
+
+    /// [`reply`] from the batch's [`reply_prefix`]: one allocation, no formatting
+    /// machinery (it is made for every row).
+    pub fn reply_after(prefix: &str, seq: u64, op: u8) -> String {
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let mut n = seq;
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        let mut s = String::with_capacity(prefix.len() + (digits.len() - at) + 7);
+        s.push_str(prefix);
+        // ASCII digits.
+        s.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
+        s.push('.');
+        s.push(char::from(b'0' + op % 10));
+        s.push_str(".$FI");
+        s
     }
 }

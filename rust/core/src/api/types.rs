@@ -46,6 +46,9 @@ pub struct PublishReply {
     pub seq: u64,
     #[serde(default)]
     pub duplicate: bool,
+    /// A counter stream's new value after the increment (ADR-49), decimal text.
+    #[serde(default)]
+    pub val: Option<String>,
     pub error: Option<ApiErrorCode>,
 }
 

@@ -1,19 +1,28 @@
 //! Building Arrow record batches straight from delivered NATS messages, column by
 //! column, with no intermediate rows; payloads decoded into typed columns when a
-//! codec is given.
+//! codec is given; a payload marked `Content-Encoding` decompressed as it is
+//! appended ([`crate::codec::compression`]). The `data` column is built by
+//! [`crate::arrow::payloads`].
+//!
+//! One module: appending a message is one step (decompress, then every column of
+//! its row, its headers without the encoding it no longer has), and its tests build
+//! batches through that step.
 
 use std::sync::Arc;
 
 use arrow_array::builder::{
-    BinaryBuilder, Int64Builder, ListBuilder, MapBuilder, MapFieldNames, StringBuilder,
+    DurationSecondBuilder, Int64Builder, ListBuilder, MapBuilder, MapFieldNames, StringBuilder,
     TimestampMicrosecondBuilder,
 };
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, SchemaRef};
 
 use crate::arrow::metadata::MessageMetadata;
-use crate::arrow::schema::{message_schema, SchemaOptions};
-use crate::codec::ValueDecoder;
+use crate::arrow::payloads::Payloads;
+use crate::arrow::schema::{message_schema, SchemaOptions, DATA};
+use crate::arrow::ttl::parse_stored;
+use crate::codec::compression::{self, Compression, Decompression, Failure};
+use crate::codec::{OnMalformed, ValueDecoder};
 use crate::error::Result;
 
 type HeadersBuilder = MapBuilder<StringBuilder, ListBuilder<StringBuilder>>;
@@ -26,13 +35,18 @@ pub struct BatchBuilder {
     seq: Int64Builder,
     timestamp: TimestampMicrosecondBuilder,
     headers: Option<HeadersBuilder>,
-    data: BinaryBuilder,
+    ttl: Option<DurationSecondBuilder>,
+    data: Payloads,
     delivered: Option<Int64Builder>,
     consumer_seq: Option<Int64Builder>,
     rows: usize,
     data_bytes: usize,
     /// Decodes `data` into value columns as each batch is finished.
     values: Option<ValueDecoder>,
+    /// Whether and how far compressed payloads are decompressed.
+    decompression: Decompression,
+    /// Bytes decompressed into the batch being built.
+    decompressed_bytes: usize,
 }
 
 fn headers_builder() -> HeadersBuilder {
@@ -62,19 +76,45 @@ impl BatchBuilder {
             seq: Int64Builder::new(),
             timestamp: TimestampMicrosecondBuilder::new().with_timezone("UTC"),
             headers: options.include_headers.then(headers_builder),
-            data: BinaryBuilder::new(),
+            ttl: options.include_ttl.then(DurationSecondBuilder::new),
+            data: Payloads::new(options.payload_views),
             delivered: options.consumer_columns.then(Int64Builder::new),
             consumer_seq: options.consumer_columns.then(Int64Builder::new),
             rows: 0,
             data_bytes: 0,
             values: None,
+            decompression: Decompression::default(),
+            decompressed_bytes: 0,
         }
+    }
+
+    /// Compressed payloads decompressed (or not) as `decompression` says (the
+    /// connection's `decompress` and `max_decompressed_bytes`).
+    pub fn with_decompression(mut self, decompression: Decompression) -> Self {
+        self.decompression = decompression;
+        self
     }
 
     /// Batches with their payloads decoded by `values`.
     pub fn with_values(mut self, values: Option<ValueDecoder>) -> Self {
+        if values.is_some() && !self.data.views() {
+            self.schema = self.schema_with_views();
+            self.data = Payloads::new(true);
+        }
         self.values = values;
         self
+    }
+
+    /// The message schema with `data` as `binary_view`.
+    fn schema_with_views(&self) -> SchemaRef {
+        let fields = self.schema.fields().iter().map(|f| {
+            if f.name() == DATA {
+                Arc::new(f.as_ref().clone().with_data_type(DataType::BinaryView))
+            } else {
+                f.clone()
+            }
+        });
+        Arc::new(arrow_schema::Schema::new(fields.collect::<Vec<_>>()))
     }
 
     /// The schema of finished batches.
@@ -110,42 +150,121 @@ impl BatchBuilder {
         self.data_bytes
     }
 
-    pub fn append(&mut self, message: &async_nats::Message, meta: &MessageMetadata) {
+    /// Appends `message`. A payload marked compressed (`Content-Encoding`) is
+    /// decompressed first (unless decompression is off), and its `headers` row then
+    /// leaves that header out: the row holds the payload plain, and a copy of it
+    /// stores it plain. One that decompresses past the limit (or, in a consumer's
+    /// batch, past the batch's budget) is an error naming its seq; one that does not
+    /// decompress is malformed (an error naming its seq, or the codec's
+    /// `permissive`/`dropmalformed` row, its stored bytes as `_corrupt_record`, its
+    /// header kept). Nothing is appended when it fails.
+    pub fn append(&mut self, message: &async_nats::Message, meta: &MessageMetadata) -> Result<()> {
+        let limit = self.decompression.max_payload;
+        let compressed = match self.decompression.enabled {
+            true => Compression::of(message.headers.as_ref()),
+            false => None,
+        };
+        let decompressed = match compressed {
+            None => None,
+            Some(c) => match c.decompress(&message.payload, limit) {
+                Ok(payload) => {
+                    if let Some(budget) = self.decompression.max_batch {
+                        if self.decompressed_bytes + payload.len() > budget {
+                            return Err(compression::batch_too_large(
+                                &self.stream,
+                                meta.stream_seq,
+                                budget,
+                            ));
+                        }
+                    }
+                    self.decompressed_bytes += payload.len();
+                    Some(bytes::Bytes::from(payload))
+                }
+                Err(Failure::TooLarge) => {
+                    return Err(compression::too_large(
+                        &self.stream,
+                        meta.stream_seq,
+                        c,
+                        limit,
+                    ));
+                }
+                Err(Failure::Corrupt(why)) => match &mut self.values {
+                    Some(values) if values.on_malformed() != OnMalformed::FailFast => {
+                        values.mark_malformed(self.rows, format!("{}: {why}", c.as_str()));
+                        None
+                    }
+                    _ => return Err(compression::corrupt(&self.stream, meta.stream_seq, c, &why)),
+                },
+            },
+        };
+        let payload = decompressed.as_ref().unwrap_or(&message.payload);
         self.subject.append_value(message.subject.as_str());
         self.seq.append_value(meta.stream_seq as i64);
         self.timestamp
             .append_value(meta.timestamp_ns.div_euclid(1000));
-        self.data.append_value(&message.payload);
-        self.data_bytes += message.payload.len();
+        self.data.append(payload);
+        self.data_bytes += payload.len();
         if let Some(h) = &mut self.headers {
             match &message.headers {
                 Some(map) if !map.is_empty() => {
                     // The client keeps headers in a hash map, whose order changes
                     // from message to message: sorted by name, the same message
                     // always reads the same.
-                    let mut entries: Vec<_> = map.iter().collect();
-                    entries.sort_unstable_by(|a, b| {
-                        AsRef::<str>::as_ref(a.0).cmp(AsRef::<str>::as_ref(b.0))
-                    });
-                    for (name, values) in entries {
-                        h.keys().append_value(AsRef::<str>::as_ref(name));
-                        let list = h.values();
-                        for v in values {
-                            list.values().append_value(v.as_str());
+                    let mut entries: Vec<_> = map
+                        .iter()
+                        // Only the header this read decompressed by (its exact name,
+                        // as `compression::encoding` reads it): a `content-encoding`
+                        // of another spelling still describes the payload.
+                        .filter(|(name, _)| {
+                            decompressed.is_none()
+                                || AsRef::<str>::as_ref(*name) != compression::HEADER
+                        })
+                        .collect();
+                    if entries.is_empty() {
+                        h.append(false).expect("a null map is always valid");
+                    } else {
+                        entries.sort_unstable_by(|a, b| {
+                            AsRef::<str>::as_ref(a.0).cmp(AsRef::<str>::as_ref(b.0))
+                        });
+                        for (name, values) in entries {
+                            h.keys().append_value(AsRef::<str>::as_ref(name));
+                            let list = h.values();
+                            for v in values {
+                                list.values().append_value(v.as_str());
+                            }
+                            list.append(true);
                         }
-                        list.append(true);
+                        h.append(true)
+                            .expect("keys and values were appended together");
                     }
-                    h.append(true)
-                        .expect("keys and values were appended together");
                 }
                 _ => h.append(false).expect("a null map is always valid"),
             }
+        }
+        if let Some(t) = &mut self.ttl {
+            let ttl = message
+                .headers
+                .as_ref()
+                .and_then(|h| h.get(async_nats::header::NATS_MESSAGE_TTL))
+                .and_then(|v| parse_stored(v.as_str()).column_value());
+            t.append_option(ttl);
         }
         if let (Some(d), Some(c)) = (&mut self.delivered, &mut self.consumer_seq) {
             d.append_value(meta.delivered as i64);
             c.append_value(meta.consumer_seq as i64);
         }
         self.rows += 1;
+        Ok(())
+    }
+
+    /// Drops the rows so far: the builder starts over empty, as after `finish`.
+    pub fn clear(&mut self) {
+        let mut values = self.values.take();
+        if let Some(v) = &mut values {
+            v.clear_marked();
+        }
+        let _ = self.finish();
+        self.values = values;
     }
 
     /// The rows so far as one batch, payloads decoded if a codec is given; the
@@ -165,13 +284,17 @@ impl BatchBuilder {
         if let Some(h) = &mut self.headers {
             columns.push(Arc::new(h.finish()));
         }
-        columns.push(Arc::new(self.data.finish()));
+        if let Some(t) = &mut self.ttl {
+            columns.push(Arc::new(t.finish()));
+        }
+        columns.push(self.data.finish());
         if let (Some(d), Some(c)) = (&mut self.delivered, &mut self.consumer_seq) {
             columns.push(Arc::new(d.finish()));
             columns.push(Arc::new(c.finish()));
         }
         self.rows = 0;
         self.data_bytes = 0;
+        self.decompressed_bytes = 0;
         let batch = RecordBatch::try_new(self.schema.clone(), columns)
             .expect("builders match the message schema");
         match &mut self.values {
@@ -184,6 +307,7 @@ impl BatchBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arrow::payloads::VIEW_FROM;
     use arrow_array::cast::AsArray;
     use arrow_array::Array;
     use async_nats::{HeaderMap, Subject};
@@ -210,7 +334,9 @@ mod tests {
             "S",
             SchemaOptions {
                 include_headers: true,
+                include_ttl: false,
                 consumer_columns: true,
+                payload_views: false,
             },
         );
         let mut h = HeaderMap::new();
@@ -223,21 +349,24 @@ mod tests {
             timestamp_ns: 1_500,
             pending: 0,
         };
-        b.append(&msg("a.b", b"xy", Some(h)), &meta);
+        b.append(&msg("a.b", b"xy", Some(h)), &meta).unwrap();
         b.append(
             &msg("a.c", b"", None),
             &MessageMetadata {
                 stream_seq: 6,
                 ..meta
             },
-        );
+        )
+        .unwrap();
         let batch = b.finish().unwrap();
         assert_eq!(batch.num_rows(), 2);
         assert_eq!(
             batch.schema(),
             message_schema(SchemaOptions {
                 include_headers: true,
-                consumer_columns: true
+                include_ttl: false,
+                consumer_columns: true,
+                payload_views: false,
             })
         );
         let seq = batch
@@ -253,5 +382,59 @@ mod tests {
             .as_primitive::<arrow_array::types::TimestampMicrosecondType>();
         assert_eq!(ts.value(0), 1);
         assert!(b.is_empty());
+    }
+
+    #[test]
+    fn views_hold_each_payload_with_short_ones_copied_into_one_exact_block() {
+        let options = SchemaOptions {
+            payload_views: true,
+            ..SchemaOptions::default()
+        };
+        let mut b = BatchBuilder::new("S", options);
+        // Sizes alternate around the inline limit and VIEW_FROM, every byte different.
+        let sizes = [
+            0,
+            12,
+            13,
+            4096,
+            100,
+            VIEW_FROM - 1,
+            VIEW_FROM,
+            5,
+            70_000,
+            2047,
+        ];
+        let payloads: Vec<bytes::Bytes> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (0..n).map(|j| ((i * 31 + j) % 251) as u8).collect())
+            .collect();
+        for (i, p) in payloads.iter().enumerate() {
+            let mut m = msg("a.b", b"", None);
+            m.payload = p.clone();
+            let meta = MessageMetadata {
+                delivered: 1,
+                stream_seq: i as u64 + 1,
+                consumer_seq: i as u64 + 1,
+                timestamp_ns: 0,
+                pending: 0,
+            };
+            b.append(&m, &meta).unwrap();
+        }
+        let batch = b.finish().unwrap();
+        let data = batch.column_by_name("data").unwrap().as_binary_view();
+        let got: Vec<&[u8]> = data.iter().map(Option::unwrap).collect();
+        let want: Vec<&[u8]> = payloads.iter().map(|p| p.as_ref()).collect();
+        assert_eq!(got, want);
+        let copied: usize = sizes.iter().filter(|&&n| n > 12 && n < VIEW_FROM).sum();
+        let viewed = sizes.iter().filter(|&&n| n >= VIEW_FROM).count();
+        assert_eq!(data.data_buffers().len(), 1 + viewed);
+        assert_eq!(data.data_buffers()[0].len(), copied);
+        // A viewed payload's block is the very buffer it arrived in.
+        let big = payloads.iter().find(|p| p.len() == 70_000).unwrap();
+        assert!(data
+            .data_buffers()
+            .iter()
+            .any(|buf| buf.as_ptr() == big.as_ptr()));
     }
 }

@@ -15,6 +15,16 @@ pub const MSG_ID: &str = "msg_id";
 /// Publish input only: per-row optimistic-concurrency checks (optional columns).
 pub const EXPECTED_LAST_SUBJECT_SEQ: &str = "expected_last_subject_seq";
 pub const EXPECTED_LAST_MSG_ID: &str = "expected_last_msg_id";
+/// The row's own time to live (`Nats-TTL`): optional in publish input, and in a
+/// read that asks for it (`include_ttl`).
+pub const TTL: &str = "ttl";
+/// Publish input only: a counter increment (`Nats-Incr`; a table of increments has it
+/// and no `data` column).
+pub const INCREMENT: &str = "increment";
+/// Publish input only: when a row fires (`Nats-Schedule`) and to which subject
+/// (`Nats-Schedule-Target`); a schedule only with both columns.
+pub const SCHEDULE: &str = "schedule";
+pub const SCHEDULE_TARGET: &str = "schedule_target";
 pub const DELIVERED: &str = "delivered";
 pub const CONSUMER_SEQ: &str = "consumer_seq";
 
@@ -61,8 +71,13 @@ pub fn headers_type() -> DataType {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SchemaOptions {
     pub include_headers: bool,
+    /// Add `ttl`: each message's `Nats-TTL` as the server reads it ([`super::ttl`]).
+    pub include_ttl: bool,
     /// Add `delivered` and `consumer_seq` (messages from a durable consumer).
     pub consumer_columns: bool,
+    /// `data` as `binary_view` whose buffers are the received payloads, not copied
+    /// (see [`crate::arrow::builder`]).
+    pub payload_views: bool,
 }
 
 /// The schema of batches produced by reads and consumers.
@@ -76,7 +91,15 @@ pub fn message_schema(options: SchemaOptions) -> SchemaRef {
     if options.include_headers {
         fields.push(Field::new(HEADERS, headers_type(), true));
     }
-    fields.push(Field::new(DATA, DataType::Binary, false));
+    if options.include_ttl {
+        fields.push(Field::new(TTL, super::ttl::TTL_TYPE, true));
+    }
+    let data = if options.payload_views {
+        DataType::BinaryView
+    } else {
+        DataType::Binary
+    };
+    fields.push(Field::new(DATA, data, false));
     if options.consumer_columns {
         fields.push(Field::new(DELIVERED, DataType::Int64, false));
         fields.push(Field::new(CONSUMER_SEQ, DataType::Int64, false));
@@ -101,7 +124,9 @@ mod tests {
     fn schema_has_the_documented_columns_in_order() {
         let s = message_schema(SchemaOptions {
             include_headers: true,
+            include_ttl: true,
             consumer_columns: true,
+            payload_views: false,
         });
         let names: Vec<_> = s.fields().iter().map(|f| f.name().as_str()).collect();
         assert_eq!(
@@ -112,6 +137,7 @@ mod tests {
                 "seq",
                 "timestamp",
                 "headers",
+                "ttl",
                 "data",
                 "delivered",
                 "consumer_seq"

@@ -24,8 +24,43 @@ use arrow_avro::writer::{Encoder, WriterBuilder};
 use arrow_cast::{can_cast_types, cast_with_options, CastOptions};
 use arrow_schema::{DataType, Fields, Schema, SchemaRef};
 
-use super::{binary_from_parts, AvroFraming, CodecSpec, RowsDecoder, RowsEncoder};
+use super::{binary_from_parts, AvroFraming, Format, RowsDecoder, RowsEncoder};
 use crate::error::{Error, Result};
+
+/// Avro's settings: the schema values are read as and written with, how each payload
+/// is framed, and for Confluent framing the writers' schemas by id and the id a
+/// publish writes. The value's Arrow schema is the Avro schema's.
+#[derive(Debug, Clone)]
+pub struct Avro {
+    /// The Avro schema (JSON).
+    pub schema: Option<String>,
+    pub framing: AvroFraming,
+    /// Confluent framing: the writers' schemas by id.
+    pub schemas_by_id: Vec<(u32, String)>,
+    /// Confluent framing: the id a publish frames its payloads with.
+    pub schema_id: Option<u32>,
+}
+
+impl Default for Avro {
+    fn default() -> Self {
+        Self {
+            schema: None,
+            framing: AvroFraming::parse(crate::defaults::AVRO_FRAMING).expect("a known framing"),
+            schemas_by_id: Vec::new(),
+            schema_id: None,
+        }
+    }
+}
+
+impl Format for Avro {
+    fn decoder(&self, batch_rows: usize) -> Result<Box<dyn RowsDecoder>> {
+        Ok(Box::new(AvroRows::new(self, batch_rows)?))
+    }
+
+    fn encoder(&self) -> Result<Box<dyn RowsEncoder>> {
+        Ok(Box::new(AvroEncoder::new(self)?))
+    }
+}
 
 /// The prefix raw datums are given so the streaming decoder, which reads framed
 /// payloads only, can read them: the Confluent magic byte and schema id 0.
@@ -159,8 +194,8 @@ fn convert_exactly(column: &ArrayRef, name: &str, to: &DataType) -> Result<Array
 }
 
 /// The schema payloads are read as: the one given, or the only writer's.
-fn reader_schema(spec: &CodecSpec) -> Result<String> {
-    match (&spec.avro_schema, spec.avro_schemas_by_id.as_slice()) {
+fn reader_schema(settings: &Avro) -> Result<String> {
+    match (&settings.schema, settings.schemas_by_id.as_slice()) {
         (Some(schema), _) => Ok(schema.clone()),
         (None, [(_, only)]) => Ok(only.clone()),
         (None, []) => Err(bad_schema("Avro values need their Avro schema")),
@@ -170,7 +205,7 @@ fn reader_schema(spec: &CodecSpec) -> Result<String> {
     }
 }
 
-pub(super) struct AvroRows {
+struct AvroRows {
     framing: AvroFraming,
     store: SchemaStore,
     reader: AvroSchema,
@@ -181,9 +216,9 @@ pub(super) struct AvroRows {
 }
 
 impl AvroRows {
-    pub fn new(spec: &CodecSpec, batch_rows: usize) -> Result<Self> {
-        let reader = AvroSchema::new(reader_schema(spec)?);
-        let store = match spec.avro_framing {
+    fn new(settings: &Avro, batch_rows: usize) -> Result<Self> {
+        let reader = AvroSchema::new(reader_schema(settings)?);
+        let store = match settings.framing {
             AvroFraming::Raw => {
                 let mut store = SchemaStore::new_with_type(FingerprintAlgorithm::Id);
                 store
@@ -197,14 +232,14 @@ impl AvroRows {
                 store
             }
             AvroFraming::Confluent => {
-                if spec.avro_schemas_by_id.is_empty() {
+                if settings.schemas_by_id.is_empty() {
                     return Err(Error::bad_input(
                         "option 'avro_schemas_by_id': Confluent framing needs the writers' \
                          schemas by id",
                     ));
                 }
                 let mut store = SchemaStore::new_with_type(FingerprintAlgorithm::Id);
-                for (id, schema) in &spec.avro_schemas_by_id {
+                for (id, schema) in &settings.schemas_by_id {
                     store
                         .set(Fingerprint::Id(*id), AvroSchema::new(schema.clone()))
                         .map_err(bad_schema)?;
@@ -215,7 +250,7 @@ impl AvroRows {
         let decoder = Self::build(&store, &reader, batch_rows)?;
         let schema = decoder.schema();
         Ok(Self {
-            framing: spec.avro_framing,
+            framing: settings.framing,
             store,
             reader,
             batch_rows,
@@ -307,7 +342,7 @@ impl RowsDecoder for AvroRows {
     }
 }
 
-pub(super) struct AvroEncoder {
+struct AvroEncoder {
     framing: AvroFraming,
     schema_json: Option<String>,
     schema_id: Option<u32>,
@@ -320,19 +355,19 @@ pub(super) struct AvroEncoder {
 }
 
 impl AvroEncoder {
-    pub fn new(spec: &CodecSpec) -> Result<Self> {
-        let schema_id = spec.avro_schema_id;
-        let by_id: HashMap<u32, &String> = spec
-            .avro_schemas_by_id
+    fn new(settings: &Avro) -> Result<Self> {
+        let schema_id = settings.schema_id;
+        let by_id: HashMap<u32, &String> = settings
+            .schemas_by_id
             .iter()
             .map(|(i, s)| (*i, s))
             .collect();
-        let schema_json = match (&spec.avro_schema, schema_id) {
+        let schema_json = match (&settings.schema, schema_id) {
             (Some(s), _) => Some(s.clone()),
             (None, Some(id)) => by_id.get(&id).map(|s| s.to_string()),
             (None, None) => None,
         };
-        if spec.avro_framing == AvroFraming::Confluent && schema_id.is_none() {
+        if settings.framing == AvroFraming::Confluent && schema_id.is_none() {
             return Err(Error::bad_input(
                 "option 'avro_schema_id': Confluent framing writes the schema id each \
                  payload starts with",
@@ -340,7 +375,7 @@ impl AvroEncoder {
         }
         let conformed_to = schema_json.as_deref().map(arrow_schema_of).transpose()?;
         Ok(Self {
-            framing: spec.avro_framing,
+            framing: settings.framing,
             schema_json,
             schema_id,
             conformed_to,

@@ -11,10 +11,7 @@ use arrow_array::{
 };
 use arrow_schema::{DataType, Field, FieldRef, Fields, Schema, SchemaRef};
 
-use super::{
-    avro, ipc, json, protobuf, CodecSpec, OnMalformed, ValueFormat, CORRUPT_RECORD,
-    MESSAGE_COLUMNS, VALUE,
-};
+use super::{CodecSpec, OnMalformed, CORRUPT_RECORD, MESSAGE_COLUMNS, VALUE};
 use crate::arrow::schema::{DATA, SEQ};
 use crate::error::{Error, ErrorKind, Result};
 
@@ -40,18 +37,6 @@ pub(super) trait RowsDecoder: Send {
     }
 }
 
-fn rows_decoder(spec: &CodecSpec, batch_rows: usize) -> Result<Box<dyn RowsDecoder>> {
-    Ok(match spec.format {
-        ValueFormat::Json => Box::new(json::JsonRows::new(
-            spec.schema_required("decoding")?,
-            batch_rows,
-        )?),
-        ValueFormat::Arrow => Box::new(ipc::IpcRows::new(spec.schema_required("decoding")?)),
-        ValueFormat::Avro => Box::new(avro::AvroRows::new(spec, batch_rows)?),
-        ValueFormat::Protobuf => Box::new(protobuf::ProtobufRows::new(spec, batch_rows)?),
-    })
-}
-
 /// Turns the `data` column of finished message batches into value columns.
 pub struct ValueDecoder {
     spec: CodecSpec,
@@ -64,6 +49,9 @@ pub struct ValueDecoder {
     /// The decoded schema of the last message schema seen: batches of a read share
     /// one, so it is derived once.
     schemas: Option<(SchemaRef, SchemaRef)>,
+    /// Rows of the batch being built already known malformed (a payload that does
+    /// not decompress), by index: decoded as a payload that does not fit.
+    marked: Vec<usize>,
 }
 
 impl std::fmt::Debug for ValueDecoder {
@@ -78,7 +66,7 @@ impl std::fmt::Debug for ValueDecoder {
 impl ValueDecoder {
     /// A decoder for batches of about `batch_rows` messages.
     pub fn new(spec: &CodecSpec, batch_rows: usize) -> Result<Self> {
-        let rows = rows_decoder(spec, batch_rows.clamp(1, 1 << 16))?;
+        let rows = spec.decoder(batch_rows.clamp(1, 1 << 16))?;
         let value_fields = rows.value_fields();
         if spec.flatten {
             for f in value_fields.iter() {
@@ -98,7 +86,24 @@ impl ValueDecoder {
             malformed: 0,
             last_origins: None,
             schemas: None,
+            marked: Vec::new(),
         })
+    }
+
+    /// What a payload that does not decode does.
+    pub fn on_malformed(&self) -> OnMalformed {
+        self.spec.on_malformed
+    }
+
+    /// Row `row` of the batch being built is malformed whatever its bytes (`why`:
+    /// it does not decompress), as a payload that does not decode is.
+    pub fn mark_malformed(&mut self, row: usize, _why: String) {
+        self.marked.push(row);
+    }
+
+    /// Forgets the rows marked malformed: the batch they were of is dropped.
+    pub fn clear_marked(&mut self) {
+        self.marked.clear();
     }
 
     /// The value's fields, as decoded.
@@ -110,6 +115,26 @@ impl ValueDecoder {
     /// `_corrupt_record` (`permissive`).
     pub fn malformed(&self) -> u64 {
         self.malformed
+    }
+
+    /// Refuses flattening a value field beside a column of `message` with the same
+    /// name: the read's optional columns (`ttl`) are not in [`MESSAGE_COLUMNS`], and a
+    /// batch with two columns of one name hides one of them from most readers.
+    pub fn beside(self, message: &Schema) -> Result<Self> {
+        if self.spec.flatten {
+            if let Some(f) = self
+                .value_fields
+                .iter()
+                .find(|f| f.name() != DATA && message.field_with_name(f.name()).is_ok())
+            {
+                return Err(Error::bad_input(format!(
+                    "option 'flatten': the value's field '{}' has the name of a column of \
+                     the read; read it as the struct column 'value' instead",
+                    f.name()
+                )));
+            }
+        }
+        Ok(self)
     }
 
     /// For each row of the last decoded batch, the index of its message, or None
@@ -163,18 +188,35 @@ impl ValueDecoder {
                 decoded
             }
         };
+        let marked = std::mem::take(&mut self.marked);
         if batch.num_rows() == 0 {
             return Ok(RecordBatch::new_empty(schema));
         }
         let data = batch
             .column_by_name(DATA)
             .expect("message batches have a data column")
-            .as_binary::<i32>()
             .clone();
-        let payloads: Vec<&[u8]> = data.iter().map(|p| p.unwrap_or_default()).collect();
-        let (values, counts, kept, corrupt) = match self.rows.decode(&payloads) {
-            Ok((values, counts)) => (values, counts, None, None),
-            Err(_) => self.decode_one_by_one(stream, &batch, &payloads)?,
+        // Payloads are viewed where they arrived (the builder's choice for decoded
+        // reads), or copied into `binary` by an earlier step.
+        let payloads: Vec<&[u8]> = match data.data_type() {
+            DataType::BinaryView => data
+                .as_binary_view()
+                .iter()
+                .map(|p| p.unwrap_or_default())
+                .collect(),
+            _ => data
+                .as_binary::<i32>()
+                .iter()
+                .map(|p| p.unwrap_or_default())
+                .collect(),
+        };
+        let (values, counts, kept, corrupt) = if !marked.is_empty() {
+            self.decode_one_by_one(stream, &batch, &payloads, &marked)?
+        } else {
+            match self.rows.decode(&payloads) {
+                Ok((values, counts)) => (values, counts, None, None),
+                Err(_) => self.decode_one_by_one(stream, &batch, &payloads, &[])?,
+            }
         };
         let mut messages = batch;
         let mut origins: Option<Vec<u32>> = None;
@@ -216,6 +258,7 @@ impl ValueDecoder {
         stream: &str,
         batch: &RecordBatch,
         payloads: &[&[u8]],
+        marked: &[usize],
     ) -> Result<(
         StructArray,
         Option<Vec<u32>>,
@@ -225,7 +268,12 @@ impl ValueDecoder {
         let mut good: Vec<&[u8]> = Vec::with_capacity(payloads.len());
         let mut bad: Vec<bool> = Vec::with_capacity(payloads.len());
         for (row, payload) in payloads.iter().enumerate() {
-            match self.rows.decode(&[payload]) {
+            let decoded = if marked.contains(&row) {
+                Err("it does not decompress".to_string())
+            } else {
+                self.rows.decode(&[payload]).map(drop)
+            };
+            match decoded {
                 Ok(_) => {
                     good.push(payload);
                     bad.push(false);
@@ -243,7 +291,7 @@ impl ValueDecoder {
                                 "stream '{stream}' seq {seq}: the payload is not {} of the \
                                  value's schema: {why} (mode 'failfast'; 'permissive' or \
                                  'dropmalformed' keep reading)",
-                                self.spec.format.as_str()
+                                self.spec.format().as_str()
                             ),
                         ));
                     }

@@ -6,11 +6,11 @@ use arrow_array::cast::AsArray;
 use arrow_array::{Array, BinaryArray, RecordBatch, StructArray};
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 
-use super::{
-    avro, ipc, json, protobuf, CodecSpec, ValueFormat, PUBLISH_COLUMNS, READ_COLUMNS, VALUE,
-};
+use super::{CodecSpec, ValueFormat, PUBLISH_COLUMNS, READ_COLUMNS, VALUE};
 use crate::arrow::schema::{is_read, DATA};
 use crate::error::{Error, Result};
+use crate::publish::schedule::is_schedule_column;
+use crate::publish::ttl::is_ttl_column;
 
 /// One format's encoding of a struct's rows, one payload each.
 pub(super) trait RowsEncoder: Send {
@@ -33,15 +33,9 @@ impl std::fmt::Debug for ValueEncoder {
 
 impl ValueEncoder {
     pub fn new(spec: &CodecSpec) -> Result<Self> {
-        let rows: Box<dyn RowsEncoder> = match spec.format {
-            ValueFormat::Json => Box::new(json::JsonEncoder),
-            ValueFormat::Arrow => Box::new(ipc::IpcEncoder),
-            ValueFormat::Avro => Box::new(avro::AvroEncoder::new(spec)?),
-            ValueFormat::Protobuf => Box::new(protobuf::ProtobufEncoder::new(spec)?),
-        };
         Ok(Self {
-            format: spec.format,
-            rows,
+            format: spec.format(),
+            rows: spec.encoder()?,
         })
     }
 
@@ -59,10 +53,13 @@ impl ValueEncoder {
             )));
         }
         let copy = is_read(&schema);
-        let is_value = |name: &str| match schema.index_of(VALUE) {
-            Ok(_) => name == VALUE,
+        let is_value = |field: &Field| match schema.index_of(VALUE) {
+            Ok(_) => field.name() == VALUE,
             Err(_) => {
-                let steers = PUBLISH_COLUMNS.contains(&name);
+                let name = field.name().as_str();
+                let steers = PUBLISH_COLUMNS.contains(&name)
+                    || is_ttl_column(name, field.data_type())
+                    || is_schedule_column(name, &schema);
                 let describes_source = copy && READ_COLUMNS.contains(&name);
                 !(steers || describes_source)
             }
@@ -72,7 +69,7 @@ impl ValueEncoder {
         let mut value_fields = Vec::new();
         let mut value_columns = Vec::new();
         for (f, c) in schema.fields().iter().zip(batch.columns()) {
-            if is_value(f.name()) {
+            if is_value(f) {
                 value_fields.push(f.clone());
                 value_columns.push(c.clone());
             } else {

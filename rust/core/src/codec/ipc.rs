@@ -8,18 +8,50 @@ use arrow_ipc::reader::StreamReader;
 use arrow_ipc::writer::StreamWriter;
 use arrow_schema::{Fields, SchemaRef};
 
-use super::{binary_from_parts, RowsDecoder, RowsEncoder};
+use super::{
+    binary_from_parts, nothing_to_infer_from, schema_required, Format, RowsDecoder, RowsEncoder,
+    ValueFormat,
+};
 use crate::error::{Error, Result};
 
-pub(super) struct IpcRows {
+/// Arrow's settings: the value's Arrow schema, which a read may take from the
+/// stream's first payload instead (each payload carries its own).
+#[derive(Debug, Clone, Default)]
+pub struct ArrowIpc {
+    pub schema: Option<SchemaRef>,
+}
+
+impl Format for ArrowIpc {
+    fn decoder(&self, _batch_rows: usize) -> Result<Box<dyn RowsDecoder>> {
+        let schema = schema_required(&self.schema, ValueFormat::Arrow, "decoding")?;
+        Ok(Box::new(IpcRows { schema }))
+    }
+
+    fn encoder(&self) -> Result<Box<dyn RowsEncoder>> {
+        Ok(Box::new(IpcEncoder))
+    }
+
+    fn needs_inference(&self) -> bool {
+        self.schema.is_none()
+    }
+
+    /// The first payload's own schema.
+    fn infer(&mut self, sample: &[&[u8]]) -> Result<()> {
+        let schema = sample
+            .iter()
+            .find_map(|p| StreamReader::try_new(Cursor::new(p), None).ok())
+            .map(|reader| reader.schema())
+            .ok_or_else(|| nothing_to_infer_from(ValueFormat::Arrow, sample.len()))?;
+        self.schema = Some(schema);
+        Ok(())
+    }
+}
+
+struct IpcRows {
     schema: SchemaRef,
 }
 
 impl IpcRows {
-    pub fn new(schema: SchemaRef) -> Self {
-        Self { schema }
-    }
-
     fn read_one(&self, payload: &[u8], into: &mut Vec<RecordBatch>) -> Result<u32, String> {
         let reader = StreamReader::try_new(Cursor::new(payload), None)
             .map_err(|e| format!("not an Arrow IPC stream: {e}"))?;
@@ -77,7 +109,7 @@ impl RowsDecoder for IpcRows {
     }
 }
 
-pub(super) struct IpcEncoder;
+struct IpcEncoder;
 
 impl RowsEncoder for IpcEncoder {
     fn encode(&mut self, values: &StructArray) -> Result<BinaryArray> {

@@ -4,10 +4,12 @@
 //! The formats ([`ValueFormat`]) are each a well-kept crate's: `arrow-json`,
 //! `arrow-avro` (raw datums, single-object encoding, the Confluent wire format),
 //! `arrow-ipc` (an IPC stream per message, which may hold many rows) and
-//! `prost-reflect` (Protobuf by descriptor set and message name). This module
-//! holds what is common to them: the spec a call gives ([`CodecSpec`]), where the
-//! decoded values go in a batch ([`ValueDecoder`]), and what happens to a payload
-//! that does not fit ([`OnMalformed`], Spark's JSON reader's modes and meanings).
+//! `prost-reflect` (Protobuf by descriptor set and message name). Each format is one
+//! module implementing `Format` for its own settings, one variant of [`Codec`].
+//! This module holds what is common to them: the spec a call gives ([`CodecSpec`]),
+//! where the decoded values go in a batch ([`ValueDecoder`]), and what happens to a
+//! payload that does not fit ([`OnMalformed`], Spark's JSON reader's modes and
+//! meanings).
 //!
 //! A batch is decoded in one pass; only a batch holding a bad payload is decoded
 //! again payload by payload, to name or set aside the bad ones.
@@ -15,10 +17,8 @@
 mod avro;
 mod decode;
 mod encode;
-mod infer;
 mod ipc;
 mod json;
-mod json_tokens;
 mod protobuf;
 #[cfg(test)]
 mod tests;
@@ -36,7 +36,6 @@ use crate::error::{Error, Result};
 
 pub use decode::ValueDecoder;
 pub use encode::ValueEncoder;
-pub use infer::infer_value_schema;
 
 use decode::RowsDecoder;
 use encode::RowsEncoder;
@@ -47,7 +46,8 @@ pub const VALUE: &str = "value";
 pub const CORRUPT_RECORD: &str = "_corrupt_record";
 
 /// Columns of publish input that steer a message (where it goes, its id, its
-/// checks): never a value's, whatever else the table holds.
+/// checks): never a value's, whatever else the table holds. So is a `ttl` column of
+/// durations ([`crate::publish::ttl::is_ttl_column`]).
 pub const PUBLISH_COLUMNS: &[&str] = &[
     SUBJECT,
     HEADERS,
@@ -112,6 +112,9 @@ macro_rules! named_choices {
     };
 }
 
+// After the macro, which it uses.
+pub mod compression;
+
 /// How payloads are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ValueFormat {
@@ -164,65 +167,152 @@ named_choices!(AvroFraming, "avro_framing", {
     Confluent => "confluent",
 });
 
-/// A codec as a call gives it.
+/// What a format is: each format's module implements it for its own settings
+/// (a variant of [`Codec`]), so adding a format is one module and one variant.
+trait Format {
+    /// A decoder of payloads into rows, for batches of about `batch_rows` messages.
+    fn decoder(&self, batch_rows: usize) -> Result<Box<dyn RowsDecoder>>;
+    /// An encoder of rows into payloads, one each.
+    fn encoder(&self) -> Result<Box<dyn RowsEncoder>>;
+    /// Whether a read must infer the value's schema from the stream before
+    /// decoding: only where the settings lack it and the payloads show it.
+    fn needs_inference(&self) -> bool {
+        false
+    }
+    /// Fills in the value schema `sample`'s payloads show (called only when
+    /// [`Self::needs_inference`]).
+    fn infer(&mut self, _sample: &[&[u8]]) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A payload format with the settings only it takes.
+#[derive(Debug, Clone)]
+pub enum Codec {
+    Json(json::Json),
+    Avro(avro::Avro),
+    Protobuf(protobuf::Protobuf),
+    /// An Arrow IPC stream per message: any number of rows in one payload.
+    Arrow(ipc::ArrowIpc),
+}
+
+pub use avro::Avro;
+pub use ipc::ArrowIpc;
+pub use json::Json;
+pub use protobuf::Protobuf;
+
+impl Codec {
+    /// `format` with its settings by default.
+    pub fn new(format: ValueFormat) -> Self {
+        match format {
+            ValueFormat::Json => Self::Json(Json::default()),
+            ValueFormat::Avro => Self::Avro(Avro::default()),
+            ValueFormat::Protobuf => Self::Protobuf(Protobuf::default()),
+            ValueFormat::Arrow => Self::Arrow(ArrowIpc::default()),
+        }
+    }
+
+    /// The format's name.
+    pub fn format(&self) -> ValueFormat {
+        match self {
+            Self::Json(_) => ValueFormat::Json,
+            Self::Avro(_) => ValueFormat::Avro,
+            Self::Protobuf(_) => ValueFormat::Protobuf,
+            Self::Arrow(_) => ValueFormat::Arrow,
+        }
+    }
+
+    fn as_format(&self) -> &dyn Format {
+        match self {
+            Self::Json(f) => f,
+            Self::Avro(f) => f,
+            Self::Protobuf(f) => f,
+            Self::Arrow(f) => f,
+        }
+    }
+
+    fn as_format_mut(&mut self) -> &mut dyn Format {
+        match self {
+            Self::Json(f) => f,
+            Self::Avro(f) => f,
+            Self::Protobuf(f) => f,
+            Self::Arrow(f) => f,
+        }
+    }
+}
+
+/// A codec as a call gives it: the format with its settings, and what every
+/// format shares.
 #[derive(Debug, Clone)]
 pub struct CodecSpec {
-    pub format: ValueFormat,
-    /// The value's Arrow schema. Required to encode; for decoding JSON and Arrow it
-    /// may be inferred from the stream first ([`infer_value_schema`]); Avro derives
-    /// it from the Avro schema.
-    pub schema: Option<SchemaRef>,
+    pub codec: Codec,
     pub on_malformed: OnMalformed,
     /// The value's fields as top-level columns instead of one struct column `value`.
     pub flatten: bool,
-    /// The Avro schema (JSON) values are read as and written with.
-    pub avro_schema: Option<String>,
-    pub avro_framing: AvroFraming,
-    /// Confluent framing: the writers' schemas by id.
-    pub avro_schemas_by_id: Vec<(u32, String)>,
-    /// Confluent framing: the id a publish frames its payloads with.
-    pub avro_schema_id: Option<u32>,
-    /// Protobuf: a `FileDescriptorSet` (as `protoc --include_imports
-    /// --descriptor_set_out` writes it) holding the message and what it imports.
-    pub protobuf_descriptor: Option<Vec<u8>>,
-    /// Protobuf: the message's full name (`package.Message`).
-    pub protobuf_message: Option<String>,
     /// Messages sampled to infer a schema when none is given.
     pub sample_rows: usize,
 }
 
 impl CodecSpec {
-    pub fn new(format: ValueFormat) -> Self {
+    pub fn new(codec: Codec) -> Self {
         Self {
-            format,
-            schema: None,
+            codec,
             on_malformed: OnMalformed::parse(crate::defaults::ON_MALFORMED).expect("a known mode"),
             flatten: false,
-            avro_schema: None,
-            avro_framing: AvroFraming::parse(crate::defaults::AVRO_FRAMING)
-                .expect("a known framing"),
-            avro_schemas_by_id: Vec::new(),
-            avro_schema_id: None,
-            protobuf_descriptor: None,
-            protobuf_message: None,
             sample_rows: crate::defaults::VALUE_SAMPLE_ROWS,
         }
+    }
+
+    pub fn format(&self) -> ValueFormat {
+        self.codec.format()
     }
 
     /// Whether decoding needs a schema inferred from the stream first: Avro and
     /// Protobuf values carry theirs in the schema or descriptor given.
     pub fn needs_inference(&self) -> bool {
-        self.schema.is_none() && matches!(self.format, ValueFormat::Json | ValueFormat::Arrow)
+        self.codec.as_format().needs_inference()
     }
 
-    fn schema_required(&self, what: &str) -> Result<SchemaRef> {
-        self.schema.clone().ok_or_else(|| {
-            Error::bad_input(format!(
-                "option 'schema': {what} {} values needs their schema",
-                self.format.as_str()
-            ))
-        })
+    /// This spec with the value schema `sample`'s payloads show filled in, where
+    /// [`Self::needs_inference`].
+    pub fn inferred(&self, sample: &[&[u8]]) -> Result<Self> {
+        let mut spec = self.clone();
+        if spec.needs_inference() {
+            spec.codec.as_format_mut().infer(sample)?;
+        }
+        Ok(spec)
     }
+
+    fn decoder(&self, batch_rows: usize) -> Result<Box<dyn RowsDecoder>> {
+        self.codec.as_format().decoder(batch_rows)
+    }
+
+    fn encoder(&self) -> Result<Box<dyn RowsEncoder>> {
+        self.codec.as_format().encoder()
+    }
+}
+
+/// The value schema a format that is given its schema (JSON, Arrow) needs to `what`.
+fn schema_required(
+    schema: &Option<SchemaRef>,
+    format: ValueFormat,
+    what: &str,
+) -> Result<SchemaRef> {
+    schema.clone().ok_or_else(|| {
+        Error::bad_input(format!(
+            "option 'schema': {what} {} values needs their schema",
+            format.as_str()
+        ))
+    })
+}
+
+/// What a sample of payloads lacking a value to infer a schema from is told.
+fn nothing_to_infer_from(format: ValueFormat, sampled: usize) -> Error {
+    Error::bad_input(format!(
+        "option 'schema': no schema was given and the {sampled} messages sampled hold no {} \
+         value to infer one from",
+        format.as_str()
+    ))
 }
 
 /// The rows of a streaming decoder's flushes as one struct of `fields`.

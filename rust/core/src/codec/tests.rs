@@ -21,6 +21,23 @@ fn value_schema() -> SchemaRef {
     ]))
 }
 
+fn json_spec(schema: SchemaRef) -> CodecSpec {
+    CodecSpec::new(Codec::Json(Json {
+        schema: Some(schema),
+    }))
+}
+
+/// The JSON value schema a read would infer from `sample`.
+fn inferred_json(sample: &[&[u8]]) -> Result<SchemaRef> {
+    match CodecSpec::new(Codec::new(ValueFormat::Json))
+        .inferred(sample)?
+        .codec
+    {
+        Codec::Json(Json { schema }) => Ok(schema.expect("inferred")),
+        other => unreachable!("{other:?}"),
+    }
+}
+
 fn messages(payloads: &[&[u8]], values: Option<ValueDecoder>) -> Result<RecordBatch> {
     let mut b = BatchBuilder::new("S", SchemaOptions::default()).with_values(values);
     for (i, p) in payloads.iter().enumerate() {
@@ -40,17 +57,16 @@ fn messages(payloads: &[&[u8]], values: Option<ValueDecoder>) -> Result<RecordBa
             timestamp_ns: 0,
             pending: 0,
         };
-        b.append(&message, &meta);
+        b.append(&message, &meta)?;
     }
     b.finish()
 }
 
 fn json(mode: OnMalformed, flatten: bool) -> ValueDecoder {
     let spec = CodecSpec {
-        schema: Some(value_schema()),
         on_malformed: mode,
         flatten,
-        ..CodecSpec::new(ValueFormat::Json)
+        ..json_spec(value_schema())
     };
     ValueDecoder::new(&spec, 4).unwrap()
 }
@@ -174,33 +190,30 @@ const AVRO: &str = r#"{"type":"record","name":"E","fields":[
 
 #[test]
 fn every_format_round_trips_a_table() {
-    let with_schema = |format| CodecSpec {
+    round_trip(json_spec(value_schema()));
+    round_trip(CodecSpec::new(Codec::Arrow(ArrowIpc {
         schema: Some(value_schema()),
-        ..CodecSpec::new(format)
-    };
-    round_trip(with_schema(ValueFormat::Json));
-    round_trip(with_schema(ValueFormat::Arrow));
+    })));
     for framing in [AvroFraming::Raw, AvroFraming::SingleObject] {
-        round_trip(CodecSpec {
-            avro_schema: Some(AVRO.to_string()),
-            avro_framing: framing,
-            ..CodecSpec::new(ValueFormat::Avro)
-        });
+        round_trip(CodecSpec::new(Codec::Avro(Avro {
+            schema: Some(AVRO.to_string()),
+            framing,
+            ..Avro::default()
+        })));
     }
-    round_trip(CodecSpec {
-        avro_schemas_by_id: vec![(7, AVRO.to_string())],
-        avro_schema_id: Some(7),
-        avro_framing: AvroFraming::Confluent,
-        ..CodecSpec::new(ValueFormat::Avro)
-    });
+    round_trip(CodecSpec::new(Codec::Avro(Avro {
+        schemas_by_id: vec![(7, AVRO.to_string())],
+        schema_id: Some(7),
+        framing: AvroFraming::Confluent,
+        ..Avro::default()
+    })));
 }
 
 #[test]
 fn an_arrow_payload_of_several_rows_repeats_its_message_columns() {
-    let spec = CodecSpec {
+    let spec = CodecSpec::new(Codec::Arrow(ArrowIpc {
         schema: Some(value_schema()),
-        ..CodecSpec::new(ValueFormat::Arrow)
-    };
+    }));
     let values = RecordBatch::try_new(
         value_schema(),
         vec![
@@ -244,21 +257,20 @@ fn json_schemas_are_inferred_from_a_sample() {
         b"not json",
         br#"{"a": 2, "c": [1.5]}"#,
     ];
-    let schema = infer_value_schema(ValueFormat::Json, sample).unwrap();
+    let schema = inferred_json(sample).unwrap();
     assert_eq!(
         schema.field_with_name("a").unwrap().data_type(),
         &DataType::Int64
     );
     assert!(schema.field_with_name("c").is_ok());
-    let err = infer_value_schema(ValueFormat::Json, &[b"1"]).unwrap_err();
+    let err = inferred_json(&[b"1"]).unwrap_err();
     assert!(err.to_string().contains("1 messages sampled"), "{err}");
 }
 
 fn json_of(schema: Schema, mode: OnMalformed) -> ValueDecoder {
     let spec = CodecSpec {
-        schema: Some(Arc::new(schema)),
         on_malformed: mode,
-        ..CodecSpec::new(ValueFormat::Json)
+        ..json_spec(Arc::new(schema))
     };
     ValueDecoder::new(&spec, 4).unwrap()
 }
@@ -378,7 +390,7 @@ fn json_floats_that_are_not_finite_round_trip() {
         ),
     ])
     .unwrap();
-    let spec = CodecSpec::new(ValueFormat::Json);
+    let spec = CodecSpec::new(Codec::new(ValueFormat::Json));
     let encoded = ValueEncoder::new(&spec).unwrap().encode(&batch).unwrap();
     let data = encoded.column_by_name("data").unwrap().as_binary::<i32>();
     assert_eq!(data.value(1), br#"{"x":"NaN","y":0.5}"#);
@@ -407,7 +419,7 @@ fn json_floats_that_are_not_finite_round_trip() {
 fn every_column_but_the_publish_columns_is_a_value_unless_the_table_is_a_read() {
     let encoded_names = |columns: Vec<(&str, ArrayRef)>| -> Vec<String> {
         let batch = RecordBatch::try_from_iter(columns).unwrap();
-        let spec = CodecSpec::new(ValueFormat::Json);
+        let spec = CodecSpec::new(Codec::new(ValueFormat::Json));
         let encoded = ValueEncoder::new(&spec).unwrap().encode(&batch).unwrap();
         let data = encoded.column_by_name("data").unwrap().as_binary::<i32>();
         let object: serde_json::Map<String, serde_json::Value> =
@@ -481,7 +493,7 @@ fn json_zoned_timestamps_keep_their_instant_where_the_offset_has_seconds() {
         ("at", Arc::new(ts) as ArrayRef),
     ])
     .unwrap();
-    let spec = CodecSpec::new(ValueFormat::Json);
+    let spec = CodecSpec::new(Codec::new(ValueFormat::Json));
     let encoded = ValueEncoder::new(&spec).unwrap().encode(&batch).unwrap();
     let data = encoded.column_by_name("data").unwrap().as_binary::<i32>();
     // Local mean time (+05:53:28) is written in UTC; a minute offset as it is.
@@ -508,7 +520,7 @@ fn json_inference_takes_numbers_beside_non_finite_strings_for_floats() {
         br#"{"x": "NaN", "name": "a", "l": null}"#,
         br#"{"x": "-Infinity"}"#,
     ];
-    let schema = infer_value_schema(ValueFormat::Json, &sample).unwrap();
+    let schema = inferred_json(&sample).unwrap();
     let t = |n: &str| schema.field_with_name(n).unwrap().data_type().clone();
     assert_eq!(t("x"), DataType::Float64);
     assert_eq!(t("name"), DataType::Utf8);

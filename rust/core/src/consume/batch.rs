@@ -101,7 +101,13 @@ impl ConsumedBatch {
         let mut consumer_seqs = Vec::with_capacity(delivered.len());
         let mut last = (0, 0);
         for d in &delivered {
-            builder.append(&d.message, &d.meta);
+            if let Err(e) = builder.append(&d.message, &d.meta) {
+                // The rows appended so far are not handed out: the builder starts
+                // the next batch empty (the messages come again after their ack
+                // wait).
+                builder.clear();
+                return Err(e);
+            }
             replies.push(
                 d.message
                     .reply

@@ -11,7 +11,7 @@ use crate::arrow::builder::BatchBuilder;
 use crate::arrow::schema::SchemaOptions;
 use crate::codec::{CodecSpec, ValueDecoder};
 use crate::connection::Connection;
-use crate::consume::pull::{fetch_once, FetchRequest, PullLoop, PullSettings};
+use crate::consume::pull::{fetch_once, FetchRequest, Pin, PriorityGroup, PullLoop, PullSettings};
 use crate::defaults;
 use crate::error::{Error, Result};
 
@@ -22,6 +22,11 @@ pub struct DurableConsumer {
     pub stream: String,
     pub name: String,
     ack_policy: Option<AckPolicy>,
+    /// The priority group every pull of this binding names (server 2.11+).
+    priority: Option<PriorityGroup>,
+    /// The group's pin, while this binding holds it: one puller, however many
+    /// fetches and loops it runs.
+    pin: Pin,
 }
 
 /// Options of continuous consumption (nats.go's `Messages()` options).
@@ -72,13 +77,31 @@ impl DurableConsumer {
             stream: stream.into(),
             name: name.into(),
             ack_policy,
+            priority: None,
+            pin: Pin::default(),
         })
+    }
+
+    /// Every pull names `priority`'s group (checked here).
+    pub fn with_priority(mut self, priority: Option<PriorityGroup>) -> Result<Self> {
+        if let Some(p) = &priority {
+            p.validate()?;
+        }
+        self.priority = priority;
+        Ok(self)
+    }
+
+    /// The pin this binding holds in its priority group (`pinned_client`), if any.
+    pub fn pin_id(&self) -> Option<String> {
+        self.pin.lock().expect("pin lock").clone()
     }
 
     fn schema_options(include_headers: bool) -> SchemaOptions {
         SchemaOptions {
             include_headers,
+            include_ttl: false,
             consumer_columns: true,
+            payload_views: false,
         }
     }
 
@@ -88,12 +111,18 @@ impl DurableConsumer {
         include_headers: bool,
         values: Option<&CodecSpec>,
     ) -> Result<ConsumedBatch> {
-        let delivered = fetch_once(&self.conn, &self.stream, &self.name, request).await?;
+        let request = FetchRequest {
+            priority: self.priority.clone(),
+            pin: self.pin.clone(),
+            ..request.clone()
+        };
+        let delivered = fetch_once(&self.conn, &self.stream, &self.name, &request).await?;
         let values = values
             .map(|spec| ValueDecoder::new(spec, delivered.len()))
             .transpose()?;
         let mut builder = BatchBuilder::new(&self.stream, Self::schema_options(include_headers))
-            .with_values(values);
+            .with_values(values)
+            .with_decompression(self.conn.consumer_decompression());
         ConsumedBatch::build(&self.conn, &mut builder, delivered, self.ack_policy, None).await
     }
 
@@ -107,7 +136,8 @@ impl DurableConsumer {
             &self.name,
             options.pull.clone(),
         )
-        .await?;
+        .await?
+        .with_priority(self.priority.clone(), self.pin.clone())?;
         let values = options
             .values
             .as_ref()
@@ -116,7 +146,8 @@ impl DurableConsumer {
         Ok(MessageStream {
             consumer: self.clone(),
             builder: BatchBuilder::new(&self.stream, Self::schema_options(options.include_headers))
-                .with_values(values),
+                .with_values(values)
+                .with_decompression(self.conn.consumer_decompression()),
             pull,
             batch_rows: options.batch_rows,
             batch_wait: options.batch_wait,

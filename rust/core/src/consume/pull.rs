@@ -125,6 +125,91 @@ impl PullSettings {
 
 use crate::arrow::metadata::Delivered;
 
+/// The pin header a `pinned_client` priority group puts on what it delivers to the
+/// pinned puller; the puller names it as `id` in its later pulls.
+pub const PIN_ID: &str = "Nats-Pin-Id";
+
+/// A pull's place in a priority group of its consumer (server 2.11+; `priority` 2.12+),
+/// sent in every pull request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PriorityGroup {
+    /// One of the consumer's `priority_groups`.
+    pub group: String,
+    /// `overflow`: served only while the consumer has at least this many messages
+    /// pending (not yet delivered).
+    pub min_pending: Option<usize>,
+    /// `overflow`: served only while at least this many deliveries await their ack.
+    pub min_ack_pending: Option<usize>,
+    /// `prioritized`: 0 (served first) to 9.
+    pub priority: Option<usize>,
+}
+
+impl PriorityGroup {
+    pub fn validate(&self) -> Result<()> {
+        if self.group.is_empty() {
+            return Err(Error::bad_input(
+                "option 'group' names one of the consumer's priority_groups; got ''",
+            ));
+        }
+        if self.priority.is_some_and(|p| p > 9) {
+            return Err(Error::bad_input(format!(
+                "option 'priority' must be between 0 (served first) and 9, got {}",
+                self.priority.unwrap_or_default()
+            )));
+        }
+        for (value, option) in [
+            (self.min_pending, "min_pending"),
+            (self.min_ack_pending, "min_ack_pending"),
+        ] {
+            if value == Some(0) {
+                return Err(Error::bad_input(format!(
+                    "option '{option}' must be at least 1 (None: no minimum)"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The pin a `pinned_client` group gave a puller (from [`PIN_ID`] on its deliveries),
+/// shared by every fetch and loop of one bound consumer; forgotten on a `423`.
+pub type Pin = Arc<std::sync::Mutex<Option<String>>>;
+
+/// A pull request's JSON: async-nats's `BatchConfig` with the group's fields and the
+/// pin (`id`), which async-nats keeps private.
+fn pull_body(mut request: PullRequest, priority: Option<&PriorityGroup>, pin: &Pin) -> Vec<u8> {
+    #[derive(serde::Serialize)]
+    struct Body<'a> {
+        #[serde(flatten)]
+        batch: &'a PullRequest,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+    }
+    let mut id = None;
+    if let Some(p) = priority {
+        request.group = Some(p.group.clone());
+        request.min_pending = p.min_pending;
+        request.min_ack_pending = p.min_ack_pending;
+        request.priority = p.priority;
+        id = pin.lock().expect("pin lock").clone();
+    }
+    serde_json::to_vec(&Body {
+        batch: &request,
+        id,
+    })
+    .expect("JSON")
+}
+
+/// Keeps the pin a delivery carries, for a puller in a priority group.
+fn keep_pin(message: &async_nats::Message, pin: &Pin) {
+    if let Some(id) = message.headers.as_ref().and_then(|h| h.get(PIN_ID)) {
+        let mut held = pin.lock().expect("pin lock");
+        if held.as_deref() != Some(id.as_str()) {
+            *held = Some(id.as_str().to_string());
+        }
+    }
+}
+
 /// An open pull subscription on one consumer.
 pub struct PullLoop {
     conn: Connection,
@@ -144,6 +229,9 @@ pub struct PullLoop {
     statistics: Arc<Statistics>,
     /// The connect count when the loop's pull requests were sent.
     connects_seen: u64,
+    /// The priority group its pulls name, and the pin it holds there.
+    priority: Option<PriorityGroup>,
+    pin: Pin,
 }
 
 impl PullLoop {
@@ -171,7 +259,19 @@ impl PullLoop {
             on_reconnect: OnReconnect::PullAgain,
             connects_seen: statistics.connects.load(Ordering::Relaxed),
             statistics,
+            priority: None,
+            pin: Pin::default(),
         })
+    }
+
+    /// Pulls that name `priority`'s group, keeping the group's pin in `pin`.
+    pub fn with_priority(mut self, priority: Option<PriorityGroup>, pin: Pin) -> Result<Self> {
+        if let Some(p) = &priority {
+            p.validate()?;
+        }
+        self.priority = priority;
+        self.pin = pin;
+        Ok(self)
     }
 
     /// `next` fails with a connection error once the client has reconnected, instead
@@ -263,7 +363,7 @@ impl PullLoop {
             .publish_with_reply(
                 self.next_subject.clone(),
                 self.inbox.clone(),
-                serde_json::to_vec(&request).expect("JSON").into(),
+                pull_body(request, self.priority.as_ref(), &self.pin).into(),
             )
             .await?;
         self.outstanding_messages += batch;
@@ -358,6 +458,9 @@ impl PullLoop {
             let Some(meta) = message.reply.as_deref().and_then(parse_ack_subject) else {
                 continue; // not a JetStream delivery; nothing on this inbox should be
             };
+            if self.priority.is_some() {
+                keep_pin(&message, &self.pin);
+            }
             self.max_bytes_ends = 0;
             self.outstanding_messages = self.outstanding_messages.saturating_sub(1);
             self.outstanding_bytes = self.outstanding_bytes.saturating_sub(message.length);
@@ -376,6 +479,15 @@ impl PullLoop {
             Status::RequestEnded(pending) => {
                 // Leadership change, max waiting exceeded, expiry, ...: this request
                 // is over; the next refill asks again.
+                self.request_ended(pending);
+                Ok(())
+            }
+            Status::PinMismatch(pending) => {
+                // The group's pin moved (it expired, or was unpinned): this request
+                // is over, and the next pulls go without a pin, as a candidate for
+                // the next one (nats.go's and async-nats's pull consumers do so).
+                *self.pin.lock().expect("pin lock") = None;
+                crate::events::pin_lost(&self.consumer_label());
                 self.request_ended(pending);
                 Ok(())
             }
@@ -414,6 +526,9 @@ pub struct FetchRequest {
     pub expires: Duration,
     pub no_wait: bool,
     pub heartbeat: Option<Duration>,
+    /// The priority group the pull names, and the pin it holds there.
+    pub priority: Option<PriorityGroup>,
+    pub pin: Pin,
 }
 
 /// Send one pull request and collect what it delivers.
@@ -429,7 +544,12 @@ pub async fn fetch_once(
         expires,
         no_wait,
         heartbeat,
+        priority,
+        pin,
     } = fetch.clone();
+    if let Some(p) = &priority {
+        p.validate()?;
+    }
     if max_messages == 0 {
         return Err(Error::bad_input("option 'max_messages' must be at least 1"));
     }
@@ -457,7 +577,7 @@ pub async fn fetch_once(
         ..Default::default()
     };
     let subject = conn.api_subject(&subjects::consumer_msg_next(stream, consumer));
-    let body: bytes::Bytes = serde_json::to_vec(&request).expect("JSON").into();
+    let body: bytes::Bytes = pull_body(request, priority.as_ref(), &pin).into();
     conn.client
         .publish_with_reply(subject.clone(), inbox.clone(), body.clone())
         .await?;
@@ -540,7 +660,19 @@ pub async fn fetch_once(
                 )));
             }
             Some(Status::MaxBytesExceeded(_)) => break,
+            Some(Status::PinMismatch(_)) => {
+                // The group's pin moved: the fetch ends with what it has, and the
+                // next one pulls without a pin, a candidate for the next.
+                *pin.lock().expect("pin lock") = None;
+                crate::events::pin_lost(&format!(
+                    "fetch from consumer {consumer:?} of stream {stream:?}"
+                ));
+                break;
+            }
             Some(other) => return Err(other.pull_error(stream, consumer, &subject)),
+        }
+        if priority.is_some() {
+            keep_pin(&message, &pin);
         }
         if let Some(meta) = message.reply.as_deref().and_then(parse_ack_subject) {
             bytes += message.length;
@@ -549,4 +681,65 @@ pub async fn fetch_once(
     }
     let _ = sub.unsubscribe().await;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(priority: Option<&PriorityGroup>, pin: Option<&str>) -> serde_json::Value {
+        let pin = Pin::new(std::sync::Mutex::new(pin.map(str::to_string)));
+        let request = PullRequest {
+            batch: 10,
+            expires: Some(Duration::from_secs(5)),
+            ..Default::default()
+        };
+        serde_json::from_slice(&pull_body(request, priority, &pin)).unwrap()
+    }
+
+    #[test]
+    fn a_pull_names_its_group_and_pin_as_the_server_reads_them() {
+        // nats-server's JSApiConsumerGetNextRequest embeds PriorityGroup: group,
+        // min_pending, min_ack_pending, id, priority at the top level.
+        let group = PriorityGroup {
+            group: "G".into(),
+            min_pending: Some(100),
+            min_ack_pending: Some(5),
+            priority: Some(2),
+        };
+        let body = json(Some(&group), Some("PIN1"));
+        assert_eq!(body["batch"], 10);
+        assert_eq!(body["group"], "G");
+        assert_eq!(body["min_pending"], 100);
+        assert_eq!(body["min_ack_pending"], 5);
+        assert_eq!(body["priority"], 2);
+        assert_eq!(body["id"], "PIN1");
+        // Without a pin, no id; without a group, neither (a pin is only a group's).
+        assert!(json(Some(&group), None).get("id").is_none());
+        let plain = json(None, Some("PIN1"));
+        assert!(plain.get("id").is_none());
+        assert!(plain["group"].is_null());
+    }
+
+    #[test]
+    fn group_options_are_checked() {
+        let ok = PriorityGroup {
+            group: "G".into(),
+            ..Default::default()
+        };
+        assert!(ok.validate().is_ok());
+        for bad in [
+            PriorityGroup::default(),
+            PriorityGroup {
+                priority: Some(10),
+                ..ok.clone()
+            },
+            PriorityGroup {
+                min_pending: Some(0),
+                ..ok.clone()
+            },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?}");
+        }
+    }
 }

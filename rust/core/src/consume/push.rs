@@ -333,10 +333,13 @@ impl PushStream {
                 &consumer.stream,
                 SchemaOptions {
                     include_headers: options.include_headers,
+                    include_ttl: false,
                     consumer_columns: true,
+                    payload_views: false,
                 },
             )
-            .with_values(values),
+            .with_values(values)
+            .with_decompression(consumer.conn.consumer_decompression()),
             consumer,
             events,
             reader,

@@ -25,6 +25,8 @@ enum AckResult {
     Stored {
         seq: u64,
         duplicate: bool,
+        /// A counter's new value (the ack's `val`).
+        value: Option<String>,
     },
     /// Not stored, safe to send again (no stream leader yet).
     Retry(String),
@@ -51,8 +53,46 @@ fn classify(message: &async_nats::Message, subject: &str) -> AckResult {
     }
     match serde_json::from_slice::<PublishReply>(&message.payload) {
         Ok(PublishReply { error: Some(e), .. }) => {
+            let hint = match e.err_code {
+                err_codes::MESSAGE_TTL_DISABLED => {
+                    ": a TTL of its own (column 'ttl', or a Nats-TTL header) needs a stream \
+                     created with allow_msg_ttl"
+                }
+                err_codes::MESSAGE_TTL_INVALID => {
+                    ": the server takes a TTL of whole seconds, at least 1, a duration such \
+                     as '90s' or '1h', or 'never'"
+                }
+                err_codes::MESSAGE_INCR_DISABLED => {
+                    ": a counter increment (column 'increment', or a Nats-Incr header) needs a \
+                     stream created with allow_msg_counter (nats-server 2.12 or later)"
+                }
+                err_codes::MESSAGE_INCR_MISSING => {
+                    ": a stream created with allow_msg_counter stores counter increments only \
+                     (a table with an 'increment' column and no 'data' column)"
+                }
+                err_codes::MESSAGE_INCR_PAYLOAD => ": a counter increment has no payload",
+                err_codes::MESSAGE_INCR_INVALID => {
+                    ": Nats-Incr takes an integer ('+5', '-3') and goes without expected-last \
+                     checks, expected_stream and rollups"
+                }
+                err_codes::MESSAGE_SCHEDULES_DISABLED => {
+                    ": a schedule (columns 'schedule' and 'schedule_target', or a Nats-Schedule \
+                     header) needs a stream created with allow_msg_schedules (nats-server 2.12 \
+                     or later)"
+                }
+                err_codes::MESSAGE_SCHEDULES_PATTERN_INVALID => {
+                    ": the server takes '@at <RFC 3339 instant>', '@every <duration of at \
+                     least 1s>', a cron of six fields with seconds ('0 30 * * * *') or \
+                     @hourly, @daily, @weekly, @monthly, @yearly"
+                }
+                err_codes::MESSAGE_SCHEDULES_TARGET_INVALID => {
+                    ": a schedule's target is a subject of the same stream, not the \
+                     schedule's own subject"
+                }
+                _ => "",
+            };
             let why = format!(
-                "{} (code {}, err_code {})",
+                "{} (code {}, err_code {}){hint}",
                 e.description, e.code, e.err_code
             );
             if e.code == 429 || e.err_code == err_codes::TOO_MANY_REQUESTS {
@@ -68,7 +108,16 @@ fn classify(message: &async_nats::Message, subject: &str) -> AckResult {
                 AckResult::Failed(why)
             }
         }
-        Ok(PublishReply { seq, duplicate, .. }) if seq > 0 => AckResult::Stored { seq, duplicate },
+        Ok(PublishReply {
+            seq,
+            duplicate,
+            val,
+            ..
+        }) if seq > 0 => AckResult::Stored {
+            seq,
+            duplicate,
+            value: val,
+        },
         _ => AckResult::Failed(format!(
             "unexpected publish reply: {}",
             String::from_utf8_lossy(&message.payload)
@@ -196,9 +245,16 @@ impl PublishRun<'_> {
             return;
         }
         match classify(&ack, entry.message.subject.as_str()) {
-            AckResult::Stored { seq, duplicate } => {
+            AckResult::Stored {
+                seq,
+                duplicate,
+                value,
+            } => {
                 self.congestion.stored();
                 self.outcome.acked(entry.row, seq, duplicate);
+                if let Some(value) = value.filter(|_| !duplicate) {
+                    self.outcome.counted(entry.row, value);
+                }
                 if self.gate == Some(entry.row) {
                     self.gate = None;
                 }
@@ -291,15 +347,23 @@ impl PublishRun<'_> {
     /// The connection is gone: every row awaiting its ack or its resend is reported,
     /// since nothing more will be learnt of it.
     pub(super) fn abandon(&mut self, why: &crate::error::Error) {
-        let why = format!(
-            "no ack before the publish ended ({why}); it may or may not be stored (with a \
-             msg id, publishing it again stores it at most once)"
-        );
+        let why = |increment: bool| {
+            let what = if increment {
+                "its increment may or may not be counted (with a msg id, publishing it again \
+                 counts it at most once)"
+            } else {
+                "it may or may not be stored (with a msg id, publishing it again stores it at \
+                 most once)"
+            };
+            format!("no ack before the publish ended ({why}); {what}")
+        };
         while let Some(entry) = self.in_flight.pop_oldest() {
-            self.outcome.fail(entry.row, why.clone());
+            let why = why(entry.message.is_increment());
+            self.outcome.fail(entry.row, why);
         }
         while let Some(retry) = self.retries.pop_any() {
-            self.outcome.fail(retry.row, why.clone());
+            let why = why(retry.message.is_increment());
+            self.outcome.fail(retry.row, why);
         }
     }
 
@@ -334,12 +398,17 @@ impl PublishRun<'_> {
                 self.retry_or_fail(entry, why);
             } else {
                 // Without a msg id the server cannot recognise a resend, so a retry
-                // could store the row twice; report it instead.
+                // could store the row twice (count an increment twice); report it instead.
+                let what = if entry.message.is_increment() {
+                    "its increment may or may not be counted (a retry could count it twice)"
+                } else {
+                    "it may or may not be stored"
+                };
                 self.outcome.fail(
                     entry.row,
                     format!(
-                        "{why}; not retried because the row has no msg id, so it may or may not \
-                         be stored (give rows a msg_id or use msg_id_prefix to make retries safe)"
+                        "{why}; not retried because the row has no msg id, so {what} (give rows \
+                         a msg_id or use msg_id_prefix to make retries safe)"
                     ),
                 );
             }
@@ -384,7 +453,8 @@ mod tests {
             classify(&message(None, r#"{"stream":"S","seq":7}"#), "a"),
             AckResult::Stored {
                 seq: 7,
-                duplicate: false
+                duplicate: false,
+                value: None,
             }
         ));
         assert!(matches!(
@@ -394,7 +464,8 @@ mod tests {
             ),
             AckResult::Stored {
                 seq: 7,
-                duplicate: true
+                duplicate: true,
+                value: None,
             }
         ));
         assert!(matches!(

@@ -18,12 +18,16 @@
 
 mod acked;
 mod acks;
+mod ahead;
 mod atomic;
+pub mod counter;
 mod fast;
 pub mod input;
 mod options;
 mod outcome;
 mod rows;
+pub mod schedule;
+pub mod ttl;
 mod window;
 
 use arrow_array::RecordBatch;
@@ -131,6 +135,9 @@ impl Publisher {
                 if let Err(e) = self.options.check_expectation_columns(&columns) {
                     return (outcome, Some(e));
                 }
+                if columns.is_increments() {
+                    outcome.count_values();
+                }
             }
             Err(e) => return (outcome, Some(e)),
         }
@@ -139,6 +146,7 @@ impl Publisher {
             current: None,
             subject,
             max_subject: self.max_subject,
+            compression: self.options.defaults.compression,
             taken: 0,
             exhausted: false,
         };

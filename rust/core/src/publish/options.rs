@@ -183,6 +183,23 @@ impl PublishOptions {
                  expected_last_subject_seq",
             ));
         }
+        if input.is_increments() && self.mode != PublishMode::Acked {
+            return Err(Error::bad_input(format!(
+                "column 'increment' (counter increments) works with mode='acked', where each \
+                 ack carries the counter's new value; got mode='{}'",
+                self.mode.as_str()
+            )));
+        }
+        if input.is_increments()
+            && (self.defaults.expected_stream.is_some() || self.has_expectations())
+        {
+            // nats-server refuses every Nats-Incr with an expectation header (10171).
+            return Err(Error::bad_input(
+                "column 'increment' (counter increments) takes no expected_stream or \
+                 expected_last_* option: the server refuses an increment with any expectation \
+                 header",
+            ));
+        }
         if input.has_expectation_columns() && self.mode == PublishMode::Fast {
             return Err(Error::bad_input(
                 "columns expected_last_subject_seq and expected_last_msg_id work with \

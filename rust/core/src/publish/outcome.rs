@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use arrow_array::builder::{BooleanBuilder, Int64Builder, StringBuilder};
 use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field, Schema};
 
 use crate::arrow::schema::ack_schema;
 use crate::events;
@@ -19,6 +20,9 @@ pub struct PublishOutcome {
     /// Rows acked or failed; the others are still in flight or not yet sent.
     resolved: Vec<bool>,
     errors: HashMap<usize, String>,
+    /// A publish of counter increments: each row's new counter value, as the ack
+    /// said it (decimal text), is reported in a `value` column.
+    values: Option<HashMap<usize, String>>,
     pub stored: usize,
     pub duplicates: usize,
     /// Rows sent again (after an ack timeout, a `429`/`503`, a lost connection).
@@ -64,6 +68,24 @@ impl PublishOutcome {
         }
     }
 
+    /// The call publishes counter increments: the acks' values are kept.
+    pub(super) fn count_values(&mut self) {
+        self.values.get_or_insert_with(HashMap::new);
+    }
+
+    /// The counter's new value after `row`'s increment (the ack's `val`).
+    pub(super) fn counted(&mut self, row: usize, value: String) {
+        if let Some(values) = &mut self.values {
+            values.insert(row, value);
+        }
+    }
+
+    /// The counter's value after `row`'s increment, if the call published
+    /// increments and the row's ack said it.
+    pub fn value(&self, row: usize) -> Option<&str> {
+        self.values.as_ref()?.get(&row).map(String::as_str)
+    }
+
     /// `count` rows, from `row` on, are sent again for `why`: counted, and the first
     /// of the call told.
     pub(super) fn resent(&mut self, row: usize, count: usize, why: &str) {
@@ -106,7 +128,9 @@ impl PublishOutcome {
         }
     }
 
-    /// `seq` (int64, null unless acked), `duplicate` (bool), `error` (utf8, null when ok).
+    /// `seq` (int64, null unless acked), `duplicate` (bool), `error` (utf8, null when
+    /// ok); for a publish of counter increments also `value` (utf8: the counter's
+    /// new value as decimal text, null for a duplicate or a failed row).
     pub fn to_record_batch(&self) -> RecordBatch {
         let n = self.rows();
         let mut seq = Int64Builder::with_capacity(n);
@@ -120,12 +144,24 @@ impl PublishOutcome {
             dup.append_value(self.duplicate[row]);
             err.append_option(self.errors.get(&row));
         }
-        let columns: Vec<ArrayRef> = vec![
+        let mut columns: Vec<ArrayRef> = vec![
             Arc::new(seq.finish()),
             Arc::new(dup.finish()),
             Arc::new(err.finish()),
         ];
-        RecordBatch::try_new(ack_schema(), columns).expect("ack columns match ack_schema")
+        let mut schema = ack_schema();
+        if let Some(values) = &self.values {
+            let mut value = StringBuilder::with_capacity(n, 0);
+            for row in 0..n {
+                value.append_option(values.get(&row));
+            }
+            columns.push(Arc::new(value.finish()));
+            let mut fields: Vec<Field> =
+                schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+            fields.push(Field::new("value", DataType::Utf8, true));
+            schema = Arc::new(Schema::new(fields));
+        }
+        RecordBatch::try_new(schema, columns).expect("ack columns match ack_schema")
     }
 }
 

@@ -4,6 +4,7 @@
 use arrow_array::RecordBatch;
 
 use super::outcome::PublishOutcome;
+use crate::codec::compression::Compression;
 use crate::error::Result;
 use crate::publish::input::PublishBatch;
 
@@ -13,6 +14,8 @@ pub(super) struct RowSource<I> {
     pub current: Option<(PublishBatch, usize)>,
     pub subject: Option<String>,
     pub max_subject: usize,
+    /// Each batch's payloads compressed as it is taken ([`PublishBatch::precompress`]).
+    pub compression: Option<Compression>,
     /// Rows taken so far in this call.
     pub taken: usize,
     pub exhausted: bool,
@@ -41,8 +44,11 @@ impl<I: Iterator<Item = Result<RecordBatch>>> RowSource<I> {
                     }
                     Some(batch) => {
                         let batch = batch.map_err(|e| e.context("reading the input"))?;
-                        let checked =
+                        let mut checked =
                             PublishBatch::new(&batch, self.subject.as_deref(), self.max_subject)?;
+                        if let Some(compression) = self.compression {
+                            checked.precompress(compression)?;
+                        }
                         outcome.add_rows(checked.num_rows());
                         self.current = Some((checked, 0));
                     }

@@ -9,7 +9,7 @@ use arrow_schema::SchemaRef;
 use crate::api::validate_name;
 use crate::arrow::builder::BatchBuilder;
 use crate::arrow::metadata::Delivered;
-use crate::arrow::schema::SchemaOptions;
+use crate::arrow::schema::{message_schema, SchemaOptions};
 use crate::codec::{CodecSpec, ValueDecoder};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
@@ -22,6 +22,8 @@ pub struct FollowOptions {
     pub subjects: Vec<String>,
     pub start: Start,
     pub include_headers: bool,
+    /// A `ttl` column: each message's `Nats-TTL` as the server reads it.
+    pub include_ttl: bool,
     pub batch_rows: usize,
     /// After the first message of a batch, how long to wait for more.
     pub batch_wait: Duration,
@@ -55,6 +57,12 @@ impl OrderedStream {
             heartbeat: options.heartbeat,
             ..ReadOptions::default()
         };
+        let schema_options = SchemaOptions {
+            include_headers: options.include_headers,
+            include_ttl: options.include_ttl,
+            consumer_columns: false,
+            payload_views: false,
+        };
         let values = match &options.values {
             Some(spec) => {
                 let sample = ReadOptions {
@@ -62,10 +70,14 @@ impl OrderedStream {
                     ..ReadOptions::default()
                 };
                 let spec = resolve_value_schema(&conn, stream, spec, sample).await?;
-                Some(ValueDecoder::new(&spec, options.batch_rows)?)
+                Some(
+                    ValueDecoder::new(&spec, options.batch_rows)?
+                        .beside(&message_schema(schema_options))?,
+                )
             }
             None => None,
         };
+        let decompression = conn.decompression;
         let (ordered, _) = OrderedPull::open(
             conn,
             stream,
@@ -77,14 +89,9 @@ impl OrderedStream {
         .await?;
         Ok(Self {
             ordered,
-            builder: BatchBuilder::new(
-                stream,
-                SchemaOptions {
-                    include_headers: options.include_headers,
-                    consumer_columns: false,
-                },
-            )
-            .with_values(values),
+            builder: BatchBuilder::new(stream, schema_options)
+                .with_values(values)
+                .with_decompression(decompression),
             batch_rows: options.batch_rows,
             batch_wait: options.batch_wait,
             max_bytes: options.max_bytes,
@@ -107,7 +114,7 @@ impl OrderedStream {
                 }
             },
         };
-        self.builder.append(&first.message, &first.meta);
+        self.builder.append(&first.message, &first.meta)?;
         let until = tokio::time::Instant::now() + self.batch_wait;
         while self.builder.len() < self.batch_rows {
             let left = until.saturating_duration_since(tokio::time::Instant::now());
@@ -119,7 +126,7 @@ impl OrderedStream {
                 self.carry = Some(delivered);
                 break;
             }
-            self.builder.append(&delivered.message, &delivered.meta);
+            self.builder.append(&delivered.message, &delivered.meta)?;
         }
         self.builder.finish()
     }

@@ -79,6 +79,10 @@ pub struct LastOptions {
     pub subjects: Vec<String>,
     pub as_of: AsOf,
     pub include_headers: bool,
+    /// `data` as `binary_view` over the received payloads.
+    pub payload_views: bool,
+    /// A `ttl` column: each message's `Nats-TTL` as the server reads it.
+    pub include_ttl: bool,
     pub batch_rows: usize,
     pub max_bytes: usize,
     pub heartbeat: Duration,
@@ -94,6 +98,8 @@ impl Default for LastOptions {
             subjects: Vec::new(),
             as_of: AsOf::Now,
             include_headers: false,
+            payload_views: false,
+            include_ttl: false,
             batch_rows: defaults::READ_BATCH_ROWS,
             max_bytes: defaults::READ_MAX_BYTES,
             heartbeat: defaults::HEARTBEAT,
@@ -211,7 +217,9 @@ impl LastPerSubject {
         };
         let schema_options = SchemaOptions {
             include_headers: options.include_headers,
+            include_ttl: options.include_ttl,
             consumer_columns: false,
+            payload_views: options.payload_views,
         };
         let empty = info.state.messages == 0 || up_to_seq == Some(0);
         let consumer = if direct || empty {
@@ -240,6 +248,7 @@ impl LastPerSubject {
             .await?;
             (pending > 0).then(|| Box::new(ordered))
         };
+        let decompression = conn.decompression;
         Ok(Self {
             requests: DirectRequests::new(
                 &conn,
@@ -258,7 +267,7 @@ impl LastPerSubject {
             next_seq: None,
             up_to_seq,
             expandable: true,
-            builder: BatchBuilder::new(stream, schema_options),
+            builder: BatchBuilder::new(stream, schema_options).with_decompression(decompression),
             carry: None,
             consumer,
             handed_out: HashSet::new(),
@@ -274,7 +283,7 @@ impl LastPerSubject {
     /// `batch_rows` rows and `max_bytes` payload bytes (or one larger message).
     pub async fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
         if let Some(carried) = self.carry.take() {
-            self.builder.append(&carried.message, &carried.meta);
+            self.builder.append(&carried.message, &carried.meta)?;
         }
         while self.builder.len() < self.options.batch_rows {
             let Some(delivered) = self.next_message().await? else {
@@ -286,7 +295,7 @@ impl LastPerSubject {
                 self.carry = Some(delivered);
                 break;
             }
-            self.builder.append(&delivered.message, &delivered.meta);
+            self.builder.append(&delivered.message, &delivered.meta)?;
         }
         if self.builder.is_empty() {
             return Ok(None);

@@ -23,6 +23,10 @@ pub struct ReadOptions {
     pub start_time_ns: Option<i64>,
     pub end_time_ns: Option<i64>,
     pub include_headers: bool,
+    /// `data` as `binary_view` over the received payloads, not copied.
+    pub payload_views: bool,
+    /// A `ttl` column: each message's `Nats-TTL` as the server reads it.
+    pub include_ttl: bool,
     pub batch_rows: usize,
     /// Payload bytes per output batch and per pull request, at most.
     pub max_bytes: usize,
@@ -74,6 +78,8 @@ impl Default for ReadOptions {
             start_time_ns: None,
             end_time_ns: None,
             include_headers: false,
+            payload_views: false,
+            include_ttl: false,
             batch_rows: defaults::READ_BATCH_ROWS,
             max_bytes: defaults::READ_MAX_BYTES,
             heartbeat: defaults::HEARTBEAT,
@@ -103,6 +109,12 @@ impl ReadOptions {
         if self.start_seq.is_some() && self.start_time_ns.is_some() {
             return Err(Error::bad_input(
                 "options 'start_seq' and 'start_time' exclude each other",
+            ));
+        }
+        if self.payload_views && self.values.is_some() {
+            return Err(Error::bad_input(
+                "option 'payload_views' shapes the data column, which a read with a codec \
+                 replaces by its value columns: give one or the other",
             ));
         }
         if self.method == ReadMethod::Direct && self.subjects.len() > 1 {
@@ -160,6 +172,8 @@ impl ReadOptions {
             subjects: self.subjects.clone(),
             as_of,
             include_headers: self.include_headers,
+            payload_views: self.payload_views,
+            include_ttl: self.include_ttl,
             batch_rows: self.batch_rows,
             max_bytes: self.max_bytes,
             heartbeat: self.heartbeat,

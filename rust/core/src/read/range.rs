@@ -9,7 +9,7 @@ use crate::api::types::{StreamAlternate, StreamInfo, StreamInfoWithAlternates};
 use crate::api::{subjects, validate_name};
 use crate::arrow::builder::BatchBuilder;
 use crate::arrow::metadata::Delivered;
-use crate::arrow::schema::SchemaOptions;
+use crate::arrow::schema::{message_schema, SchemaOptions};
 use crate::codec::ValueDecoder;
 use crate::connection::Connection;
 use crate::defaults;
@@ -73,7 +73,9 @@ impl StreamReader {
         }
         let schema_options = SchemaOptions {
             include_headers: options.include_headers,
+            include_ttl: options.include_ttl,
             consumer_columns: false,
+            payload_views: options.payload_views,
         };
         // A read opened as a server restarts waits for it, as the read itself would.
         let StreamInfoWithAlternates { info, alternates } = conn
@@ -110,16 +112,22 @@ impl StreamReader {
                     ..ReadOptions::default()
                 };
                 let spec = resolve_value_schema(&conn, stream, spec, sample).await?;
-                Some(ValueDecoder::new(&spec, options.batch_rows)?)
+                Some(
+                    ValueDecoder::new(&spec, options.batch_rows)?
+                        .beside(&message_schema(schema_options))?,
+                )
             }
             None => None,
         };
+        let decompression = conn.decompression;
         let mut reader = Self {
             conn,
             stream: stream.to_string(),
             method: ReadMethod::Consumer,
             source: None,
-            builder: BatchBuilder::new(stream, schema_options).with_values(values),
+            builder: BatchBuilder::new(stream, schema_options)
+                .with_values(values)
+                .with_decompression(decompression),
             end_seq,
             end_time_ns: options.end_time_ns,
             batch_rows: options.batch_rows,
@@ -208,7 +216,7 @@ impl StreamReader {
     /// `batch_rows` rows and `max_bytes` payload bytes (or one larger message).
     pub async fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
         if let Some(carried) = self.carry.take() {
-            self.builder.append(&carried.message, &carried.meta);
+            self.builder.append(&carried.message, &carried.meta)?;
         }
         while self.builder.len() < self.batch_rows {
             let delivered = match self.source.as_mut() {
@@ -248,7 +256,7 @@ impl StreamReader {
                 self.carry = Some(delivered);
                 break;
             }
-            self.builder.append(&delivered.message, &meta);
+            self.builder.append(&delivered.message, &meta)?;
         }
         if self.builder.is_empty() {
             self.check_count().await?;

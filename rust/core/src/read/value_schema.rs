@@ -1,6 +1,11 @@
 //! A codec's value schema inferred from a sample of the stream, when it is not given.
 
-use crate::codec::{infer_value_schema, CodecSpec};
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, MapArray};
+
+use crate::arrow::schema::{DATA, HEADERS};
+use crate::codec::compression::{self, Compression};
+use crate::codec::CodecSpec;
 use crate::connection::Connection;
 use crate::error::Result;
 use crate::read::{ReadOptions, StreamReader};
@@ -20,30 +25,71 @@ pub async fn resolve_value_schema(
     let options = ReadOptions {
         batch_rows: want,
         values: None,
+        include_headers: true,
         ..sample
     };
-    let mut reader = Box::pin(StreamReader::open(conn.clone(), stream, options)).await?;
+    // The sample decompresses its payloads itself: one that does not decompress is
+    // left out of it, as a malformed payload is left out of what the schema is
+    // inferred from, for the read (and its `on_malformed`) to meet.
+    let mut raw = conn.clone();
+    raw.decompression.enabled = false;
+    let decompression = conn.decompression;
+    let mut reader = Box::pin(StreamReader::open(raw, stream, options)).await?;
     let mut payloads: Vec<bytes::Bytes> = Vec::new();
     while payloads.len() < want {
         let Some(batch) = Box::pin(reader.next_batch()).await? else {
             break;
         };
         let data = batch
-            .column_by_name(crate::arrow::schema::DATA)
+            .column_by_name(DATA)
             .expect("message batches have a data column");
-        let data = arrow_array::cast::AsArray::as_binary::<i32>(data.as_ref());
-        payloads.extend(
-            data.iter()
-                .take(want - payloads.len())
-                .map(|p| bytes::Bytes::copy_from_slice(p.unwrap_or_default())),
-        );
+        let data = data.as_binary::<i32>();
+        let headers = batch
+            .column_by_name(HEADERS)
+            .expect("the sample reads headers")
+            .as_map();
+        for row in 0..batch.num_rows() {
+            if payloads.len() == want {
+                break;
+            }
+            let payload = if data.is_valid(row) {
+                data.value(row)
+            } else {
+                &[]
+            };
+            let encoding = decompression
+                .enabled
+                .then(|| encoding_of(headers, row))
+                .flatten();
+            match encoding {
+                None => payloads.push(bytes::Bytes::copy_from_slice(payload)),
+                Some(c) => {
+                    if let Ok(plain) = c.decompress(payload, decompression.max_payload) {
+                        payloads.push(bytes::Bytes::from(plain));
+                    }
+                }
+            }
+        }
     }
     reader.finish().await;
     let sample: Vec<&[u8]> = payloads.iter().map(|p| p.as_ref()).collect();
-    let schema = infer_value_schema(spec.format, &sample)
-        .map_err(|e| e.context(format!("stream {stream:?}")))?;
-    Ok(CodecSpec {
-        schema: Some(schema),
-        ..spec.clone()
-    })
+    spec.inferred(&sample)
+        .map_err(|e| e.context(format!("stream {stream:?}")))
+}
+
+/// The compression row `row`'s headers name (`Content-Encoding`, as a read goes by it).
+fn encoding_of(headers: &MapArray, row: usize) -> Option<Compression> {
+    if headers.is_null(row) {
+        return None;
+    }
+    let entries = headers.value(row);
+    let names = entries.column(0).as_string::<i32>();
+    let values = entries.column(1).as_list::<i32>();
+    (0..entries.len())
+        .find(|&i| names.value(i) == compression::HEADER)
+        .and_then(|i| {
+            let given = values.value(i);
+            let given = given.as_string::<i32>();
+            (!given.is_empty()).then(|| Compression::from_header(given.value(0)))?
+        })
 }

@@ -9,8 +9,8 @@ use prost_reflect::{DynamicMessage, Kind, MapKey, MessageDescriptor, ReflectMess
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 
-use super::{bad_descriptor, message_descriptor, value_schema, TIMESTAMP};
-use crate::codec::{concat_rows, CodecSpec, RowsDecoder};
+use super::{bad_descriptor, message_descriptor, value_schema, Protobuf, TIMESTAMP};
+use crate::codec::{concat_rows, RowsDecoder};
 use crate::error::Result;
 
 /// A decoded message as the JSON-like values `arrow-json` builds columns from:
@@ -117,7 +117,7 @@ impl Serialize for AsValue<'_> {
     }
 }
 
-pub(in crate::codec) struct ProtobufRows {
+pub(super) struct ProtobufRows {
     message: MessageDescriptor,
     schema: SchemaRef,
     batch_rows: usize,
@@ -125,9 +125,9 @@ pub(in crate::codec) struct ProtobufRows {
 }
 
 impl ProtobufRows {
-    pub fn new(spec: &CodecSpec, batch_rows: usize) -> Result<Self> {
-        let message = message_descriptor(spec)?;
-        let schema = value_schema(spec)?;
+    pub fn new(settings: &Protobuf, batch_rows: usize) -> Result<Self> {
+        let message = message_descriptor(settings)?;
+        let schema = value_schema(settings)?;
         let decoder = Self::build(&schema, batch_rows)?;
         Ok(Self {
             message,

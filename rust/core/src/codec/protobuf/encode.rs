@@ -12,9 +12,9 @@ use prost::Message;
 use prost_reflect::{DeserializeOptions, DynamicMessage, MessageDescriptor};
 
 use super::left_out::{value_left_out, MinusZeros, RowsOf};
-use super::message_descriptor;
+use super::{message_descriptor, Protobuf};
 use crate::codec::json::ExactValues;
-use crate::codec::{binary_from_parts, CodecSpec, RowsEncoder};
+use crate::codec::{binary_from_parts, RowsEncoder};
 use crate::error::{Error, Result};
 
 /// Binary columns written as base64, as protobuf's JSON mapping writes `bytes`; the
@@ -80,14 +80,14 @@ impl EncoderFactory for Base64Binary {
     }
 }
 
-pub(in crate::codec) struct ProtobufEncoder {
+pub(super) struct ProtobufEncoder {
     message: MessageDescriptor,
 }
 
 impl ProtobufEncoder {
-    pub fn new(spec: &CodecSpec) -> Result<Self> {
+    pub fn new(settings: &Protobuf) -> Result<Self> {
         Ok(Self {
-            message: message_descriptor(spec)?,
+            message: message_descriptor(settings)?,
         })
     }
 }

@@ -13,16 +13,36 @@ mod decode;
 mod encode;
 mod left_out;
 
-pub(in crate::codec) use decode::ProtobufRows;
-pub(in crate::codec) use encode::ProtobufEncoder;
+use decode::ProtobufRows;
+use encode::ProtobufEncoder;
 
 use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 use prost_reflect::{DescriptorPool, FieldDescriptor, Kind, MessageDescriptor};
 
-use super::CodecSpec;
+use super::{Format, RowsDecoder, RowsEncoder};
 use crate::error::{Error, Result};
+
+/// Protobuf's settings: a `FileDescriptorSet` (as `protoc --include_imports
+/// --descriptor_set_out` writes it) holding the message and what it imports, and
+/// the message's full name (`package.Message`). The value's Arrow schema is the
+/// message's.
+#[derive(Debug, Clone, Default)]
+pub struct Protobuf {
+    pub descriptor: Option<Vec<u8>>,
+    pub message: Option<String>,
+}
+
+impl Format for Protobuf {
+    fn decoder(&self, batch_rows: usize) -> Result<Box<dyn RowsDecoder>> {
+        Ok(Box::new(ProtobufRows::new(self, batch_rows)?))
+    }
+
+    fn encoder(&self) -> Result<Box<dyn RowsEncoder>> {
+        Ok(Box::new(ProtobufEncoder::new(self)?))
+    }
+}
 
 /// The well-known type of an instant: a column of zoned timestamps (nanoseconds, UTC),
 /// not a struct of `seconds` and `nanos`, as Spark's and every JSON mapping read it.
@@ -32,15 +52,15 @@ pub(super) fn bad_descriptor(e: impl std::fmt::Display) -> Error {
     Error::bad_input(format!("option 'protobuf_descriptor': {e}"))
 }
 
-/// The message `spec` names, from its descriptor set.
-pub(super) fn message_descriptor(spec: &CodecSpec) -> Result<MessageDescriptor> {
-    let set = spec.protobuf_descriptor.as_deref().ok_or_else(|| {
+/// The message the settings name, from their descriptor set.
+fn message_descriptor(settings: &Protobuf) -> Result<MessageDescriptor> {
+    let set = settings.descriptor.as_deref().ok_or_else(|| {
         bad_descriptor(
             "Protobuf values need a descriptor set (protoc --include_imports \
              --descriptor_set_out=FILE)",
         )
     })?;
-    let name = spec.protobuf_message.as_deref().ok_or_else(|| {
+    let name = settings.message.as_deref().ok_or_else(|| {
         Error::bad_input("option 'protobuf_message': Protobuf values need the message's full name")
     })?;
     let pool = DescriptorPool::decode(set).map_err(bad_descriptor)?;
@@ -124,9 +144,9 @@ fn kind_type(kind: &Kind, outer: &mut Vec<String>) -> Result<DataType> {
     })
 }
 
-/// The value's Arrow schema for `spec`'s message.
-pub(super) fn value_schema(spec: &CodecSpec) -> Result<SchemaRef> {
-    let message = message_descriptor(spec)?;
+/// The value's Arrow schema for the settings' message.
+fn value_schema(settings: &Protobuf) -> Result<SchemaRef> {
+    let message = message_descriptor(settings)?;
     Ok(Arc::new(Schema::new(arrow_fields(
         &message,
         &mut Vec::new(),

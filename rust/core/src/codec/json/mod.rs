@@ -18,11 +18,44 @@ use arrow_json::writer::{make_encoder, Encoder, EncoderFactory, EncoderOptions, 
 use arrow_json::ReaderBuilder;
 use arrow_schema::{ArrowError, DataType, Field, FieldRef, Fields, SchemaRef, TimeUnit};
 
-use super::json_tokens::{TokenCheck, NON_FINITE};
-use super::{binary_from_parts, concat_rows, RowsDecoder, RowsEncoder};
+mod infer;
+mod tokens;
+
+use tokens::{TokenCheck, NON_FINITE};
+
+use super::{
+    binary_from_parts, concat_rows, schema_required, Format, RowsDecoder, RowsEncoder, ValueFormat,
+};
 use crate::error::{Error, Result};
 
-pub(super) struct JsonRows {
+/// JSON's settings: the value's Arrow schema, which a read may infer from the
+/// stream's first payloads instead (`infer::json_schema`).
+#[derive(Debug, Clone, Default)]
+pub struct Json {
+    pub schema: Option<SchemaRef>,
+}
+
+impl Format for Json {
+    fn decoder(&self, batch_rows: usize) -> Result<Box<dyn RowsDecoder>> {
+        let schema = schema_required(&self.schema, ValueFormat::Json, "decoding")?;
+        Ok(Box::new(JsonRows::new(schema, batch_rows)?))
+    }
+
+    fn encoder(&self) -> Result<Box<dyn RowsEncoder>> {
+        Ok(Box::new(JsonEncoder))
+    }
+
+    fn needs_inference(&self) -> bool {
+        self.schema.is_none()
+    }
+
+    fn infer(&mut self, sample: &[&[u8]]) -> Result<()> {
+        self.schema = Some(infer::json_schema(sample)?);
+        Ok(())
+    }
+}
+
+struct JsonRows {
     schema: SchemaRef,
     batch_rows: usize,
     decoder: Decoder,
@@ -159,7 +192,7 @@ impl RowsDecoder for JsonRows {
     }
 }
 
-pub(super) struct JsonEncoder;
+struct JsonEncoder;
 
 impl RowsEncoder for JsonEncoder {
     fn encode(&mut self, values: &StructArray) -> Result<BinaryArray> {
