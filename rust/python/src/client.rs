@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use arrow_array::RecordBatch;
 use jetstream_arrow_core::connection::Connection;
+use jetstream_arrow_core::consume::pull::PriorityGroup;
 use jetstream_arrow_core::defaults;
 use jetstream_arrow_core::publish::{PublishOutcome as CoreOutcome, Publisher as CorePublisher};
 use jetstream_arrow_core::read::msg_get;
@@ -236,7 +237,7 @@ impl Client {
     /// awaitable of it.
     #[pyo3(signature = (
         stream, *, subjects=None, start_seq=None, start_time_ns=None, deliver_new=false,
-        include_headers=false, batch_rows=defaults::READ_BATCH_ROWS as i128,
+        include_headers=false, include_ttl=false, batch_rows=defaults::READ_BATCH_ROWS as i128,
         batch_wait=defaults::FOLLOW_BATCH_WAIT.as_secs_f64(), max_bytes=defaults::READ_MAX_BYTES as i128,
         heartbeat=defaults::HEARTBEAT.as_secs_f64(),
         resume_timeout=defaults::RESUME_TIMEOUT.as_secs_f64(), codec=None, asyncio=false
@@ -251,6 +252,7 @@ impl Client {
         start_time_ns: Option<i64>,
         deliver_new: bool,
         include_headers: bool,
+        include_ttl: bool,
         batch_rows: i128,
         batch_wait: f64,
         max_bytes: i128,
@@ -281,6 +283,7 @@ impl Client {
             subjects: subjects.unwrap_or_default(),
             start,
             include_headers,
+            include_ttl,
             batch_rows: count(batch_rows, "batch_rows")?,
             batch_wait: seconds(batch_wait, "batch_wait")?,
             max_bytes: count(max_bytes, "max_bytes")?,
@@ -295,14 +298,45 @@ impl Client {
         Ok(Bound::new(py, wait(py, opening)??)?.into_any())
     }
 
-    #[pyo3(signature = (stream, name, *, ack_policy=None))]
+    #[pyo3(signature = (
+        stream, name, *, ack_policy=None, group=None, min_pending=None,
+        min_ack_pending=None, priority=None
+    ))]
+    #[allow(clippy::too_many_arguments)]
     fn pull_consumer(
         &self,
         stream: &str,
         name: &str,
         ack_policy: Option<&str>,
+        group: Option<String>,
+        min_pending: Option<i128>,
+        min_ack_pending: Option<i128>,
+        priority: Option<i128>,
     ) -> GlueResult<PullConsumer> {
-        PullConsumer::bind(self.connection()?, stream, name, ack_policy)
+        let priority = match group {
+            Some(group) => Some(PriorityGroup {
+                group,
+                min_pending: opt_count(min_pending, "min_pending")?,
+                min_ack_pending: opt_count(min_ack_pending, "min_ack_pending")?,
+                priority: opt_count(priority, "priority")?,
+            }),
+            None => {
+                for (given, option) in [
+                    (min_pending.is_some(), "min_pending"),
+                    (min_ack_pending.is_some(), "min_ack_pending"),
+                    (priority.is_some(), "priority"),
+                ] {
+                    if given {
+                        return Err(Error::bad_input(format!(
+                            "option '{option}' is a priority group's: give 'group' too"
+                        ))
+                        .into());
+                    }
+                }
+                None
+            }
+        };
+        PullConsumer::bind(self.connection()?, stream, name, ack_policy, priority)
     }
 
     /// A durable push consumer (its info looked up unless `deliver_subject` is given).

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use arrow_schema::Schema;
 use jetstream_arrow_core::codec::{
-    AvroFraming, CodecSpec, OnMalformed, ValueDecoder, ValueEncoder, ValueFormat,
+    ArrowIpc, Avro, AvroFraming, Codec, CodecSpec, Json, OnMalformed, Protobuf, ValueDecoder,
+    ValueEncoder, ValueFormat,
 };
 use jetstream_arrow_core::option_values::opt_count;
 use jetstream_arrow_core::read::{resolve_value_schema, ReadOptions};
@@ -50,28 +51,105 @@ pub fn codec_spec(codec: Option<&Bound<'_, PyAny>>) -> GlueResult<Option<CodecSp
     let a: CodecArgs = codec
         .extract()
         .map_err(|e| Error::bad_input(format!("value codec: {e}")))?;
-    let mut spec = CodecSpec::new(ValueFormat::parse(&a.format)?);
-    spec.schema = a.schema.map(PySchema::into_inner);
-    if let Some(mode) = a.on_malformed.as_deref() {
-        spec.on_malformed = OnMalformed::parse(mode)?;
+    let format = ValueFormat::parse(&a.format)?;
+    refuse_settings_of_other_formats(&a, format)?;
+    let on_malformed = a
+        .on_malformed
+        .as_deref()
+        .map(OnMalformed::parse)
+        .transpose()?;
+    let flatten = a.flatten.unwrap_or(false);
+    let sample_rows = opt_count(a.sample_rows, "sample_rows")?;
+    let mut spec = CodecSpec::new(format_settings(a, format)?);
+    spec.flatten = flatten;
+    if let Some(mode) = on_malformed {
+        spec.on_malformed = mode;
     }
-    spec.flatten = a.flatten.unwrap_or(false);
-    spec.avro_schema = a.avro_schema;
-    if let Some(framing) = a.avro_framing.as_deref() {
-        spec.avro_framing = AvroFraming::parse(framing)?;
-    }
-    for (id, schema) in a.avro_schemas_by_id.unwrap_or_default() {
-        let id = opt_count::<u32>(Some(id), "avro_schemas_by_id")?.expect("given");
-        spec.avro_schemas_by_id.push((id, schema));
-    }
-    spec.avro_schemas_by_id.sort();
-    spec.avro_schema_id = opt_count(a.avro_schema_id, "avro_schema_id")?;
-    spec.protobuf_descriptor = a.protobuf_descriptor;
-    spec.protobuf_message = a.protobuf_message;
-    if let Some(n) = opt_count(a.sample_rows, "sample_rows")? {
+    if let Some(n) = sample_rows {
         spec.sample_rows = n;
     }
     Ok(Some(spec))
+}
+
+/// The settings of `format` that `a` gives.
+fn format_settings(a: CodecArgs, format: ValueFormat) -> GlueResult<Codec> {
+    Ok(match format {
+        ValueFormat::Json => Codec::Json(Json {
+            schema: a.schema.map(PySchema::into_inner),
+        }),
+        ValueFormat::Arrow => Codec::Arrow(ArrowIpc {
+            schema: a.schema.map(PySchema::into_inner),
+        }),
+        ValueFormat::Avro => {
+            let mut avro = Avro {
+                schema: a.avro_schema,
+                schema_id: opt_count(a.avro_schema_id, "avro_schema_id")?,
+                ..Avro::default()
+            };
+            if let Some(framing) = a.avro_framing.as_deref() {
+                avro.framing = AvroFraming::parse(framing)?;
+            }
+            for (id, schema) in a.avro_schemas_by_id.unwrap_or_default() {
+                let id = opt_count::<u32>(Some(id), "avro_schemas_by_id")?.expect("given");
+                avro.schemas_by_id.push((id, schema));
+            }
+            avro.schemas_by_id.sort();
+            Codec::Avro(avro)
+        }
+        ValueFormat::Protobuf => Codec::Protobuf(Protobuf {
+            descriptor: a.protobuf_descriptor,
+            message: a.protobuf_message,
+        }),
+    })
+}
+
+/// A setting given for another format than the codec's would be ignored: it is
+/// refused instead, naming it and the format it is for.
+fn refuse_settings_of_other_formats(a: &CodecArgs, format: ValueFormat) -> GlueResult<()> {
+    use ValueFormat::{Arrow, Avro, Json, Protobuf};
+    let given: [(&str, bool, &[ValueFormat]); 8] = [
+        ("schema", a.schema.is_some(), &[Json, Arrow]),
+        // It sizes the sample a schema is inferred from, which only these formats do.
+        ("sample_rows", a.sample_rows.is_some(), &[Json, Arrow]),
+        ("avro_schema", a.avro_schema.is_some(), &[Avro]),
+        ("avro_framing", a.avro_framing.is_some(), &[Avro]),
+        (
+            "avro_schemas_by_id",
+            a.avro_schemas_by_id.is_some(),
+            &[Avro],
+        ),
+        ("avro_schema_id", a.avro_schema_id.is_some(), &[Avro]),
+        (
+            "protobuf_descriptor",
+            a.protobuf_descriptor.is_some(),
+            &[Protobuf],
+        ),
+        (
+            "protobuf_message",
+            a.protobuf_message.is_some(),
+            &[Protobuf],
+        ),
+    ];
+    for (name, is_given, formats) in given {
+        if is_given && !formats.contains(&format) {
+            let takes: Vec<&str> = formats.iter().map(|f| f.as_str()).collect();
+            let instead = match format {
+                Avro => "; Avro values have the schema of option 'avro_schema'",
+                Protobuf => {
+                    "; Protobuf values have the schema of their message (options \
+                     'protobuf_descriptor', 'protobuf_message')"
+                }
+                Json | Arrow => "",
+            };
+            return Err(Error::bad_input(format!(
+                "option '{name}' is for format {} and the codec's format is {}{instead}",
+                takes.join(" or "),
+                format.as_str()
+            ))
+            .into());
+        }
+    }
+    Ok(())
 }
 
 /// The codec spec of a consumer of `stream`: a schema not given is inferred from the

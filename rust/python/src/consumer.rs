@@ -7,7 +7,7 @@ use jetstream_arrow_core::connection::Connection;
 use jetstream_arrow_core::consume::durable::{
     AckKind, AckPolicy, ConsumedBatch as CoreBatch, DurableConsumer, MessageStream as CoreStream,
 };
-use jetstream_arrow_core::consume::pull::FetchRequest;
+use jetstream_arrow_core::consume::pull::{FetchRequest, PriorityGroup};
 use jetstream_arrow_core::consume::push::PushStream;
 use jetstream_arrow_core::defaults;
 use jetstream_arrow_core::Error;
@@ -33,10 +33,11 @@ impl PullConsumer {
         stream: &str,
         name: &str,
         ack_policy: Option<&str>,
+        priority: Option<PriorityGroup>,
     ) -> GlueResult<Self> {
         let policy = ack_policy.map(AckPolicy::parse).transpose()?;
         Ok(Self {
-            inner: DurableConsumer::bind(conn, stream, name, policy)?,
+            inner: DurableConsumer::bind(conn, stream, name, policy)?.with_priority(priority)?,
         })
     }
 }
@@ -51,6 +52,12 @@ impl PullConsumer {
     #[getter]
     fn name(&self) -> String {
         self.inner.name.clone()
+    }
+
+    /// The pin this binding holds in its `pinned_client` priority group, if any.
+    #[getter]
+    fn pin_id(&self) -> Option<String> {
+        self.inner.pin_id()
     }
 
     /// One pull request; with `asyncio`, an asyncio awaitable of its batch.
@@ -81,6 +88,8 @@ impl PullConsumer {
             expires,
             no_wait,
             heartbeat,
+            priority: None, // the binding's own (DurableConsumer::fetch)
+            pin: Default::default(),
         };
         let consumer = self.inner.clone();
         let fetching = async move {

@@ -7,8 +7,10 @@ use jetstream_arrow_core::api::validate_name as core_validate_name;
 use jetstream_arrow_core::codec;
 use jetstream_arrow_core::defaults::{Exported, EXPORTED};
 use jetstream_arrow_core::error::err_codes;
+use jetstream_arrow_core::publish::input::PublishBatch;
 use jetstream_arrow_core::Error;
 use pyo3::prelude::*;
+use pyo3_arrow::PyRecordBatch;
 
 use crate::errors::GlueResult;
 use crate::options::{
@@ -30,6 +32,16 @@ fn validate_name(value: &Bound<'_, PyAny>, option: &str) -> GlueResult<String> {
     };
     core_validate_name(&name, option)?;
     Ok(name)
+}
+
+/// Checks publish input as a publish would, on `batch`'s columns (an empty batch
+/// will do): which columns steer a message and their types, and the constant
+/// `subject`. For planners that refuse a write before any row is sent.
+#[pyfunction]
+#[pyo3(signature = (batch, subject=None))]
+fn check_publish_input(batch: PyRecordBatch, subject: Option<String>) -> GlueResult<()> {
+    PublishBatch::new(&batch.into_inner(), subject.as_deref(), usize::MAX)?;
+    Ok(())
 }
 
 /// The JetStream API prefix that `domain` or `api_prefix` select.
@@ -93,9 +105,11 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CONSUME_DEFAULTS", consume_defaults(m.py())?)?;
     m.add_function(wrap_pyfunction!(validate_name, m)?)?;
     m.add_function(wrap_pyfunction!(js_api_prefix, m)?)?;
+    m.add_function(wrap_pyfunction!(check_publish_input, m)?)?;
     m.add_function(wrap_pyfunction!(redact_servers, m)?)?;
     m.add_function(wrap_pyfunction!(api_subject, m)?)?;
     m.add_function(wrap_pyfunction!(crate::codec::value_schema, m)?)?;
     m.add_function(wrap_pyfunction!(crate::codec::encode_values, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::options::check_connect_options, m)?)?;
     Ok(())
 }

@@ -2,14 +2,18 @@
 //! `PublishOptions`, `ReadOptions`, `ConsumeOptions`) read by attribute into one struct here, then into the core's
 //! struct; values are checked by the core (`option_values`, each struct's
 //! `validate`), which names the option.
+//!
+//! One module: the four dataclasses are read by one macro and one reading of a field
+//! of the wrong type; split, each would repeat them.
 
 use std::path::PathBuf;
 
+use jetstream_arrow_core::codec::compression::Compression;
 use jetstream_arrow_core::connection::ConnectConfig;
 use jetstream_arrow_core::consume::durable::ConsumeOptions;
 use jetstream_arrow_core::consume::pull::PullSettings;
 use jetstream_arrow_core::defaults;
-use jetstream_arrow_core::option_values::{opt_count, opt_seconds, seconds};
+use jetstream_arrow_core::option_values::{opt_count, opt_seconds, positive_seconds};
 use jetstream_arrow_core::publish::input::MessageDefaults;
 use jetstream_arrow_core::publish::{OnFull, PublishMode, PublishOptions};
 use jetstream_arrow_core::read::{ReadMethod, ReadOptions};
@@ -39,7 +43,86 @@ macro_rules! native_options {
         /// The fields of the dataclass read into
         #[doc = concat!("[`", stringify!($name), "`].")]
         pub const $fields: &[&str] = &[$(stringify!($field)),*];
+
+        impl $name {
+            /// Each field and its Rust type, to say what a field of the wrong type
+            /// must be.
+            const TYPES: &'static [(&'static str, &'static str)] =
+                &[$((stringify!($field), stringify!($ty))),*];
+
+            /// The dataclass `options` read by attribute; a field of the wrong type
+            /// is refused naming it, what it must be and what it is.
+            fn read(options: &Bound<'_, PyAny>, what: &str) -> GlueResult<Self> {
+                options
+                    .extract()
+                    .map_err(|e| wrong_type(options, &e, what, Self::TYPES).into())
+            }
+        }
     };
+}
+
+/// The error of a dataclass field pyo3 could not read (its own message names the
+/// struct here, not the option): the option, what it must be, and what it is
+/// (only its type for a secret).
+fn wrong_type(
+    options: &Bound<'_, PyAny>,
+    err: &PyErr,
+    what: &str,
+    types: &[(&str, &str)],
+) -> Error {
+    let text = err.to_string();
+    // pyo3's derive says "failed to extract field <Struct>.<field>".
+    let field = text
+        .split("field ")
+        .nth(1)
+        .and_then(|rest| rest.split('.').nth(1))
+        .map(|rest| {
+            rest.chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect::<String>()
+        });
+    let Some((field, ty)) = field.and_then(|f| types.iter().find(|(name, _)| *name == f)) else {
+        return Error::bad_input(format!("{what} options: {text}"));
+    };
+    let optional = ty.starts_with("Option");
+    let must_be = if ty.contains("f64") {
+        "a number"
+    } else if ty.contains("i128") || ty.contains("usize") || ty.contains("u64") {
+        "a whole number"
+    } else if ty.contains("bool") {
+        "True or False"
+    } else if ty.contains("Vec") {
+        "a list of strings"
+    } else if ty.contains("PathBuf") {
+        "a path (str or os.PathLike)"
+    } else if ty.contains("String") {
+        "a string"
+    } else {
+        ty
+    };
+    let secret = ["password", "token", "seed", "content"]
+        .iter()
+        .any(|s| field.contains(s));
+    let got = match options.getattr(*field) {
+        Ok(value) if secret => format!("a value of type {}", type_name(&value)),
+        Ok(value) => value
+            .repr()
+            .map(|r| r.to_string())
+            .unwrap_or_else(|_| format!("a value of type {}", type_name(&value))),
+        Err(_) => "nothing".to_string(),
+    };
+    let or_none = if optional { ", or None" } else { "" };
+    Error::bad_input(format!(
+        "option '{field}' must be {must_be}{or_none}, got {got}"
+    ))
+}
+
+fn type_name(value: &Bound<'_, PyAny>) -> String {
+    value
+        .get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "value".to_string())
 }
 
 /// Refuse a dataclass with a field the struct read from it does not have: a field
@@ -85,21 +168,33 @@ native_options! {
         name: Option<String>,
         connect_timeout: f64,
         request_timeout: f64,
-        max_reconnects: Option<usize>,
+        max_reconnects: Option<i128>,
         reconnect_delay: f64,
         retry_on_initial_connect: bool,
         ping_interval: f64,
         domain: Option<String>,
         api_prefix: Option<String>,
         inbox_prefix: Option<String>,
+        max_decompressed_bytes: Option<i128>,
+        decompress: bool,
     }
 }
 
-/// Read a `ConnectOptions` into the core's config.
+/// Read a `ConnectOptions` into the core's config, checked by the core.
 pub fn connect_config(options: &Bound<'_, PyAny>) -> GlueResult<ConnectConfig> {
     check_fields(options, CONNECT_FIELDS, "connect")?;
-    let a: ConnectArgs = options.extract()?;
-    Ok(ConnectConfig {
+    // True would otherwise be read as 1 reconnect.
+    if options
+        .getattr("max_reconnects")?
+        .is_instance_of::<pyo3::types::PyBool>()
+    {
+        return Err(Error::bad_input(
+            "option 'max_reconnects' must be a whole number >= 0, or None to reconnect forever",
+        )
+        .into());
+    }
+    let a = ConnectArgs::read(options, "connect")?;
+    let config = ConnectConfig {
         servers: a.servers,
         user: a.user,
         password: a.password,
@@ -116,16 +211,28 @@ pub fn connect_config(options: &Bound<'_, PyAny>) -> GlueResult<ConnectConfig> {
         tls_required: a.tls_required,
         tls_first: a.tls_first,
         name: a.name,
-        connect_timeout: seconds(a.connect_timeout, "connect_timeout")?,
-        request_timeout: seconds(a.request_timeout, "request_timeout")?,
-        max_reconnects: a.max_reconnects,
-        reconnect_delay: seconds(a.reconnect_delay, "reconnect_delay")?,
+        connect_timeout: positive_seconds(a.connect_timeout, "connect_timeout")?,
+        request_timeout: positive_seconds(a.request_timeout, "request_timeout")?,
+        max_reconnects: opt_count(a.max_reconnects, "max_reconnects")?,
+        reconnect_delay: positive_seconds(a.reconnect_delay, "reconnect_delay")?,
         retry_on_initial_connect: a.retry_on_initial_connect,
-        ping_interval: seconds(a.ping_interval, "ping_interval")?,
+        ping_interval: positive_seconds(a.ping_interval, "ping_interval")?,
         domain: a.domain,
         api_prefix: a.api_prefix,
         inbox_prefix: a.inbox_prefix,
-    })
+        max_decompressed_bytes: opt_count(a.max_decompressed_bytes, "max_decompressed_bytes")?
+            .unwrap_or(defaults::MAX_DECOMPRESSED_BYTES),
+        decompress: a.decompress,
+    };
+    config.validate()?;
+    Ok(config)
+}
+
+/// Checks a `ConnectOptions` as connecting would, without connecting: the core
+/// decides what the dataclass takes.
+#[pyfunction]
+pub fn check_connect_options(options: &Bound<'_, PyAny>) -> GlueResult<()> {
+    connect_config(options).map(drop)
 }
 
 native_options! {
@@ -147,6 +254,7 @@ native_options! {
         mode: Option<String>,
         batch_rows: Option<i128>,
         keep_control_headers: Option<bool>,
+        compression: Option<String>,
     }
 }
 
@@ -154,10 +262,7 @@ native_options! {
 /// publisher is made from them).
 pub fn publish_options(options: &Bound<'_, PyAny>) -> GlueResult<PublishOptions> {
     check_fields(options, PUBLISH_FIELDS, "publish")?;
-    // A value of the wrong type: pyo3's message names the field (`PublishArgs.window`).
-    let a: PublishArgs = options
-        .extract()
-        .map_err(|e| Error::bad_input(format!("publish options: {e}")))?;
+    let a = PublishArgs::read(options, "publish")?;
     let defaults = PublishOptions::default();
     let options = PublishOptions {
         window: opt_count(a.window, "window")?.unwrap_or(defaults.window),
@@ -174,6 +279,11 @@ pub fn publish_options(options: &Bound<'_, PyAny>) -> GlueResult<PublishOptions>
             msg_id_prefix: a.msg_id_prefix,
             expected_stream: a.expected_stream,
             keep_control_headers: a.keep_control_headers,
+            compression: a
+                .compression
+                .as_deref()
+                .map(Compression::parse)
+                .transpose()?,
         },
         msg_id_start: opt_count(a.msg_id_start, "msg_id_start")?.unwrap_or(defaults.msg_id_start),
         expected_last_seq: opt_count(a.expected_last_seq, "expected_last_seq")?,
@@ -225,6 +335,8 @@ native_options! {
         #[pyo3(attribute("end_time_ns"))]
         end_time: Option<i64>,
         include_headers: Option<bool>,
+        payload_views: Option<bool>,
+        include_ttl: Option<bool>,
         batch_rows: Option<i128>,
         max_bytes: Option<i128>,
         heartbeat: Option<f64>,
@@ -241,9 +353,7 @@ native_options! {
 /// opens).
 pub fn read_options(options: &Bound<'_, PyAny>) -> GlueResult<ReadOptions> {
     check_fields(options, READ_FIELDS, "read")?;
-    let a: ReadArgs = options
-        .extract()
-        .map_err(|e| Error::bad_input(format!("read options: {e}")))?;
+    let a = ReadArgs::read(options, "read")?;
     let d = ReadOptions::default();
     Ok(ReadOptions {
         start_seq: opt_count(a.start_seq, "start_seq")?,
@@ -252,6 +362,8 @@ pub fn read_options(options: &Bound<'_, PyAny>) -> GlueResult<ReadOptions> {
         start_time_ns: a.start_time,
         end_time_ns: a.end_time,
         include_headers: a.include_headers.unwrap_or(d.include_headers),
+        payload_views: a.payload_views.unwrap_or(d.payload_views),
+        include_ttl: a.include_ttl.unwrap_or(d.include_ttl),
         batch_rows: opt_count(a.batch_rows, "batch_rows")?.unwrap_or(d.batch_rows),
         max_bytes: opt_count(a.max_bytes, "max_bytes")?.unwrap_or(d.max_bytes),
         heartbeat: opt_seconds(a.heartbeat, "heartbeat")?.unwrap_or(d.heartbeat),
@@ -276,6 +388,8 @@ pub fn read_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         out.set_item(field, py.None())?;
     }
     out.set_item("include_headers", d.include_headers)?;
+    out.set_item("payload_views", d.payload_views)?;
+    out.set_item("include_ttl", d.include_ttl)?;
     out.set_item("batch_rows", d.batch_rows)?;
     out.set_item("max_bytes", d.max_bytes)?;
     out.set_item("heartbeat", d.heartbeat.as_secs_f64())?;
@@ -305,9 +419,7 @@ native_options! {
 /// consumption starts). Thresholds default to half the buffer, as in nats.go.
 pub fn consume_options(options: &Bound<'_, PyAny>) -> GlueResult<ConsumeOptions> {
     check_fields(options, CONSUME_FIELDS, "consume")?;
-    let a: ConsumeArgs = options
-        .extract()
-        .map_err(|e| Error::bad_input(format!("consume options: {e}")))?;
+    let a = ConsumeArgs::read(options, "consume")?;
     let d = ConsumeOptions::default();
     let mut pull = PullSettings::new(
         opt_count(a.max_messages, "max_messages")?.unwrap_or(d.pull.max_messages),

@@ -41,9 +41,20 @@ pub fn runtime() -> Arc<Runtime> {
     rt
 }
 
+/// How often a wait wakes to let Python run its signal handlers (Ctrl-C).
+const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(50);
+/// How long an interrupted wait lets its aborted task end before it raises.
+const ABORT_GRACE: Duration = Duration::from_secs(10);
+
 /// Run `future` on the runtime's workers (beside the connection's own tasks, so
 /// wakeups stay on those threads) and wait for it with the GIL released. Ctrl-C,
 /// or any Python signal handler that raises, aborts the task and raises.
+///
+/// The raise waits for the aborted task to end (within [`ABORT_GRACE`]; a second
+/// Ctrl-C stops waiting): a task may be inside Python on a runtime thread, pulling
+/// the next batch of an input backed by a generator. Raised at once, the exception
+/// could end the interpreter while that thread is still in Python, and a thread
+/// that takes the GIL back once the interpreter is finalizing crashes the process.
 pub fn wait<F>(py: Python<'_>, future: F) -> PyResult<F::Output>
 where
     F: Future + Send + 'static,
@@ -55,17 +66,31 @@ where
     let joined = py.detach(|| {
         rt.block_on(async {
             tokio::pin!(handle);
-            loop {
+            let interrupted = loop {
                 tokio::select! {
                     out = &mut handle => return Ok(out),
-                    _ = tokio::time::sleep(Duration::from_millis(50)) => {
+                    _ = tokio::time::sleep(SIGNAL_CHECK_INTERVAL) => {
                         if let Err(e) = Python::attach(|py| py.check_signals()) {
-                            abort.abort();
-                            return Err(e);
+                            break e;
+                        }
+                    }
+                }
+            };
+            abort.abort();
+            let grace = tokio::time::sleep(ABORT_GRACE);
+            tokio::pin!(grace);
+            loop {
+                tokio::select! {
+                    _ = &mut handle => break,
+                    _ = &mut grace => break,
+                    _ = tokio::time::sleep(SIGNAL_CHECK_INTERVAL) => {
+                        if Python::attach(|py| py.check_signals()).is_err() {
+                            break;
                         }
                     }
                 }
             }
+            Err(interrupted)
         })
     })?;
     joined.map_err(|e| {
