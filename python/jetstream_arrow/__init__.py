@@ -19,6 +19,7 @@ from .client import Client, Publisher, PublishResult, connect
 from .codec import ValueCodec
 from .consumers import ConsumedBatch, Messages, OrderedConsumer, PullConsumer, PushConsumer
 from .options import ConnectOptions, ConsumeOptions, PublishOptions, ReadOptions
+from .sink import DeltaTarget, ParquetTarget, SinkReport, run_sink
 
 __all__ = [
     "AsyncBatches",
@@ -33,12 +34,15 @@ __all__ = [
     "ConnectOptions",
     "ConsumeOptions",
     "ConsumedBatch",
+    "DeltaTarget",
     "OrderedConsumer",
+    "ParquetTarget",
     "PublishOptions",
     "PublishResult",
     "Publisher",
     "PullConsumer",
     "ReadOptions",
+    "SinkReport",
     "ValueCodec",
     "PushConsumer",
     "Messages",
@@ -46,4 +50,5 @@ __all__ = [
     "connect",
     "connect_async",
     "exceptions",
+    "run_sink",
 ]

@@ -24,6 +24,7 @@ DEFAULT_REQUEST_TIMEOUT: float
 DEFAULT_MAX_RECONNECTS: int
 DEFAULT_RECONNECT_DELAY: float
 DEFAULT_PING_INTERVAL: float
+DEFAULT_MAX_DECOMPRESSED_BYTES: int
 DEFAULT_WINDOW: int
 DEFAULT_PUBLISH_MODE: Literal["acked", "fast", "atomic"]
 DEFAULT_ATOMIC_BATCH_ROWS: int
@@ -66,6 +67,7 @@ DEFAULT_SILENCE_PROBE: float
 DEFAULT_SPARK_BATCH_ROWS: int
 DEFAULT_SPARK_MAX_MESSAGES_PER_PARTITION: int
 DEFAULT_SPARK_MAX_TRIGGER_DELAY: float
+DEFAULT_SPARK_CONSUMER_PIN_TIMEOUT: float
 
 # JetStream error codes the package reacts to (rust/core/src/error.rs).
 API_STREAM_CREATE: str
@@ -84,8 +86,20 @@ API_CONSUMER_DELETE: str
 API_CONSUMER_RESET: str
 API_CONSUMER_LIST: str
 API_CONSUMER_NAMES: str
+API_CONSUMER_PAUSE: str
+API_CONSUMER_UNPIN: str
 API_CONSUMER_MSG_NEXT: str
 ERR_CONSUMER_NOT_FOUND: int
+ERR_MESSAGE_TTL_INVALID: int
+ERR_MESSAGE_TTL_DISABLED: int
+ERR_MESSAGE_INCR_DISABLED: int
+ERR_MESSAGE_INCR_MISSING: int
+ERR_MESSAGE_INCR_PAYLOAD: int
+ERR_MESSAGE_INCR_INVALID: int
+ERR_MESSAGE_COUNTER_BROKEN: int
+ERR_MESSAGE_SCHEDULES_DISABLED: int
+ERR_MESSAGE_SCHEDULES_PATTERN_INVALID: int
+ERR_MESSAGE_SCHEDULES_TARGET_INVALID: int
 ERR_CONSUMER_INVALID_RESET: int
 ERR_NO_MESSAGE_FOUND: int
 ERR_STREAM_NAME_IN_USE: int
@@ -123,12 +137,21 @@ def validate_name(value: object, option: str = "name") -> str:
 def js_api_prefix(domain: str | None = None, api_prefix: str | None = None) -> str:
     """`api_prefix`, or `$JS.<domain>.API`, or `$JS.API`."""
 
+def check_connect_options(options: Any) -> None:
+    """Checks a `ConnectOptions` as connecting would, without connecting: options that
+    exclude each other or go together, ranges and types, each named."""
+
 def redact_servers(servers: str) -> str:
     """`servers` with each URL's user info (a password or a token) shown as `***`."""
 
 def value_schema(codec: Any) -> Any:
     """The Arrow schema (an Arrow PyCapsule schema) a jetstream_arrow.ValueCodec
     decodes values into: given, or derived from its Avro schema."""
+
+def check_publish_input(batch: Any, subject: str | None = None) -> None:
+    """Checks publish input as a publish would, on `batch`'s columns (an empty batch
+    will do): the columns that steer a message, their types, and the constant
+    `subject`; raises BadInputError naming the column or option."""
 
 def encode_values(batch: Any, codec: Any) -> _ArrowBatch:
     """`batch` with its value columns encoded by a jetstream_arrow.ValueCodec into a
@@ -198,6 +221,7 @@ class Client:
         start_time_ns: int | None = None,
         deliver_new: bool = False,
         include_headers: bool = False,
+        include_ttl: bool = False,
         batch_rows: int = ...,
         batch_wait: float = ...,
         max_bytes: int = ...,
@@ -216,6 +240,7 @@ class Client:
         start_time_ns: int | None = None,
         deliver_new: bool = False,
         include_headers: bool = False,
+        include_ttl: bool = False,
         batch_rows: int = ...,
         batch_wait: float = ...,
         max_bytes: int = ...,
@@ -226,7 +251,15 @@ class Client:
     ) -> ReadBatches:
         """An open-ended ordered consumer of `stream`: its batches never end."""
     def pull_consumer(
-        self, stream: str, name: str, *, ack_policy: str | None = None
+        self,
+        stream: str,
+        name: str,
+        *,
+        ack_policy: str | None = None,
+        group: str | None = None,
+        min_pending: int | None = None,
+        min_ack_pending: int | None = None,
+        priority: int | None = None,
     ) -> PullConsumer:
         """Bind to an existing durable pull consumer without any info lookup."""
     @overload
@@ -362,6 +395,8 @@ class PullConsumer:
     def stream(self) -> str: ...
     @property
     def name(self) -> str: ...
+    @property
+    def pin_id(self) -> str | None: ...
     @overload
     def fetch(
         self,

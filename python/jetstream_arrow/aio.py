@@ -29,6 +29,7 @@ from typing import Any, Literal, TypeVar
 import pyarrow as pa
 
 from . import _core
+from ._input import importable
 from ._time import to_epoch_ns
 from .client import BatchGroups, Client, PublishResult, connect_options, raise_if_failed
 from .codec import ValueCodec, report_malformed
@@ -91,7 +92,7 @@ class AsyncPublisher:
         sent. Cancelling it again while it waits abandons the wait (``.result`` is
         then None, and the publisher is closed)."""
         stop = _core.StopSignal()
-        call = asyncio.ensure_future(self._native.publish_async(data, subject, stop))
+        call = asyncio.ensure_future(self._native.publish_async(importable(data), subject, stop))
         try:
             outcome = await asyncio.shield(call)
         except asyncio.CancelledError as cancelled:
@@ -335,6 +336,11 @@ class AsyncPullConsumer:
     def name(self) -> str:
         """The consumer's name."""
         return self._native.name
+
+    @property
+    def pin_id(self) -> str | None:
+        """The pin this binding holds in its ``pinned_client`` priority group, if any."""
+        return self._native.pin_id
 
     async def fetch(
         self,
@@ -585,10 +591,29 @@ class AsyncClient:
 
     # -- consumers -----------------------------------------------------------------
     def pull_consumer(
-        self, stream: str, name: str, ack_policy: Literal["none", "all", "explicit"] | None = None
+        self,
+        stream: str,
+        name: str,
+        ack_policy: Literal["none", "all", "explicit"] | None = None,
+        *,
+        group: str | None = None,
+        min_pending: int | None = None,
+        min_ack_pending: int | None = None,
+        priority: int | None = None,
     ) -> AsyncPullConsumer:
-        """Bind to a durable pull consumer by name, with no info lookup (no request)."""
-        return AsyncPullConsumer(self._native.pull_consumer(stream, name, ack_policy=ack_policy))
+        """Bind to a durable pull consumer by name, with no info lookup (no request);
+        ``group`` and its options as [`Client.pull_consumer`][jetstream_arrow.Client.pull_consumer]."""
+        return AsyncPullConsumer(
+            self._native.pull_consumer(
+                stream,
+                name,
+                ack_policy=ack_policy,
+                group=group,
+                min_pending=min_pending,
+                min_ack_pending=min_ack_pending,
+                priority=priority,
+            )
+        )
 
     async def push_consumer(
         self,

@@ -20,9 +20,11 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from . import _core
+from ._input import importable
 from ._time import to_epoch_ns
 from .codec import ValueCodec, report_malformed
 from .consumers import OrderedConsumer, PullConsumer, PushConsumer
+from .counters import counter_table
 from .exceptions import BadInputError, JetStreamArrowError, PublishError
 from .kv import ENTRY_SCHEMA, KvColumns, bucket_stream, entries, key_subjects
 from .kv import SUBJECT_PREFIX as KV_SUBJECT_PREFIX
@@ -40,6 +42,11 @@ class PublishResult:
     rows sent again (after an ack timeout, a ``429``/``503`` or a lost connection;
     an atomic batch counts its rows) and ``late_replies`` acks that came after their
     row was resent or resolved; the ``jetstream_arrow.publish`` logger tells them too.
+
+    A publish of counter increments (a table with an ``increment`` column and no
+    ``data`` column) adds ``value`` to ``acks``: the counter's value after the row's
+    increment as the server's ack says it (decimal text, utf8; null for a duplicate,
+    whose increment was counted before, and for a failed row).
     """
 
     rows: int
@@ -155,7 +162,7 @@ class Publisher:
         row is stored, a duplicate or failed. Raises ``PublishError`` when rows fail,
         unless the publisher was made with ``raise_on_error=False``."""
         try:
-            outcome = self._native.publish(data, subject)
+            outcome = self._native.publish(importable(data), subject)
         except JetStreamArrowError as err:
             # Input errors and lost connections stop a publish midway; what was
             # already acknowledged is reported, never lost.
@@ -359,6 +366,7 @@ class Client(ManagementMixin):
         left out unless ``include_deletes`` (then with a null value). ``as_of_seq`` /
         ``as_of_time``: the bucket as it was then. ``options``: [`ReadOptions`][]
         fields (``batch_rows``, ``max_bytes``, ``resume_timeout``)."""
+        _refuse_table_options("read_kv", "key, value, revision, operation and created", options)
         stream = bucket_stream(bucket)
         reader = self.read(
             stream,
@@ -372,6 +380,34 @@ class Client(ManagementMixin):
         return pa.RecordBatchReader.from_batches(
             ENTRY_SCHEMA, entries(reader, bucket, include_deletes)
         )
+
+    def read_counters(
+        self,
+        stream: str,
+        subjects: Sequence[str] | str | None = None,
+        **options: Any,
+    ) -> pa.Table:
+        """The counters of ``stream`` (created with ``allow_msg_counter``, nats-server
+        2.12+) as a table: ``subject``, ``value`` (the counter's current value:
+        decimal128(38, 0) when every value read fits in 38 digits, else decimal text,
+        utf8, for the whole table; never a float), ``sources`` (what each sourced
+        counter contributed, from the ``Nats-Counter-Sources`` header: a list of
+        ``stream``, ``subject``, ``value``; null for a counter that sources nothing)
+        and ``seq`` (the message holding the value). One row per subject of
+        ``subjects`` (subjects or wildcards; default every subject), read as the
+        latest message of each without reading its history. ``options``:
+        [`ReadOptions`][] fields (``batch_rows``, ``max_bytes``, ``resume_timeout``,
+        ``as_of_seq``, ``as_of_time``)."""
+        _refuse_table_options("read_counters", "subject, value, sources and seq", options)
+        filters = [subjects] if isinstance(subjects, str) else list(subjects or [])
+        reader = self.read(
+            stream,
+            last_per_subject=True,
+            subjects=filters or None,
+            include_headers=True,
+            **options,
+        )
+        return counter_table(reader, stream)
 
     # -- read ----------------------------------------------------------------------
     def first_seq_at(
@@ -502,12 +538,41 @@ class Client(ManagementMixin):
         )
 
     def pull_consumer(
-        self, stream: str, name: str, ack_policy: Literal["none", "all", "explicit"] | None = None
+        self,
+        stream: str,
+        name: str,
+        ack_policy: Literal["none", "all", "explicit"] | None = None,
+        *,
+        group: str | None = None,
+        min_pending: int | None = None,
+        min_ack_pending: int | None = None,
+        priority: int | None = None,
     ) -> PullConsumer:
         """Bind to a durable pull consumer by name, with no info lookup (so a client
         that may only use ``CONSUMER.MSG.NEXT`` and ``$JS.ACK`` works). Pass the
-        consumer's ``ack_policy`` to let batch acks use one AckAll when it is "all"."""
-        return PullConsumer(self._native.pull_consumer(stream, name, ack_policy=ack_policy))
+        consumer's ``ack_policy`` to let batch acks use one AckAll when it is "all".
+
+        ``group``: every pull names this one of the consumer's ``priority_groups``
+        (server 2.11+). With policy ``pinned_client`` the server pins one binding and
+        delivers only to it; the binding keeps the pin (``pin_id``) and names it in
+        its pulls, and when the pin moves (``unpin_consumer``, or no pull for the
+        consumer's ``priority_timeout``) its pulls are turned away (``423``), it
+        forgets the pin and pulls on as a candidate. With ``overflow``,
+        ``min_pending`` / ``min_ack_pending`` make its pulls served only while the
+        consumer has at least that many messages pending / awaiting acks (both given:
+        either suffices, as the server decides). With
+        ``prioritized`` (2.12+), ``priority`` 0 (served first) to 9."""
+        return PullConsumer(
+            self._native.pull_consumer(
+                stream,
+                name,
+                ack_policy=ack_policy,
+                group=group,
+                min_pending=min_pending,
+                min_ack_pending=min_ack_pending,
+                priority=priority,
+            )
+        )
 
 
 def _read_batches(
@@ -528,6 +593,21 @@ def _read_batches(
                 native.resets,
             )
         native.close()
+
+
+def _refuse_table_options(call: str, columns: str, options: dict[str, Any]) -> None:
+    """Refuse the read options that shape columns ``call``'s own table does not have."""
+    for option in ("payload_views", "include_ttl", "codec"):
+        if options.get(option):
+            raise BadInputError(
+                f"option '{option}' is for reads of a stream's message columns; {call} "
+                f"gives its own table: {columns}"
+            )
+    if "include_headers" in options:  # the call reads the headers it needs itself
+        raise BadInputError(
+            f"option 'include_headers' is for reads of a stream's message columns; {call} "
+            f"gives its own table: {columns}"
+        )
 
 
 def connect_options(servers: str | Sequence[str] | None = None, **options: Any) -> ConnectOptions:

@@ -49,6 +49,10 @@ class ValueCodec:
       ``protobuf_message``, the message's full name (``package.Message``). The value's
       fields are the message's, under their ``.proto`` names; enums read as their
       value names, ``bytes`` as binary, ``map<K, V>`` as a map.
+
+    A setting of another format than ``format`` (``avro_framing`` with ``"json"``,
+    ``schema`` with ``"avro"``) is refused when the codec is used, naming it: it
+    would be ignored otherwise.
     """
 
     format: ValueFormat
@@ -88,9 +92,9 @@ class ValueCodec:
             )
 
     def value_schema(self) -> pa.Schema:
-        """The Arrow schema values decode into: ``schema`` if given, else the one the
-        Avro schema or the Protobuf message describes (JSON and Arrow values without
-        a schema have theirs inferred by the read)."""
+        """The Arrow schema values decode into: for JSON and Arrow ``schema`` (a read
+        given none infers it), for Avro the Avro schema's, for Protobuf the
+        message's."""
         return pa.schema(_core.value_schema(self))
 
     @classmethod

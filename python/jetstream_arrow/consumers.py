@@ -86,6 +86,12 @@ class PullConsumer(_BoundConsumer):
     def __init__(self, native: _core.PullConsumer) -> None:
         self._native: _core.PullConsumer = native
 
+    @property
+    def pin_id(self) -> str | None:
+        """The pin this binding holds in its ``pinned_client`` priority group (the
+        ``Nats-Pin-Id`` of its deliveries), None while another client holds it."""
+        return self._native.pin_id
+
     def fetch(
         self,
         max_messages: int = _core.DEFAULT_FETCH_MAX_MESSAGES,

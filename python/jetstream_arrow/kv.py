@@ -90,6 +90,8 @@ class KvColumns:
     operation: str | None
     expected_revision: str | None
     msg_id: str | None = None
+    #: Each key's own time to live (a duration column ``ttl``), sent as ``Nats-TTL``.
+    ttl: str | None = None
 
     @classmethod
     def resolve(cls, schema: pa.Schema, bucket: str, msg_id_column: str | None = None) -> KvColumns:
@@ -127,6 +129,7 @@ class KvColumns:
                 f"option 'msgIdColumn': no column {msg_id_column!r} (columns: {', '.join(schema.names)})"
             )
         msg_id = find((msg_id_column or "msg_id").lower(), "string", is_string)
+        ttl = find("ttl", "a duration (whole seconds)", pa.types.is_duration)
         return cls(
             bucket=bucket,
             key=key,
@@ -136,6 +139,7 @@ class KvColumns:
             expected_revision=find(
                 "expected_revision", "an integer (a revision)", pa.types.is_integer
             ),
+            ttl=ttl,
         )
 
     def select(self, batch: pa.RecordBatch, first_row: int = 0) -> pa.RecordBatch:
@@ -185,6 +189,8 @@ class KvColumns:
             columns["expected_last_subject_seq"] = batch.column(self.expected_revision)
         if self.msg_id is not None:
             columns["msg_id"] = _string(batch.column(self.msg_id))
+        if self.ttl is not None:
+            columns["ttl"] = batch.column(self.ttl)
         return pa.RecordBatch.from_pydict(columns)
 
     def select_all(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

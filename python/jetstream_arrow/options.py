@@ -34,6 +34,7 @@ _SECRET_FIELDS = frozenset(
 OnFull = Literal["wait", "fail"]
 PublishMode = Literal["acked", "fast", "atomic"]
 ReadMethod = Literal["auto", "consumer", "direct"]
+Compression = Literal["zstd", "gzip", "zlib", "s2"]
 
 
 def check_known_options(cls: type[Any], options: Mapping[str, Any], what: str) -> None:
@@ -59,7 +60,14 @@ class ConnectOptions:
     (``creds_content``, ``tls_ca_content``, ``tls_cert_content``,
     ``tls_key_content``: the ``.creds`` file's text, PEM), for processes where no file
     is laid out, such as Spark executors; each text is kept out of reprs, logs and
-    errors.
+    errors. ``max_decompressed_bytes``: every read of the connection decompresses a
+    compressed payload (``Content-Encoding``, see [`PublishOptions`][]) into at most
+    this many bytes; one that would expand further (a zip bomb) fails the read with
+    an error naming its stream sequence (default 64 MiB, the largest ``max_payload``
+    a server accepts). ``decompress``: reads decompress such payloads (default);
+    False hands every payload out as stored, its ``Content-Encoding`` header kept, for a
+    stream whose payloads are compressed by a tool this package should not second-guess,
+    or to copy compressed messages as they are.
     """
 
     servers: str = _core.DEFAULT_SERVERS
@@ -87,51 +95,13 @@ class ConnectOptions:
     domain: str | None = None
     api_prefix: str | None = None
     inbox_prefix: str | None = None
+    max_decompressed_bytes: int = _core.DEFAULT_MAX_DECOMPRESSED_BYTES
+    decompress: bool = True
 
     def __post_init__(self) -> None:
-        if self.domain and self.api_prefix:
-            raise BadInputError(
-                "options 'domain' and 'api_prefix' exclude each other: a domain D "
-                "means api_prefix '$JS.D.API'; give one of them"
-            )
-        for file, content in (
-            ("creds", "creds_content"),
-            ("tls_ca", "tls_ca_content"),
-            ("tls_cert", "tls_cert_content"),
-            ("tls_key", "tls_key_content"),
-        ):
-            if getattr(self, file) is not None and getattr(self, content) is not None:
-                raise BadInputError(
-                    f"options {file!r} and {content!r} exclude each other: give the file "
-                    "or its content"
-                )
-        has_cert = self.tls_cert is not None or self.tls_cert_content is not None
-        has_key = self.tls_key is not None or self.tls_key_content is not None
-        if has_cert != has_key:
-            raise BadInputError(
-                "options 'tls_cert' and 'tls_key' (or 'tls_cert_content' and "
-                "'tls_key_content') go together: give both"
-            )
-        if self.user is not None and self.password is None:
-            raise BadInputError("option 'user' needs 'password'")
-        if self.password is not None and self.user is None:
-            # A password alone is sent nowhere: the server takes it only with a user.
-            raise BadInputError("option 'password' needs 'user'")
-        if self.max_reconnects is not None and (
-            isinstance(self.max_reconnects, bool)
-            or not isinstance(self.max_reconnects, int)
-            or self.max_reconnects < 0
-        ):
-            raise BadInputError(
-                "option 'max_reconnects' must be a whole number >= 0, or None to reconnect "
-                f"forever; got {self.max_reconnects!r}"
-            )
-        for name in ("connect_timeout", "request_timeout", "reconnect_delay", "ping_interval"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or value <= 0:
-                raise BadInputError(
-                    f"option {name!r} must be a positive number of seconds, got {value!r}"
-                )
+        # The native core decides what it takes: the options that exclude each other
+        # or go together, ranges and types, refused here as connecting would.
+        _core.check_connect_options(self)
 
     def __repr__(self) -> str:
         # The dataclass repr without the secret fields (repr=False) and with the user
@@ -226,6 +196,13 @@ class PublishOptions(NativeOptions):
     of a stream (it has the read's ``stream`` and ``seq`` columns): a copy, whose
     control headers are dropped so they steer nothing in the stream it goes to.
     A ``Nats-Msg-Id`` header is always kept and is the row's msg id.
+    ``compression``: ``"zstd"``, ``"gzip"``, ``"zlib"`` or ``"s2"``: each payload
+    (after the codec encoded it) is compressed and marked ``Content-Encoding: <name>``,
+    unless it is empty or would not shrink; every read decompresses by that header,
+    message by message. A read leaves ``Content-Encoding`` out of the ``headers`` of
+    the payloads it decompressed, so a copy (read, then published) stores them plain,
+    or compressed again by its own ``compression``; a payload read as stored
+    (``decompress=False``) keeps its header and is copied as it is.
     """
 
     what: ClassVar[str] = "publish"
@@ -244,6 +221,7 @@ class PublishOptions(NativeOptions):
     mode: PublishMode | None = None
     batch_rows: int | None = None
     keep_control_headers: bool | None = None
+    compression: Compression | None = None
 
 
 @dataclass(frozen=True)
@@ -255,7 +233,11 @@ class ReadOptions(NativeOptions):
     ``end_seq`` inclusive (default: the last sequence when the read starts) and
     ``end_time``, only ``subjects`` (one filter or several) if given. Times are a
     datetime with a zone, ISO text or epoch seconds. Memory is bounded by
-    ``batch_rows`` and ``max_bytes`` per pull. ``heartbeat``: the consumer's idle
+    ``batch_rows`` and ``max_bytes`` per pull. ``payload_views``: ``data`` as
+    ``binary_view`` whose payloads of 2 KiB and more are the buffers the messages
+    arrived in, not copies (shorter ones are copied, which costs less; a batch keeps
+    those buffers until it is dropped; default ``binary``, all copied).
+    ``heartbeat``: the consumer's idle
     heartbeat; ``resume_timeout``: how long the read keeps trying to recreate its
     consumer after losing it. ``method``: ``"auto"``, ``"consumer"`` or ``"direct"``
     (see [`Client.read`][jetstream_arrow.Client.read]). ``last_per_subject``: instead of a
@@ -271,6 +253,8 @@ class ReadOptions(NativeOptions):
     start_time: datetime | str | float | None = None
     end_time: datetime | str | float | None = None
     include_headers: bool | None = None
+    payload_views: bool | None = None
+    include_ttl: bool | None = None
     batch_rows: int | None = None
     max_bytes: int | None = None
     heartbeat: float | None = None

@@ -102,6 +102,19 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_decompress_arg(parser: argparse.ArgumentParser) -> None:
+    """``--no-decompress``, for the commands that read a stream (ConnectOptions
+    ``decompress``)."""
+    parser.add_argument(
+        "--no-decompress",
+        dest="decompress",
+        action="store_false",
+        default=None,
+        help="write payloads marked Content-Encoding as stored, compressed (default: "
+        "decompress them by that header)",
+    )
+
+
 def client_factory(args: argparse.Namespace) -> Callable[[], Client]:
     """A function that connects as the flags describe.
 
@@ -146,6 +159,8 @@ def connect_options(args: argparse.Namespace) -> ConnectOptions:
             ) from None
     if getattr(args, "tls_first", None):
         given["tls_first"] = True
+    if getattr(args, "decompress", None) is False:
+        given["decompress"] = False
     if getattr(args, "connect_timeout", None) is not None:
         given["connect_timeout"] = args.connect_timeout
 

@@ -24,7 +24,7 @@ from .._time import EPOCH, to_datetime
 from ..codec import ValueCodec
 from ..exceptions import BadInputError, NotFoundError
 from . import value_schema
-from .connection import add_connection_args, client_factory
+from .connection import add_connection_args, add_decompress_arg, client_factory
 from .errors import CliError, UsageError
 from .json_rows import json_literals, lines_buffer
 from .progress import Progress, add_output_args, human_count, human_duration, human_rate
@@ -114,6 +114,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="N",
         help="rows per read batch (default %(default)s)",
     )
+    add_decompress_arg(p)
     add_connection_args(p)
     add_output_args(p)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -20,7 +21,13 @@ import pyarrow.compute as pc
 
 from .._core import DEFAULT_ACK_TIMEOUT, DEFAULT_WINDOW
 from .._read_ahead import ReadAhead
-from ..exceptions import ApiError, AuthorizationError, BadInputError, NotFoundError
+from ..exceptions import (
+    ApiError,
+    AuthorizationError,
+    BadInputError,
+    JetStreamArrowError,
+    NotFoundError,
+)
 from . import value_schema
 from .connection import add_connection_args, client_factory
 from .errors import CliError, UsageError
@@ -45,6 +52,8 @@ message contents:
            msg-id columns (built with Arrow kernels, about 0.5 M rows/s a core)
   headers  --headers-column C: a map, a struct, or text holding a JSON object per row
   msg id   --msg-id-column C, else "ja-<file id>-<row number>"
+  ttl      --ttl DURATION for every row (Nats-TTL, whole seconds; "never" outlives the
+           stream's max_age); a TTL in a row's headers as well stops the load, naming the row
 
 values are stored as the file writes them:
   csv      every cell is its text ("02134", a 20-digit id, "+02:00" stay as written);
@@ -159,6 +168,18 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=DEFAULT_ACK_TIMEOUT,
         metavar="SECONDS",
         help="how long to wait for each ack before retrying it (default %(default)g)",
+    )
+    p.add_argument(
+        "--ttl",
+        type=_ttl_seconds,
+        metavar="DURATION",
+        help="every row's time to live (Nats-TTL): 90s, 5m, 1h30m, whole seconds, or "
+        "'never'; the stream needs allow_msg_ttl (--create-stream sets it)",
+    )
+    p.add_argument(
+        "--compression",
+        choices=("zstd", "gzip", "zlib", "s2"),
+        help="compress each payload, marked Content-Encoding (readers decompress by it)",
     )
     p.add_argument(
         "--max-rate",
@@ -314,7 +335,9 @@ def run(args: argparse.Namespace) -> int:
                 )
         max_payload = client.server_info().get("max_payload")
         for f in files:
-            if f.json_lines is not None and max_payload:
+            # Compressed, a longer line may fit: the publish checks each message's
+            # size as it is sent, naming its row.
+            if f.json_lines is not None and max_payload and args.compression is None:
                 f.json_lines.check_payload_limit(int(max_payload))
         # A duplicate whose original is newer than this had its id given to another
         # row of this same load.
@@ -384,6 +407,33 @@ def _why_repeated(args: argparse.Namespace) -> str:
     return "Another publisher gave the same ids to the stream while this load ran."
 
 
+_TTL_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|m|s)")
+
+
+def _ttl_seconds(text: str) -> int:
+    """``--ttl``: whole seconds as the publish's ``ttl`` column takes them (-1 for
+    ``never``). A Go duration of hours, minutes and seconds as the server reads
+    ``Nats-TTL`` (``90s``, ``5m``, ``1h30m``, ``1.5h``), or whole seconds."""
+    text = text.strip()
+    if text.lower() == "never":
+        return -1
+    if text.isdigit():
+        seconds = float(text)
+    else:
+        parts = _TTL_PART.findall(text)
+        if not parts or "".join(n + u for n, u in parts) != text:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a duration (e.g. 90s, 5m, 1h30m, 3600, never)"
+            )
+        per = {"h": 3600, "m": 60, "s": 1}
+        seconds = sum(float(n) * per[u] for n, u in parts)
+    if seconds < 1 or seconds != int(seconds):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: the server keeps a TTL in whole seconds, at least 1 (or 'never')"
+        )
+    return int(seconds)
+
+
 def _ensure_stream(client: Any, args: argparse.Namespace) -> Any:
     try:
         return client.stream_info(args.stream)
@@ -401,6 +451,8 @@ def _ensure_stream(client: Any, args: argparse.Namespace) -> Any:
             "the new stream stores (e.g. --stream-subjects 'orders.>')"
         )
     config: dict[str, Any] = {"storage": args.storage or "file"}
+    if args.ttl is not None:
+        config["allow_msg_ttl"] = True
     if args.duplicate_window is not None:
         config["duplicate_window"] = args.duplicate_window
     client.create_stream(args.stream, subjects=subjects, **config)
@@ -443,6 +495,10 @@ def _load_file(
         # Runs as the publisher pulls the next batch: the whole file is one pipelined
         # publish, so the ack window never drains between batches.
         for messages, rows, nbytes, fraction in prefetch:
+            if args.ttl is not None:
+                # The publish's own `ttl` column: each row's Nats-TTL.
+                ttl = pa.array([args.ttl] * messages.num_rows, pa.duration("s"))
+                messages = messages.append_column("ttl", ttl)
             if not first_batch:
                 first_batch.append(messages)
             totals.nbytes += nbytes
@@ -462,6 +518,7 @@ def _load_file(
             ack_timeout=args.ack_timeout,
             msg_id_prefix=prefix,
             msg_id_start=first_id,
+            compression=args.compression,
             raise_on_error=False,
         ) as publisher:
             results = publisher.publish_batches(handed_over(), rows_per_result=ROWS_PER_RESULT)
@@ -524,11 +581,27 @@ def _compare_earlier_duplicate(
     seq = int(acks["seq"][found].as_py())
     sent = first_batch.column("data")[row].as_py()
     sent = sent.encode() if isinstance(sent, str) else sent
+    # Read as any read reads it (decompressed, as --compression sent it), with its
+    # headers; nothing there: removed since (limits, a purge), nothing to compare with.
     try:
-        stored = client.get_message(args.stream, seq=seq)
-    except NotFoundError:
-        return  # removed since (limits, a purge): nothing to compare with
-    if stored.data == sent:
+        found_rows = client.read(
+            args.stream, start_seq=seq, end_seq=seq, include_headers=True
+        ).read_all()
+    except JetStreamArrowError:
+        # Removed since (limits, a purge), or a read this user may not make: the
+        # comparison is a courtesy, the rows' fate is in the acks.
+        return
+    if found_rows.num_rows == 0 or found_rows.column("seq")[0].as_py() != seq:
+        return
+    stored_data = found_rows.column("data")[0].as_py()
+    stored_headers = dict(found_rows.column("headers")[0].as_py() or [])
+    if args.ttl is not None:
+        # The core sends the --ttl of a row as "<seconds>s", -1 as "never".
+        sent_ttl: str | None = "never" if args.ttl == -1 else f"{args.ttl}s"
+    else:
+        sent_ttl = _row_header(first_batch, row, "Nats-TTL")
+    same_ttl = (stored_headers.get("Nats-TTL") or [None])[-1] == sent_ttl
+    if stored_data == sent and same_ttl:
         return
     if args.msg_id_prefix is not None:
         cause = (
@@ -537,14 +610,27 @@ def _compare_earlier_duplicate(
         )
     else:
         cause = (
-            "the same file was loaded before with other options (such as --csv-types or "
-            "--data-column); load it into another stream, or after the duplicate window"
+            "the same file was loaded before with other options (such as --csv-types, "
+            "--data-column or --ttl); load it into another stream, or after the duplicate "
+            "window"
         )
     raise CliError(
         f"{f.path} row {row} was not stored: the stream already holds its message id "
         f"at sequence {seq} with other content, so the server dropped it as a duplicate "
         f"({human_count(result.duplicates)} rows of this file so far). Probably {cause}."
     )
+
+
+def _row_header(batch: pa.RecordBatch, row: int, name: str) -> str | None:
+    """The last value of header ``name`` in the ``headers`` column of ``batch`` (the
+    file's own, --headers-column), or None."""
+    if "headers" not in batch.schema.names:
+        return None
+    found = None
+    for key, value in batch.column("headers")[row].as_py() or []:
+        if key == name:
+            found = value[-1] if isinstance(value, list) and value else value
+    return found if isinstance(found, str) else None
 
 
 def _count_repeated(

@@ -4,19 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._subjects import subject_matches
 from .errors import CliError
 from .progress import human_duration
-
-
-def subject_matches(pattern: str, subject: str) -> bool:
-    """NATS subject matching: ``*`` is one token, ``>`` one or more at the end."""
-    p, s = pattern.split("."), subject.split(".")
-    for i, token in enumerate(p):
-        if token == ">":
-            return len(s) > i
-        if i >= len(s) or (token != "*" and token != s[i]):
-            return False
-    return len(p) == len(s)
 
 
 def check_subject_in_stream(subject: str, info: Any) -> None:

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar, cast
 
 from .. import _core
 from .._core import api_subject, validate_name
+from .._time import to_datetime, to_rfc3339
 from ..exceptions import ApiError, BadInputError, NotFoundError
 from ..options import check_known_options
-from .consumers import ConsumerConfig, ConsumerInfo
+from .consumers import ConsumerConfig, ConsumerInfo, ConsumerPause
 from .streams import PurgeResult, StoredMessage, StreamConfig, StreamInfo
 
 _T = TypeVar("_T")
@@ -298,6 +300,46 @@ class ManagementMixin:
         body = {} if seq is None else {"seq": int(seq)}
         reply = self._api_json(api_subject(_core.API_CONSUMER_RESET, stream, name), body)
         return int(reply.get("reset_seq", 0))
+
+    def pause_consumer(
+        self, stream: str, name: str, until: datetime | timedelta | str | float
+    ) -> ConsumerPause:
+        """Stop a consumer delivering until ``until`` (a datetime with a zone, ISO
+        text, epoch seconds, or a ``timedelta`` from now), server 2.11+. Its pull
+        requests wait meanwhile: the server holds them, answers none with a status, and
+        ends each at its expiry as usual (so a ``PullConsumer`` raises nothing and
+        delivers again once the pause ends, as nats.go's and async-nats's do). Messages
+        delivered before the pause can still be acknowledged. A pull held through a
+        ``resume_consumer`` is not served but ended at its expiry (nats-server 2.15.1);
+        the next one is."""
+        validate_name(stream, "stream")
+        validate_name(name, "consumer")
+        when = (
+            datetime.now(timezone.utc) + until
+            if isinstance(until, timedelta)
+            else to_datetime(until, "until")
+        )
+        body = {"pause_until": to_rfc3339(when, "until")}
+        return ConsumerPause.from_api(
+            self._api_json(api_subject(_core.API_CONSUMER_PAUSE, stream, name), body)
+        )
+
+    def resume_consumer(self, stream: str, name: str) -> ConsumerPause:
+        """Let a paused consumer deliver again now (a pause with no end time)."""
+        validate_name(stream, "stream")
+        validate_name(name, "consumer")
+        return ConsumerPause.from_api(
+            self._api_json(api_subject(_core.API_CONSUMER_PAUSE, stream, name), {})
+        )
+
+    def unpin_consumer(self, stream: str, name: str, group: str) -> None:
+        """Take the pin of priority group ``group`` (policy ``pinned_client``) from
+        the client holding it; the server pins the next client that pulls (server
+        2.11+). The unpinned client's next pull is turned away (``423``) and it pulls
+        again as a candidate, without its pin."""
+        validate_name(stream, "stream")
+        validate_name(name, "consumer")
+        self._api_json(api_subject(_core.API_CONSUMER_UNPIN, stream, name), {"group": group})
 
     def delete_consumer(self, stream: str, name: str) -> bool:
         """Delete a consumer; whether the server reports success."""

@@ -24,6 +24,7 @@ DeliverPolicy = Literal[
 ]
 AckPolicy = Literal["none", "all", "explicit", "flow_control"]
 ReplayPolicy = Literal["instant", "original"]
+PriorityPolicy = Literal["none", "overflow", "pinned_client", "prioritized"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,13 @@ class ConsumerConfig(WireObject):
     mem_storage: bool | None = None
     metadata: dict[str, str] | None = None
     pause_until: datetime | None = field(default=None, metadata=meta("time"))
+    #: Priority groups (server 2.11+; ``prioritized`` 2.12+): the groups a pull names
+    #: (``pull_consumer(..., group=)``), and how the server picks among its pullers.
+    priority_groups: list[str] | None = None
+    priority_policy: PriorityPolicy | None = None
+    #: ``pinned_client``: how long a pinned client may go without pulling before the
+    #: pin moves to another (server default 2 minutes).
+    priority_timeout: Seconds | None = field(default=None, metadata=meta("duration"))
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -85,6 +93,12 @@ class ConsumerConfig(WireObject):
         check_choice("deliver_policy", self.deliver_policy, DeliverPolicy)
         check_choice("ack_policy", self.ack_policy, AckPolicy)
         check_choice("replay_policy", self.replay_policy, ReplayPolicy)
+        check_choice("priority_policy", self.priority_policy, PriorityPolicy)
+        if isinstance(self.priority_groups, str):
+            raise BadInputError(
+                "option 'priority_groups' takes a list; for one group write "
+                f"priority_groups=[{self.priority_groups!r}]"
+            )
         if self.deliver_policy == "by_start_sequence" and self.opt_start_seq is None:
             raise BadInputError("deliver_policy 'by_start_sequence' needs 'opt_start_seq'")
         if self.deliver_policy == "by_start_time" and self.opt_start_time is None:
@@ -173,4 +187,19 @@ class ConsumerInfo(WireObject):
     cluster: ClusterInfo | None = field(default=None, metadata=meta("nested", ClusterInfo))
     push_bound: bool = False
     paused: bool = False
+    #: While paused: seconds until the consumer delivers again.
+    pause_remaining: Seconds | None = field(default=None, metadata=meta("duration"))
+    #: Each priority group's state: ``group``, and with ``pinned_client`` the
+    #: ``pinned_client_id`` and ``pinned_ts`` of the client holding the pin.
+    priority_groups: list[dict[str, Any]] | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class ConsumerPause(WireObject):
+    """What the server answers a pause or a resume (server 2.11+): whether the
+    consumer is paused, until when, and the seconds left."""
+
+    paused: bool = False
+    pause_until: datetime | None = field(default=None, metadata=meta("time"))
+    pause_remaining: Seconds | None = field(default=None, metadata=meta("duration"))

@@ -88,6 +88,10 @@ class StreamConfig(WireObject):
     allow_atomic: bool | None = None
     allow_batched: bool | None = None
     allow_msg_ttl: bool | None = None
+    #: Counter increments only (ADR-49, nats-server 2.12+): see ``Client.read_counters``.
+    allow_msg_counter: bool | None = None
+    #: Scheduled messages (ADR-51, nats-server 2.12+): see the ``schedule`` column.
+    allow_msg_schedules: bool | None = None
     subject_delete_marker_ttl: Seconds | None = field(default=None, metadata=meta("duration"))
     allow_rollup: bool | None = field(default=None, metadata=meta(wire="allow_rollup_hdrs"))
     deny_delete: bool | None = None

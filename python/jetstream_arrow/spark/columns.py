@@ -16,6 +16,7 @@ from pyspark.sql.types import (
     ArrayType,
     BinaryType,
     BooleanType,
+    DayTimeIntervalType,
     LongType,
     MapType,
     StringType,
@@ -29,8 +30,9 @@ from ..codec import ValueCodec
 from ..exceptions import BadInputError
 
 
-def message_schema(include_headers: bool = False) -> StructType:
-    """The Spark schema of messages read from a stream (``includeHeaders`` adds ``headers``)."""
+def message_schema(include_headers: bool = False, include_ttl: bool = False) -> StructType:
+    """The Spark schema of messages read from a stream (``includeHeaders`` adds ``headers``,
+    ``includeTtl`` adds ``ttl``: each message's ``Nats-TTL``, an interval)."""
     fields = [
         StructField("stream", StringType(), False),
         StructField("subject", StringType(), False),
@@ -41,6 +43,8 @@ def message_schema(include_headers: bool = False) -> StructType:
         fields.append(
             StructField("headers", MapType(StringType(), ArrayType(StringType(), True), True), True)
         )
+    if include_ttl:
+        fields.append(StructField("ttl", DayTimeIntervalType(), True))
     fields.append(StructField("data", BinaryType(), False))
     return StructType(fields)
 
@@ -92,32 +96,6 @@ def _is_string(t: pa.DataType) -> bool:
     return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
 
 
-def _is_binary(t: pa.DataType) -> bool:
-    return bool(pa.types.is_binary(t) or pa.types.is_large_binary(t))
-
-
-def _headers_ok(t: pa.DataType) -> bool:
-    if not pa.types.is_map(t) or not _is_string(t.key_type):
-        return False
-    item = t.item_type
-    if _is_string(item):
-        return True
-    return (pa.types.is_list(item) or pa.types.is_large_list(item)) and _is_string(item.value_type)
-
-
-def _spark_type(t: pa.DataType) -> str:
-    if _is_string(t):
-        return "string"
-    if _is_binary(t):
-        return "binary"
-    try:
-        from pyspark.sql.pandas.types import from_arrow_type
-
-        return str(from_arrow_type(t).simpleString())
-    except Exception:
-        return str(t)
-
-
 @dataclass(frozen=True)
 class PublishColumns:
     """Which input column feeds which column of a publish (names as in the input)."""
@@ -132,6 +110,14 @@ class PublishColumns:
     #: Per-row optimistic-concurrency checks, when the DataFrame has them.
     expected_last_subject_seq: str | None = None
     expected_last_msg_id: str | None = None
+    #: Each row's own time to live (``Nats-TTL``), when the DataFrame has one.
+    ttl: str | None = None
+    #: Counter increments (``Nats-Incr``): a DataFrame with ``increment`` and no ``data``.
+    increment: str | None = None
+    #: When each row fires and where to (``Nats-Schedule``, ``Nats-Schedule-Target``):
+    #: both columns, or neither.
+    schedule: str | None = None
+    schedule_target: str | None = None
     #: A read of a stream's ``stream`` (string) and ``seq`` (integer) columns: the
     #: DataFrame is a copy. The core then leaves out the control headers the source
     #: messages carry and numbers each row by its source message, not its position.
@@ -151,19 +137,15 @@ class PublishColumns:
         msg_id_column: str | None,
         encoded: bool = False,
     ) -> PublishColumns:
-        """Check the input columns, naming the one at fault. Spark matches column
-        names case-insensitively, so this does too."""
+        """Which input column feeds which column of the publish, naming a column
+        that is missing. Spark matches column names case-insensitively, so this does
+        too. Their types are the core's to judge: see :meth:`check`."""
         by_lower: dict[str, str] = {}
         for name in schema.names:
             by_lower.setdefault(name.lower(), name)
 
         def find(name: str) -> str | None:
             return by_lower.get(name.lower())
-
-        def check(name: str, ok: bool, want: str) -> None:
-            if not ok:
-                got = _spark_type(schema.field(name).type)
-                raise BadInputError(f"column {name!r} must be {want}, got {got}")
 
         subject = None
         if not constant_subject:
@@ -173,31 +155,21 @@ class PublishColumns:
                     "no 'subject' column: add one (string) or give option 'subject' "
                     f"(columns: {', '.join(schema.names)})"
                 )
-            check(subject, _is_string(schema.field(subject).type), "string")
         data = find("data")
+        # A DataFrame of counter increments: no payload, each row's `increment`.
+        increment = find("increment") if data is None and not encoded else None
         if encoded:
             if data is not None:
                 raise BadInputError(
                     "option 'valueFormat': the payload is encoded from the value columns, so "
                     "the DataFrame has no 'data' column; drop it or drop valueFormat"
                 )
-        elif data is None:
+        elif data is None and increment is None:
             raise BadInputError(
-                f"no 'data' column (binary or string) to publish (columns: {', '.join(schema.names)})"
-            )
-        else:
-            check(
-                data,
-                _is_binary(schema.field(data).type) or _is_string(schema.field(data).type),
-                "binary or string",
+                "no 'data' column (binary or string) to publish, nor an 'increment' column of "
+                f"counter increments (columns: {', '.join(schema.names)})"
             )
         headers = find("headers")
-        if headers is not None:
-            check(
-                headers,
-                _headers_ok(schema.field(headers).type),
-                "map<string, array<string>> or map<string, string>",
-            )
         if msg_id_column is not None:
             msg_id = find(msg_id_column)
             if msg_id is None:
@@ -207,18 +179,17 @@ class PublishColumns:
                 )
         else:
             msg_id = find("msg_id")
-        if msg_id is not None:
-            check(msg_id, _is_string(schema.field(msg_id).type), "string (it becomes Nats-Msg-Id)")
         expected_seq = find("expected_last_subject_seq")
-        if expected_seq is not None:
-            check(
-                expected_seq,
-                pa.types.is_integer(schema.field(expected_seq).type),
-                "an integer (a stream sequence)",
-            )
         expected_id = find("expected_last_msg_id")
-        if expected_id is not None:
-            check(expected_id, _is_string(schema.field(expected_id).type), "string")
+        ttl = find("ttl")
+        if ttl is not None and not pa.types.is_duration(schema.field(ttl).type):
+            # Only an interval is a TTL; a `ttl` column of another type is the
+            # DataFrame's own (a value's field), as the core reads it.
+            ttl = None
+        schedule, schedule_target = find("schedule"), find("schedule_target")
+        if schedule is None or schedule_target is None:
+            # A schedule only with its target; one alone is the DataFrame's own.
+            schedule = schedule_target = None
         source_stream, source_seq = find("stream"), find("seq")
         if not (
             source_stream is not None
@@ -231,8 +202,19 @@ class PublishColumns:
         if encoded:
             # Carried to the core, which decides which of them the value is (a struct
             # column `value`, or all of them) and refuses what it cannot encode:
-            # `check_encoding` asks it on the driver.
-            taken = {subject, headers, msg_id, expected_seq, expected_id, source_stream, source_seq}
+            # `check` asks it on the driver.
+            taken = {
+                subject,
+                headers,
+                msg_id,
+                expected_seq,
+                expected_id,
+                ttl,
+                schedule,
+                schedule_target,
+                source_stream,
+                source_seq,
+            }
             values = tuple(n for n in schema.names if n not in taken)
         return cls(
             subject=subject,
@@ -242,37 +224,66 @@ class PublishColumns:
             values=values,
             expected_last_subject_seq=expected_seq,
             expected_last_msg_id=expected_id,
+            ttl=ttl,
+            increment=increment,
+            schedule=schedule,
+            schedule_target=schedule_target,
             source_stream=source_stream,
             source_seq=source_seq,
         )
 
-    def check_encoding(self, schema: pa.Schema, codec: ValueCodec) -> None:
-        """The core's verdict on encoding input of ``schema`` with ``codec``, before any
-        row is sent (on Spark's driver, at planning): which columns are the value, and
-        whether the format takes them; its error names the column."""
-        empty = pa.RecordBatch.from_pylist([], schema=schema)
+    def check(self, schema: pa.Schema, subject: str | None, codec: ValueCodec | None) -> None:
+        """The core's verdict on publish input of ``schema``, before any row is sent (on
+        Spark's driver, at planning): with ``codec``, which columns are the value and
+        whether the format takes them; then the types of the columns that steer a
+        message and the constant ``subject``. Its errors name the column as the
+        DataFrame does."""
+        empty = self.select(pa.RecordBatch.from_pylist([], schema=schema))
+        if codec is not None:
+            try:
+                empty = pa.record_batch(_core.encode_values(empty, codec))
+            except BadInputError as err:
+                raise BadInputError(f"option 'valueFormat' ({codec.format}): {err}") from None
         try:
-            _core.encode_values(self.select(empty), codec)
+            _core.check_publish_input(empty, subject)
         except BadInputError as err:
-            raise BadInputError(f"option 'valueFormat' ({codec.format}): {err}") from None
+            raise BadInputError(self._as_named_in_input(str(err))) from None
 
-    def select(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """The publish input: the chosen columns under the engine's names, plain
-        (not large) string and binary types."""
-        arrays = []
-        names = []
-        for source, target in (
+    def _renames(self) -> list[tuple[str, str]]:
+        """(input column, publish column) of each column that steers a message."""
+        pairs = (
             (self.subject, "subject"),
             (self.data, "data"),
             (self.headers, "headers"),
             (self.msg_id, "msg_id"),
             (self.expected_last_subject_seq, "expected_last_subject_seq"),
             (self.expected_last_msg_id, "expected_last_msg_id"),
+            (self.ttl, "ttl"),
+            (self.increment, "increment"),
+            (self.schedule, "schedule"),
+            (self.schedule_target, "schedule_target"),
             (self.source_stream, "stream"),
             (self.source_seq, "seq"),
-        ):
-            if source is None:
-                continue
+        )
+        return [(source, target) for source, target in pairs if source is not None]
+
+    def _as_named_in_input(self, message: str) -> str:
+        """The core's message with each column under the input's name for it (option
+        ``msgIdColumn``, another case) where that is not the publish's."""
+        for source, target in self._renames():
+            if source != target:
+                message = message.replace(f"column '{target}", f"column '{source}")
+        chosen_id = self.msg_id is not None and self.msg_id.lower() != "msg_id"
+        if chosen_id and f"column '{self.msg_id}'" in message:
+            message += " (option 'msgIdColumn' chose it for each row's Nats-Msg-Id)"
+        return message
+
+    def select(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """The publish input: the chosen columns under the engine's names, plain
+        (not large) string and binary types."""
+        arrays = []
+        names = []
+        for source, target in self._renames():
             column = batch.column(source)
             if pa.types.is_large_string(column.type):
                 column = column.cast(pa.string())

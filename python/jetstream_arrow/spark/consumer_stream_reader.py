@@ -1,5 +1,6 @@
 """``spark.readStream.format("jetstream").option("consumer", name)``: a streaming read
-through a durable consumer, for WorkQueue and Interest streams.
+through a durable consumer, for WorkQueue and Interest streams. It is one module, the
+consumer's claims, acks and pin from the planning of a micro-batch to its commit.
 
 The consumer claims messages and the query acknowledges them only after Spark has
 committed the micro-batch that holds them, so the stream empties as the query
@@ -24,6 +25,15 @@ How, by the server's rules:
   delivered again: below ``start`` it is acknowledged, above it goes into the next
   micro-batch.
 
+With ``consumerGroup``, queries of one consumer share it through its ``pinned_client``
+priority group: the pinned one moves the messages, the others get none. A standby
+that finds no query pinned (the pinned one stopped pulling for the pin timeout) resets
+the consumer, so that what the stopped one claimed comes again at once, and is pinned
+with its next fetch; its micro-batches begin at the consumer's ack floor (the end
+offset's ``first``), past what the other query acknowledged (a query acknowledges a
+committed micro-batch when it plans the next: killed in between, its last one is moved
+again by the standby).
+
 The query's progress reports, as the source's ``latestOffset``, the sequence after the
 last message the consumer can claim (``reportLatestOffset``): a query that has caught
 up shows it equal to its ``endOffset`` even when the stream's last messages are on
@@ -38,6 +48,7 @@ creates it) and ``maxMessagesPerTrigger`` if set.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -51,9 +62,10 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from .._core import DEFAULT_SPARK_CONSUMER_PIN_TIMEOUT
 from ..client import Client
 from ..consumers import ConsumedBatch, PullConsumer
-from ..exceptions import BadInputError, NotFoundError
+from ..exceptions import BadInputError, NotFoundError, OperationTimeoutError
 from .connection_cache import get_client
 from .lag import behind_latest, mean_message_size
 from .options import ReadOptions
@@ -70,6 +82,9 @@ MAX_ACK_PENDING = 100_000
 ACK_WAIT = 600.0
 #: Messages claimed per fetch.
 FETCH_MESSAGES = 10_000
+#: With consumerGroup: seconds between looks whether a query holds the pin (a driver
+#: asks for new messages many times a second while it has none).
+PIN_CHECK_INTERVAL = 1.0
 
 
 def prepare_consumer(client: Client, opts: ReadOptions) -> PullConsumer:
@@ -92,7 +107,16 @@ def prepare_consumer(client: Client, opts: ReadOptions) -> PullConsumer:
         config = client.consumer_info(stream, name).config
     except NotFoundError:
         config = None
+    group = opts.consumer_group
+    pin_timeout = opts.consumer_pin_timeout
     if config is None:
+        grouped: dict[str, Any] = {}
+        if group is not None:
+            grouped = {
+                "priority_groups": [group],
+                "priority_policy": "pinned_client",
+                "priority_timeout": pin_timeout or DEFAULT_SPARK_CONSUMER_PIN_TIMEOUT,
+            }
         client.create_consumer(
             stream,
             durable_name=name,
@@ -103,9 +127,11 @@ def prepare_consumer(client: Client, opts: ReadOptions) -> PullConsumer:
             ack_wait=ACK_WAIT,
             max_ack_pending=MAX_ACK_PENDING,
             headers_only=True,
+            **grouped,
         )
     else:
         problem = None
+        groups = list(config.priority_groups or [])
         if config.deliver_subject:
             problem = "is a push consumer"
         elif config.ack_policy != "explicit":
@@ -114,6 +140,22 @@ def prepare_consumer(client: Client, opts: ReadOptions) -> PullConsumer:
             problem = (
                 f"filters {config.filter_subjects or 'no subjects'}, the query "
                 f"{wanted or 'none'} (option 'subjects')"
+            )
+        elif group is None and groups:
+            problem = f"has priority groups {groups} (option 'consumerGroup' names one)"
+        elif group is not None and (
+            group not in groups or config.priority_policy != "pinned_client"
+        ):
+            problem = (
+                f"has no pinned_client priority group {group!r} (option 'consumerGroup'; "
+                f"its groups: {groups or 'none'}, policy {config.priority_policy or 'none'})"
+            )
+        elif (
+            group is not None and pin_timeout is not None and config.priority_timeout != pin_timeout
+        ):
+            problem = (
+                f"moves its pin after {config.priority_timeout} s without a pull, the "
+                f"query asks {pin_timeout} s (option 'consumerPinTimeout')"
             )
         if problem:
             raise BadInputError(
@@ -132,8 +174,20 @@ def prepare_consumer(client: Client, opts: ReadOptions) -> PullConsumer:
                 "micro-batch would wait 'maxTriggerDelay'; lower the option or raise the "
                 "consumer's max_ack_pending"
             )
-    client.reset_consumer(stream, name)
-    return client.pull_consumer(stream, name)
+    # A query that starts while another of its group is pinned leaves the consumer as
+    # it is: a reset now would deliver the pinned query's claims, its micro-batch in
+    # flight, to it again. It is reset when this query finds no query pinned
+    # (ConsumerStreamReader._check_pin).
+    if group is None or pinned_client(client, stream, name) is None:
+        client.reset_consumer(stream, name)
+    return client.pull_consumer(stream, name, group=group)
+
+
+def pinned_client(client: Client, stream: str, name: str) -> str | None:
+    """The pin of the consumer's priority group, if a client holds it. The server
+    reports one group with the pin all its groups share, whatever their names."""
+    groups = client.consumer_info(stream, name).priority_groups or []
+    return next((g["pinned_client_id"] for g in groups if g.get("pinned_client_id")), None)
 
 
 def claim_limits(client: Client, opts: ReadOptions) -> tuple[int, int | None]:
@@ -174,6 +228,10 @@ class ConsumerStreamReader(DataSourceStreamReader):
         self._held: list[tuple[ConsumedBatch, list[tuple[int, int]]]] = []
         # The end latestOffset last gave, the one of the micro-batch being planned.
         self.planned_end = 1
+        # With consumerGroup: when to look next whether any query holds the pin, and
+        # the pin this query's claims in `_held` were made under.
+        self._next_pin_check = 0.0
+        self._pin: str | None = None
         # minMessagesPerTrigger and maxTriggerDelay: the delay counts from the start.
         self.gate = TriggerGate.of(opts)
 
@@ -231,6 +289,8 @@ class ConsumerStreamReader(DataSourceStreamReader):
             )
         consumer = self._claimer()
         self._ack_below(next_seq)
+        if self.opts.consumer_group is not None:
+            self._check_pin()
         claimed = sorted({s for _, rows in self._held for _, s in rows})
         while most is None or len(claimed) < most:
             want = self._per_fetch if most is None else min(self._per_fetch, most - len(claimed))
@@ -238,13 +298,32 @@ class ConsumerStreamReader(DataSourceStreamReader):
                 want = min(want, self._max_pending - sum(len(rows) for _, rows in self._held))
                 if want <= 0:
                     break
-            batch = consumer.fetch(want, no_wait=True)
+            try:
+                batch = consumer.fetch(want, no_wait=True)
+            except OperationTimeoutError:
+                if self.opts.consumer_group is None:
+                    raise
+                # A standby's no-wait pull while the pinned query holds the consumer's
+                # max_ack_pending: the server leaves it unanswered. Nothing to claim.
+                break
+            if self.opts.consumer_group is not None and consumer.pin_id != self._pin:
+                self._pin_moved(consumer.pin_id)
+                claimed = []
+                if consumer.pin_id is None:
+                    break
+                continue  # fetch again what the reset delivers to this query now
             if len(batch) == 0:
                 break
             seqs = batch.data.column("seq").to_pylist()
             self._held.append((batch, list(enumerate(seqs))))
             self._ack_below(next_seq)
             claimed = sorted(set(claimed).union(s for s in seqs if s >= next_seq))
+        first = next_seq
+        if self.opts.consumer_group is not None and claimed:
+            # Another query of the group processed and acknowledged the messages from
+            # this query's start up to the consumer's ack floor: not read again.
+            first = max(next_seq, self._first_unacked())
+            claimed = [s for s in claimed if s >= first]
         available_now = isinstance(limit, ReadAllAvailable) and self.gate.min_messages is not None
         if claimed and not self.gate.allows(len(claimed), available_now):
             claimed = []  # held: claimed, and planned once enough are there
@@ -253,8 +332,56 @@ class ConsumerStreamReader(DataSourceStreamReader):
         claimed = self._within_bytes(claimed)
         if claimed:
             self.gate.fired()
-        self.planned_end = claimed[-1] + 1 if claimed else next_seq
+        if not claimed:
+            self.planned_end = next_seq
+            return dict(start)  # no micro-batch, and no new offset that would make one
+        self.planned_end = claimed[-1] + 1
+        if first > next_seq:
+            return {"seq": self.planned_end, "first": first}
         return {"seq": self.planned_end}
+
+    def _pin_moved(self, pin: str | None) -> None:
+        """This query's pin in the group changed: lost (another query is pinned, and
+        has reset the consumer or will), or a new one. What it claimed before is no
+        longer its alone: forgotten, not planned. Pinned anew, it resets the consumer,
+        so that whatever is unacknowledged (its own earlier claims too) is delivered to
+        it again, now."""
+        self._pin = pin
+        self._held = []
+        if pin is not None:
+            get_client(self.opts.connect).reset_consumer(self.opts.stream, self.opts.consumer or "")
+
+    def _check_pin(self) -> None:
+        """With consumerGroup, before claiming: which query of the group holds the pin,
+        as the consumer says (asked each time this query holds claims, else at most
+        every :data:`PIN_CHECK_INTERVAL`).
+
+        Held claims made under a pin that is no longer this query's are forgotten, not
+        planned: another query was pinned (after this one did not pull for the pin
+        timeout) and gets them from its reset. When no query holds the pin (none has
+        pulled yet, or the pinned one stopped pulling, its driver killed), the consumer
+        is reset, so that what it delivered and was never acknowledged is delivered
+        again at once, to the query the server pins next, not after the ack wait."""
+        now = time.monotonic()
+        if not self._held and now < self._next_pin_check:
+            return
+        self._next_pin_check = now + PIN_CHECK_INTERVAL
+        client = get_client(self.opts.connect)
+        stream, name = self.opts.stream, self.opts.consumer or ""
+        pinned = pinned_client(client, stream, name)
+        if self._held and pinned != self._pin:
+            self._held = []
+            self._pin = None
+        if not pinned:
+            client.reset_consumer(stream, name)
+
+    def _first_unacked(self) -> int:
+        """The sequence after the consumer's ack floor: every message below it on the
+        consumer's subjects is acknowledged, by this query or another of its group."""
+        info = get_client(self.opts.connect).consumer_info(
+            self.opts.stream, self.opts.consumer or ""
+        )
+        return int(info.ack_floor.stream_seq) + 1
 
     def _within_bytes(self, claimed: list[int]) -> list[int]:
         """The first of ``claimed`` that fit ``maxBytesPerTrigger`` (at least one), at
@@ -297,9 +424,11 @@ class ConsumerStreamReader(DataSourceStreamReader):
         return {"seq": max(last + 1, self.planned_end), **behind_latest(behind)}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        """Sequences ``start..end - 1``, split by the options alone, so that a re-run
-        micro-batch has the same partitions (and the same message ids in a sink)."""
-        first, last = next_seq_of(start), next_seq_of(end) - 1
+        """Sequences ``start..end - 1`` (from the end offset's ``first`` when another
+        query of the group acknowledged the messages before it), split by the options
+        alone, so that a re-run micro-batch has the same partitions (and the same
+        message ids in a sink)."""
+        first, last = max(next_seq_of(start), end.get("first", 0)), next_seq_of(end) - 1
         opts = self.opts
         return list(split_range(first, last, opts.min_partitions, opts.max_messages_per_partition))
 

@@ -21,7 +21,9 @@ from pyspark.sql.types import StructType
 from .batch_reader import JetStreamPushdownReader, JetStreamReader
 from .batch_writer import JetStreamWriter
 from .columns import arrow_schema
+from .connection_cache import get_client
 from .consumer_stream_reader import ConsumerStreamReader
+from .dead_letters import check_dead_letter_stream, routes_dead_letters
 from .options import WriteOptions, parse_read_options, parse_write_options
 from .pushdown import planning_with_pushdown
 from .reading import checked_schema
@@ -51,6 +53,8 @@ class JetStreamDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = parse_read_options(self.options)
         expected = checked_schema(opts, schema)
+        if routes_dead_letters(opts):
+            check_dead_letter_stream(get_client(opts.connect), opts)
         cls = JetStreamPushdownReader if planning_with_pushdown() else JetStreamReader
         return cls(opts, expected)
 
@@ -63,6 +67,8 @@ class JetStreamDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         opts = parse_read_options(self.options, queries="stream")
+        if routes_dead_letters(opts):
+            check_dead_letter_stream(get_client(opts.connect), opts)
         if opts.consumer is not None:
             return ConsumerStreamReader(opts, checked_schema(opts, schema))
         return JetStreamStreamReader(opts, checked_schema(opts, schema))

@@ -17,10 +17,11 @@ import pyarrow as pa
 from ..exceptions import BadInputError
 from .columns import ACK_SCHEMA, arrow_schema, conform
 from .connection_cache import get_client
+from .dead_letters import check_dead_letter_stream, routes_dead_letters
 from .options import parse_read_options, parse_write_options
 from .preflight import check_worker_python
 from .reading import read_range
-from .value_codec import read_schema
+from .value_codec import carries_schema, read_schema
 from .writing import PublishTally, msg_id_prefix, publish_batches, task_ids, write_columns
 
 ArrowFn = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
@@ -35,15 +36,20 @@ def publish_fn(**options: Any) -> ArrowFn:
     acks, row for row in input order, with the schema
     ``seq bigint, duplicate boolean, error string`` ([`ACK_SCHEMA`][]): ``seq`` is
     the stream sequence (null when the row failed), ``duplicate`` says the server
-    already had that message id, ``error`` is null when the row is stored.
+    already had that message id, ``error`` is null when the row is stored. Rows of
+    counter increments (an ``increment`` column, no ``data``) are acked the same way:
+    the counter's value after each is not in these acks (``Client.read_counters``
+    reads the counters).
 
     Options: the connection options of [`jetstream_arrow.connect`][] and the write
     options (``subject``, ``msg_id_column``, ``write_id``, ``publish_mode``,
     ``window``, ``ack_timeout``, ``max_retries``, ``retry_backoff``,
-    ``expected_stream``, and ``value_format``, ``value_schema``, ``avro_framing``,
-    ``avro_schema_id``: the value columns encoded into each payload, no ``data``
-    column). With ``publish_mode="fast"`` the server acknowledges ranges,
-    so ``seq`` is null and a duplicate counts as stored.
+    ``expected_stream``, and ``value_format``, ``avro_schema``, ``avro_framing``,
+    ``avro_schema_id``, ``protobuf_message``, ``protobuf_descriptor_file``: the value
+    columns encoded into each payload, no ``data`` column; ``value_schema`` is the
+    earlier spelling of ``avro_schema`` and ``protobuf_message``). With
+    ``publish_mode="fast"`` the server acknowledges ranges, so ``seq`` is null and a
+    duplicate counts as stored.
 
     Message ids: rows without an id get ``<write id>-<stage>-<partition>-<n>``, so a
     retried task is deduplicated by the server while running the function again in
@@ -93,10 +99,13 @@ def read_fn(**options: Any) -> ArrowFn:
     ``include_headers=True`` ([`message_schema`][jetstream_arrow.spark.message_schema] gives it).
 
     Options: the connection options of [`jetstream_arrow.connect`][], ``stream``,
-    ``subjects``, ``include_headers``, ``fail_on_data_loss``, ``batch_rows``,
+    ``subjects``, ``include_headers``, ``include_ttl`` (a ``ttl`` interval column before
+    ``data``: each message's ``Nats-TTL``), ``fail_on_data_loss``, ``batch_rows``,
     ``max_bytes``, ``resume_timeout``, ``heartbeat``, and the value options (``value_format``,
-    ``value_schema``, ``on_malformed``, ``avro_framing``, ``avro_schemas_by_id``:
-    the output then has ``value`` in place of ``data``, see
+    ``value_schema`` (required for ``json`` and ``arrow``), ``on_malformed`` (and
+    ``dead_letter_stream`` with ``deadletter``),
+    ``avro_schema``, ``avro_framing``, ``avro_schemas_by_id``, ``protobuf_message``,
+    ``protobuf_descriptor_file``: the output then has ``value`` in place of ``data``, see
     ``jetstream_arrow.spark.value_codec.read_schema``). The range options (``start_seq``, ...) and the split
     options (``min_partitions``, ``max_messages_per_partition``) are refused: each input
     row is one range, read whole by the task that holds it.
@@ -108,12 +117,14 @@ def read_fn(**options: Any) -> ArrowFn:
     # The range and split options are refused as their declarations say: each input
     # row is one range, read whole.
     opts = parse_read_options(options, need_stream=False, queries="read_fn")
-    if opts.value_format is not None and opts.value_format != "avro" and opts.value_schema is None:
+    if opts.value_format is not None and not carries_schema(opts) and opts.value_schema is None:
         raise BadInputError(
             "read_fn: option 'value_schema' is required with value_format "
             f"{opts.value_format!r}: mapInArrow declares the output schema before any read "
             "(jetstream_arrow.spark.value_codec.read_schema gives it)"
         )
+    if routes_dead_letters(opts):
+        check_dead_letter_stream(get_client(opts.connect), opts)
     target = arrow_schema(read_schema(opts))
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -91,7 +91,14 @@ class OptionSpec:
     # What Spark's Kafka source or sink calls it: given here by mistake, the parser
     # names this option instead.
     kafka: tuple[str, ...] = ()
+    # The value formats the option belongs to (empty: any, or none): given with another
+    # valueFormat, or without one, it would do nothing, so it is refused.
+    formats: tuple[str, ...] = ()
 
+
+#: The read mode (option ``mode``) of the Spark source beside the core's own: payloads
+#: that do not decode are published to option ``deadLetterStream`` and left out.
+DEAD_LETTER_MODE = "deadletter"
 
 #: The largest count or sequence an option takes: Spark's LongType and Arrow's int64
 #: hold it, and so do the engine's u64 and usize. A larger number would be refused by
@@ -124,6 +131,8 @@ _CONNECT_MEANING = {
     "domain": "JetStream domain (API prefix `$JS.<domain>.API`)",
     "api_prefix": "JetStream API prefix (excludes `domain`)",
     "inbox_prefix": "prefix of reply subjects",
+    "max_decompressed_bytes": "bytes a compressed payload (`Content-Encoding`) may decompress to on a read (and a consumer's batch in total); more fails the read naming its seq",
+    "decompress": "reads decompress payloads marked `Content-Encoding` (`zstd`, `gzip`, `zlib`/`deflate`, `s2`); false: payloads as stored, the header kept",
 }
 
 #: What Spark's Kafka connector calls a connection option.
@@ -143,6 +152,11 @@ def _connect_kind(annotation: Any) -> str:
     return "str"
 
 
+#: The least a connection option takes, where the core refuses less (it decides; the
+#: bound here lets Spark's parser and the fuzz tests say it too).
+_CONNECT_MINIMUM = {"max_decompressed_bytes": 1}
+
+
 def _connect_specs() -> list[OptionSpec]:
     hints = typing.get_type_hints(ConnectOptions)
     specs = []
@@ -157,6 +171,7 @@ def _connect_specs() -> list[OptionSpec]:
                 meaning=_CONNECT_MEANING.get(f.name, "see `jetstream_arrow.connect`"),
                 scope="connect",
                 secret=not f.repr,
+                minimum=_CONNECT_MINIMUM.get(f.name),
                 maximum=INT64_MAX if kind == "int" else None,
                 nullable=type(None) in typing.get_args(hints[f.name]),
                 kafka=_CONNECT_KAFKA.get(f.name, ()),
@@ -187,11 +202,14 @@ def option(
     excludes: Mapping[str, str] | None = None,
     rivals: Mapping[str, str] | None = None,
     kafka: tuple[str, ...] = (),
+    formats: tuple[str, ...] = (),
 ) -> Any:
     """A field of :class:`ReadOptions` or :class:`WriteOptions` that is a Spark option,
     declared with everything :class:`OptionSpec` holds (``spark``: default, the field's
     name in camelCase; ``meaning``: one line, or one per scope for a shared option;
-    ``required``: a field without a default, which the parser always sets)."""
+    ``required``: a field without a default, which the parser always sets;
+    ``formats``: the values of ``valueFormat`` the option is for, refused with any other
+    or none)."""
     declared = {
         "meaning": meaning,
         "spark": spark,
@@ -208,9 +226,12 @@ def option(
         "excludes": tuple((excludes or {}).items()),
         "rivals": tuple((rivals or {}).items()),
         "kafka": kafka,
+        "formats": formats,
     }
     if queries != "both" and only_because is None:
         raise TypeError("an option of one kind of query says why the other refuses it")
+    if not set(formats) <= set(VALUE_FORMATS):
+        raise TypeError(f"formats {formats} are not all value formats ({VALUE_FORMATS})")
     metadata = {_DECLARED: declared}
     if required:
         return dataclasses.field(metadata=metadata)
@@ -282,6 +303,7 @@ _NOT_WITH_KV = {
     **_NOT_WITH_LATEST,
     "subjects": f"{_LATEST}, and its subjects are its keys (all of them are read)",
     "include_headers": f"{_LATEST} as key, value, revision, operation and created",
+    "include_ttl": f"{_LATEST} as key, value, revision, operation and created",
 }
 
 
@@ -299,18 +321,49 @@ def _value_format() -> Any:
     )
 
 
-def _value_schema() -> Any:
+def _value_schema(formats: tuple[str, ...]) -> Any:
+    """Reads take it for every format, writes for the formats whose payloads are
+    written by a schema (a JSON or Arrow write takes the DataFrame's)."""
     return option(
         nullable=True,
+        formats=formats,
         meaning={
-            "read": "the value's schema: for `avro` the Avro schema (JSON); for `protobuf` the message's full name (`package.Message`); for `json` and `arrow` a Spark schema as JSON (`df.schema.json()`), where DDL goes to `.schema(...)` instead; default: inferred from the stream's first messages",
-            "write": "`avro`: the Avro schema (JSON) the values are written with (default: derived from the columns); `protobuf`: the message's full name",
+            "read": "`json` and `arrow`: the value's schema, a Spark schema as JSON (`df.schema.json()`), where DDL goes to `.schema(...)` instead; default: inferred from the stream's first messages. For `avro` and `protobuf` the earlier spelling of `avroSchema` and `protobufMessage`",
+            "write": "for `avro` and `protobuf` the earlier spelling of `avroSchema` and `protobufMessage`",
         },
+    )
+
+
+def _earlier_spelling(spark: str) -> dict[str, str]:
+    """The rival of a format's own option for its schema: ``valueSchema``, which said
+    the same before the format had its own option, and is still taken for it."""
+    return {"value_schema": f"'valueSchema' is the earlier spelling of '{spark}'; give one of them"}
+
+
+def _avro_schema() -> Any:
+    return option(
+        formats=("avro",),
+        rivals=_earlier_spelling("avroSchema"),
+        nullable=True,
+        meaning={
+            "read": "`avro`: the Avro schema (JSON) the values are read as (with `confluent` framing and `avroSchemasById`, the one schema the writers' schemas are read as)",
+            "write": "`avro`: the Avro schema (JSON) the values are written with (default: derived from the columns)",
+        },
+    )
+
+
+def _protobuf_message() -> Any:
+    return option(
+        formats=("protobuf",),
+        rivals=_earlier_spelling("protobufMessage"),
+        nullable=True,
+        meaning="`protobuf`: the message's full name (`package.Message`), a message of the descriptor set of `protobufDescriptorFile`",
     )
 
 
 def _avro_framing() -> Any:
     return option(
+        formats=("avro",),
         default=DEFAULT_AVRO_FRAMING,
         choices=tuple(AVRO_FRAMINGS),
         meaning={
@@ -322,6 +375,7 @@ def _avro_framing() -> Any:
 
 def _protobuf_descriptor_file() -> Any:
     return option(
+        formats=("protobuf",),
         nullable=True,
         meaning={
             "read": "`protobuf`: the path of a descriptor set holding the message (`protoc --include_imports --descriptor_set_out=FILE`), read on the driver",
@@ -433,6 +487,29 @@ class ReadOptions:
         queries="stream",
         meaning="read through this durable consumer (created if missing), acking each micro-batch's messages after Spark commits it: for WorkQueue and Interest streams, which then empty as the query progresses; the stream needs `allow_direct`; spark.readStream only",
     )
+    consumer_group: str | None = option(
+        excludes=_NOT_WITH_CONSUMER,
+        only_because=(
+            "queries sharing a consumer take over from one another as streaming queries; "
+            "a batch read reads a range of the stream without one"
+        ),
+        nullable=True,
+        queries="stream",
+        meaning="with `consumer`: the consumer's pinned priority group (nats-server 2.11+) this query joins, so that queries sharing the consumer run as one active and standbys: the server delivers to one (the pinned), and when it stops pulling (its driver killed) another takes over after `consumerPinTimeout`, from the consumer's ack floor; the consumer is created with policy `pinned_client` if missing",
+    )
+    consumer_pin_timeout: float | None = option(
+        excludes=_NOT_WITH_CONSUMER,
+        only_because=(
+            "queries sharing a consumer take over from one another as streaming queries; "
+            "a batch read reads a range of the stream without one"
+        ),
+        kind="float",
+        nullable=True,
+        minimum=1.0,
+        maximum=86_400.0,
+        queries="stream",
+        meaning="with `consumerGroup`: seconds without a pull after which the server moves the pin to another query (the consumer's `priority_timeout`: 30 s when this source creates the consumer and the option is not given; a consumer that exists must have the same)",
+    )
     max_messages_per_trigger: int | None = option(
         kafka=("maxOffsetsPerTrigger",),
         only_because=_WHOLE_RANGE,
@@ -513,6 +590,12 @@ class ReadOptions:
         native_field="include_headers",
         meaning="add the `headers` column (map<string, array<string>>)",
     )
+    include_ttl: bool = option(
+        kind="bool",
+        default=False,
+        native_field="include_ttl",
+        meaning="add the `ttl` column (interval): each message's `Nats-TTL` as the server reads it, whole seconds, -1 s for `never`, null for none; a write of the rows keeps each TTL, a write without the column drops them",
+    )
     fail_on_data_loss: bool = option(
         kind="bool",
         default=True,
@@ -551,19 +634,26 @@ class ReadOptions:
         meaning="seconds between the server's idle heartbeats while reading",
     )
     value_format: str | None = _value_format()
-    value_schema: str | None = _value_schema()
+    value_schema: str | None = _value_schema(tuple(VALUE_FORMATS))
     on_malformed: str = option(
         spark="mode",
         default=DEFAULT_ON_MALFORMED,
-        choices=tuple(ON_MALFORMED_MODES),
-        meaning="a payload that does not decode: `failfast` (fail naming stream, sequence and field), `permissive` (a null value and the payload in `_corrupt_record`) or `dropmalformed` (left out) -- Spark's JSON reader's modes",
+        choices=(*ON_MALFORMED_MODES, DEAD_LETTER_MODE),
+        meaning="a payload that does not decode: `failfast` (fail naming stream, sequence and field), `permissive` (a null value and the payload in `_corrupt_record`) or `dropmalformed` (left out) -- Spark's JSON reader's modes -- or `deadletter` (left out, and published to `deadLetterStream` first)",
     )
+    dead_letter_stream: str | None = option(
+        formats=tuple(VALUE_FORMATS),
+        meaning="with `mode` `deadletter`: the stream each payload that does not decode is published to, acknowledged, before its task yields the good rows: its bytes, the decoder's error and its source stream, subject and sequence in headers, under msg id `<stream>:<seq>` (a retried task adds nothing within the stream's duplicate window); it must exist and not be a stream read",
+    )
+    avro_schema: str | None = _avro_schema()
     avro_framing: str = _avro_framing()
-    protobuf_descriptor_file: str | None = _protobuf_descriptor_file()
     avro_schemas_by_id: str | None = option(
+        formats=("avro",),
         nullable=True,
         meaning='`confluent` framing: the writers\' Avro schemas by id, as a JSON object (`{"42": {...}}`)',
     )
+    protobuf_message: str | None = _protobuf_message()
+    protobuf_descriptor_file: str | None = _protobuf_descriptor_file()
     # The file's bytes, read where the options are parsed (the driver), so tasks on
     # other machines need no copy of it.
     protobuf_descriptor: bytes | None = None
@@ -621,6 +711,11 @@ class WriteOptions:
         native_field="batch_rows",
         meaning="with `publishMode` `atomic`: rows per batch, each stored whole or not at all (at most the server's limit, 1,000 unless configured lower); a task's rows are cut into batches in their order",
     )
+    compression: str | None = option(
+        choices=("zstd", "gzip", "zlib", "s2"),
+        native_field="compression",
+        meaning="compress each payload (after `valueFormat` encoded it) with `zstd`, `gzip`, `zlib` or `s2`, marked `Content-Encoding: <name>` (a payload that would not shrink is sent plain); reads decompress by that header, message by message, with no option",
+    )
     window: int = option(
         spark="ackWindow",
         kind="int",
@@ -659,16 +754,19 @@ class WriteOptions:
         meaning="the stream every message must be stored in (header `Nats-Expected-Stream`); option `stream` on a write means the same",
     )
     value_format: str | None = _value_format()
-    value_schema: str | None = _value_schema()
+    value_schema: str | None = _value_schema(("avro", "protobuf"))
+    avro_schema: str | None = _avro_schema()
     avro_framing: str = _avro_framing()
-    protobuf_descriptor_file: str | None = _protobuf_descriptor_file()
     avro_schema_id: int | None = option(
+        formats=("avro",),
         kind="int",
         nullable=True,
         minimum=0,
         maximum=4_294_967_295,
         meaning="`confluent` framing: the schema id each payload starts with",
     )
+    protobuf_message: str | None = _protobuf_message()
+    protobuf_descriptor_file: str | None = _protobuf_descriptor_file()
     # Read on the driver, as for reads.
     protobuf_descriptor: bytes | None = None
 

@@ -6,9 +6,9 @@ names serve the mapInArrow helpers, which take Python keyword arguments. Both
 spellings of every declared option are accepted everywhere, and an unknown name is an
 error that lists the known ones (a typo must not be silently ignored). What the
 declarations say is enforced here, for every option alike: its kind and bounds, the
-kind of query it applies to, the options it does not go with, whether ``read_fn``
-takes it. It is one module because the value parsers, the name matching and those
-checks serve the read and the write options alike.
+kind of query it applies to, the value formats it is for, the options it does not go
+with, whether ``read_fn`` takes it. It is one module because the value parsers, the
+name matching and those checks serve the read and the write options alike.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from ..kv import bucket_stream
 from ..options import ConnectOptions
 from .option_specs import (
     CONNECT_SPECS,
+    DEAD_LETTER_MODE,
     READ_SPECS,
     WRITE_SPECS,
     OptionSpec,
@@ -230,6 +231,22 @@ def _given(value: Any) -> bool:
     return value is not None and value is not False
 
 
+def _check_formats(given: Mapping[str, Any], specs: list[OptionSpec]) -> None:
+    """Each option of some value formats only, given, refuses any other valueFormat
+    and its absence: the codec of another format has no use for it. ``given`` holds
+    the options the user gave, before defaults, so an option with a default
+    (avroFraming) is refused only when given."""
+    value_format = given.get("value_format")
+    for spec in specs:
+        if not spec.formats or not _given(given.get(spec.python)):
+            continue
+        if value_format not in spec.formats:
+            found = f"valueFormat is {value_format}" if value_format else "no valueFormat is given"
+            raise BadInputError(
+                f"option {spec.spark!r} is for valueFormat {' or '.join(spec.formats)}; {found}"
+            )
+
+
 def _check_excludes(values: dict[str, Any], specs: list[OptionSpec]) -> None:
     """Each option given refuses its rivals (other ways of saying the same), then the
     options it declares it does not go with."""
@@ -381,6 +398,25 @@ def _check_as_of(values: dict[str, Any]) -> None:
             )
 
 
+def _check_dead_letter(values: dict[str, Any]) -> None:
+    """Mode ``deadletter`` and option ``deadLetterStream`` go together: the mode needs
+    a stream to publish to, and the stream is of no use to another mode."""
+    dead_letter_mode = values["on_malformed"] == DEAD_LETTER_MODE
+    stream = values["dead_letter_stream"]
+    if dead_letter_mode and stream is None:
+        raise BadInputError(
+            f"option 'mode' {DEAD_LETTER_MODE!r} needs option 'deadLetterStream': the "
+            "stream the payloads that do not decode are published to"
+        )
+    if stream is not None and not dead_letter_mode:
+        raise BadInputError(
+            f"option 'deadLetterStream' ({stream!r}) is for option 'mode' "
+            f"{DEAD_LETTER_MODE!r}; mode is {values['on_malformed']!r}"
+        )
+    if stream is not None:
+        validate_name(stream, "deadLetterStream")
+
+
 def parse_read_options(
     options: Mapping[str, Any], *, need_stream: bool = True, queries: str | None = "batch"
 ) -> ReadOptions:
@@ -408,6 +444,7 @@ def parse_read_options(
             )
         values["stream"] = path
     connect = _connect_options(values)
+    _check_formats(values, READ_SPECS)
     values = {**_READ_DEFAULTS, **values}
     if values["kv"] is not None:
         kv_stream = bucket_stream(values["kv"])
@@ -419,6 +456,7 @@ def parse_read_options(
         values["stream"] = kv_stream
     _check_excludes(values, READ_SPECS)
     _check_as_of(values)
+    _check_dead_letter(values)
     stream = values.pop("stream")
     if stream is None and need_stream and not (values["streams"] or values["stream_pattern"]):
         raise BadInputError(
@@ -432,6 +470,16 @@ def parse_read_options(
             "option 'startingOffsets': 'latest' applies to spark.readStream only; a batch "
             "read from the latest message would read nothing (use startingSequence or "
             "startingTime to skip older messages)"
+        )
+    if values["consumer_group"] is not None and values["consumer"] is None:
+        raise BadInputError(
+            "option 'consumerGroup' is a priority group of the durable consumer named by "
+            "option 'consumer'; give that option too"
+        )
+    if values["consumer_pin_timeout"] is not None and values["consumer_group"] is None:
+        raise BadInputError(
+            "option 'consumerPinTimeout' is the pin timeout of option 'consumerGroup'; "
+            "give that option too"
         )
     if values["consumer"] is not None:
         validate_name(values["consumer"], "consumer")
@@ -478,6 +526,7 @@ def parse_write_options(options: Mapping[str, Any], *, queries: str = "batch") -
     ignore = ("checkpointlocation",) if queries == "stream" else ()
     values = _collect(options, _WRITE_INDEX, "write", ignore=ignore, queries=queries)
     connect = _connect_options(values)
+    _check_formats(values, WRITE_SPECS)
     values = {**_WRITE_DEFAULTS, **values}
     _check_excludes(values, WRITE_SPECS)
     # Both name the stream every message must land in: a name the server could never

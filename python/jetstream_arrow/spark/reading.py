@@ -23,6 +23,7 @@ from ..exceptions import (
     JetStreamArrowError,
 )
 from .columns import conform, kv_schema, message_schema
+from .dead_letters import DeadLetterRouter, routes_dead_letters
 from .options import ReadOptions
 from .stream_lookup import PATIENCE, stream_state
 from .value_codec import read_codec
@@ -50,7 +51,11 @@ def checked_schema(opts: ReadOptions, schema: StructType) -> StructType:
         from .value_codec import check_value_read_schema
 
         return check_value_read_schema(opts, schema)
-    expected = kv_schema() if opts.kv is not None else message_schema(opts.include_headers)
+    expected = (
+        kv_schema()
+        if opts.kv is not None
+        else message_schema(opts.include_headers, opts.include_ttl)
+    )
     if [(f.name, f.dataType) for f in schema.fields] != [
         (f.name, f.dataType) for f in expected.fields
     ]:
@@ -157,7 +162,9 @@ def read_range(
     gets fewer messages than the range holds. With ``failOnDataLoss``, an unfiltered
     read checks each batch that skipped sequences, and its end, against the stream's
     head (:func:`check_removed_while_read`), so messages removed while the range is
-    read are named, not skipped.
+    read are named, not skipped. In mode ``deadletter`` each batch's payloads that do
+    not decode are published to the dead-letter stream before its good rows are
+    yielded (:mod:`.dead_letters`).
     """
     state = stream_state(client, stream, opts.resume_timeout)
     # A read through a durable consumer (option 'consumer') re-reads the messages the
@@ -172,6 +179,12 @@ def read_range(
     last = int(state.last_seq) if end is None else min(end, int(state.last_seq))
     if start > last:
         return
+    codec = read_codec(opts, target)
+    router = (
+        DeadLetterRouter(client, opts, codec)
+        if codec is not None and routes_dead_letters(opts)
+        else None
+    )
     reader = client.read(
         stream,
         start_seq=start,
@@ -179,7 +192,7 @@ def read_range(
         subjects=list(subjects) if subjects else None,
         # "auto": short ranges (small streaming micro-batches) by direct gets.
         method="direct" if through_consumer else "auto",
-        codec=read_codec(opts, target),
+        codec=codec,
         **opts.reader_kwargs(),
     )
     next_seq = start
@@ -190,7 +203,11 @@ def read_range(
                     skipped = skipped_sequences(batch.column("seq"), next_seq)
                     check_removed_while_read(client, stream, skipped, what, opts.resume_timeout)
                 next_seq = int(batch.column("seq")[-1].as_py()) + 1
-                yield conform(batch, target)
+                if router is not None:
+                    # Published (acknowledged) before the good rows are handed on.
+                    batch = router.good_rows(batch)
+                if batch.num_rows:
+                    yield conform(batch, target)
     finally:
         # Also when Spark stops early (a limit) or the task is cancelled: the
         # reader's consumer is deleted on the server right away.

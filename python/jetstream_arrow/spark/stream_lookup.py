@@ -130,7 +130,12 @@ def streams_of(
     and decides what a stream gone since the last one means)."""
     filters = tuple(subjects) if subjects is not None else opts.subjects
     if not opts.several_streams:
-        info = _stream_info(client, opts.stream, opts.resume_timeout)
+        try:
+            info = _stream_info(client, opts.stream, opts.resume_timeout)
+        except BadInputError:
+            if not missing_ok:
+                raise
+            return {}
         return {opts.stream: _chosen(info, filters)}
     infos: dict[str, Any] = {}
     holders: dict[str, set[str]] = {}

@@ -256,7 +256,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         """The positions ending the next micro-batch, or None when it would read
         nothing and no stream came or went."""
         opts = self.opts
-        chosen = self._chosen(missing_ok=self.several)
+        chosen = self._chosen(missing_ok=True)
         states = {s: it.state for s, it in chosen.items()}
         self.created = {s: it.created for s, it in chosen.items()}
         recorded = identities_of(start, self.several, opts.stream)
@@ -267,6 +267,8 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.gone = [s for s in begun if s not in states]
         for stream in self.gone:
             self._drop_gone(stream)
+        if not self.several and self.gone:
+            return None  # nothing to read until a stream of that name is created again
         # Streams that appeared since the last micro-batch (not in a run with
         # trigger(availableNow=True): they are left for the next run).
         added = {
@@ -392,9 +394,10 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             raise DataLossError(
                 f"option 'failOnDataLoss': stream {stream!r}, which the query reads, is "
                 "gone (deleted, or it no longer stores option 'subjects') and its unread "
-                "messages with it. Set failOnDataLoss=false to read the other streams on."
+                "messages with it. Set failOnDataLoss=false to read on without it (a "
+                "stream created again under its name is read from its first message)."
             )
-        log.warning("stream %r is gone: the query reads the other streams on", stream)
+        log.warning("stream %r is gone: the query reads on without it", stream)
 
     def reportLatestOffset(self) -> dict[str, Any]:
         """Each stream's end, for the query's progress, as latestOffset saw it a moment
@@ -459,12 +462,12 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 ranges[stream] = (first, end_seq - 1)
         subjects: dict[str, tuple[str, ...] | None] = {}
         present = self._chosen(missing_ok=True) if ranges else {}
+        # A stream gone since the micro-batch was planned: with failOnDataLoss its
+        # messages are lost, else the other streams are read (of one, none).
+        for stream in [s for s in ranges if s not in present]:
+            self._drop_gone(stream)
+            del ranges[stream]
         if self.several:
-            # A stream gone since the micro-batch was planned: with failOnDataLoss
-            # its messages are lost, else the other streams are read.
-            for stream in [s for s in ranges if s not in present]:
-                self._drop_gone(stream)
-                del ranges[stream]
             subjects = {s: present[s].subjects for s in ranges}
             for stream in [s for s in ranges if subjects[s] == ()]:
                 del ranges[stream]

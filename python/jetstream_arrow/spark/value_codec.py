@@ -7,7 +7,7 @@ by their names and types, and either one struct column ``value`` or the value's
 fields as columns (flattened). Without either, a JSON or Arrow value schema comes from
 ``valueSchema`` (a Spark schema as JSON) or is inferred from the stream's first
 messages (the core samples them) when the query is planned; an Avro one is derived
-from the Avro schema, a Protobuf one from the message's descriptor.
+from ``avroSchema``, a Protobuf one from the descriptor of ``protobufMessage``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from ..codec import ValueCodec
 from ..exceptions import BadInputError
 from .columns import kv_schema, message_schema
 from .connection_cache import get_client
+from .option_specs import DEAD_LETTER_MODE
 from .stream_lookup import streams_of
 
 if TYPE_CHECKING:
@@ -45,36 +46,42 @@ def _avro_schemas_by_id(text: str | None) -> dict[int, str] | None:
 
 
 def _format_options(opts: ReadOptions | WriteOptions) -> dict[str, object]:
-    """What ``valueSchema`` and the format's own options mean for the codec: the Avro
-    schema, or the Protobuf message's name and descriptor set."""
+    """What the format's own options mean for the codec: the Avro schema and framing,
+    or the Protobuf message's name and descriptor set. ``valueSchema``, their earlier
+    spelling, stands for ``avroSchema`` and ``protobufMessage`` (the parser refuses
+    both given at once)."""
     if opts.value_format == "avro":
-        return {"avro_schema": opts.value_schema, "avro_framing": opts.avro_framing}
+        avro_schema = opts.avro_schema if opts.avro_schema is not None else opts.value_schema
+        return {"avro_schema": avro_schema, "avro_framing": opts.avro_framing}
     if opts.value_format == "protobuf":
-        if opts.value_schema is None or opts.protobuf_descriptor is None:
+        message = opts.protobuf_message if opts.protobuf_message is not None else opts.value_schema
+        if message is None or opts.protobuf_descriptor is None:
             raise BadInputError(
-                "option 'valueFormat' protobuf needs options 'valueSchema' (the message's "
-                "full name, package.Message) and 'protobufDescriptorFile' (a descriptor "
-                "set: protoc --include_imports --descriptor_set_out=FILE)"
+                "option 'valueFormat' protobuf needs options 'protobufMessage' (the "
+                "message's full name, package.Message) and 'protobufDescriptorFile' (a "
+                "descriptor set: protoc --include_imports --descriptor_set_out=FILE)"
             )
-        return {
-            "protobuf_message": opts.value_schema,
-            "protobuf_descriptor": opts.protobuf_descriptor,
-        }
+        return {"protobuf_message": message, "protobuf_descriptor": opts.protobuf_descriptor}
     return {}
 
 
-def _carries_schema(opts: ReadOptions) -> bool:
-    """Whether the format's schema comes with its options (Avro, Protobuf), not from
-    the Arrow schema Spark expects."""
+def carries_schema(opts: ReadOptions) -> bool:
+    """Whether the value's schema comes from the format's own options (Avro's
+    ``avroSchema``, Protobuf's ``protobufMessage``), not from a Spark schema (given in
+    ``valueSchema``, inferred, or the one Spark expects)."""
     return opts.value_format in ("avro", "protobuf")
 
 
 def _read_codec(opts: ReadOptions, schema: pa.Schema | None, flatten: bool) -> ValueCodec:
-    carries = _carries_schema(opts)
+    carries = carries_schema(opts)
     return ValueCodec(
         format=opts.value_format,  # type: ignore[arg-type]
         schema=None if carries else schema,
-        on_malformed=opts.on_malformed,  # type: ignore[arg-type]
+        # Mode deadletter is the Spark source's: the core keeps the payloads that do
+        # not decode (in _corrupt_record), and the task publishes them.
+        on_malformed=(
+            "permissive" if opts.on_malformed == DEAD_LETTER_MODE else opts.on_malformed  # type: ignore[arg-type]
+        ),
         flatten=flatten,
         avro_schemas_by_id=(
             _avro_schemas_by_id(opts.avro_schemas_by_id) if opts.value_format == "avro" else None
@@ -107,8 +114,9 @@ def _stream_to_infer_from(client: Any, opts: ReadOptions) -> tuple[str, tuple[st
 
 
 def value_struct(opts: ReadOptions) -> StructType:
-    """The Spark type of the value: from ``valueSchema``, or inferred (driver side)."""
-    if _carries_schema(opts):
+    """The Spark type of the value: from the format's own options (Avro, Protobuf),
+    from ``valueSchema``, or inferred (driver side)."""
+    if carries_schema(opts):
         return _from_arrow(pa.schema(_core.value_schema(_read_codec(opts, None, False))))
     if opts.value_schema is not None:
         # A data source's schema is asked for in a Python worker, where Spark's DDL
@@ -143,7 +151,7 @@ def read_schema(opts: ReadOptions) -> StructType:
     value format (and ``_corrupt_record`` in mode ``permissive``)."""
     if opts.kv is not None:
         return kv_schema()
-    messages = message_schema(opts.include_headers)
+    messages = message_schema(opts.include_headers, opts.include_ttl)
     if opts.value_format is None:
         return messages
     fields = [f for f in messages.fields if f.name != "data"]
@@ -156,7 +164,7 @@ def read_schema(opts: ReadOptions) -> StructType:
 def check_value_read_schema(opts: ReadOptions, schema: StructType) -> StructType:
     """A user-given schema of a read with a value format: message columns must have
     their types; the other fields are the value's."""
-    known = {f.name: f.dataType for f in message_schema(True).fields}
+    known = {f.name: f.dataType for f in message_schema(True, True).fields}
     known[_core.CORRUPT_RECORD_COLUMN] = BinaryType()
     for f in schema.fields:
         if f.name == "data":
@@ -171,6 +179,8 @@ def check_value_read_schema(opts: ReadOptions, schema: StructType) -> StructType
             )
         if f.name == "headers" and not opts.include_headers:
             raise BadInputError("column 'headers' needs option includeHeaders=true")
+        if f.name == "ttl" and not opts.include_ttl:
+            raise BadInputError("column 'ttl' needs option includeTtl=true")
     if not any(f.name not in MESSAGE_COLUMNS for f in schema.fields):
         raise BadInputError(
             f"option 'valueFormat': the schema {schema.simpleString()} names no field of the value"

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import WriterCommitMessage
 
 from .._read_ahead import ReadAhead
+from .._subjects import subject_matches
 from ..exceptions import BadInputError, JetStreamArrowError, NotFoundError, PublishError
 from ..kv import KvColumns
 from .columns import PublishColumns
@@ -77,6 +78,43 @@ def check_expected_stream(opts: WriteOptions) -> None:
             f"{client.options.js_api_prefix}): create it first with the subjects the rows "
             f"are published to, e.g. client.create_stream({name!r}, subjects=[...])"
         ) from None
+
+
+class StreamSubjects:
+    """The subjects a stream stores, to refuse rows that another stream would store:
+    a counter increment goes without the ``Nats-Expected-Stream`` header that refuses
+    them elsewhere, and would count in another stream's counter."""
+
+    def __init__(self, client: Any, stream: str, subject: str | None) -> None:
+        config = client.stream_info(stream, resume_timeout=PATIENCE).config
+        self.stream = stream
+        self.filters = list(config.subjects or [])
+        self.subject = subject  # option 'subject': every row's, without a subject column
+        self.rows = 0
+
+    def checked(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            if "subject" in batch.schema.names:
+                subjects = batch.column("subject")
+                for subject in pc.unique(subjects).to_pylist():
+                    if subject is not None and not self._stores(subject):
+                        row = self.rows + int(pc.index(subjects, subject).as_py())
+                        self._refuse(subject, f"row {row} of this task's input")
+            elif self.subject is not None and not self._stores(self.subject):
+                self._refuse(self.subject, "option 'subject'")
+            self.rows += batch.num_rows
+            yield batch
+
+    def _stores(self, subject: str) -> bool:
+        return any(subject_matches(f, subject) for f in self.filters)
+
+    def _refuse(self, subject: str, where: str) -> None:
+        raise BadInputError(
+            f"{where}: stream {self.stream!r} (named by option 'stream', 'expectedStream' "
+            f"or the path given to save()) does not store subject {subject!r} (its "
+            f"subjects: {', '.join(self.filters) or 'none'}); the increment would count "
+            "in another stream's counter or in none"
+        )
 
 
 @dataclass
@@ -139,9 +177,7 @@ def write_columns(opts: WriteOptions, schema: pa.Schema) -> WriteColumns:
         msg_id_column=opts.msg_id_column,
         encoded=opts.value_format is not None,
     )
-    codec = write_codec(opts)
-    if codec is not None:
-        columns.check_encoding(schema, codec)
+    columns.check(schema, opts.subject, write_codec(opts))
     return columns
 
 
@@ -170,6 +206,14 @@ def publish_batches(
     next batch overlaps the publishing of this one, and the ack window stays full
     across batches. An engine error says what was stored before it."""
     client = get_client(opts.connect)
+    kwargs = opts.publisher_kwargs()
+    stored_by: StreamSubjects | None = None
+    if isinstance(columns, PublishColumns) and columns.increment is not None:
+        # The server refuses a counter increment with any expectation header: each
+        # row's subject is checked against the named stream's before it is sent.
+        kwargs.pop("expected_stream", None)
+        if opts.expected_stream is not None:
+            stored_by = StreamSubjects(client, opts.expected_stream, opts.subject)
     publisher = client.publisher(
         opts.subject,
         msg_id_prefix=msg_id_prefix,
@@ -177,13 +221,15 @@ def publish_batches(
         codec=write_codec(opts),
         # A KV delete or purge is a header that steers how the stream stores it.
         keep_control_headers=True if opts.kv is not None else None,
-        **opts.publisher_kwargs(),
+        **kwargs,
     )
     selected = (
         columns.select_all(b for b in batches if b.num_rows)
         if isinstance(columns, KvColumns)
         else (columns.select(batch) for batch in batches if batch.num_rows)
     )
+    if stored_by is not None:
+        selected = stored_by.checked(selected)
     read_ahead = ReadAhead(selected, depth=2, name="jetstream-arrow-spark-input")
     try:
         results = publisher.publish_batches(read_ahead)

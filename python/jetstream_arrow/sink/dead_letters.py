@@ -1,0 +1,145 @@
+"""Payloads that do not decode, published to a dead-letter stream before the commit
+that moves a sink's position past them.
+
+Each goes with its original bytes, the decoder's error and its source (headers
+``Jetstream-Arrow-Error``, ``-Source-Stream``, ``-Source-Subject``, ``-Source-Seq``)
+under msg id ``<stream>:<seq>``: a sink that publishes it again after a restart adds
+nothing, as long as it does so within the dead-letter stream's duplicate window.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from typing import Any
+
+import pyarrow as pa
+
+from .. import _core
+from ..codec import ValueCodec
+from ..exceptions import BadInputError, JetStreamArrowError, MalformedPayloadError
+
+ERROR_HEADER = "Jetstream-Arrow-Error"
+SOURCE_STREAM_HEADER = "Jetstream-Arrow-Source-Stream"
+SOURCE_SUBJECT_HEADER = "Jetstream-Arrow-Source-Subject"
+SOURCE_SEQ_HEADER = "Jetstream-Arrow-Source-Seq"
+
+
+def dead_letter_subject(client: Any, dead_letter_stream: str, option: str) -> str:
+    """The subject dead letters are published to: the dead-letter stream's first
+    subject, its last token ``>`` or ``*`` taken as ``dead``."""
+    subjects = client.stream_info(dead_letter_stream).config.subjects or []
+    if not subjects:
+        raise BadInputError(
+            f"{option} {dead_letter_stream!r}: the stream takes no subjects to publish to"
+        )
+    tokens = subjects[0].split(".")
+    if tokens[-1] in ("*", ">"):
+        tokens[-1] = "dead"
+    if any(t in ("*", ">") for t in tokens):
+        raise BadInputError(
+            f"{option} {dead_letter_stream!r}: its first subject {subjects[0]!r} has a "
+            "wildcard before its last token; give the stream a subject such as 'dead.>'"
+        )
+    return ".".join(tokens)
+
+
+_READ_MODE_ADVICE = re.compile(r" \(mode 'failfast'; .*\)$")
+
+#: How many payloads of a commit that parse (as JSON) or are not JSON have their
+#: error told by the decoder itself, each read again alone: on a large stream each such
+#: read costs tens of milliseconds (the server counts what a consumer has pending).
+DECODER_ERRORS_PER_COMMIT = 10
+
+
+_JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number"}
+_JSON_KINDS.update({bool: "a boolean", type(None): "null"})
+
+
+def error_texts(
+    client: Any,
+    malformed: pa.Table,
+    codec: ValueCodec,
+    value: pa.DataType,
+    budget: list[int],
+) -> list[str]:
+    """Why each of the ``malformed`` rows did not decode. A JSON payload that does not
+    parse is told by Python's parser, at no cost; the others by the decoder, reading
+    the message again, for as many as ``budget[0]`` allows (it is spent), then in
+    general words."""
+    texts = []
+    for stream, seq, payload in zip(
+        malformed.column("stream").to_pylist(),
+        malformed.column("seq").to_pylist(),
+        malformed.column(_core.CORRUPT_RECORD_COLUMN).to_pylist(),
+        strict=True,
+    ):
+        if codec.format == "json":
+            try:
+                value = json.loads(payload)
+            except ValueError as e:
+                texts.append(f"stream {stream!r} seq {seq}: the payload is not JSON: {e}")
+                continue
+            if not isinstance(value, dict):
+                texts.append(
+                    f"stream {stream!r} seq {seq}: the payload is JSON but not an object: "
+                    f"it is {_JSON_KINDS.get(type(value), 'a value')}"
+                )
+                continue
+        if budget[0] > 0:
+            budget[0] -= 1
+            texts.append(error_text(client, stream, seq, codec, value))
+        else:
+            texts.append(
+                f"stream {stream!r} seq {seq}: the payload did not decode as {codec.format} "
+                "of the value's schema"
+            )
+    return texts
+
+
+def error_text(client: Any, stream: str, seq: int, codec: ValueCodec, value: pa.DataType) -> str:
+    """What the decoder says of the payload at ``seq``: the message read again alone,
+    failing fast, with the schema the batch was decoded with."""
+    settings: dict[str, Any] = {"on_malformed": "failfast"}
+    if codec.format in ("json", "arrow") and codec.schema is None and pa.types.is_struct(value):
+        settings["schema"] = pa.schema(list(value))
+    try:
+        with client.read(
+            stream, start_seq=seq, end_seq=seq, codec=dataclasses.replace(codec, **settings)
+        ) as reader:
+            reader.read_all()
+    except MalformedPayloadError as e:
+        # The error's advice on the read's modes is about that one read, not the sink.
+        return _READ_MODE_ADVICE.sub("", str(e))
+    except JetStreamArrowError:
+        # The message cannot be read again (a work queue refuses a second consumer,
+        # API error 10084; or it is gone): its error is told in general words.
+        pass
+    return f"stream {stream!r} seq {seq}: the payload did not decode as {codec.format}"
+
+
+def dead_letters(malformed: pa.Table, errors: list[str], subject: str) -> pa.Table:
+    """The messages that carry ``malformed`` rows to the dead-letter stream."""
+    streams = malformed.column("stream").to_pylist()
+    subjects = malformed.column("subject").to_pylist()
+    seqs = malformed.column("seq").to_pylist()
+    headers = [
+        [
+            (ERROR_HEADER, error.replace("\r", " ").replace("\n", " ")),
+            (SOURCE_STREAM_HEADER, stream),
+            (SOURCE_SUBJECT_HEADER, source_subject),
+            (SOURCE_SEQ_HEADER, str(seq)),
+        ]
+        for error, stream, source_subject, seq in zip(errors, streams, subjects, seqs, strict=True)
+    ]
+    return pa.table(
+        {
+            "subject": pa.array([subject] * malformed.num_rows, pa.string()),
+            "data": malformed.column(_core.CORRUPT_RECORD_COLUMN),
+            "headers": pa.array(headers, pa.map_(pa.string(), pa.string())),
+            "msg_id": pa.array(
+                [f"{s}:{q}" for s, q in zip(streams, seqs, strict=True)], pa.string()
+            ),
+        }
+    )

@@ -1,0 +1,112 @@
+"""A Delta Lake table as a sink's target, through the ``deltalake`` package.
+
+Each commit is one Delta transaction holding the rows it appends and, for each
+stream they came from, an app transaction ``(jetstream-arrow:<stream>, last sequence)``.
+The position and the rows are in the log together or not at all, so a sink that starts
+again reads its position from the table and needs no state of its own.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from ..exceptions import BadInputError, JetStreamArrowError
+from .rows import merged_schema
+
+#: The app id of a stream's position in a table's log is this prefix and its name.
+APP_ID_PREFIX = "jetstream-arrow:"
+
+
+def app_id(stream: str) -> str:
+    """The Delta app transaction id that holds the position of ``stream``."""
+    return f"{APP_ID_PREFIX}{stream}"
+
+
+def _deltalake() -> Any:
+    try:
+        import deltalake
+    except ImportError:
+        raise BadInputError(
+            "a Delta Lake target needs the deltalake package: pip install 'jetstream-arrow[delta]'"
+        ) from None
+    return deltalake
+
+
+class DeltaTarget:
+    """A Delta Lake table in the directory ``path``, created by the first commit.
+
+    One sink writes a table's rows of a stream at a time: its position is checked
+    against the log before each commit, and a sink that finds another one's there
+    stops rather than write rows twice."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self._deltalake = _deltalake()
+        self._schema: pa.Schema | None = None
+        self._partitions: list[str] | None = None
+        # The positions this sink last read or wrote, per stream.
+        self._expected: dict[str, int] = {}
+
+    def __repr__(self) -> str:
+        return f"DeltaTarget({self.path!r})"
+
+    def _table(self) -> Any:
+        deltalake = self._deltalake
+        if not deltalake.DeltaTable.is_deltatable(self.path):
+            return None
+        return deltalake.DeltaTable(self.path)
+
+    def positions(self, streams: Sequence[str]) -> dict[str, int]:
+        """The last sequence of each stream the table holds (0: none)."""
+        table = self._table()
+        if table is None:
+            self._expected = dict.fromkeys(streams, 0)
+        else:
+            self._schema = pa.schema(table.schema().to_arrow())
+            self._partitions = list(table.metadata().partition_columns)
+            self._expected = {s: int(table.transaction_version(app_id(s)) or 0) for s in streams}
+        return dict(self._expected)
+
+    def commit(
+        self, rows: pa.Table, positions: Mapping[str, int], partition_by: Sequence[str]
+    ) -> None:
+        """Append ``rows`` and move each stream's position to ``positions`` in one
+        Delta transaction."""
+        deltalake = self._deltalake
+        if self._partitions is not None and self._partitions != list(partition_by):
+            raise BadInputError(
+                f"option 'partition_by' {list(partition_by)}: table {self.path} is "
+                f"partitioned by {self._partitions}; a table keeps its partitioning"
+            )
+        table = self._table()
+        if table is not None:
+            for stream in positions:
+                held = int(table.transaction_version(app_id(stream)) or 0)
+                if held > self._expected.get(stream, 0):
+                    raise JetStreamArrowError(
+                        f"table {self.path} holds stream {stream} up to sequence {held}, "
+                        f"past this sink's {self._expected.get(stream, 0)}: another sink "
+                        "writes it; this one stops rather than write rows twice"
+                    )
+        schema = merged_schema(self._schema, rows.schema, f"table {self.path}")
+        transactions = [
+            deltalake.Transaction(app_id(stream), int(seq)) for stream, seq in positions.items()
+        ]
+        try:
+            deltalake.write_deltalake(
+                self.path,
+                rows,
+                mode="append",
+                schema_mode="merge",
+                partition_by=list(partition_by) or None,
+                commit_properties=deltalake.CommitProperties(app_transactions=transactions),
+            )
+        except Exception as e:  # deltalake's errors share no base class of their own
+            raise JetStreamArrowError(f"cannot commit to Delta table {self.path}: {e}") from e
+        self._schema = schema
+        self._partitions = list(partition_by)
+        self._expected.update(positions)

@@ -1,0 +1,198 @@
+"""A sink's work queue: a stream with ``workqueue`` or ``interest`` retention, whose
+messages go once acknowledged, consumed through a durable pull consumer.
+
+A single consumer delivers in stream-sequence order (what it delivers again comes
+before anything new), so the target's position tells exactly which deliveries a run
+that died between its commit and its acks had already landed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.json as pa_json
+
+from ..codec import ValueCodec
+from ..consumers import ConsumedBatch, PullConsumer
+from ..exceptions import BadInputError, NotFoundError
+
+_log = logging.getLogger("jetstream_arrow.sink")
+
+#: The retentions whose streams are consumed through a durable consumer.
+QUEUE_RETENTIONS = ("workqueue", "interest")
+#: The consumer's own columns, not landed.
+DELIVERY_COLUMNS = ("delivered", "consumer_seq")
+#: Added to twice ``commit_seconds`` for the ack wait of a consumer the sink creates:
+#: the time a commit itself may take.
+ACK_WAIT_MARGIN_SECONDS = 60.0
+#: Payloads a schema is inferred from when the codec has none.
+SAMPLE_ROWS = 1000
+
+
+def ack_wait_for(commit_seconds: float) -> float:
+    """How long a delivery may stay unacknowledged: a message is acknowledged after
+    the commit that holds it, at most ``commit_seconds`` after the first pending row
+    plus the commit's own time; past that it would be delivered again within the run
+    (and skipped, as pending)."""
+    return 2 * commit_seconds + ACK_WAIT_MARGIN_SECONDS
+
+
+def _filters(subjects: str | Sequence[str] | None) -> list[str]:
+    if subjects is None:
+        return []
+    return [subjects] if isinstance(subjects, str) else list(subjects)
+
+
+class QueueReader:
+    """The deliveries of one stream's durable consumer, as batches to land."""
+
+    def __init__(self, client: Any, consumer: PullConsumer) -> None:
+        self.client = client
+        self.consumer = consumer
+
+    def fetch(
+        self, rows: int, codec: ValueCodec | None, include_headers: bool
+    ) -> tuple[ConsumedBatch | None, ValueCodec | None]:
+        """Up to ``rows`` messages the consumer has now (None when it has none), and
+        the codec they were decoded with: given no schema, a JSON or Arrow codec gets
+        one inferred from the payloads first delivered (a read, which samples the
+        stream, is refused on a work queue)."""
+        if codec is not None and codec.schema is None and codec.format in ("json", "arrow"):
+            sample = self.consumer.fetch(min(rows, SAMPLE_ROWS), no_wait=True)
+            if len(sample) == 0:
+                return None, codec
+            schema = infer_schema(codec.format, sample.data.column("data").to_pylist())
+            # The sample (nothing else of this run is unacknowledged yet) is delivered
+            # again from the ack floor, in order: decoded with the schema, or to the
+            # next run when there is none.
+            self.client.reset_consumer(self.consumer.stream, self.consumer.name)
+            if schema is None or not len(schema):
+                # An empty value schema would land every later message with no value
+                # columns, and acknowledge (delete) it: nothing is landed instead.
+                raise BadInputError(
+                    f"stream {self.consumer.stream}: no payload of the first {len(sample)} "
+                    f"messages consumer {self.consumer.name!r} delivered decodes as a "
+                    f"{codec.format} object, so no value schema can be inferred; nothing "
+                    "was acknowledged. Give the value schema: in Python "
+                    "ValueCodec(schema=...), on the command line the schema a `load` "
+                    "recorded in the stream's metadata"
+                )
+            # Kept for the run: a field first seen in a later message is not landed.
+            _log.warning(
+                "stream %s: value schema inferred from the first %d messages consumer %r "
+                "delivered, kept for this run (fields first seen later are not landed; "
+                "give a schema to land them): %s",
+                self.consumer.stream,
+                len(sample),
+                self.consumer.name,
+                ", ".join(f"{f.name} {f.type}" for f in schema),
+            )
+            codec = dataclasses.replace(codec, schema=schema)
+        delivered = self.consumer.fetch(
+            rows, no_wait=True, include_headers=include_headers, codec=codec
+        )
+        return (delivered if len(delivered) else None), codec
+
+    def pending(self) -> int:
+        """Messages the consumer has yet to deliver."""
+        return int(self.client.consumer_info(self.consumer.stream, self.consumer.name).num_pending)
+
+    @staticmethod
+    def rows(delivered: ConsumedBatch) -> pa.RecordBatch:
+        """The delivered messages with the columns a read has."""
+        data = delivered.data
+        return data.drop_columns([c for c in DELIVERY_COLUMNS if c in data.schema.names])
+
+
+def infer_schema(value_format: str, payloads: list[bytes | None]) -> pa.Schema | None:
+    """The value schema of the payloads that decode, as a read would infer it (text,
+    64-bit integers and floats, booleans, lists and structs); None when none does."""
+    if value_format == "arrow":
+        for payload in payloads:
+            try:
+                return pa.ipc.open_stream(payload).schema
+            except (pa.ArrowInvalid, TypeError):
+                continue
+        return None
+    lines = []
+    for payload in payloads:
+        try:
+            value = json.loads(payload or b"")
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            lines.append(json.dumps(value).encode())
+    if not lines:
+        return None
+    options = pa_json.ReadOptions(block_size=max(1 << 20, sum(map(len, lines)) + len(lines)))
+    table = pa_json.read_json(io.BytesIO(b"\n".join(lines)), read_options=options)
+    return pa.schema([f.with_type(_as_read_infers(f.type)) for f in table.schema])
+
+
+def _as_read_infers(t: pa.DataType) -> pa.DataType:
+    """pyarrow's JSON inference made the decoder's: dates and times stay text, a
+    field seen only null is text."""
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_as_read_infers(f.type)) for f in t])
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(_as_read_infers(t.value_type))
+    if pa.types.is_null(t) or pa.types.is_temporal(t):
+        return pa.string()
+    return t
+
+
+def open_queue(
+    client: Any,
+    stream: str,
+    durable: str,
+    *,
+    subjects: str | Sequence[str] | None,
+    commit_rows: int,
+    commit_seconds: float,
+    batch_rows: int,
+) -> QueueReader:
+    """Bind to the durable pull consumer ``durable`` of ``stream``, created if
+    missing; refused when it exists and cannot serve a sink. Whatever it delivered
+    and nobody acknowledged (a sink that died) is delivered again now, not after its
+    ack wait."""
+    filters = _filters(subjects)
+    try:
+        info = client.consumer_info(stream, durable)
+    except NotFoundError:
+        info = client.create_consumer(
+            stream,
+            durable_name=durable,
+            ack_policy="explicit",
+            ack_wait=ack_wait_for(commit_seconds),
+            max_ack_pending=commit_rows + 2 * batch_rows,
+            filter_subjects=filters or None,
+        )
+    config = info.config
+    where = f"option 'durable': consumer {durable!r} of stream {stream}"
+    if config.deliver_subject is not None:
+        raise BadInputError(f"{where} is a push consumer; the sink needs a pull consumer")
+    if config.ack_policy != "explicit":
+        raise BadInputError(
+            f"{where} has ack policy {config.ack_policy!r}; the sink acknowledges each "
+            "message after its commit and needs 'explicit'"
+        )
+    if sorted(config.filter_subjects or []) != sorted(filters):
+        raise BadInputError(
+            f"{where} filters subjects {config.filter_subjects or []}, the sink was given "
+            f"{filters}: name another consumer, or give the same filters"
+        )
+    limit = config.max_ack_pending
+    if limit is not None and 0 < limit < commit_rows + batch_rows:
+        raise BadInputError(
+            f"{where} allows {limit} unacknowledged messages, fewer than a commit's "
+            f"rows and a batch ({commit_rows + batch_rows}): lower 'commit_rows' "
+            "(--commit-rows) or raise the consumer's max_ack_pending"
+        )
+    client.reset_consumer(stream, durable)
+    return QueueReader(client, client.pull_consumer(stream, durable, ack_policy="explicit"))

@@ -1,0 +1,187 @@
+"""The rows a sink lands: a read's batch split into the rows that decoded and those
+that did not, its decoded value's fields as columns beside the message columns, the
+partition columns, and the check that a batch's columns fit the table's."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import _core
+from ..exceptions import BadInputError
+
+#: The columns every landed row has, from its message (``headers`` when asked for).
+MESSAGE_COLUMNS = ("stream", "subject", "seq", "timestamp", "headers")
+#: A value field named like a message column lands under this prefix: the message
+#: columns are what the sink's exactly-once checks and a reader's joins rely on.
+RENAMED_VALUE_PREFIX = "value_"
+
+_TOKEN = re.compile(r"^subject_token_([1-9]\d*)$")
+PARTITION_HELP = "date (UTC day of the timestamp) or subject_token_N (the Nth token, from 1)"
+
+
+@dataclass(frozen=True)
+class SplitBatch:
+    """One read batch: the rows to land, the rows whose payload did not decode
+    (``stream``, ``subject``, ``seq``, ``_corrupt_record``), and the last stream
+    sequence the batch covers."""
+
+    rows: pa.Table
+    malformed: pa.Table
+    through_seq: int
+
+
+def split(batch: pa.RecordBatch, partition_by: Sequence[str]) -> SplitBatch:
+    """The rows of ``batch`` as they land, and the malformed ones set aside."""
+    through_seq = int(batch.column("seq")[-1].as_py())
+    table = pa.Table.from_batches([batch])
+    corrupt = _core.CORRUPT_RECORD_COLUMN
+    malformed = table.schema.empty_table().select([])
+    if corrupt in table.column_names:
+        bad = table.column(corrupt).is_valid()
+        malformed = table.filter(bad).select(["stream", "subject", "seq", corrupt])
+        table = table.filter(pc.invert(bad)).drop_columns([corrupt])
+    if _core.VALUE_COLUMN in table.column_names:
+        table = _value_fields_as_columns(table)
+    table = _nullable(table)
+    for name in partition_by:
+        if name in table.column_names:
+            # The partition column is made from the message: it would take the place
+            # of the value's own field.
+            raise BadInputError(
+                f"option 'partition_by' {name!r}: the value has a field named {name!r}, "
+                f"the name of the partition column; partition by another column, or "
+                "give the codec a schema without that field"
+            )
+        table = table.append_column(name, partition_column(table, name))
+    return SplitBatch(table, malformed, through_seq)
+
+
+def _value_fields_as_columns(table: pa.Table) -> pa.Table:
+    value = table.column(_core.VALUE_COLUMN).combine_chunks()
+    fields: list[pa.Field] = []
+    arrays: list[pa.Array | pa.ChunkedArray] = []
+    for field, column in zip(table.schema, table.columns, strict=True):
+        if field.name != _core.VALUE_COLUMN:
+            fields.append(field)
+            arrays.append(column)
+            continue
+        for i in range(value.type.num_fields):
+            inner = value.type.field(i)
+            name = inner.name
+            if name in MESSAGE_COLUMNS:
+                name = RENAMED_VALUE_PREFIX + name
+            fields.append(inner.with_name(name))
+            arrays.append(value.field(i))
+    return pa.table(arrays, schema=pa.schema(fields))
+
+
+def _nullable(table: pa.Table) -> pa.Table:
+    """Every landed column allows nulls: a later batch may lack a column an earlier
+    one had (a JSON field absent from its sample), and a lake table's columns are
+    added as nullable."""
+    if all(f.nullable for f in table.schema):
+        return table
+    return table.cast(pa.schema([f.with_nullable(True) for f in table.schema]))
+
+
+def check_partition_by(partition_by: Sequence[str], option: str) -> list[str]:
+    """The partition column names, each ``date`` or ``subject_token_N``."""
+    names = list(partition_by)
+    for name in names:
+        if name != "date" and not _TOKEN.match(name):
+            raise BadInputError(f"{option} {name!r}: each partition is {PARTITION_HELP}")
+    if len(set(names)) != len(names):
+        raise BadInputError(f"{option} {names}: a partition column is named twice")
+    return names
+
+
+def partition_column(table: pa.Table, name: str) -> pa.Array:
+    """Column ``date`` (the UTC day of ``timestamp``) or ``subject_token_N``."""
+    if name == "date":
+        return pc.cast(table.column("timestamp"), pa.date32()).combine_chunks()
+    match = _TOKEN.match(name)
+    assert match is not None, name
+    n = int(match.group(1))
+    # Few distinct subjects per batch: each is split once, then taken by index.
+    encoded = pc.dictionary_encode(table.column("subject")).combine_chunks()
+    tokens = [
+        None if s is None or len(s.split(".")) < n else s.split(".")[n - 1]
+        for s in encoded.dictionary.to_pylist()
+    ]
+    return pa.array(tokens, pa.string()).take(encoded.indices)
+
+
+def merged_schema(existing: pa.Schema | None, new: pa.Schema, where: str) -> pa.Schema:
+    """The table's columns then the new ones of ``new``; a column ``new`` gives
+    another type than ``existing`` does is refused, naming it and ``where``."""
+    if existing is None:
+        return new
+    for field in new:
+        i = existing.get_field_index(field.name)
+        if i >= 0 and not same_type(existing.field(i).type, field.type):
+            raise BadInputError(
+                f"column {field.name!r} arrives as {field.type} but is "
+                f"{existing.field(i).type} in {where}: a lake table's column keeps its "
+                "type. Give the codec a schema with that type, or land into another table"
+            )
+    added = [f.with_nullable(True) for f in new if existing.get_field_index(f.name) < 0]
+    return pa.schema([*existing, *added])
+
+
+def concat_refusing_conflicts(tables: Sequence[pa.Table], where: str) -> pa.Table:
+    """The rows of one commit as one table: a column may be missing from some of
+    them, or all null, but one that comes with two types is refused, naming it and
+    both types (``where``: what the rows were read from), not promoted."""
+    seen: dict[str, pa.DataType] = {}
+    for table in tables:
+        for field in table.schema:
+            known = seen.setdefault(field.name, field.type)
+            if pa.types.is_null(known):
+                seen[field.name] = field.type
+            elif not same_type(known, field.type, null_fits=True):
+                raise BadInputError(
+                    f"column {field.name!r} arrives as {field.type} but as {known} in other "
+                    f"rows of the same commit ({where}): a lake table's column keeps one "
+                    "type. Give the codec a schema with that type"
+                )
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
+_SAME = {
+    pa.large_string(): pa.string(),
+    pa.string_view(): pa.string(),
+    pa.large_binary(): pa.binary(),
+    pa.binary_view(): pa.binary(),
+}
+
+
+def same_type(a: pa.DataType, b: pa.DataType, null_fits: bool = False) -> bool:
+    """Whether a column of type ``a`` takes values of type ``b`` unchanged: the same
+    type up to offset widths, child names and nullability. A struct may lack fields
+    of the other (a merge adds them). With ``null_fits``, a null type fits any."""
+    a, b = _SAME.get(a, a), _SAME.get(b, b)
+    if null_fits and (pa.types.is_null(a) or pa.types.is_null(b)):
+        return True
+    if pa.types.is_struct(a) and pa.types.is_struct(b):
+        names = {a.field(i).name: a.field(i).type for i in range(a.num_fields)}
+        return all(
+            same_type(names[b.field(i).name], b.field(i).type, null_fits)
+            for i in range(b.num_fields)
+            if b.field(i).name in names
+        )
+    lists = (pa.types.is_list, pa.types.is_large_list, pa.types.is_list_view)
+    if any(t(a) for t in lists) and any(t(b) for t in lists):
+        return same_type(a.value_type, b.value_type, null_fits)
+    if pa.types.is_map(a) and pa.types.is_map(b):
+        return same_type(a.key_type, b.key_type, null_fits) and same_type(
+            a.item_type, b.item_type, null_fits
+        )
+    if pa.types.is_timestamp(a) and pa.types.is_timestamp(b):
+        # Delta stores timestamps in microseconds, zoned to UTC or without a zone.
+        return (a.tz is None) == (b.tz is None)
+    return bool(a == b)

@@ -1,0 +1,575 @@
+"""The sink's loop: read each stream on from the position its target holds, batch by
+batch, and commit the rows with the new positions every ``commit_rows`` rows or
+``commit_seconds`` seconds. A work-queue or interest stream, whose messages go once
+acknowledged, is consumed through a durable pull consumer instead (see ``queue.py``),
+its messages acknowledged after the commit that holds them. It is one module, the
+loop in one function, because its steps (read, consume, land, commit, acknowledge)
+share the state of one run: the rows pending, the positions and the totals.
+
+Memory is bounded by one commit: a read's batches are at most ``commit_rows`` rows,
+and the rows pending are committed before a batch that would take them past it.
+Nothing but the target holds a position: after a crash the rows read and not
+committed are read again, and the rows committed are not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .._core import CORRUPT_RECORD_COLUMN, DEFAULT_READ_BATCH_ROWS, VALUE_COLUMN
+from ..codec import ValueCodec
+from ..exceptions import BadInputError, MalformedPayloadError, OperationTimeoutError
+from .dead_letters import (
+    DECODER_ERRORS_PER_COMMIT,
+    dead_letter_subject,
+    dead_letters,
+    error_texts,
+)
+from .queue import QUEUE_RETENTIONS, SAMPLE_ROWS, QueueReader, infer_schema, open_queue
+from .rows import (
+    SplitBatch,
+    check_partition_by,
+    concat_refusing_conflicts,
+    partition_column,
+    split,
+)
+
+#: Commit after this many rows, at most (a Parquet file or Delta commit per commit).
+DEFAULT_COMMIT_ROWS = 100_000
+#: ... or this many seconds after the first row pending, whichever comes first.
+DEFAULT_COMMIT_SECONDS = 60.0
+#: The largest ``commit_rows``: a commit's rows are held in memory.
+MAX_COMMIT_ROWS = 10_000_000
+#: The longest ``commit_seconds``: a day.
+MAX_COMMIT_SECONDS = 86_400.0
+#: A following sink looks for new messages this often when it has caught up.
+FOLLOW_POLL_SECONDS = 0.5
+#: A work queue that delivers nothing while it holds messages is asked again after this.
+QUEUE_HELD_BACK_SECONDS = 0.05
+#: Unless following, a work queue that delivers nothing while it holds messages for
+#: ``commit_seconds`` (at least this) fails the run: paused, or held by another client.
+QUEUE_HELD_BACK_MIN_SECONDS = 1.0
+
+
+class Target(Protocol):
+    """Where a sink lands rows: a [`DeltaTarget`][jetstream_arrow.sink.DeltaTarget]
+    or a [`ParquetTarget`][jetstream_arrow.sink.ParquetTarget]."""
+
+    def positions(self, streams: Sequence[str]) -> dict[str, int]: ...
+
+    def commit(
+        self, rows: pa.Table, positions: Mapping[str, int], partition_by: Sequence[str]
+    ) -> None: ...
+
+
+@dataclass(frozen=True)
+class SinkProgress:
+    """How far a sink is, given to ``on_progress`` after each batch read and each
+    commit: ``rows`` landed (committed) and their Arrow ``bytes``, ``dead_letters``
+    published, ``commits``,
+    ``pending`` rows read and not yet committed, ``positions`` (the last sequence
+    committed per stream), ``lag`` (messages each stream holds past that, as of its
+    last look), ``seconds`` since the start."""
+
+    rows: int
+    bytes: int
+    dead_letters: int
+    commits: int
+    pending: int
+    positions: dict[str, int]
+    lag: dict[str, int]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class SinkReport:
+    """What a sink did: ``rows`` landed, ``dead_letters`` published, ``commits``
+    made, the ``positions`` it ended at (last sequence per stream), whether it was
+    ``stopped`` (by ``stop``) rather than caught up, and ``seconds``."""
+
+    rows: int
+    dead_letters: int
+    commits: int
+    positions: dict[str, int]
+    stopped: bool
+    seconds: float
+
+
+@dataclass
+class _Pending:
+    """The rows read and not yet committed, with the positions they reach."""
+
+    rows: list[pa.Table] = field(default_factory=list)
+    malformed: list[tuple[pa.Table, pa.DataType, str]] = field(default_factory=list)
+    positions: dict[str, int] = field(default_factory=dict)
+    #: Work-queue deliveries to acknowledge once this commit is in the target.
+    acks: list[Any] = field(default_factory=list)
+    count: int = 0
+    since: float | None = None
+
+    def add(self, stream: str, batch: SplitBatch, value_type: pa.DataType) -> None:
+        if batch.rows.num_rows:
+            self.rows.append(batch.rows)
+        if batch.malformed.num_rows:
+            self.malformed.append((batch.malformed, value_type, stream))
+        self.count += batch.rows.num_rows + batch.malformed.num_rows
+        self.reach(stream, batch.through_seq)
+
+    def reach(self, stream: str, seq: int) -> None:
+        if seq > self.positions.get(stream, 0):
+            self.positions[stream] = seq
+            if self.since is None:
+                self.since = time.monotonic()
+
+
+#: The message columns a partition column is made from, with no rows.
+_EMPTY_MESSAGES = pa.table(
+    {"subject": pa.array([], pa.string()), "timestamp": pa.array([], pa.timestamp("us", "UTC"))}
+)
+
+
+def _check(
+    streams: Sequence[str], commit_rows: int, commit_seconds: float, batch_rows: int | None
+) -> list[str]:
+    names = [streams] if isinstance(streams, str) else list(streams)
+    if not names:
+        raise BadInputError("option 'streams' names no stream")
+    if len(set(names)) != len(names):
+        raise BadInputError(f"option 'streams' names a stream twice: {names}")
+    if isinstance(commit_rows, bool) or not isinstance(commit_rows, int):
+        raise BadInputError(f"option 'commit_rows' must be an integer, got {commit_rows!r}")
+    if not 1 <= commit_rows <= MAX_COMMIT_ROWS:
+        raise BadInputError(
+            f"option 'commit_rows' must be between 1 and {MAX_COMMIT_ROWS:,}, got {commit_rows}"
+        )
+    if not 0 < commit_seconds <= MAX_COMMIT_SECONDS:
+        raise BadInputError(
+            f"option 'commit_seconds' must be more than 0 and at most {MAX_COMMIT_SECONDS:,.0f}, "
+            f"got {commit_seconds}"
+        )
+    if batch_rows is not None and batch_rows < 1:
+        raise BadInputError(f"option 'batch_rows' must be at least 1, got {batch_rows}")
+    return names
+
+
+def _codecs(
+    codec: ValueCodec | str | Mapping[str, ValueCodec | str | None] | None,
+    streams: list[str],
+    dead_letter_stream: str | None,
+) -> dict[str, ValueCodec | None]:
+    given = codec if isinstance(codec, Mapping) else dict.fromkeys(streams, codec)
+    unknown = sorted(set(given) - set(streams))
+    if unknown:
+        raise BadInputError(f"option 'codec' names streams the sink does not read: {unknown}")
+    out: dict[str, ValueCodec | None] = {}
+    for stream in streams:
+        one = ValueCodec.of(given.get(stream))
+        if one is not None:
+            # The value arrives as one struct column (flattened here, where a field
+            # named like a message column is renamed); with a dead-letter stream,
+            # bad payloads are kept (in _corrupt_record) to be sent there.
+            settings: dict[str, Any] = {"flatten": False}
+            if dead_letter_stream is not None:
+                settings["on_malformed"] = "permissive"
+            one = dataclasses.replace(one, **settings)
+        out[stream] = one
+    return out
+
+
+def _nothing_to_infer_from(error: BadInputError) -> bool:
+    """Whether a read was refused because its sample held no value to infer the
+    value's schema from."""
+    return "no schema was given and the" in str(error) and "messages sampled hold no" in str(error)
+
+
+def run_sink(
+    client: Any,
+    streams: Sequence[str],
+    target: Target,
+    *,
+    follow: bool = False,
+    subjects: Mapping[str, str | Sequence[str]] | None = None,
+    codec: ValueCodec | str | Mapping[str, ValueCodec | str | None] | None = None,
+    include_headers: bool = False,
+    partition_by: Sequence[str] = (),
+    commit_rows: int = DEFAULT_COMMIT_ROWS,
+    commit_seconds: float = DEFAULT_COMMIT_SECONDS,
+    dead_letter_stream: str | None = None,
+    batch_rows: int | None = None,
+    durable: str | None = None,
+    stop: threading.Event | None = None,
+    on_progress: Callable[[SinkProgress], None] | None = None,
+) -> SinkReport:
+    """Land the messages of ``streams`` into ``target`` exactly once, and return
+    what was done.
+
+    Each stream is read from the position ``target`` holds (the last sequence it
+    committed) + 1: until the stream's last sequence when the sink started, or with
+    ``follow``, on and on, looking for new messages every half second once caught
+    up, until ``stop`` is set. Rows are committed, with each stream's new position
+    in the same transaction, every ``commit_rows`` rows or ``commit_seconds``
+    seconds after the first pending row; rows read and not committed when the
+    process dies are read again by the next run, so none is written twice or
+    skipped. Setting ``stop`` (a ``threading.Event``; a signal handler may set it)
+    ends the sink after it commits what it has read.
+
+    - ``subjects``: a subject filter (or several) per stream name.
+    - ``codec``: a [`ValueCodec`][] or format name (or one per stream name): each
+      payload is decoded and its fields land as columns beside ``stream``,
+      ``subject``, ``seq`` and ``timestamp`` (a field named like one of them lands
+      as ``value_<name>``). Without one, the payload lands as the ``data`` column.
+      New columns are added to the table; a column that arrives with another type
+      is refused.
+    - ``include_headers``: a ``headers`` column.
+    - ``partition_by``: ``"date"`` (the UTC day of ``timestamp``) and
+      ``"subject_token_N"`` (the Nth token of the subject) columns to partition by.
+    - ``dead_letter_stream``: payloads that do not decode are published there
+      (acknowledged) before the commit that moves the position past them, with
+      their error and source in headers and msg id ``<stream>:<seq>``; without
+      one, such a payload stops the sink with its error.
+    - ``batch_rows``: rows per read batch (default the read's, at most
+      ``commit_rows``).
+    - ``durable``: the durable pull consumer through which a stream with
+      ``workqueue`` or ``interest`` retention is consumed (such a stream cannot be
+      read by range: its messages go once acknowledged). It is created if missing,
+      with explicit acks; each message is acknowledged after the commit that holds
+      it, and one delivered again at or below the target's position (committed by a
+      run that died before its acks) is acknowledged and not landed again. Required
+      for such streams, refused when no stream is one. One sink per consumer.
+    - ``on_progress``: called with a [`SinkProgress`][jetstream_arrow.sink.SinkProgress]
+      after each batch read and each commit.
+    """
+    names = _check(streams, commit_rows, commit_seconds, batch_rows)
+    if dead_letter_stream is not None and dead_letter_stream in names:
+        # Its dead letters would be read back as messages of the stream, and fail again.
+        raise BadInputError(
+            f"option 'dead_letter_stream' {dead_letter_stream!r} is one of the streams sunk"
+        )
+    codecs = _codecs(codec, names, dead_letter_stream)
+    partitions = check_partition_by(partition_by, "option 'partition_by'")
+    filters = dict(subjects or {})
+    unknown = sorted(set(filters) - set(names))
+    if unknown:
+        raise BadInputError(f"option 'subjects' names streams the sink does not read: {unknown}")
+    rows_per_batch = min(batch_rows or DEFAULT_READ_BATCH_ROWS, commit_rows)
+    dead_subject = (
+        dead_letter_subject(client, dead_letter_stream, "option 'dead_letter_stream'")
+        if dead_letter_stream is not None
+        else None
+    )
+    stop = stop or threading.Event()
+    started = time.monotonic()
+    infos = {s: client.stream_info(s) for s in names}
+    last_seqs = {s: int(infos[s].state.last_seq) for s in names}
+    queued = [s for s in names if infos[s].config.retention in QUEUE_RETENTIONS]
+    if queued and durable is None:
+        raise BadInputError(
+            f"stream {queued[0]} has {infos[queued[0]].config.retention} retention: its "
+            "messages go once acknowledged, so it cannot be read by range; give option "
+            "'durable' (--durable NAME), the durable consumer to land it through"
+        )
+    if durable is not None and not queued:
+        raise BadInputError(
+            f"option 'durable' {durable!r}: no stream sunk has workqueue or interest "
+            "retention (streams with limits retention are read by range, with no consumer)"
+        )
+    committed = target.positions(names)
+    for stream in names:
+        if committed[stream] > last_seqs[stream]:
+            # Sequences only grow: the stream was made again under the same name, and
+            # its messages up to the old position would be skipped without a word.
+            raise BadInputError(
+                f"{target!r} holds stream {stream} up to sequence {committed[stream]}, "
+                f"but the stream's last sequence is {last_seqs[stream]}: it is not the "
+                "stream landed there (made again?); land it into another table"
+            )
+    read_to = dict(committed)
+    queues: dict[str, QueueReader] = {}
+    for stream in queued:
+        assert durable is not None
+        queues[stream] = open_queue(
+            client,
+            stream,
+            durable,
+            subjects=filters.get(stream),
+            commit_rows=commit_rows,
+            commit_seconds=commit_seconds,
+            batch_rows=rows_per_batch,
+        )
+    pending = _Pending()
+    totals = {"rows": 0, "bytes": 0, "dead_letters": 0, "commits": 0}
+
+    def progress() -> None:
+        if on_progress is not None:
+            on_progress(
+                SinkProgress(
+                    rows=totals["rows"],
+                    bytes=totals["bytes"],
+                    dead_letters=totals["dead_letters"],
+                    commits=totals["commits"],
+                    pending=pending.count,
+                    positions=dict(committed),
+                    lag={s: max(last_seqs[s] - committed[s], 0) for s in names},
+                    seconds=time.monotonic() - started,
+                )
+            )
+
+    def acknowledge(acks: list[Any]) -> None:
+        """Acknowledge work-queue deliveries the target holds: a crash before this
+        only makes them come again, at or below the position, and be skipped."""
+        for delivered in acks:
+            delivered.ack()
+        if acks:
+            client.flush()
+
+    def commit() -> None:
+        nonlocal pending
+        if not pending.positions:
+            acknowledge(pending.acks)
+            pending.acks = []
+            return
+        if pending.malformed:
+            assert dead_letter_stream is not None and dead_subject is not None
+            published = 0
+            budget = [DECODER_ERRORS_PER_COMMIT]
+            for malformed, value_type, stream in pending.malformed:
+                stream_codec = codecs[stream]
+                assert stream_codec is not None
+                # A work queue's message cannot be read again alone: it is told in
+                # general words, unless the JSON parser can tell it.
+                errors = error_texts(
+                    client, malformed, stream_codec, value_type, [0] if stream in queues else budget
+                )
+                client.publish(
+                    dead_letters(malformed, errors, dead_subject),
+                    expected_stream=dead_letter_stream,
+                )
+                published += malformed.num_rows
+            totals["dead_letters"] += published
+        rows = (
+            concat_refusing_conflicts(pending.rows, f"streams {sorted(pending.positions)}")
+            if pending.rows
+            else None
+        )
+        if rows is None:
+            # Only positions (and dead letters): the partition columns too, which a
+            # new partitioned table is created with.
+            rows = pa.table({"stream": pa.array([], pa.string())})
+            for name in partitions:
+                rows = rows.append_column(name, partition_column(_EMPTY_MESSAGES, name))
+        target.commit(rows, pending.positions, partitions)
+        committed.update(pending.positions)
+        totals["rows"] += rows.num_rows
+        totals["bytes"] += rows.nbytes
+        totals["commits"] += 1
+        acks, pending = pending.acks, _Pending()
+        progress()
+        acknowledge(acks)
+
+    def due() -> bool:
+        return pending.since is not None and time.monotonic() - pending.since >= commit_seconds
+
+    def land(stream: str, batch: pa.RecordBatch) -> None:
+        """Add a batch read to the rows pending, committing first when they would
+        grow past ``commit_rows`` and after when they reach it or are due."""
+        if pending.count + batch.num_rows > commit_rows:
+            commit()
+        value_type = (
+            batch.schema.field(VALUE_COLUMN).type if VALUE_COLUMN in batch.schema.names else None
+        )
+        pending.add(stream, split(batch, partitions), value_type)
+        read_to[stream] = pending.positions[stream]
+        progress()
+        if pending.count >= commit_rows or due():
+            commit()
+
+    def pass_undecodable_sample(stream: str, end: int) -> None:
+        """Move past what kept a read from inferring the value schema: a range with no
+        message of the read's subjects is behind the sink; payloads that do not decode
+        (JSON: are not objects), up to the first that does, are malformed (sent to the dead-letter
+        stream, or stopping the sink as a malformed payload does). The range is read
+        again from there."""
+        start = read_to[stream] + 1
+        stream_codec = codecs[stream]
+        assert stream_codec is not None
+        # At most what the read sampled, and a batch: the next read looks further.
+        limit = min(stream_codec.sample_rows or SAMPLE_ROWS, rows_per_batch)
+        sample: list[pa.RecordBatch] = []
+        taken = 0
+        with client.read(
+            stream,
+            start_seq=start,
+            end_seq=end,
+            subjects=filters.get(stream),
+            batch_rows=limit,
+        ) as raw:
+            for batch in raw:
+                sample.append(batch.slice(0, limit - taken))
+                taken += sample[-1].num_rows
+                if taken >= limit:
+                    break
+        if taken == 0:
+            # Only other subjects' messages (or none left) up to the range's end.
+            pending.reach(stream, end)
+            read_to[stream] = end
+            return
+        messages = pa.Table.from_batches(sample)
+        payloads = messages.column("data").to_pylist()
+        value_format = stream_codec.format
+        bad = next(
+            (i for i, p in enumerate(payloads) if infer_schema(value_format, [p]) is not None),
+            len(payloads),
+        )
+        if bad == 0:
+            # The read sees no value where these checks see one: a schema is needed.
+            raise BadInputError(
+                f"stream {stream}: no value schema can be inferred from its messages from "
+                f"sequence {start}; give the codec a schema"
+            )
+        malformed = messages.slice(0, bad)
+        seqs = malformed.column("seq").to_pylist()
+        if dead_letter_stream is None:
+            raise MalformedPayloadError(
+                f"stream {stream!r} seq {seqs[0]}: the payload is not "
+                f"{'a JSON object' if value_format == 'json' else 'an Arrow IPC stream'}, and no "
+                "value schema can be inferred from the messages sampled; give the sink a "
+                "dead-letter stream (option 'dead_letter_stream', --dead-letter-stream) to "
+                "set such payloads aside"
+            )
+        malformed = malformed.select(["stream", "subject", "seq", "data"]).rename_columns(
+            ["stream", "subject", "seq", CORRUPT_RECORD_COLUMN]
+        )
+        if pending.count + bad > commit_rows:
+            commit()
+        # Every message of the sample read before the first good one is malformed:
+        # the read's subjects filter out the rest.
+        through = seqs[-1] if bad < len(payloads) or taken >= limit else end
+        pending.add(stream, SplitBatch(pa.table({}), malformed, through), pa.null())
+        read_to[stream] = through
+        progress()
+        if pending.count >= commit_rows or due():
+            commit()
+
+    def consume(stream: str, queue: QueueReader) -> bool:
+        """Take what the work queue delivers, up to about a commit's rows; whether it
+        has nothing more to deliver now (or, unless following, the sink has reached
+        the stream's last sequence when it started)."""
+        taken = 0
+        held_back_since: float | None = None
+        while not stop.is_set() and taken < commit_rows:
+            room = max(min(rows_per_batch, commit_rows - pending.count), 1)
+            delivered, codecs[stream] = queue.fetch(room, codecs[stream], include_headers)
+            if delivered is None:
+                waiting = queue.pending()
+                if follow or waiting == 0:
+                    return True
+                # Held back, not drained: the consumer's unacknowledged messages are at
+                # its max_ack_pending, or acks the server has not applied yet count.
+                commit()
+                now = time.monotonic()
+                if held_back_since is None:
+                    held_back_since = now
+                elif now - held_back_since >= max(commit_seconds, QUEUE_HELD_BACK_MIN_SECONDS):
+                    # Paused, or another client holds what it may deliver: waiting on
+                    # would never end, and the run was asked to end once caught up.
+                    raise OperationTimeoutError(
+                        f"consumer {queue.consumer.name!r} of stream {stream} reports "
+                        f"{waiting} messages pending but delivered none for "
+                        f"{now - held_back_since:.1f} s: it is paused, or another client "
+                        "holds its unacknowledged messages (max_ack_pending); resume it, "
+                        "or run the sink with --follow to wait"
+                    )
+                stop.wait(QUEUE_HELD_BACK_SECONDS)
+                continue
+            held_back_since = None
+            taken += len(delivered)
+            data = queue.rows(delivered)
+            seqs = data.column("seq")
+            if int(pc.max(seqs).as_py()) <= committed[stream]:
+                # Committed by a run that died before its acks: done already.
+                delivered.ack()
+                continue
+            # A message delivered again at or below what this run has read is pending
+            # already (its ack wait ran out): it is acknowledged with the next commit.
+            fresh = data.filter(pc.greater(seqs, read_to[stream]))
+            if pending.count + fresh.num_rows > commit_rows:
+                # Before the batch's acks join the pending ones: a commit acknowledges
+                # only what it holds.
+                commit()
+            pending.acks.append(delivered)
+            if fresh.num_rows:
+                land(stream, fresh)
+            if not follow and read_to[stream] >= last_seqs[stream]:
+                return True
+        return False
+
+    while not stop.is_set():
+        drained: dict[str, bool] = {}
+        for stream in names:
+            if stop.is_set():
+                break
+            if stream in queues:
+                if follow:
+                    last_seqs[stream] = int(client.stream_info(stream).state.last_seq)
+                drained[stream] = consume(stream, queues[stream])
+                continue
+            if follow:
+                last_seqs[stream] = int(client.stream_info(stream).state.last_seq)
+            end = last_seqs[stream]
+            if read_to[stream] >= end:
+                continue
+            try:
+                reader = client.read(
+                    stream,
+                    start_seq=read_to[stream] + 1,
+                    end_seq=end,
+                    subjects=filters.get(stream),
+                    codec=codecs[stream],
+                    include_headers=include_headers,
+                    batch_rows=rows_per_batch,
+                )
+            except BadInputError as e:
+                if not _nothing_to_infer_from(e):
+                    raise
+                pass_undecodable_sample(stream, end)
+                continue
+            with reader:
+                for batch in reader:
+                    if batch.num_rows == 0:
+                        continue
+                    land(stream, batch)
+                    if stop.is_set():
+                        break
+                else:
+                    # The range is read: messages of other subjects up to its end
+                    # are behind the sink too.
+                    if end > read_to[stream]:
+                        pending.reach(stream, end)
+                        read_to[stream] = end
+        caught_up = all(drained.get(s, read_to[s] >= last_seqs[s]) for s in names)
+        if due() or (caught_up and not follow) or (pending.count >= commit_rows):
+            commit()
+        if caught_up and not follow:
+            break
+        if caught_up:
+            wait = FOLLOW_POLL_SECONDS
+            if pending.since is not None:
+                wait = min(wait, max(pending.since + commit_seconds - time.monotonic(), 0.0))
+            stop.wait(wait)
+    commit()
+    return SinkReport(
+        rows=totals["rows"],
+        dead_letters=totals["dead_letters"],
+        commits=totals["commits"],
+        positions=dict(committed),
+        stopped=stop.is_set(),
+        seconds=time.monotonic() - started,
+    )

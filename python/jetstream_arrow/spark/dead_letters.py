@@ -1,0 +1,116 @@
+"""Mode ``deadletter`` of a read with a value format: payloads that do not decode are
+published to option ``deadLetterStream`` and left out of the rows.
+
+Batch reads, streaming reads and ``read_fn`` all read through
+:func:`.reading.read_range`, which decodes with the core's ``permissive`` mode and
+hands each batch to :class:`DeadLetterRouter`: the rows whose ``_corrupt_record`` is
+set are published, acknowledged, before the good rows are yielded. The messages are
+the continuous sink's (:mod:`jetstream_arrow.sink.dead_letters`): the payload's bytes,
+the decoder's error and the source stream, subject and sequence in headers, under msg
+id ``<stream>:<seq>``, so a retried task, or the same read run again, adds nothing
+within the dead-letter stream's duplicate window. A publish that fails fails the task.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import _core
+from ..client import Client
+from ..codec import ValueCodec
+from ..exceptions import BadInputError, JetStreamArrowError, NotFoundError, PublishError
+from ..sink.dead_letters import (
+    DECODER_ERRORS_PER_COMMIT,
+    dead_letter_subject,
+    dead_letters,
+    error_texts,
+)
+from .option_specs import DEAD_LETTER_MODE
+from .options import ReadOptions
+
+OPTION = "option 'deadLetterStream'"
+
+#: The message columns of a decoded batch, besides the value's.
+_NOT_VALUE = frozenset(_core.MESSAGE_COLUMNS)
+
+
+def routes_dead_letters(opts: ReadOptions) -> bool:
+    """Whether a read publishes the payloads that do not decode (mode ``deadletter``)."""
+    return opts.on_malformed == DEAD_LETTER_MODE and opts.dead_letter_stream is not None
+
+
+def _is_read(opts: ReadOptions, stream: str) -> bool:
+    if stream == opts.stream or stream in (opts.streams or ()):
+        return True
+    # A streaming query of a pattern reads the streams created later too.
+    return opts.stream_pattern is not None and re.fullmatch(opts.stream_pattern, stream) is not None
+
+
+def check_dead_letter_stream(client: Client, opts: ReadOptions) -> None:
+    """At planning (driver side): the dead-letter stream exists, takes a subject to
+    publish to, and is not a stream the read reads (its dead letters would be read
+    back as malformed again)."""
+    if not routes_dead_letters(opts):
+        return
+    stream = opts.dead_letter_stream
+    assert stream is not None
+    if _is_read(opts, stream):
+        raise BadInputError(
+            f"{OPTION} {stream!r} is a stream the read reads (option 'stream', 'streams' "
+            "or 'streamPattern'); give a stream of its own for the payloads that do not decode"
+        )
+    try:
+        dead_letter_subject(client, stream, OPTION)
+    except NotFoundError:
+        raise BadInputError(
+            f"{OPTION} {stream!r}: no such stream; create it first (for example on "
+            f"subjects '{stream}.>')"
+        ) from None
+
+
+class DeadLetterRouter:
+    """In a task: publishes a decoded batch's malformed rows to the dead-letter stream
+    and gives back its good rows, without ``_corrupt_record``'s payloads."""
+
+    def __init__(self, client: Client, opts: ReadOptions, codec: ValueCodec) -> None:
+        assert opts.dead_letter_stream is not None
+        self.client = client
+        self.stream = opts.dead_letter_stream
+        self.codec = codec
+        self.subject = dead_letter_subject(client, self.stream, OPTION)
+        # How many errors this task has the decoder tell (each a read of the message
+        # alone); the rest are told in general words.
+        self.budget = [DECODER_ERRORS_PER_COMMIT]
+        self.published = 0
+
+    def good_rows(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        corrupt = batch.column(_core.CORRUPT_RECORD_COLUMN)
+        if corrupt.null_count == len(corrupt):
+            return batch
+        bad = pc.is_valid(corrupt)
+        malformed = pa.Table.from_batches([batch.filter(bad)])
+        errors = error_texts(
+            self.client, malformed, self.codec, self._value_type(batch), self.budget
+        )
+        try:
+            self.client.publish(
+                dead_letters(malformed, errors, self.subject), expected_stream=self.stream
+            )
+        except JetStreamArrowError as err:
+            raise PublishError(
+                f"{OPTION} {self.stream!r}: publishing {malformed.num_rows} dead letter(s) "
+                f"failed, so the task fails (its retry adds nothing twice): {err}",
+                getattr(err, "result", None),
+            ) from err
+        self.published += malformed.num_rows
+        return batch.filter(pc.invert(bad))
+
+    @staticmethod
+    def _value_type(batch: pa.RecordBatch) -> pa.DataType:
+        """The value's type as decoded: column ``value``, or the flattened fields."""
+        if _core.VALUE_COLUMN in batch.schema.names:
+            return batch.schema.field(_core.VALUE_COLUMN).type
+        return pa.struct([f for f in batch.schema if f.name not in _NOT_VALUE])
