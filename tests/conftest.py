@@ -298,15 +298,30 @@ def client(shared_nats_server: NatsServer) -> Iterator[ja.Client]:
 
 
 @pytest.fixture
-def stream(
-    client: ja.Client, unique_name: Callable[[str], str], request: pytest.FixtureRequest
-) -> Iterator[str]:
+def new_stream(
+    client: ja.Client, unique_name: Callable[[str], str]
+) -> Iterator[Callable[..., str]]:
+    """``new_stream("FAST", allow_batched=True)``: a fresh stream on subjects
+    ``<name>.>`` of the shared server, with the configuration given, deleted after
+    the test. The one way tests make their streams on the shared server."""
+    made: list[str] = []
+
+    def make(prefix: str = "S", **config: Any) -> str:
+        name = unique_name(re.sub(r"[^A-Za-z0-9_-]", "_", prefix)[:40])
+        client.create_stream(name, [f"{name}.>"], **config)
+        made.append(name)
+        return name
+
+    yield make
+    for name in made:
+        try:
+            client.delete_stream(name)
+        except NotFoundError:
+            pass
+
+
+@pytest.fixture
+def stream(new_stream: Callable[..., str], request: pytest.FixtureRequest) -> str:
     """A fresh stream on subjects ``<name>.>`` of the shared server, deleted afterwards.
     Its name starts with the test's name, so a server log points at the test."""
-    name = unique_name(re.sub(r"[^A-Za-z0-9_-]", "_", request.node.name)[:40])
-    client.create_stream(name, [f"{name}.>"])
-    yield name
-    try:
-        client.delete_stream(name)
-    except NotFoundError:
-        pass
+    return new_stream(request.node.name)

@@ -1,17 +1,19 @@
 """Fault injection shared by the tests that kill servers or Spark drivers while data
 moves: the stored message count read from the monitoring port, a thread that kills a
 server with ``kill -9`` (and starts it again on the same port and store) as the count
-passes given marks, and a SIGKILL of a streaming query's driver in the middle of a
-micro-batch, told by the query's checkpoint."""
+passes given marks, a server paused for some seconds (SIGSTOP, then SIGCONT), and a
+SIGKILL of a streaming query's driver in the middle of a micro-batch, told by the
+query's checkpoint."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from natsserver import NatsServer
@@ -24,6 +26,22 @@ def stored_messages(server: NatsServer) -> int | None:
         return int(server.monitor("jsz").get("messages", 0))
     except (OSError, ValueError):
         return None
+
+
+@contextlib.contextmanager
+def paused_server(server: NatsServer, seconds: float) -> Iterator[None]:
+    """``server`` paused (SIGSTOP) and resumed ``seconds`` later whatever the body
+    does meanwhile; the body's end waits for the resume."""
+    assert server.process is not None
+    pid = server.process.pid
+    os.kill(pid, signal.SIGSTOP)
+    resume = threading.Timer(seconds, os.kill, (pid, signal.SIGCONT))
+    resume.start()
+    try:
+        yield
+    finally:
+        resume.join()
+        os.kill(pid, signal.SIGCONT)
 
 
 class Killer(threading.Thread):

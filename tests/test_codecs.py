@@ -291,6 +291,37 @@ def test_codec_mistakes_name_the_option(
         client.publish(pa.table({"subject": [f"{stream}.e"]}), codec="json")
 
 
+@pytest.mark.parametrize(
+    ("setting", "value", "formats"),
+    [
+        ("schema", VALUE, ("avro", "protobuf")),
+        ("sample_rows", 5, ("avro", "protobuf")),
+        ("avro_schema", '{"type": "int"}', ("json", "arrow", "protobuf")),
+        ("avro_framing", "confluent", ("json", "arrow", "protobuf")),
+        ("avro_schemas_by_id", {1: '{"type": "int"}'}, ("json", "arrow", "protobuf")),
+        ("avro_schema_id", 1, ("json", "arrow", "protobuf")),
+        ("protobuf_descriptor", b"", ("json", "arrow", "avro")),
+        ("protobuf_message", "p.M", ("json", "arrow", "avro")),
+    ],
+)
+def test_a_setting_of_another_format_is_refused_not_ignored(
+    client: ja.Client, stream: str, setting: str, value: object, formats: tuple[str, ...]
+) -> None:
+    """A codec's settings are its format's: one given for another format would be
+    ignored, so reads, publishes and planners refuse it, naming it and both formats."""
+    publish_raw(client, f"{stream}.e", [b'{"id": 1}'])
+    for fmt in formats:
+        codec = ja.ValueCodec(fmt, **{setting: value})  # type: ignore[arg-type]
+        expected = rf"option '{setting}' is for format .* and the codec's format is {fmt}"
+        with pytest.raises(BadInputError, match=expected):
+            codec.value_schema()
+        with pytest.raises(BadInputError, match=expected):
+            client.read(stream, codec=codec).read_all()
+        with pytest.raises(BadInputError, match=expected):
+            client.publish(pa.table({"subject": [f"{stream}.e"], "id": [2]}), codec=codec)
+    assert client.stream_info(stream).state.messages == 1
+
+
 def test_decoded_reads_and_consumers_go_on_through_a_kill_9(
     nats_server_factory: Callable[..., NatsServer],
 ) -> None:

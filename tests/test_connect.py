@@ -47,9 +47,32 @@ def test_unknown_option_is_named() -> None:
         ({"request_timeout": -1}, "request_timeout"),
         ({"user": "a"}, "password"),
         ({"tls_cert": "/x.pem"}, "tls_key"),
+        ({"password": "p"}, "'password' needs 'user'"),
+        ({"creds": "/a.creds", "creds_content": "x"}, "'creds' and 'creds_content' exclude"),
+        ({"tls_ca": "/a.pem", "tls_ca_content": "x"}, "'tls_ca' and 'tls_ca_content' exclude"),
+        ({"tls_key_content": "k"}, "'tls_cert' and 'tls_key'"),
+        ({"ping_interval": 0.0}, "'ping_interval' must be a positive number"),
+        ({"reconnect_delay": float("nan")}, "'reconnect_delay'"),
+        ({"connect_timeout": 2e9}, "'connect_timeout' must be at most"),
+        ({"connect_timeout": "3"}, "'connect_timeout' must be a number, got '3'"),
+        ({"max_reconnects": -1}, "'max_reconnects'"),
+        ({"max_reconnects": True}, "'max_reconnects' must be a whole number"),
+        ({"max_reconnects": 1.5}, "'max_reconnects' must be a whole number, or None, got 1.5"),
+        ({"connect_timeout": 1e-12}, "'connect_timeout' must be a positive number of seconds"),
+        ({"connect_timeout": -1}, "'connect_timeout' must be a positive number of seconds"),
+        ({"retry_on_initial_connect": 1}, "'retry_on_initial_connect' must be True or False"),
+        # A secret of the wrong type is named by its type, never its value.
+        (
+            {"user": "a", "password": 4321},
+            "'password' must be a string, or None, got a value of type int$",
+        ),
     ],
 )
 def test_invalid_option_values(options: dict[str, object], match: str) -> None:
+    """The core decides: making the options refuses them as connecting does, naming
+    the option, before any server is asked."""
+    with pytest.raises(BadInputError, match=match):
+        ConnectOptions(**options)  # type: ignore[arg-type]
     with pytest.raises(BadInputError, match=match):
         ja.connect("nats://127.0.0.1:1", **options)
 

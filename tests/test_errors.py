@@ -3,9 +3,6 @@ publish stored, streams that do not exist, payload limits, permission violations
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
 import time
 from collections.abc import Callable
 
@@ -14,6 +11,7 @@ import pytest
 
 import jetstream_arrow as ja
 from engine_helpers import read_all, rows, stored_rows, stream_state
+from fault_helpers import paused_server
 from jetstream_arrow.client import PublishResult
 from jetstream_arrow.exceptions import (
     BadInputError,
@@ -295,34 +293,16 @@ def test_publish_to_a_denied_subject_fails_the_rows_with_permission_error(
 # -- ack timeouts -----------------------------------------------------------------------
 
 
-def _paused(server: NatsServer, seconds: float) -> threading.Thread:
-    """SIGSTOP the server now and SIGCONT it after ``seconds`` (in a thread)."""
-    assert server.process is not None
-    pid = server.process.pid
-    os.kill(pid, signal.SIGSTOP)
-
-    def resume() -> None:
-        time.sleep(seconds)
-        os.kill(pid, signal.SIGCONT)
-
-    thread = threading.Thread(target=resume)
-    thread.start()
-    return thread
-
-
 def test_ack_timeouts_are_retried_with_msg_ids(nats_server: NatsServer) -> None:
     """A stalled server: rows with msg ids are sent again after the ack timeout and end
     stored exactly once (or duplicate), none lost."""
     with ja.connect(nats_server.url) as client:
         client.create_stream("T", ["t.>"])
         table = rows(2_000, "t", headers=False)
-        thread = _paused(nats_server, 1.5)
-        try:
+        with paused_server(nats_server, 1.5):
             result = client.publish(
                 table, ack_timeout=0.5, max_retries=10, retry_backoff=0.1, raise_on_error=False
             )
-        finally:
-            thread.join()
         assert result.failed == 0, result.failed_rows().slice(0, 3).to_pylist()
         assert result.stored + result.duplicates == 2_000
         back = read_all(client, "T", include_headers=True)
@@ -334,11 +314,10 @@ def test_ack_timeout_without_msg_id_is_reported_not_retried(nats_server: NatsSer
     with ja.connect(nats_server.url) as client:
         client.create_stream("T", ["t.>"])
         table = rows(5, "t", headers=False, msg_ids=False)
-        thread = _paused(nats_server, 1.5)
-        try:
+        # Paused well past the ack timeout: on a loaded machine the publish may first
+        # send a second after the pause began, and must still see no ack in time.
+        with paused_server(nats_server, 4.0):
             result = client.publish(table, ack_timeout=0.5, raise_on_error=False)
-        finally:
-            thread.join()
         assert result.failed == 5
         for error in result.acks.column("error").to_pylist():
             assert "ack_timeout" in error and "msg id" in error, error
@@ -356,13 +335,12 @@ def test_a_resent_row_with_its_own_check_is_found_stored_by_its_msg_id(
         table = rows(30, "t", headers=False, subjects=30).append_column(
             "expected_last_subject_seq", pa.array([0] * 30, pa.int64())
         )
-        thread = _paused(nats_server, 1.5)
-        try:
+        # Paused well past the ack timeout, so the first sends fall in the pause even
+        # when a loaded machine delays them (the resends' backoff outlasts 4 s).
+        with paused_server(nats_server, 4.0):
             result = client.publish(
                 table, ack_timeout=0.5, max_retries=10, retry_backoff=0.1, raise_on_error=False
             )
-        finally:
-            thread.join()
         assert result.failed == 0, result.failed_rows().slice(0, 3).to_pylist()
         assert result.stored + result.duplicates == 30 and result.duplicates > 0
         back = read_all(client, "T")

@@ -34,15 +34,18 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import gzip
 import inspect
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import threading
 import time
 import uuid
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -57,6 +60,7 @@ import pytest
 import jetstream_arrow as ja
 from cli_helpers import cli, cli_process
 from conftest_spark import SPARK_ERRORS, seqs, spark
+from fault_helpers import paused_server
 from jetstream_arrow import ConsumedBatch, OrderedConsumer, Publisher, PullConsumer, PushConsumer
 from jetstream_arrow.cli import build_parser
 from jetstream_arrow.exceptions import (
@@ -73,7 +77,7 @@ from jetstream_arrow.exceptions import (
 from jetstream_arrow.kv import KvColumns
 from jetstream_arrow.management import ConsumerConfig, StreamConfig, StreamSource
 from jetstream_arrow.options import ConnectOptions
-from natsserver import NatsServer, start_server
+from natsserver import NatsServer, start_server, wait_until
 
 __all__ = ["spark"]  # a fixture, imported for pytest
 
@@ -111,6 +115,8 @@ _SPREAD_INTO: dict[str, list[str]] = {
     "PullConsumer.messages": _fields(ja.ConsumeOptions),
     "Client.create_stream": _fields(StreamConfig, "name"),
     "Client.update_stream": [],
+    # Spread into a latest-per-subject read: its ReadOptions are probed on Client.read.
+    "Client.read_counters": [],
     "Client.create_or_update_stream": [],
     "Client.create_consumer": [*_fields(ConsumerConfig), "filter_subject"],
     "Client.update_consumer": [],
@@ -128,6 +134,7 @@ PYTHON_ENTRY_POINTS: dict[str, Callable[..., Any]] = {
     "Publisher.publish_batches": Publisher.publish_batches,
     "Client.read": ja.Client.read,
     "Client.first_seq_at": ja.Client.first_seq_at,
+    "Client.read_counters": ja.Client.read_counters,
     "Client.ordered_consumer": ja.Client.ordered_consumer,
     "OrderedConsumer.messages": OrderedConsumer.messages,
     "Client.pull_consumer": ja.Client.pull_consumer,
@@ -154,6 +161,7 @@ PYTHON_ENTRY_POINTS: dict[str, Callable[..., Any]] = {
     "Client.update_consumer": ja.Client.update_consumer,
     "Client.create_or_update_consumer": ja.Client.create_or_update_consumer,
     "Client.reset_consumer": ja.Client.reset_consumer,
+    "run_sink": ja.run_sink,
 }
 
 
@@ -638,6 +646,40 @@ def _name(ctx: Ctx) -> None:
         assert _connz(ctx.server, name)
 
 
+@effect(("connect", "max_decompressed_bytes"))
+def _max_decompressed_bytes(ctx: Ctx) -> None:
+    name = ctx.stream()
+    rows = pa.table({"subject": [f"{name}.a"], "data": [b"\0" * 4096]})
+    ctx.client.publish(rows, compression="zstd")
+    with ja.connect(ctx.url, max_decompressed_bytes=1000) as small:
+        raises(lambda: small.read(name).read_all(), ja.exceptions.MalformedPayloadError)
+    with ja.connect(ctx.url, max_decompressed_bytes=4096) as enough:
+        assert enough.read(name).read_all().column("data").to_pylist() == [b"\0" * 4096]
+    raises(lambda: ja.connect(ctx.url, max_decompressed_bytes=0), BadInputError)
+
+
+def _stored_encodings(ctx: Ctx, name: str, count: int) -> list[str | None]:
+    """Each message's Content-Encoding as stored: a read (decompress off) hands the
+    header out as the server holds it."""
+    with ja.connect(ctx.url, decompress=False) as as_stored:
+        read = as_stored.read(name, include_headers=True).read_all()
+    assert read.num_rows == count, read.num_rows
+    return [
+        dict(h or {}).get("Content-Encoding", [None])[0] for h in read.column("headers").to_pylist()
+    ]
+
+
+@effect(("connect", "decompress"))
+def _decompress(ctx: Ctx) -> None:
+    name = ctx.stream()
+    plain = b"compressible " * 40
+    ctx.client.publish(pa.table({"subject": [f"{name}.a"], "data": [plain]}), compression="zlib")
+    assert ctx.client.read(name).read_all().column("data").to_pylist() == [plain]
+    with ja.connect(ctx.url, decompress=False) as off:
+        data = off.read(name).read_all().column("data").to_pylist()
+    assert len(data[0]) < len(plain) and zlib.decompress(data[0]) == plain
+
+
 @effect(("connect", "inbox_prefix"))
 def _inbox_prefix(ctx: Ctx) -> None:
     name = ctx.name("conn")
@@ -803,6 +845,17 @@ def _publisher_probes(entry: str) -> None:
         dropped = _publish(ctx, entry, rows, keep_control_headers=False)
         assert kept.failed == 1 and dropped.stored == 1, (kept, dropped)
 
+    @reg("compression")
+    def _(ctx: Ctx, entry: str) -> None:
+        name = ctx.stream()
+        rows = pa.table({"subject": [f"{name}.a"], "data": [b"compressible " * 40]})
+        _publish(ctx, entry, rows, compression="zstd")
+        _publish(ctx, entry, rows)
+        assert _stored_encodings(ctx, name, 2) == ["zstd", None]
+        read = ctx.rows(name)
+        assert read.column("data").to_pylist() == [b"compressible " * 40] * 2
+        raises(lambda: _publish(ctx, entry, rows, compression="lz4"), BadInputError)
+
     @reg("raise_on_error")
     def _(ctx: Ctx, entry: str) -> None:
         name = ctx.stream(count=1)
@@ -902,6 +955,27 @@ def _read_headers(ctx: Ctx) -> None:
     assert "headers" in ctx.rows(name, include_headers=True).column_names
 
 
+@effect(("Client.read", "payload_views"))
+def _read_payload_views(ctx: Ctx) -> None:
+    name = ctx.stream(count=3)
+    copied, viewed = ctx.rows(name), ctx.rows(name, payload_views=True)
+    assert copied.schema.field("data").type == pa.binary()
+    assert viewed.schema.field("data").type == pa.binary_view()
+    assert viewed.column("data").to_pylist() == copied.column("data").to_pylist()
+
+
+@effect(("Client.read", "include_ttl"))
+def _read_ttl(ctx: Ctx) -> None:
+    name = ctx.stream(allow_msg_ttl=True)
+    ctx.client.publish(
+        pa.table(
+            {"subject": [f"{name}.a"], "data": [b"x"], "ttl": pa.array([60], pa.duration("s"))}
+        )
+    )
+    assert "ttl" not in ctx.rows(name).column_names
+    assert ctx.rows(name, include_ttl=True).column("ttl").to_pylist()[0].total_seconds() == 60
+
+
 @effect(("Client.read", "batch_rows"))
 def _read_batch_rows(ctx: Ctx) -> None:
     name = ctx.stream(count=6)
@@ -968,6 +1042,18 @@ def _first_seq_at_subjects(ctx: Ctx) -> None:
     name = ctx.stream(count=4)
     assert ctx.client.first_seq_at(name, 0) == 1
     assert ctx.client.first_seq_at(name, 0, subjects=f"{name}.b") == 2
+
+
+@effect(("Client.read_counters", "subjects"))
+def _read_counters_subjects(ctx: Ctx) -> None:
+    name = ctx.stream(allow_msg_counter=True)
+    ctx.client.publish(
+        pa.table({"subject": [f"{name}.a", f"{name}.b"], "increment": pa.array([2, 3])})
+    )
+    every = ctx.client.read_counters(name)
+    assert every.column("subject").to_pylist() == [f"{name}.a", f"{name}.b"]
+    only_b = ctx.client.read_counters(name, subjects=f"{name}.b")
+    assert only_b.column("value").to_pylist() == [3]
 
 
 def _first_batch(ordered: OrderedConsumer, **options: Any) -> pa.RecordBatch:
@@ -1081,6 +1167,63 @@ def _pull_ack_policy(ctx: Ctx) -> None:
     ctx.client.pull_consumer(name, consumer, ack_policy="all").fetch(2).ack()
     ctx.client.flush()
     assert ctx.client.consumer_info(name, consumer).num_ack_pending == 1
+
+
+def _grouped(ctx: Ctx, policy: str, count: int = 4) -> tuple[str, str]:
+    return pull(ctx, count=count, priority_groups=["G"], priority_policy=policy)
+
+
+@effect(("Client.pull_consumer", "group"))
+def _pull_group(ctx: Ctx) -> None:
+    name, consumer = _grouped(ctx, "pinned_client")
+    with pytest.raises(ApiError, match="Priority Group missing"):
+        ctx.client.pull_consumer(name, consumer).fetch(1, expires=1.0)
+    grouped = ctx.client.pull_consumer(name, consumer, group="G")
+    assert len(grouped.fetch(2, expires=1.0)) == 2
+    assert grouped.pin_id
+
+
+@effect(("Client.pull_consumer", "min_pending"))
+def _pull_min_pending(ctx: Ctx) -> None:
+    name, consumer = _grouped(ctx, "overflow")
+
+    def fetched(min_pending: int) -> int:
+        binding = ctx.client.pull_consumer(name, consumer, group="G", min_pending=min_pending)
+        return len(binding.fetch(2, expires=1.0))
+
+    assert fetched(10) == 0
+    # 4 pending: served while the pending count (the message at hand included) is 3+.
+    assert fetched(3) == 2
+
+
+@effect(("Client.pull_consumer", "min_ack_pending"))
+def _pull_min_ack_pending(ctx: Ctx) -> None:
+    name, consumer = _grouped(ctx, "overflow")
+    spare = ctx.client.pull_consumer(name, consumer, group="G", min_ack_pending=2)
+    assert len(spare.fetch(1, expires=1.0)) == 0
+    ctx.client.pull_consumer(name, consumer, group="G").fetch(2, expires=1.0)  # left unacked
+    assert len(spare.fetch(1, expires=1.0)) == 1
+
+
+@effect(("Client.pull_consumer", "priority"))
+def _pull_priority(ctx: Ctx) -> None:
+    name, consumer = _grouped(ctx, "prioritized", count=0)
+    out: dict[int, int] = {}
+
+    def fetch(priority: int) -> None:
+        binding = ctx.client.pull_consumer(name, consumer, group="G", priority=priority)
+        out[priority] = len(binding.fetch(4, expires=3.0))
+
+    threads = [threading.Thread(target=fetch, args=(p,)) for p in (5, 0)]
+    for t in threads:
+        t.start()
+        time.sleep(0.5)
+    ctx.fill(name, 4)
+    for t in threads:
+        t.join(10)
+    assert out == {0: 4, 5: 0}
+    with pytest.raises(BadInputError, match="priority"):
+        ctx.client.pull_consumer(name, consumer, group="G", priority=10)
 
 
 @effect(("PullConsumer.fetch", "max_messages"))
@@ -1321,7 +1464,8 @@ for _method in ("ack", "ack_sync", "nak", "term", "in_progress"):
             again = ctx.client.pull_consumer(name, "C").fetch(3, expires=0.5)
             assert again.data.column("seq").to_pylist() == [1]
         else:
-            assert _pending(ctx, name) == 2
+            # An ack is applied by the server after it is received: wait for it.
+            wait_until(lambda: _pending(ctx, name) == 2, 10, f"{method} of row 0 applied")
         raises(lambda: getattr(batch, method)(rows=[5]), BadInputError)
 
     _register(f"ConsumedBatch.{_method}", "rows", "effect", _rows_probe)
@@ -1387,6 +1531,8 @@ _STREAM_FIELDS: dict[str, tuple[Any, dict[str, Any], Callable[[Any, Any], bool] 
     "allow_atomic": (True, {}, None),
     "allow_batched": (True, {}, None),
     "allow_msg_ttl": (True, {}, None),
+    "allow_msg_counter": (True, {}, None),
+    "allow_msg_schedules": (True, {}, None),
     "subject_delete_marker_ttl": (60.0, {"allow_msg_ttl": True}, None),
     "allow_rollup": (True, {}, None),
     "deny_delete": (True, {}, None),
@@ -1581,6 +1727,21 @@ _CONSUMER_FIELDS: dict[str, tuple[Any, dict[str, Any], Callable[[Any, Any], bool
         datetime(2099, 1, 1, tzinfo=timezone.utc),
         {},
         lambda info, v: info.paused is True,
+    ),
+    "priority_groups": (
+        ["G"],
+        {"priority_policy": "overflow"},
+        lambda info, v: info.config.priority_groups == ["G"],
+    ),
+    "priority_policy": (
+        "pinned_client",
+        {"priority_groups": ["G"]},
+        lambda info, v: info.config.priority_policy == "pinned_client",
+    ),
+    "priority_timeout": (
+        7.0,
+        {"priority_groups": ["G"], "priority_policy": "pinned_client"},
+        lambda info, v: info.config.priority_timeout == 7.0,
     ),
     "extra": ({"max_deliver": 4}, {}, lambda info, v: info.config.max_deliver == 4),
     "filter_subject": ("{s}.a", {}, lambda info, v: info.config.filter_subjects == [v]),
@@ -1804,6 +1965,8 @@ _CONNECT_SAMPLES: dict[str, Any] = {
     "domain": "probe",
     "api_prefix": "PROBE.API",
     "inbox_prefix": "_PROBE",
+    "max_decompressed_bytes": 12345,
+    "decompress": False,
 }
 _COMPANIONS = {
     "user": "password",
@@ -1895,22 +2058,6 @@ def _spark_stream_write_servers(ctx: Ctx) -> None:
     )
 
 
-@contextlib.contextmanager
-def _paused(server: NatsServer, seconds: float) -> Iterator[None]:
-    """``server`` paused (SIGSTOP) and resumed ``seconds`` later whatever the body
-    does meanwhile; the body's end waits for the resume."""
-    assert server.process is not None
-    pid = server.process.pid
-    os.kill(pid, signal.SIGSTOP)
-    resume = threading.Timer(seconds, os.kill, (pid, signal.SIGCONT))
-    resume.start()
-    try:
-        yield
-    finally:
-        resume.join()
-        os.kill(pid, signal.SIGCONT)
-
-
 def _rides_through_a_pause(ctx: Ctx, seqs_read: Callable[..., list[int]]) -> None:
     """Option resumeTimeout: a read (the requests for its streams' state, and the read
     itself) rides through a paused server for that long, and gives up at the first
@@ -1919,9 +2066,9 @@ def _rides_through_a_pause(ctx: Ctx, seqs_read: Callable[..., list[int]]) -> Non
     quick = {"request_timeout": 0.5}
     # Connected before the pause (a connection is not made while it lasts).
     assert seqs_read(name, **quick, resume_timeout=10) == [1, 2, 3]
-    with _paused(ctx.server, 1.5):
+    with paused_server(ctx.server, 1.5):
         assert seqs_read(name, **quick, resume_timeout=10) == [1, 2, 3]
-    with _paused(ctx.server, 1.5):
+    with paused_server(ctx.server, 1.5):
         raises(lambda: seqs_read(name, **quick, resume_timeout=0), OperationTimeoutError)
 
 
@@ -1976,6 +2123,12 @@ def _read_kind_probes(entry: str) -> None:
         name = ctx.stream(count=1)
         assert "headers" in batches(ctx, stream=name, includeHeaders=True)[0].schema.names
         assert "headers" not in batches(ctx, stream=name)[0].schema.names
+
+    @reg("includeTtl")
+    def _(ctx: Ctx) -> None:
+        name = ctx.stream(count=1)
+        assert "ttl" in batches(ctx, stream=name, includeTtl=True)[0].schema.names
+        assert "ttl" not in batches(ctx, stream=name)[0].schema.names
 
     @reg("failOnDataLoss")
     def _(ctx: Ctx) -> None:
@@ -2104,6 +2257,53 @@ def _spark_consumer(ctx: Ctx) -> None:
     assert _seqs(got) == [1, 2, 3] and end == {"seq": 4}
 
 
+@effect(("spark.readStream", "consumerGroup"))
+def _spark_consumer_group(ctx: Ctx) -> None:
+    # Two queries of one group, as their drivers would run them: a is pinned, commits
+    # a micro-batch, plans the next and stops (its driver killed); b stands by, and
+    # once the pin timed out takes over from the ack floor: only a's unfinished batch.
+    name = ctx.stream(count=6, allow_direct=True)
+    group = {"stream": name, "consumer": "SHARED", "consumerGroup": "g", "maxMessagesPerTrigger": 3}
+    a = stream_reader(ctx, **group, consumerPinTimeout=1)
+    b = stream_reader(ctx, **group)
+    a_start = a.initialOffset()
+    first = a.latestOffset(a_start, a.getDefaultReadLimit())
+    # b starts while a is pinned with a micro-batch in flight: a's acks still count.
+    b_start = b.initialOffset()
+    assert _seqs([x for p in a.partitions(a_start, first) for x in a.read(p)]) == [1, 2, 3]
+    a.commit(first)
+    a.latestOffset(first, a.getDefaultReadLimit())  # claims 4..6, then a stops
+    assert b.latestOffset(b_start, b.getDefaultReadLimit()) == b_start  # a holds the pin
+    config = ctx.client.consumer_info(name, "SHARED").config
+    assert (config.priority_groups, config.priority_policy) == (["g"], "pinned_client")
+    time.sleep(2.5)  # past the pin timeout and the standby's next look
+    end = b.latestOffset(b_start, b.getDefaultReadLimit())
+    assert end == {"seq": 7, "first": 4}
+    assert _seqs([x for p in b.partitions(b_start, end) for x in b.read(p)]) == [4, 5, 6]
+    # a, back and no longer pinned, plans nothing of what it had claimed: b has it.
+    assert a.latestOffset(first, a.getDefaultReadLimit()) == first
+
+
+@effect(("spark.readStream", "consumerPinTimeout"))
+def _spark_consumer_pin_timeout(ctx: Ctx) -> None:
+    name = ctx.stream(count=1, allow_direct=True)
+    micro_batch(ctx, stream=name, consumer="PINNED", consumerGroup="g", consumerPinTimeout=5)
+    assert ctx.client.consumer_info(name, "PINNED").config.priority_timeout == 5
+    # Without it, a consumer the source creates moves its pin after 30 s.
+    micro_batch(ctx, stream=name, consumer="DEFAULT", consumerGroup="g")
+    assert ctx.client.consumer_info(name, "DEFAULT").config.priority_timeout == 30
+    # An existing consumer keeps its own: another asked is refused, naming both.
+    refused = raises(
+        lambda: micro_batch(
+            ctx, stream=name, consumer="PINNED", consumerGroup="g", consumerPinTimeout=9
+        ),
+        BadInputError,
+    )
+    assert "5" in str(refused) and "consumerPinTimeout" in str(refused)
+    refused = raises(lambda: stream_reader(ctx, consumer="X", consumerPinTimeout=5), BadInputError)
+    assert "consumerGroup" in str(refused)
+
+
 @effect(("spark.read", "path"))
 def _spark_load_path(ctx: Ctx) -> None:
     name = ctx.stream(count=3)
@@ -2204,6 +2404,17 @@ def _spark_publish_mode(ctx: Ctx) -> None:
     raises(lambda: spark_write(ctx, table(name, 2), publishMode="atomic"), PublishError)
 
 
+@effect(("df.write", "compression"))
+def _spark_compression(ctx: Ctx) -> None:
+    name = ctx.stream()
+    rows = pa.table({"subject": [f"{name}.a"], "data": [b"compressible " * 40]})
+    assert spark_write(ctx, rows, compression="gzip").stored == 1
+    assert _stored_encodings(ctx, name, 1) == ["gzip"]
+    read = ctx.rows(name)
+    assert read.column("data").to_pylist() == [b"compressible " * 40]
+    raises(lambda: spark_write(ctx, rows, compression="lz4"), BadInputError)
+
+
 @effect(("df.write", "kv"))
 def _spark_kv(ctx: Ctx) -> None:
     bucket = ctx.name("kv").lower()
@@ -2251,6 +2462,7 @@ _stream_write_delegated("subject", "probe.subject")
 _stream_write_delegated("msgIdColumn", "key")
 _stream_write_delegated("publishMode", "fast")
 _stream_write_delegated("atomicBatchRows", 7)
+_stream_write_delegated("compression", "zstd")
 
 
 @effect(("df.writeStream", "kv"))
@@ -2353,6 +2565,13 @@ def _read_fn_headers(ctx: Ctx) -> None:
     assert "headers" not in _read_fn(ctx, [(name, 1, None)]).column_names
 
 
+@effect((_READ_FN, "include_ttl"))
+def _read_fn_ttl(ctx: Ctx) -> None:
+    name = ctx.stream(count=1)
+    assert "ttl" in _read_fn(ctx, [(name, 1, None)], include_ttl=True).column_names
+    assert "ttl" not in _read_fn(ctx, [(name, 1, None)]).column_names
+
+
 @effect((_READ_FN, "resume_timeout"))
 def _read_fn_resume_timeout(ctx: Ctx) -> None:
     def seqs_read(name: str, **options: Any) -> list[int]:
@@ -2443,6 +2662,14 @@ def _publish_fn_mode(ctx: Ctx) -> None:
     name = ctx.stream(allow_batched=True)
     assert _publish_fn(ctx, table(name, 2)).column("seq").to_pylist() == [1, 2]
     assert _publish_fn(ctx, table(name, 2), publish_mode="fast").column("seq").null_count == 2
+
+
+@effect((_PUBLISH_FN, "compression"))
+def _publish_fn_compression(ctx: Ctx) -> None:
+    name = ctx.stream()
+    rows = pa.table({"subject": [f"{name}.a"], "data": [b"compressible " * 40]})
+    assert _publish_fn(ctx, rows, compression="s2").column("seq").to_pylist() == [1]
+    assert _stored_encodings(ctx, name, 1) == ["s2"]
 
 
 @effect((_PUBLISH_FN, "kv"))
@@ -2654,6 +2881,15 @@ def _cli_duplicate_window(ctx: Ctx) -> None:
     assert _created(ctx).config.duplicate_window != 30.0
 
 
+@_load_probe("--ttl")
+def _cli_ttl(ctx: Ctx) -> None:
+    info = _created(ctx, "--ttl", "90s")
+    assert info.config.allow_msg_ttl is True
+    stored = ctx.client.get_message(info.config.name, 1)
+    assert stored.headers.get("Nats-TTL") == ["90s"], stored.headers
+    assert _created(ctx).config.allow_msg_ttl is not True
+
+
 @_load_probe("--delimiter")
 def _cli_delimiter(ctx: Ctx) -> None:
     name = ctx.stream()
@@ -2695,6 +2931,20 @@ def _load_argv(ctx: Ctx, *argv: str) -> list[str]:
         f"{name}.x",
         *argv,
     ]
+
+
+@_load_probe("--compression")
+def _cli_load_compression(ctx: Ctx) -> None:
+    name = ctx.stream()
+    text = "compressible " * 40
+    run, _ = load(
+        ctx, "--subject", f"{name}.x", "--compression", "zlib", stream=name, csv=f"id,t\n1,{text}\n"
+    )
+    assert run.code == 0, run.err
+    assert _stored_encodings(ctx, name, 1) == ["zlib"]
+    assert payloads(ctx, name) == [{"id": "1", "t": text}]
+    bad = ctx.cli(*_load_argv(ctx, "--compression", "lz4"))
+    assert bad.code == 2 and "--compression" in bad.err
 
 
 for _flag_name, _value in (
@@ -2744,6 +2994,16 @@ def _cli_export_format(ctx: Ctx) -> None:
     name = ctx.stream(count=2)
     run = ctx.cli("export", name, "-o", "-", "--format", "jsonl", "-s", ctx.url)
     assert run.code == 0 and len(run.out.splitlines()) == 2, run
+
+
+@_export_probe("--no-decompress")
+def _cli_no_decompress(ctx: Ctx) -> None:
+    name = ctx.stream()
+    plain = b"compressible " * 40
+    ctx.client.publish(pa.table({"subject": [f"{name}.a"], "data": [plain]}), compression="gzip")
+    assert export(ctx, name=name).column("data").to_pylist() == [plain]
+    stored = export(ctx, "--no-decompress", name=name).column("data").to_pylist()
+    assert len(stored[0]) < len(plain) and gzip.decompress(stored[0]) == plain
 
 
 @_export_probe("--start-seq")
@@ -2818,7 +3078,7 @@ def _cli_export_batch_rows(ctx: Ctx) -> None:
 
 def _reach(ctx: Ctx, command: str, url: str, *flags: str) -> Any:
     """Run ``command`` against ``url``; a run that reached JetStream ends in success
-    (load creates its stream) or says the stream does not exist (export)."""
+    (load creates its stream) or says the stream does not exist (export, sink)."""
     name = ctx.name()
     if command == "load":
         argv = [
@@ -2830,6 +3090,8 @@ def _reach(ctx: Ctx, command: str, url: str, *flags: str) -> Any:
             f"{name}.x",
             "--create-stream",
         ]
+    elif command == "sink":
+        argv = ["sink", name, "--parquet", str(ctx.tmp / name)]
     else:
         argv = ["export", name, "-o", str(ctx.tmp / f"{name}.parquet")]
     return ctx.cli(*argv, "-s", url, "--connect-timeout", "2", *flags)
@@ -2862,6 +3124,8 @@ def _connection_probes(command: str) -> None:
         argv = (
             ["load", write_csv(ctx, _CSV), "--stream", name, "--subject", "x.y"]
             if command == "load"
+            else ["sink", name, "--parquet", str(ctx.tmp / name)]
+            if command == "sink"
             else ["export", name, "-o", str(ctx.tmp / "x.parquet")]
         )
         run = ctx.cli(*argv, "--context", str(context), "--connect-timeout", "1")
@@ -2955,10 +3219,13 @@ def _connection_probes(command: str) -> None:
     )
 
     def moving(ctx: Ctx, *flags: str) -> Any:
-        """The command moving data: a load, or an export of a stream that has some."""
+        """The command moving data: a load, or an export or sink of a stream that has
+        some."""
         if command == "load":
             return _reach(ctx, command, ctx.url, *flags)
         name = ctx.stream(count=2)
+        if command == "sink":
+            return ctx.cli("sink", name, "--parquet", str(ctx.tmp / name), "-s", ctx.url, *flags)
         out = str(ctx.tmp / f"{name}.parquet")
         return ctx.cli("export", name, "-o", out, "-s", ctx.url, *flags)
 
@@ -2991,11 +3258,331 @@ def _reach_argv(ctx: Ctx, command: str) -> list[str]:
             "-s",
             ctx.url,
         ]
+    if command == "sink":
+        return ["sink", name, "--parquet", str(ctx.tmp / name), "-s", ctx.url]
     return ["export", name, "-o", str(ctx.tmp / f"{name}.parquet"), "-s", ctx.url]
 
 
 _connection_probes("load")
 _connection_probes("export")
+_connection_probes("sink")
+
+
+# -- jetstream-arrow sink and run_sink ---------------------------------------------------
+
+
+def _sink_stream_of(ctx: Ctx, *payloads: bytes) -> str:
+    """A new stream of ``payloads`` on ``<name>.a`` and ``<name>.b`` in turn (default:
+    six JSON objects ``{"n": i}``)."""
+    name = ctx.stream()
+    data = list(payloads) or [json.dumps({"n": i}).encode() for i in range(6)]
+    subjects = [f"{name}.{'ab'[i % 2]}" for i in range(len(data))]
+    ctx.client.publish(pa.table({"subject": subjects, "data": data}))
+    return name
+
+
+def sink(ctx: Ctx, name: str, *argv: str) -> tuple[Any, pa.Table]:
+    """``jetstream-arrow sink`` of ``name`` into a new Parquet dataset; the run and the
+    rows landed."""
+    from jetstream_arrow.sink import dataset_files
+
+    root = ctx.tmp / f"sink-{uuid.uuid4().hex[:8]}"
+    run = ctx.cli("sink", name, "--parquet", str(root), "-s", ctx.url, *argv)
+    assert run.code == 0, run.err
+    files = dataset_files(root)
+    got = pq.ParquetDataset(files).read() if files else pa.table({})
+    return run, got
+
+
+def _sink_probe(option: str) -> Callable[[Callable[[Ctx], None]], None]:
+    def wrap(fn: Callable[[Ctx], None]) -> None:
+        _register("jetstream-arrow sink", option, "effect", fn)
+
+    return wrap
+
+
+@_sink_probe("--parquet")
+def _cli_sink_parquet(ctx: Ctx) -> None:
+    _, got = sink(ctx, ctx.stream(count=3))
+    assert got.column("seq").to_pylist() == [1, 2, 3]
+
+
+@_sink_probe("--delta")
+def _cli_sink_delta(ctx: Ctx) -> None:
+    from deltalake import DeltaTable
+
+    name, path = ctx.stream(count=3), ctx.tmp / f"delta-{uuid.uuid4().hex[:8]}"
+    assert ctx.cli("sink", name, "--delta", str(path), "-s", ctx.url).code == 0
+    assert sorted(DeltaTable(str(path)).to_pyarrow_table().column("seq").to_pylist()) == [1, 2, 3]
+
+
+@_sink_probe("--until-caught-up")
+def _cli_sink_until_caught_up(ctx: Ctx) -> None:
+    run, got = sink(ctx, ctx.stream(count=3), "--until-caught-up")
+    assert "caught up" in run.out and got.num_rows == 3
+    both = ctx.cli("sink", "X", "--parquet", "x", "--until-caught-up", "--follow")
+    assert both.code == 2 and "--until-caught-up" in both.err
+
+
+@_sink_probe("--follow")
+def _cli_sink_follow(ctx: Ctx) -> None:
+    from jetstream_arrow.sink import read_manifest
+
+    name, root = ctx.stream(count=2), ctx.tmp / f"follow-{uuid.uuid4().hex[:8]}"
+    argv = ["sink", name, "--parquet", str(root), "-s", ctx.url, "--commit-seconds", "0.1"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jetstream_arrow", *argv, "--follow"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        ctx.fill(name, 1, start=2)  # stored while the sink runs: a following sink lands it
+        deadline = time.monotonic() + 30
+        while not (root.exists() and (read_manifest(root) or {}).get("positions") == {name: 3}):
+            assert proc.poll() is None, "a following sink ended by itself"
+            assert time.monotonic() < deadline, "waited 30 s for the sink to land message 3"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0 and f"stopped: {name} at 3" in out, out
+
+
+@_sink_probe("--subject")
+def _cli_sink_subject(ctx: Ctx) -> None:
+    name = ctx.stream(count=6)
+    _, got = sink(ctx, name, "--subject", f"{name}={name}.b")
+    assert got.column("seq").to_pylist() == [2, 4, 6]
+
+
+@_sink_probe("--commit-rows")
+def _cli_sink_commit_rows(ctx: Ctx) -> None:
+    name = ctx.stream(count=6)
+    assert "in 3 commits" in sink(ctx, name, "--commit-rows", "2")[0].out
+    assert "in 1 commits" in sink(ctx, name)[0].out
+
+
+@_sink_probe("--value-format")
+def _cli_sink_value_format(ctx: Ctx) -> None:
+    name = _sink_stream_of(ctx)
+    assert sink(ctx, name, "--value-format", "json")[1].column("n").to_pylist() == list(range(6))
+    assert "n" not in sink(ctx, name)[1].column_names
+
+
+@_sink_probe("--include-headers")
+def _cli_sink_include_headers(ctx: Ctx) -> None:
+    name = ctx.stream(count=2)
+    assert "headers" in sink(ctx, name, "--include-headers")[1].column_names
+    assert "headers" not in sink(ctx, name)[1].column_names
+
+
+@_sink_probe("--partition-by")
+def _cli_sink_partition_by(ctx: Ctx) -> None:
+    from jetstream_arrow.sink import dataset_files
+
+    name, root = ctx.stream(count=4), ctx.tmp / f"parts-{uuid.uuid4().hex[:8]}"
+    argv = ["sink", name, "--parquet", str(root), "-s", ctx.url]
+    assert ctx.cli(*argv, "--partition-by", "subject_token_2").code == 0
+    dirs = sorted({Path(f).parent.name for f in dataset_files(root)})
+    assert dirs == ["subject_token_2=a", "subject_token_2=b"], dirs
+
+
+@_sink_probe("--dead-letter-stream")
+def _cli_sink_dead_letter_stream(ctx: Ctx) -> None:
+    name = _sink_stream_of(ctx, b'{"n": 1}', b"not json", b'{"n": 3}')
+    dead = ctx.stream()
+    _, got = sink(ctx, name, "--value-format", "json", "--dead-letter-stream", dead)
+    assert got.column("seq").to_pylist() == [1, 3]
+    assert ctx.rows(dead).column("data").to_pylist() == [b"not json"]
+    failed = ctx.cli(
+        "sink", name, "--parquet", str(ctx.tmp / "x"), "-s", ctx.url, "--value-format", "json"
+    )
+    assert failed.code == 1 and "seq 2" in failed.err, failed
+
+
+@_sink_probe("--durable")
+def _cli_sink_durable(ctx: Ctx) -> None:
+    name = ctx.stream(count=3, retention="workqueue")
+    needed = ctx.cli("sink", name, "--parquet", str(ctx.tmp / "x"), "-s", ctx.url)
+    assert needed.code == 2 and "--durable" in needed.err, needed
+    _, got = sink(ctx, name, "--durable", "lake")
+    assert got.column("seq").to_pylist() == [1, 2, 3]
+    assert ctx.client.stream_info(name).state.messages == 0, "landed messages stay queued"
+    limits = ctx.stream(count=1)
+    refused_run = ctx.cli(
+        "sink", limits, "--parquet", str(ctx.tmp / "y"), "-s", ctx.url, "--durable", "lake"
+    )
+    assert refused_run.code == 2 and "--durable" in refused_run.err, refused_run
+
+
+@_sink_probe("--avro-schema")
+def _cli_sink_avro_schema(ctx: Ctx) -> None:
+    import io
+
+    import fastavro
+
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(_VALUE_AVRO), {"id": 5})
+    name = _sink_stream_of(ctx, out.getvalue())
+    schema = json.dumps(_VALUE_AVRO)
+    _, got = sink(ctx, name, "--value-format", "avro", "--avro-schema", schema)
+    assert got.column("id").to_pylist() == [5]
+    # Given for another format, it is refused rather than ignored.
+    run = ctx.cli(
+        "sink",
+        name,
+        "--parquet",
+        str(ctx.tmp / "x"),
+        "--value-format",
+        "json",
+        "--avro-schema",
+        schema,
+        "-s",
+        ctx.url,
+    )
+    assert run.code == 2 and "--avro-schema" in run.err, run
+
+
+def _cli_sink_protobuf(ctx: Ctx) -> None:
+    name = _sink_stream_of(ctx, b"\x08\x05")  # field 1 (id) = 5
+    descriptor, message = _probe_descriptor(), "probe.V"
+    _, got = sink(
+        ctx,
+        name,
+        "--value-format",
+        "protobuf",
+        "--protobuf-descriptor",
+        descriptor,
+        "--protobuf-message",
+        message,
+    )
+    assert got.column("id").to_pylist() == [5]
+    for flag, value in (("--protobuf-descriptor", descriptor), ("--protobuf-message", message)):
+        run = ctx.cli(
+            "sink",
+            name,
+            "--parquet",
+            str(ctx.tmp / "x"),
+            "--value-format",
+            "protobuf",
+            flag,
+            value,
+            "-s",
+            ctx.url,
+        )
+        other = "--protobuf-message" if flag == "--protobuf-descriptor" else "--protobuf-descriptor"
+        assert run.code == 2 and other in run.err, run
+
+
+_register("jetstream-arrow sink", "--protobuf-descriptor", "effect", _cli_sink_protobuf)
+_register("jetstream-arrow sink", "--protobuf-message", "effect", _cli_sink_protobuf)
+
+
+for _flag_name, _argv in (
+    ("--commit-seconds", ["--commit-seconds", "0"]),
+    ("--batch-rows", ["--batch-rows", "0"]),
+):
+    cli_refused(
+        "jetstream-arrow sink",
+        _flag_name,
+        lambda ctx, a=_argv: ["sink", "S", "--parquet", str(ctx.tmp / "no"), "-s", ctx.url, *a],
+    )
+
+
+def _run_sink(ctx: Ctx, name: str, **options: Any) -> tuple[Any, pa.Table]:
+    """``run_sink`` of ``name`` into a new Parquet dataset: its report and rows."""
+    from jetstream_arrow.sink import dataset_files
+
+    root = ctx.tmp / f"api-{uuid.uuid4().hex[:8]}"
+    report = ja.run_sink(ctx.client, [name], ja.ParquetTarget(root), **options)
+    files = dataset_files(root)
+    return report, pq.ParquetDataset(files).read() if files else pa.table({})
+
+
+@effect(("run_sink", "follow"), ("run_sink", "stop"))
+def _api_sink_follow(ctx: Ctx) -> None:
+    name = ctx.stream(count=2)
+    stop = threading.Event()
+    later = threading.Timer(0.5, lambda: ctx.fill(name, 1, start=2))
+    stopping = threading.Timer(2.0, stop.set)
+    later.start()
+    stopping.start()
+    try:
+        report, got = _run_sink(ctx, name, follow=True, stop=stop, commit_seconds=0.1)
+    finally:
+        later.cancel()
+        stopping.cancel()
+    assert report.stopped and got.column("seq").to_pylist() == [1, 2, 3]
+    assert not _run_sink(ctx, name)[0].stopped
+
+
+@effect(("run_sink", "subjects"))
+def _api_sink_subjects(ctx: Ctx) -> None:
+    name = ctx.stream(count=4)
+    got = _run_sink(ctx, name, subjects={name: f"{name}.a"})[1]
+    assert got.column("seq").to_pylist() == [1, 3]
+
+
+@effect(("run_sink", "codec"))
+def _api_sink_codec(ctx: Ctx) -> None:
+    name = _sink_stream_of(ctx)
+    assert _run_sink(ctx, name, codec="json")[1].column("n").to_pylist() == list(range(6))
+    assert "data" in _run_sink(ctx, name)[1].column_names
+
+
+@effect(("run_sink", "include_headers"))
+def _api_sink_include_headers(ctx: Ctx) -> None:
+    name = ctx.stream(count=1)
+    assert "headers" in _run_sink(ctx, name, include_headers=True)[1].column_names
+
+
+@effect(("run_sink", "partition_by"))
+def _api_sink_partition_by(ctx: Ctx) -> None:
+    assert "date" in _run_sink(ctx, ctx.stream(count=1), partition_by=["date"])[1].column_names
+
+
+@effect(("run_sink", "commit_rows"))
+def _api_sink_commit_rows(ctx: Ctx) -> None:
+    name = ctx.stream(count=6)
+    assert _run_sink(ctx, name, commit_rows=2)[0].commits == 3
+    assert _run_sink(ctx, name)[0].commits == 1
+
+
+@effect(("run_sink", "dead_letter_stream"))
+def _api_sink_dead_letter_stream(ctx: Ctx) -> None:
+    name, dead = _sink_stream_of(ctx, b'{"n": 1}', b"oops"), ctx.stream()
+    report, _ = _run_sink(ctx, name, codec="json", dead_letter_stream=dead)
+    assert report.dead_letters == 1 and ctx.rows(dead).column("data").to_pylist() == [b"oops"]
+
+
+@effect(("run_sink", "durable"))
+def _api_sink_durable(ctx: Ctx) -> None:
+    name = ctx.stream(count=4, retention="workqueue")
+    with pytest.raises(BadInputError, match="'durable'"):
+        _run_sink(ctx, name)
+    report, got = _run_sink(ctx, name, durable="lake", commit_rows=3)
+    assert report.commits == 2 and got.column("seq").to_pylist() == [1, 2, 3, 4]
+    assert ctx.client.consumer_info(name, "lake").num_ack_pending == 0
+    with pytest.raises(BadInputError, match="'durable'"):
+        _run_sink(ctx, ctx.stream(count=1), durable="lake")
+
+
+@effect(("run_sink", "on_progress"))
+def _api_sink_on_progress(ctx: Ctx) -> None:
+    seen: list[Any] = []
+    name = ctx.stream(count=3)
+    _run_sink(ctx, name, on_progress=seen.append)
+    assert seen and seen[-1].rows == 3 and seen[-1].lag == {name: 0}
+
+
+refused(
+    "run_sink",
+    "commit_seconds",
+    lambda ctx: _run_sink(ctx, ctx.stream(count=1), commit_seconds=0),
+)
+refused("run_sink", "batch_rows", lambda ctx: _run_sink(ctx, ctx.stream(count=1), batch_rows=0))
 
 
 @effect(("jetstream-arrow", "--version"))
@@ -3477,7 +4064,26 @@ def _spark_value_probes() -> None:
             )
             assert _ids(got) == [5]
 
+        def avro_schema_(ctx: Ctx, table_of: Any = table_of) -> None:
+            # A raw datum carries no schema: without the option there is none to read it as.
+            name = _json_stream(ctx, [b"\x0a"])  # the zig-zag varint of 5
+            got = table_of(ctx, stream=name, valueFormat="avro", avroSchema=json.dumps(_VALUE_AVRO))
+            assert _ids(got) == [5]
+
+        def protobuf_message_(ctx: Ctx, table_of: Any = table_of) -> None:
+            name = _json_stream(ctx, [b"\x08\x05"])
+            got = table_of(
+                ctx,
+                stream=name,
+                valueFormat="protobuf",
+                protobufMessage="probe.V",
+                protobufDescriptorFile=_probe_descriptor(),
+            )
+            assert _ids(got) == [5]
+
         _register(entry, "protobufDescriptorFile", "effect", protobuf_)
+        _register(entry, "avroSchema", "effect", avro_schema_)
+        _register(entry, "protobufMessage", "effect", protobuf_message_)
         _register(entry, "valueFormat", "effect", format_)
         _register(entry, "valueSchema", "effect", schema_)
         _register(entry, "mode", "effect", mode_)
@@ -3486,6 +4092,51 @@ def _spark_value_probes() -> None:
 
 
 _spark_value_probes()
+
+
+def _dead_letter_probes() -> None:
+    """Mode deadletter: the good rows, and the bad payload in the dead-letter stream,
+    for each read entry point; refused without the mode, naming both options."""
+    id_int = (
+        '{"type":"struct","fields":[{"name":"id","type":"integer","nullable":true,"metadata":{}}]}'
+    )
+
+    def read_fn_table(ctx: Ctx, **options: Any) -> pa.Table:
+        python = {"valueFormat": "value_format", "valueSchema": "value_schema"}
+        python |= {"deadLetterStream": "dead_letter_stream", "stream": "stream"}
+        given = {python.get(k, k): v for k, v in options.items()}
+        return _read_fn(ctx, [(given["stream"], 1, None)], **given)
+
+    for entry in ("spark.read", "spark.readStream", _READ_FN):
+
+        def table_of(ctx: Ctx, entry: str = entry, **options: Any) -> pa.Table:
+            if entry == "spark.read":
+                return spark_read(ctx, **options)[1]
+            if entry == _READ_FN:
+                return read_fn_table(ctx, **options)
+            got = micro_batch(ctx, startingOffsets="earliest", **options)[3]
+            return pa.Table.from_batches(got)
+
+        def dead_letter_(ctx: Ctx, table_of: Any = table_of) -> None:
+            name = _json_stream(ctx, [b'{"id": 1}', b"{bad", b'{"id": 3}'])
+            dead = ctx.stream()
+            read = {"stream": name, "valueFormat": "json", "valueSchema": id_int}
+            got = table_of(ctx, mode="deadletter", deadLetterStream=dead, **read)
+            assert got.column("seq").to_pylist() == [1, 3]
+            assert "_corrupt_record" not in got.column_names
+            assert ctx.rows(dead).column("data").to_pylist() == [b"{bad"]
+            error = raises(lambda: table_of(ctx, deadLetterStream=dead, **read), BadInputError)
+            assert "'deadLetterStream'" in str(error) and "'mode'" in str(error)
+
+        _register(
+            entry,
+            "deadLetterStream" if entry != _READ_FN else "dead_letter_stream",
+            "effect",
+            dead_letter_,
+        )
+
+
+_dead_letter_probes()
 
 
 def _value_rows(name: str) -> pa.Table:
@@ -3515,6 +4166,30 @@ def _write_avro(ctx: Ctx) -> None:
     assert payloads == [b"\x00\x00\x00\x00\x0b\x02", b"\x00\x00\x00\x00\x0b\x04"]
 
 
+@effect(("df.write", "avroSchema"))
+def _write_avro_schema(ctx: Ctx) -> None:
+    # The columns' own schema would write the int column as an Avro int (a varint);
+    # the schema given writes it as a double.
+    name = ctx.stream()
+    double = {**_VALUE_AVRO, "fields": [{"name": "id", "type": "double"}]}
+    spark_write(ctx, _value_rows(name), valueFormat="avro", avroSchema=json.dumps(double))
+    payloads = ctx.rows(name).column("data").to_pylist()
+    assert payloads == [struct.pack("<d", 1.0), struct.pack("<d", 2.0)]
+
+
+@effect(("df.write", "protobufMessage"))
+def _write_protobuf_message(ctx: Ctx) -> None:
+    name = ctx.stream()
+    spark_write(
+        ctx,
+        _value_rows(name),
+        valueFormat="protobuf",
+        protobufMessage="probe.V",
+        protobufDescriptorFile=_probe_descriptor(),
+    )
+    assert ctx.rows(name).column("data").to_pylist() == [b"\x08\x01", b"\x08\x02"]
+
+
 @effect(("df.write", "protobufDescriptorFile"))
 def _write_protobuf(ctx: Ctx) -> None:
     name = ctx.stream()
@@ -3529,11 +4204,15 @@ def _write_protobuf(ctx: Ctx) -> None:
     assert ctx.rows(name).column("data").to_pylist() == [b"\x08\x01", b"\x08\x02"]
 
 
-def _stream_write_value_delegated(option: str, value: Any) -> None:
+def _stream_write_value_delegated(option: str, value: Any, **beside: Any) -> None:
+    """``beside``: the options the value format needs beside ``option`` (default: an
+    Avro write, which needs none)."""
+
     def run(ctx: Ctx) -> None:
         # A streaming write's task encodes like a batch write's: the same parsed options.
         rows = _value_rows("probe")
-        given = {"valueFormat": "avro", option: value() if callable(value) else value}
+        given = {"valueFormat": "avro", **beside, option: value() if callable(value) else value}
+        given = {k: v() if callable(v) else v for k, v in given.items()}
         batch = _source(ctx, **given).writer(_write_schema(rows), False)
         stream = stream_writer(ctx, rows, **given)
         assert stream.opts == dataclasses.replace(batch.opts, write_id=stream.opts.write_id)
@@ -3544,9 +4223,36 @@ def _stream_write_value_delegated(option: str, value: Any) -> None:
 
 _stream_write_value_delegated("valueFormat", "avro")
 _stream_write_value_delegated("valueSchema", json.dumps(_VALUE_AVRO))
+_stream_write_value_delegated("avroSchema", json.dumps(_VALUE_AVRO))
 _stream_write_value_delegated("avroFraming", "single-object")
 _stream_write_value_delegated("avroSchemaId", 4)
-_stream_write_value_delegated("protobufDescriptorFile", _probe_descriptor)
+_stream_write_value_delegated(
+    "protobufDescriptorFile", _probe_descriptor, valueFormat="protobuf", protobufMessage="probe.V"
+)
+# An option of one value format given with another is refused when the query is
+# planned, as any option the codec would not use (its arrival in the stream writer is
+# shown above, beside protobufDescriptorFile).
+refused(
+    "df.writeStream",
+    "protobufMessage",
+    lambda ctx: stream_writer(
+        ctx, _value_rows("probe"), valueFormat="avro", protobufMessage="probe.V"
+    ),
+)
+
+
+def _map_in_arrow_value_options(spec: Any, values: dict[str, Any]) -> dict[str, Any]:
+    """The options of the value format an option of the mapInArrow helpers is for,
+    beside it: its own format's (its declaration's ``formats``), else Avro's."""
+    if spec.formats == ("protobuf",):
+        return {
+            "value_format": "protobuf",
+            "protobuf_message": values["protobuf_message"],
+            "protobuf_descriptor_file": values["protobuf_descriptor_file"](),
+        }
+    if spec.python == "avro_schema":
+        return {"value_format": "avro"}  # valueSchema is its earlier spelling: not both
+    return {"value_format": "avro", "value_schema": values["value_schema"]}
 
 
 def _map_in_arrow_value_probes() -> None:
@@ -3557,9 +4263,11 @@ def _map_in_arrow_value_probes() -> None:
         "value_format": "avro",
         "value_schema": json.dumps(_VALUE_AVRO),
         "on_malformed": "permissive",
+        "avro_schema": json.dumps(_VALUE_AVRO),
         "avro_framing": "confluent",
         "avro_schemas_by_id": json.dumps({"1": _VALUE_AVRO}),
         "avro_schema_id": 1,
+        "protobuf_message": "probe.V",
         "protobuf_descriptor_file": _probe_descriptor,
     }
     for name, make, specs, fields in (
@@ -3571,8 +4279,10 @@ def _map_in_arrow_value_probes() -> None:
                 "value_format",
                 "value_schema",
                 "on_malformed",
+                "avro_schema",
                 "avro_framing",
                 "avro_schemas_by_id",
+                "protobuf_message",
                 "protobuf_descriptor_file",
             ),
         ),
@@ -3583,21 +4293,25 @@ def _map_in_arrow_value_probes() -> None:
             (
                 "value_format",
                 "value_schema",
+                "avro_schema",
                 "avro_framing",
                 "avro_schema_id",
+                "protobuf_message",
                 "protobuf_descriptor_file",
             ),
         ),
     ):
         for python in fields:
-            assert any(s.python == python for s in specs)
+            spec = next(s for s in specs if s.python == python)
 
-            def run(ctx: Ctx, make: Callable[..., Any] = make, python: str = python) -> None:
+            def run(
+                ctx: Ctx, make: Callable[..., Any] = make, python: str = python, spec: Any = spec
+            ) -> None:
                 # The helper holds the options the data source would: its tasks read
                 # and write through the same read_range and publish_batches.
                 want = values[python]
                 want = want() if callable(want) else want
-                given = {"value_format": "avro", "value_schema": values["value_schema"]}
+                given = _map_in_arrow_value_options(spec, values)
                 given[python] = want
                 if given.get("avro_framing") == "confluent" and make is read_fn:
                     given["avro_schemas_by_id"] = values["avro_schemas_by_id"]

@@ -5,31 +5,17 @@ once, and bad keys, operations and buckets named."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import nats
 import pyarrow as pa
 import pytest
 from nats.js.errors import KeyNotFoundError
 
 import jetstream_arrow as ja
 from jetstream_arrow.exceptions import BadInputError, NotFoundError
+from natspy import with_jetstream
 from natsserver import NatsServer
-
-
-def kv_run(url: str, work: Callable[[Any], Any]) -> Any:
-    """``work(js)`` with a nats-py JetStream context, on its own event loop."""
-
-    async def run() -> Any:
-        nc = await nats.connect(url)
-        try:
-            return await work(nc.jetstream())
-        finally:
-            await nc.close()
-
-    return asyncio.run(run())
 
 
 def entries(url: str, bucket: str, keys: list[str]) -> dict[str, tuple[bytes, int] | None]:
@@ -46,7 +32,7 @@ def entries(url: str, bucket: str, keys: list[str]) -> dict[str, tuple[bytes, in
                 out[key] = None
         return out
 
-    return kv_run(url, work)  # type: ignore[no-any-return]
+    return with_jetstream(url, work)  # type: ignore[no-any-return]
 
 
 @pytest.fixture
@@ -58,9 +44,9 @@ def bucket(shared_nats_server: NatsServer, unique_name: Callable[[str], str]) ->
         kv = await js.create_key_value(bucket=name, history=10)
         await kv.put("a", b"a0")
 
-    kv_run(shared_nats_server.url, make)
+    with_jetstream(shared_nats_server.url, make)
     yield name
-    kv_run(shared_nats_server.url, lambda js: js.delete_key_value(name))
+    with_jetstream(shared_nats_server.url, lambda js: js.delete_key_value(name))
 
 
 def test_puts_deletes_and_purges_are_what_a_kv_client_reads(
@@ -103,7 +89,7 @@ def test_puts_deletes_and_purges_are_what_a_kv_client_reads(
         return out
 
     # A delete keeps the history with a marker; a purge leaves only its marker.
-    seen = kv_run(url, history)
+    seen = with_jetstream(url, history)
     assert seen["c.d"] == [(None, b"c1"), ("DEL", b"")], seen
     assert seen["e"] == [("PURGE", b"")], seen
 
@@ -113,7 +99,7 @@ def test_compare_and_set_conflicts_are_reported_per_row_and_a_rerun_stores_nothi
 ) -> None:
     url = shared_nats_server.url
     # Another writer moves a to revision 2 after this one read it at 1.
-    kv_run(url, lambda js: _put(js, bucket, "a", b"theirs"))
+    with_jetstream(url, lambda js: _put(js, bucket, "a", b"theirs"))
     table = pa.table(
         {
             "key": ["a", "b", "c"],

@@ -30,7 +30,7 @@ import pytest
 
 import jetstream_arrow as ja
 from engine_helpers import as_dicts, read_all, rows
-from jetstream_arrow.cli.streams import subject_matches
+from jetstream_arrow._subjects import subject_matches
 from jetstream_arrow.exceptions import JetStreamNotEnabledError, NotFoundError
 from jetstream_arrow.management import ExternalStream, StreamSource
 from natsserver import NatsServer, free_port, wait_until

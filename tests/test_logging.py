@@ -10,8 +10,11 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 import pytest
@@ -127,3 +130,48 @@ def test_missed_heartbeats_are_told_before_they_are_raised(
     assert all(r.levelno == logging.WARNING for r in told)
     assert any('"pull"' in r.getMessage() for r in told)
     assert any('"push"' in r.getMessage() for r in told)
+
+
+_EXIT_RIGHT_AFTER_CONNECTING = """
+import sys
+import time
+
+import jetstream_arrow as ja
+
+
+class SlowToGo:
+    # Cleared with this module while the interpreter finalizes; its sleep lets
+    # other threads take the GIL then.
+    def __del__(self):
+        time.sleep(0.2)
+
+
+# The main thread keeps the GIL until it waits, so the connection's first event
+# (told from a runtime thread once connected) often waits for the GIL until the
+# interpreter is finalizing.
+sys.setswitchinterval(60)
+client = ja.connect(sys.argv[1])
+slow = SlowToGo()
+print("CONNECTED")
+"""
+
+
+def test_an_event_told_while_the_interpreter_exits_does_not_crash_it(
+    shared_nats_server: NatsServer,
+) -> None:
+    # A runtime thread that takes the GIL once Python finalizes is ended by CPython
+    # mid-frame, which crashed the process (SIGSEGV) in about one exit in three of this
+    # script. Twelve exits, four at a time.
+    def exit_once(_: int) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", _EXIT_RIGHT_AFTER_CONNECTING, shared_nats_server.url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    with ThreadPoolExecutor(4) as pool:
+        runs = list(pool.map(exit_once, range(12)))
+    assert [(r.returncode, r.stdout.strip()) for r in runs] == [(0, "CONNECTED")] * 12, [
+        r.stderr[-2000:] for r in runs if r.returncode
+    ]

@@ -4,10 +4,16 @@ ack table, reused publishers, optimistic-concurrency expectations, a cluster fai
 from __future__ import annotations
 
 import itertools
+import json
+import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -89,6 +95,59 @@ def test_round_trip_record_batch_reader_of_several_batches(client: ja.Client, st
     result = client.publish(reader)
     assert (result.rows, result.stored, result.failed) == (9_000, 9_000, 0)
     check_round_trip(read_all(client, stream, include_headers=True), table, stream, t0)
+
+
+# The input's next batch is being made (in Python, on one of the engine's threads) when
+# Ctrl-C comes; the generator takes the GIL back every millisecond for half a second.
+_INTERRUPTED_PUBLISH = """
+import sys, time
+import pyarrow as pa
+import jetstream_arrow as ja
+
+def batches():
+    while True:
+        yield pa.record_batch({"data": [b"x"] * 100})
+        print("pulled", flush=True)
+        slow_until = time.monotonic() + 0.5
+        while time.monotonic() < slow_until:
+            time.sleep(0.001)
+
+schema = pa.schema([("data", pa.binary())])
+with ja.connect(sys.argv[1]) as client:
+    try:
+        client.publish(pa.RecordBatchReader.from_batches(schema, batches()), subject=sys.argv[2])
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        sys.exit(130)
+"""
+
+
+def test_ctrl_c_while_a_generator_makes_the_next_batch_exits_cleanly(
+    shared_nats_server, stream: str
+) -> None:
+    """Ctrl-C raises KeyboardInterrupt once the engine's thread has left the
+    generator: the process exits with the code the program chose, never a crash of a
+    thread that takes the GIL back from a finalizing interpreter."""
+    for attempt in range(3):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(_INTERRUPTED_PUBLISH)]
+            + [shared_nats_server.url, f"{stream}.x"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        try:
+            assert proc.stdout is not None
+            for _ in range(2 + attempt):
+                assert proc.stdout.readline() == "pulled\n", proc.stderr and proc.stderr.read()
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 130, (proc.returncode, err)
+        assert out == "interrupted\n", err
 
 
 def test_headers_as_map_of_strings_are_accepted(client: ja.Client, stream: str) -> None:
@@ -495,3 +554,119 @@ def test_payloads_backed_by_python_bytes_are_published_and_released(
         assert result.stored == 2_000
     back = read_all(client, stream).column("data").to_pylist()
     assert back == [str(i).encode() for i in range(2_000)] * 3
+
+
+_ITEM = pa.struct([("x", pa.int64()), ("s", pa.string())])
+_NESTED_COLUMNS = {
+    "fixed": pa.list_(_ITEM, 2),
+    "listed": pa.list_(_ITEM),
+    "outer": pa.struct([("inner", pa.struct([("items", pa.list_(_ITEM))]))]),
+    "mapped": pa.map_(pa.string(), _ITEM),
+}
+
+
+def _nested_rows(n: int) -> pa.Table:
+    def item(i: int, j: int) -> dict[str, Any]:
+        return {"x": i * 10 + j, "s": f"r{i}.{j}"}
+
+    return pa.table(
+        {
+            "id": pa.array(range(n), pa.int64()),
+            "fixed": pa.array(
+                [[item(i, 0), item(i, 1)] for i in range(n)], _NESTED_COLUMNS["fixed"]
+            ),
+            "listed": pa.array(
+                [[item(i, j) for j in range(i % 3)] for i in range(n)], _NESTED_COLUMNS["listed"]
+            ),
+            "outer": pa.array(
+                [{"inner": {"items": [item(i, j) for j in range(1 + i % 2)]}} for i in range(n)],
+                _NESTED_COLUMNS["outer"],
+            ),
+            "mapped": pa.array(
+                [[(f"k{i}", item(i, 0))] for i in range(n)], _NESTED_COLUMNS["mapped"]
+            ),
+        }
+    )
+
+
+def test_sliced_nested_columns_are_published_as_their_rows(client: ja.Client, stream: str) -> None:
+    # A slice of a nested column is exported with an offset that arrow-rs applied twice
+    # to a struct inside a list: the publish failed with an internal panic.
+    table = _nested_rows(9)
+    sliced = table.slice(1, 4)
+    batches = [table.slice(5, 2).to_batches()[0], table.slice(7, 2).to_batches()[0]]
+    json = ja.ValueCodec("json")
+    assert client.publish(sliced, subject=f"{stream}.a", codec=json).stored == 4
+    with client.publisher(f"{stream}.a", codec=json) as publisher:
+        stored = sum(r.stored for r in publisher.publish_batches(batches))
+    assert stored == 4
+    got = client.read(
+        stream, codec=ja.ValueCodec("json", schema=table.schema, flatten=True)
+    ).read_all()
+    expected = table.slice(1, 8)
+    assert got.select(table.column_names).to_pylist() == expected.to_pylist()
+
+
+class _StreamProducer:
+    """Arrow data offered only as a C stream (as polars, DuckDB or nanoarrow offer it)."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+
+    def __arrow_c_stream__(self, requested_schema: object = None) -> object:
+        return self.table.__arrow_c_stream__(requested_schema)
+
+
+class _ArrayProducer:
+    """Arrow data offered only as the C array of one batch."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+
+    def __arrow_c_array__(self, requested_schema: object = None) -> object:
+        return self.table.combine_chunks().to_batches()[0].__arrow_c_array__(requested_schema)
+
+
+@pytest.mark.parametrize("producer", [_StreamProducer, _ArrayProducer])
+def test_sliced_nested_columns_of_other_arrow_producers_are_published_as_their_rows(
+    client: ja.Client, stream: str, producer: type[_StreamProducer | _ArrayProducer]
+) -> None:
+    table = _nested_rows(9).slice(1, 4)
+    json = ja.ValueCodec("json")
+    assert client.publish(producer(table), subject=f"{stream}.a", codec=json).stored == 4
+    got = client.read(
+        stream, codec=ja.ValueCodec("json", schema=table.schema, flatten=True)
+    ).read_all()
+    assert got.select(table.column_names).to_pylist() == table.to_pylist()
+
+
+class _Wrapped(pa.ExtensionType):
+    def __init__(self, storage: pa.DataType) -> None:
+        super().__init__(storage, "jetstream_arrow.tests.wrapped")
+
+    def __arrow_ext_serialize__(self) -> bytes:
+        return b""
+
+    @classmethod
+    def __arrow_ext_deserialize__(cls, storage: pa.DataType, serialized: bytes) -> _Wrapped:
+        return cls(storage)
+
+
+@pytest.mark.parametrize("shape", ["in a struct", "in an extension type", "run-end encoded"])
+def test_sliced_columns_of_every_shape_are_published_as_their_rows(
+    client: ja.Client, stream: str, shape: str
+) -> None:
+    listed = _nested_rows(6).column("listed").chunk(0)
+    if shape == "in a struct":  # the parent whole, its child sliced
+        column = pa.StructArray.from_arrays([listed.slice(2, 3)], names=["w"])
+        want = [{"w": v} for v in listed.slice(2, 3).to_pylist()]
+    elif shape == "in an extension type":
+        column = pa.ExtensionArray.from_storage(_Wrapped(listed.type), listed).slice(2, 3)
+        want = listed.slice(2, 3).to_pylist()
+    else:  # not a nested column: passed on as it is
+        column = pc.run_end_encode(pa.array([1, 1, 2, 2, 2, 3])).slice(2, 3)
+        want = [2, 2, 2]
+    table = pa.table({"id": [0, 1, 2], "v": column})
+    assert client.publish(table, subject=f"{stream}.a", codec=ja.ValueCodec("json")).stored == 3
+    got = [json.loads(p)["v"] for p in client.read(stream).read_all().column("data").to_pylist()]
+    assert got == want

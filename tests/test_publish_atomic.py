@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pyarrow as pa
 import pytest
@@ -22,12 +22,9 @@ from natsserver import NatsServer
 
 
 @pytest.fixture
-def atomic_stream(client: ja.Client, unique_name: Callable[[str], str]) -> Iterator[str]:
+def atomic_stream(new_stream: Callable[..., str]) -> str:
     """A fresh stream with ``allow_atomic`` on the shared server, deleted afterwards."""
-    name = unique_name("ATOM")
-    client.create_stream(name, [f"{name}.>"], allow_atomic=True, max_msg_size=4096)
-    yield name
-    client.delete_stream(name)
+    return new_stream("ATOM", allow_atomic=True, max_msg_size=4096)
 
 
 def batches_in(back: pa.Table) -> dict[str, list[tuple[int, int, bool]]]:

@@ -22,12 +22,9 @@ from natsserver import NatsServer
 
 
 @pytest.fixture
-def fast_stream(client: ja.Client, unique_name: Callable[[str], str]) -> Iterator[str]:
+def fast_stream(new_stream: Callable[..., str]) -> str:
     """A fresh stream with ``allow_batched`` on the shared server, deleted afterwards."""
-    name = unique_name("FAST")
-    client.create_stream(name, [f"{name}.>"], allow_batched=True)
-    yield name
-    client.delete_stream(name)
+    return new_stream("FAST", allow_batched=True)
 
 
 def ok_rows(result: PublishResult) -> list[int]:
@@ -180,3 +177,58 @@ def test_a_kill_9_mid_fast_publish_ends_with_every_row_stored_once_after_a_rerun
         f"{sum(r.stored for r in reruns)} acked, {sum(r.duplicates for r in reruns)} "
         f"duplicates; stream {n} messages, {len(set(ids))} ids"
     )
+
+
+def test_a_fast_publish_whose_input_pauses_ends_its_batch_and_starts_another(
+    client: ja.Client, fast_stream: str, shared_nats_server: NatsServer
+) -> None:
+    # The server abandons a batch idle for 10 s; the publisher ends a batch whose input
+    # paused past defaults.rs FAST_MAX_IDLE (4 s) and starts a new one. A plain
+    # subscriber on the subject sees each message's reply subject, which names its
+    # batch and its sequence in it: `<inbox>.<flow>.fail.<seq>.<op>.$FI`.
+    import asyncio
+
+    import nats
+
+    subject = f"{fast_stream}.rows"
+    seen: list[str] = []
+    ready, done = threading.Event(), threading.Event()
+
+    async def sniff() -> None:
+        nc = await nats.connect(shared_nats_server.url)
+        try:
+
+            async def on(msg: nats.aio.msg.Msg) -> None:
+                seen.append(msg.reply)
+
+            await nc.subscribe(subject, cb=on)
+            await nc.flush()
+            ready.set()
+            while not done.is_set():
+                await asyncio.sleep(0.05)
+            await nc.flush()
+        finally:
+            await nc.close()
+
+    sniffer = threading.Thread(target=lambda: asyncio.run(sniff()), daemon=True)
+    sniffer.start()
+    assert ready.wait(10)
+    one = pa.record_batch([pa.array([b"a", b"b", b"c"], pa.binary())], names=["data"])
+
+    def paused() -> Iterator[pa.RecordBatch]:
+        yield one
+        time.sleep(4.5)
+        yield one
+
+    reader = pa.RecordBatchReader.from_batches(one.schema, paused())
+    result = client.publish(reader, subject=subject, mode="fast")
+    done.set()
+    sniffer.join(10)
+    assert (result.rows, result.stored, result.failed) == (6, 6, 0)
+    assert stream_state(client, fast_stream).messages == 6
+    data = [r for r in seen if r.split(".")[-2] in ("0", "1")]  # start, append
+    assert len(data) == 6, seen
+    batches = [r.rsplit(".", 5)[0] for r in data]
+    seqs = [int(r.split(".")[-3]) for r in data]
+    assert seqs == [1, 2, 3, 1, 2, 3], data
+    assert batches[0] == batches[2] != batches[3] == batches[5], data

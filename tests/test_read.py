@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -231,3 +232,40 @@ def test_large_read_across_many_pulls(client: ja.Client, stream: str) -> None:
         total += len(s)
     assert total == 30_000
     wait_no_consumers(client, stream)
+
+
+@pytest.mark.parametrize("method", ["consumer", "direct", "last"])
+def test_payload_views_hold_every_payload_as_it_arrived(
+    client: ja.Client, new_stream: Any, method: str
+) -> None:
+    # Sizes around the 12 bytes a view holds inline and the 2 KiB from which a payload
+    # is viewed where it arrived, and payloads of many KiB, with
+    # their bytes all different (a view of the wrong buffer or offset shows).
+    stream = new_stream("VIEWS", allow_direct=True)
+    sizes = [0, 1, 11, 12, 13, 100, 1024, 2047, 2048, 16 * 1024 + 3, 12, 5, 70_000]
+    payloads = [bytes((i * 7 + j) % 251 for j in range(n)) for i, n in enumerate(sizes)]
+    subjects = [f"{stream}.{i}" for i in range(len(sizes))]
+    client.publish(pa.table({"subject": subjects, "data": payloads}))
+    read = (
+        {"last_per_subject": True, "subjects": f"{stream}.>"}
+        if method == "last"
+        else {"method": method, "batch_rows": 4}
+    )
+    viewed = client.read(stream, payload_views=True, **read).read_all()
+    copied = client.read(stream, **read).read_all()
+    assert viewed.schema.field("data").type == pa.binary_view()
+    assert viewed.column("data").to_pylist() == payloads
+    assert viewed.drop_columns("data").equals(copied.drop_columns("data"))
+    # What the batches hold outlives the reader and the client's later reads.
+    client.publish(pa.table({"subject": subjects[:1], "data": [b"x" * 5000]}))
+    assert viewed.column("data").to_pylist() == payloads
+
+
+def test_payload_views_are_refused_where_there_is_no_data_column(
+    client: ja.Client, stream: str
+) -> None:
+    client.publish(pa.table({"subject": [f"{stream}.a"], "data": [b'{"x": 1}']}))
+    with pytest.raises(BadInputError, match=r"'payload_views'.*codec"):
+        client.read(stream, payload_views=True, codec="json").read_all()
+    with pytest.raises(BadInputError, match=r"'payload_views'.*read_kv gives its own table"):
+        client.read_kv("ANY", payload_views=True)

@@ -421,7 +421,7 @@ class Killer(threading.Thread):
                 # Once this run has committed a micro-batch, the query is past its
                 # start-up.
                 self.wait_for(
-                    f"the {self.kind} query to commit", lambda b=base: self.committed() > b, 180
+                    f"the {self.kind} query to commit", lambda b=base: self.committed() > b, 300
                 )
                 time.sleep(self.rng.uniform(0.0, 0.5))
                 self.kill_mid_batch()
@@ -446,7 +446,7 @@ class Killer(threading.Thread):
         assert not self.is_alive(), f"the {self.kind} killer did not end"
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)
 def test_streaming_drivers_killed_three_times_mid_batch_leave_each_message_once_in_their_sinks(
     shared_nats_server: Any, unique_name: Any, tmp_path: Path
 ) -> None:

@@ -201,3 +201,23 @@ def test_every_option_of_one_kind_of_query_says_why_to_the_other() -> None:
         parse = parse_read_options if spec.scope == "read" else parse_write_options
         with pytest.raises(BadInputError, match=f"'{spec.spark}' applies to"):
             parse(options, queries=other)
+
+
+def test_value_schema_is_refused_where_no_codec_would_read_it() -> None:
+    """A read takes valueSchema with any valueFormat; a write only with avro and
+    protobuf (a JSON or Arrow write encodes the DataFrame's own columns); neither
+    without a valueFormat. Elsewhere it would be ignored, so it is refused."""
+    schema = '{"type": "struct", "fields": []}'
+    assert parse_read_options({"stream": "S", "valueFormat": "json", "valueSchema": schema})
+    with pytest.raises(BadInputError, match=r"'valueSchema' is for valueFormat .*; no valueFormat"):
+        parse_read_options({"stream": "S", "valueSchema": schema})
+    for fmt in ("json", "arrow"):
+        with pytest.raises(
+            BadInputError,
+            match=f"'valueSchema' is for valueFormat avro or protobuf; valueFormat is {fmt}",
+        ):
+            parse_write_options({"valueFormat": fmt, "valueSchema": schema})
+    with pytest.raises(BadInputError, match=r"'valueSchema' is for .*; no valueFormat"):
+        parse_write_options({"valueSchema": schema})
+    avro = '{"type": "int"}'
+    assert parse_write_options({"valueFormat": "avro", "valueSchema": avro}).value_schema == avro

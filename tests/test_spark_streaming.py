@@ -27,6 +27,7 @@ from conftest_spark import (
     run_available_now,
     seqs,
     spark,
+    stream_table,
 )
 from jetstream_arrow.exceptions import BadInputError, JetStreamArrowError
 from jetstream_arrow.spark import message_schema
@@ -654,3 +655,52 @@ def test_a_stream_that_went_backwards_fails_the_query_or_is_read_again(
     assert lenient_rows() == sorted(
         first_two + [(i + 1, f"m{200 + i}".encode()) for i in range(40)]
     )
+
+
+def test_a_streaming_copy_keeps_ttls_with_include_ttl_and_drops_them_without(
+    spark: Any, shared_nats_server: Any, unique_name: Any, tmp_path: Path
+) -> None:
+    """readStream(includeTtl) → writeStream: each message's Nats-TTL comes along in the
+    `ttl` interval column (never as -1 s); without the option the copy has none."""
+    url = shared_nats_server.url
+    src, kept, dropped = unique_name("TS"), unique_name("TK"), unique_name("TD")
+    for name in (src, kept, dropped):
+        make_stream(url, name, allow_msg_ttl=True)
+    texts = ["90s", "never", None, "1h"]
+    with ja.connect(url) as client:
+        client.publish(
+            pa.table(
+                {
+                    "subject": [f"{src}.{i}" for i in range(4)],
+                    "data": [b"m%d" % i for i in range(4)],
+                    "headers": pa.array(
+                        [[] if t is None else [("Nats-TTL", t)] for t in texts],
+                        pa.map_(pa.string(), pa.string()),
+                    ),
+                }
+            ),
+            keep_control_headers=True,
+        )
+    with_ttl = _copy_of(spark, url, src, kept, includeTtl="true")
+    assert dict(with_ttl.dtypes)["ttl"] == "interval day to second"
+    run_available_now(_write_stream(with_ttl, url, tmp_path / "kept", stream=kept))
+    run_available_now(
+        _write_stream(_copy_of(spark, url, src, dropped), url, tmp_path / "dropped", stream=dropped)
+    )
+
+    def ttls(name: str) -> dict[bytes, list[str] | None]:
+        table = stream_table(url, name, include_headers=True)
+        return {
+            row["data"]: dict(row["headers"] or []).get("Nats-TTL")
+            for row in table.select(["data", "headers"]).to_pylist()
+        }
+
+    assert ttls(kept) == {b"m0": ["90s"], b"m1": ["never"], b"m2": None, b"m3": ["3600s"]}
+    assert ttls(dropped) == {b"m0": None, b"m1": None, b"m2": None, b"m3": None}
+    batch = read_df(spark, url, src, includeTtl="true").orderBy("seq").collect()
+    assert [None if r["ttl"] is None else r["ttl"].total_seconds() for r in batch] == [
+        90,
+        -1,
+        None,
+        3600,
+    ]

@@ -295,6 +295,50 @@ def test_stream_offsets_of_several_streams_come_and_go(
         single.latestOffset(everything, ReadAllAvailable())
 
 
+def test_a_query_of_one_stream_whose_stream_is_deleted_loses_its_messages_loudly_or_reads_on(
+    shared_nats_server: Any, unique_name: Any
+) -> None:
+    """As a stream of several: with failOnDataLoss the query fails naming the loss (not
+    as if the stream had never been there), else it waits, and reads a stream created
+    again under the name from its first message."""
+    url, name = shared_nats_server.url, unique_name("ONE")
+    make_stream(url, name)
+    publish(url, name, 3)
+
+    def reader(**options: Any) -> JetStreamStreamReader:
+        opts = parse_read_options(
+            {"servers": url, "stream": name, "startingOffsets": "earliest", **options},
+            queries="stream",
+        )
+        return JetStreamStreamReader(opts, message_schema())
+
+    strict, lenient = reader(), reader(failOnDataLoss="false")
+    start = strict.initialOffset()
+    planned = strict.latestOffset(start, ReadMaxRows(2))
+    lenient_start = lenient.initialOffset()
+    lenient_end = lenient.latestOffset(lenient_start, ReadMaxRows(2))
+    with ja.connect(url) as client:
+        client.delete_stream(name)
+    with pytest.raises(DataLossError, match=f"stream '{name}'.*is gone"):
+        strict.latestOffset(planned, ReadAllAvailable())
+    with pytest.raises(DataLossError, match=f"stream '{name}'.*is gone"):
+        strict.partitions(start, planned)
+    assert lenient.latestOffset(lenient_end, ReadAllAvailable()) == lenient_end
+    assert lenient.partitions(lenient_start, lenient_end) == []
+    assert lenient.reportLatestOffset()["seq"] == seqs(lenient_end)["seq"]
+    make_stream(url, name)
+    publish(url, name, 2)
+    again = lenient.latestOffset(lenient_end, ReadAllAvailable())
+    assert (seqs(again)["seq"], seqs(again)["first"]) == (3, 1)
+    rows = [
+        s
+        for p in lenient.partitions(lenient_end, again)
+        for b in lenient.read(p)
+        for s in b["seq"].to_pylist()
+    ]
+    assert rows == [1, 2]
+
+
 # -- streaming queries ----------------------------------------------------------------------
 
 

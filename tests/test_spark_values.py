@@ -243,3 +243,91 @@ def test_value_options_are_checked_by_name(
     assert "no value columns to encode as json" in error_text(empty)
     with ja.connect(url) as client:
         assert client.stream_info(name).state.messages == 3
+
+
+def test_avro_schema_writes_and_reads_avro_values(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    url, name = shared_nats_server.url, unique_name("VAS")
+    make_stream(url, name)
+    # "double": the columns' own schema would write the long column as an Avro long.
+    avro = {"type": "record", "name": "E", "fields": [{"name": "id", "type": "double"}]}
+    df = spark.range(3).selectExpr(f"'{name}.e' AS subject", "id")
+    df.write.format("jetstream").mode("append").option("servers", url).option(
+        "valueFormat", "avro"
+    ).option("avroSchema", json.dumps(avro)).save()
+    with ja.connect(url) as client:
+        payloads = client.read(name).read_all().column("data").to_pylist()
+    parsed = fastavro.parse_schema(avro)
+    assert sorted(
+        fastavro.schemaless_reader(io.BytesIO(p), parsed, parsed)["id"] for p in payloads
+    ) == [
+        0.0,
+        1.0,
+        2.0,
+    ]
+
+    back = read_df(spark, url, name, valueFormat="avro", avroSchema=json.dumps(avro))
+    assert sorted(r.id for r in back.select("value.id").collect()) == [0.0, 1.0, 2.0]
+
+
+def test_protobuf_message_writes_and_reads_protobuf_values(
+    spark: Any, shared_nats_server: Any, unique_name: Any, tmp_path: Any
+) -> None:
+    descriptor, pb = compile_proto(tmp_path, "reading", READING_PROTO)
+    url, name = shared_nats_server.url, unique_name("VPM")
+    make_stream(url, name)
+    df = spark.range(3).selectExpr(f"'{name}.r' AS subject", "concat('d', id) AS device")
+    proto_options = {
+        "valueFormat": "protobuf",
+        "protobufMessage": "iot.Reading",
+        "protobufDescriptorFile": str(descriptor),
+    }
+    df.write.format("jetstream").mode("append").option("servers", url).options(
+        **proto_options
+    ).save()
+    with ja.connect(url) as client:
+        payloads = client.read(name).read_all().column("data").to_pylist()
+    assert sorted(pb.Reading.FromString(p).device for p in payloads) == ["d0", "d1", "d2"]
+
+    back = read_df(spark, url, name, **proto_options)
+    assert sorted(r.device for r in back.select("value.device").collect()) == ["d0", "d1", "d2"]
+    with pytest.raises(SPARK_ERRORS) as missing:
+        read_df(
+            spark, url, name, valueFormat="protobuf", protobufDescriptorFile=str(descriptor)
+        ).collect()
+    assert "protobufMessage" in error_text(missing)
+
+
+def test_format_options_are_refused_with_another_format_or_with_value_schema(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    url, name = shared_nats_server.url, unique_name("VF")
+    make_stream(url, name)
+    publish_json(url, name, 1)
+    avro = json.dumps({"type": "record", "name": "E", "fields": [{"name": "id", "type": "int"}]})
+
+    with pytest.raises(SPARK_ERRORS) as both:
+        read_df(spark, url, name, valueFormat="avro", valueSchema=avro, avroSchema=avro).collect()
+    assert "'valueSchema' and 'avroSchema'" in error_text(both)
+    with pytest.raises(SPARK_ERRORS) as mismatch:
+        read_df(spark, url, name, valueFormat="json", avroFraming="confluent").collect()
+    assert "option 'avroFraming' is for valueFormat avro; valueFormat is json" in error_text(
+        mismatch
+    )
+
+    df = spark.createDataFrame([(f"{name}.e", 1)], "subject STRING, id INT")
+    with pytest.raises(SPARK_ERRORS) as none_given:
+        df.write.format("jetstream").mode("append").option("servers", url).option(
+            "protobufMessage", "iot.Reading"
+        ).save()
+    assert "option 'protobufMessage' is for valueFormat protobuf; no valueFormat is given" in (
+        error_text(none_given)
+    )
+    with pytest.raises(SPARK_ERRORS) as both_written:
+        df.write.format("jetstream").mode("append").option("servers", url).options(
+            valueFormat="protobuf", valueSchema="iot.Reading", protobufMessage="iot.Reading"
+        ).save()
+    assert "'valueSchema' and 'protobufMessage'" in error_text(both_written)
+    with ja.connect(url) as client:
+        assert client.stream_info(name).state.messages == 1

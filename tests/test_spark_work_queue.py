@@ -58,7 +58,9 @@ def test_a_query_drains_a_work_queue_through_its_consumer(
 ) -> None:
     url, queue, sink = shared_nats_server.url, unique_name("WQ"), unique_name("WQS")
     work_queue(url, queue)
-    make_stream(url, sink)
+    # Exactly once into the sink holds within its duplicate window (docs/spark.md):
+    # longer than a killed driver takes to restart on a loaded machine.
+    make_stream(url, sink, duplicate_window=600.0)
     publish(url, queue, 2_500)
     source = (
         spark.readStream.format("jetstream")
@@ -172,7 +174,9 @@ def test_a_driver_killed_three_times_leaves_each_message_once_and_the_queue_empt
     # there are always batches left to land in.
     n, kills, interrupted = 8_000, 0, []
     work_queue(url, queue)
-    make_stream(url, sink)
+    # Exactly once into the sink holds within its duplicate window (docs/spark.md):
+    # longer than a killed driver takes to restart on a loaded machine.
+    make_stream(url, sink, duplicate_window=600.0)
     publish(url, queue, n)
     checkpoint = str(tmp_path / "checkpoint")
     log = tmp_path / "driver.log"
@@ -223,5 +227,72 @@ def test_a_driver_killed_three_times_leaves_each_message_once_and_the_queue_empt
     # Each kill fell inside a micro-batch, which the restarted query ran again and
     # committed under the same id.
     assert set(interrupted) <= set(batch_ids(Path(checkpoint) / "commits")), interrupted
+    assert sorted(data) == sorted(f"m{i}".encode() for i in range(n))
+    assert state(url, queue).messages == 0
+
+
+def test_two_queries_of_one_consumer_group_hand_over_when_the_active_driver_is_killed(
+    shared_nats_server: Any, unique_name: Any, tmp_path: Path
+) -> None:
+    """Two drivers share the work queue's consumer through its pinned priority group
+    (option consumerGroup): one is pinned and moves the messages, the other stands by.
+    The pinned one is SIGKILLed in the middle of a micro-batch; after the pin timeout
+    the other takes over from the consumer's ack floor, gets what the killed one had
+    claimed, and every message reaches the sink once; the queue empties."""
+    url, queue, sink = shared_nats_server.url, unique_name("WQG"), unique_name("WQGS")
+    n = 4_000
+    work_queue(url, queue)
+    make_stream(url, sink, duplicate_window=600.0)
+    publish(url, queue, n // 2)
+    checkpoints = {d: tmp_path / f"checkpoint-{d}" for d in ("a", "b")}
+    logs = {d: tmp_path / f"driver-{d}.log" for d in ("a", "b")}
+
+    def start_driver(d: str) -> subprocess.Popen[bytes]:
+        with logs[d].open("ab") as out:
+            return subprocess.Popen(
+                [sys.executable, str(DRIVER), url, queue, "shared", sink, str(checkpoints[d]), "g"],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def tail(d: str) -> Callable[[], str]:
+        return lambda: logs[d].read_text()[-3000:]
+
+    drivers = {"a": start_driver("a")}
+    try:
+        wait_for(
+            f"driver a to move messages (log {logs['a']})",
+            lambda: state(url, sink).messages > 0 or drivers["a"].poll() is not None,
+            180,
+        )
+        assert drivers["a"].poll() is None, tail("a")()
+        drivers["b"] = start_driver("b")
+        wait_for(
+            f"driver b's query to start (log {logs['b']})",
+            lambda: (checkpoints["b"] / "metadata").exists() or drivers["b"].poll() is not None,
+            180,
+        )
+        assert drivers["b"].poll() is None, tail("b")()
+        time.sleep(2)  # b pulls as a standby
+        publish(url, queue, n // 2, start=n // 2)
+        interrupted = kill_driver_mid_batch(drivers["a"], checkpoints["a"], 120, tail("a"))
+        wait_for(
+            f"the sink to hold {n} messages and the queue to empty (log {logs['b']})",
+            lambda: state(url, sink).messages >= n and state(url, queue).messages == 0,
+            240,
+        )
+    finally:
+        for driver in drivers.values():
+            if driver.poll() is None:
+                os.killpg(driver.pid, signal.SIGKILL)
+                driver.wait(30)
+    data = sink_data(url, sink)
+    print(
+        f"{n} messages, driver a killed in micro-batch {interrupted}: {len(set(data))} "
+        f"distinct in the sink, {len(data) - len(set(data))} duplicated; driver b "
+        f"committed micro-batches {batch_ids(checkpoints['b'] / 'commits')}"
+    )
+    assert batch_ids(checkpoints["b"] / "commits"), "driver b never took over"
     assert sorted(data) == sorted(f"m{i}".encode() for i in range(n))
     assert state(url, queue).messages == 0

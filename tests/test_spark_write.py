@@ -91,6 +91,34 @@ def test_constant_subject_string_data_and_msg_id_column(
     assert ids == {f"order-{i}" for i in range(100)}
 
 
+def test_a_ttl_column_gives_each_row_its_own_nats_ttl(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    """A Spark interval column `ttl` is each row's `Nats-TTL`, in whole seconds; a null
+    gives the row none, and a fraction of a second fails the write naming the row."""
+    url, name = shared_nats_server.url, unique_name("TTL")
+    make_stream(url, name, allow_msg_ttl=True)
+    df = spark.range(3).selectExpr(
+        f"'{name}.a' AS subject",
+        "cast(id AS string) AS data",
+        "CASE WHEN id = 1 THEN NULL ELSE make_dt_interval(0, 0, 0, 60 * (id + 1)) END AS ttl",
+    )
+    _write(df, url)
+    table = stream_table(url, name, include_headers=True)
+    ttls = {
+        row["data"]: dict(row["headers"] or []).get("Nats-TTL")
+        for row in table.select(["data", "headers"]).to_pylist()
+    }
+    assert ttls == {b"0": ["60s"], b"1": None, b"2": ["180s"]}
+    fraction = spark.range(1).selectExpr(
+        f"'{name}.a' AS subject", "'x' AS data", "make_dt_interval(0, 0, 0, 1.5) AS ttl"
+    )
+    with pytest.raises(SPARK_ERRORS) as excinfo:
+        _write(fraction, url)
+    assert "column 'ttl', row 0" in error_text(excinfo)
+    assert _count(url, name) == 3
+
+
 def test_headers_column_and_read_write_copy(
     spark: Any, shared_nats_server: Any, unique_name: Any
 ) -> None:
@@ -189,6 +217,68 @@ def test_retried_task_stores_every_row_exactly_once(
     assert table.num_rows == 20_000
     expected = {str(i).rjust(128, "x").encode() for i in range(20_000)}
     assert set(table.column("data").to_pylist()) == expected
+
+
+@pytest.mark.slow
+def test_increments_written_through_a_task_retry_sum_as_group_by_does(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    """A DataFrame of counter increments (subject, increment; no data) whose task fails
+    after publishing part of its rows: the retry sends the same msg ids, the server
+    counts each increment once, and the counters equal groupBy(subject).sum()."""
+    url, name = shared_nats_server.url, unique_name("CTR")
+    make_stream(url, name, allow_msg_counter=True)
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    old = spark.conf.get(key)
+    spark.conf.set(key, "500")
+    try:
+        df = spark.range(0, 8_000, 1, 2).select(
+            F.concat(F.lit(f"{name}."), (F.col("id") % 7).cast("string")).alias("subject"),
+            ((F.col("id") % 13) - 5).cast("long").alias("increment"),
+        )
+        # Partition 1 alone stores at most 4_000: more means partition 0 published too.
+        flaky = df.mapInArrow(_fail_once_after_publishing(url, name, 4_300), df.schema)
+        _write(flaky, url, stream=name)  # named, as a user names the stream
+    finally:
+        spark.conf.set(key, old)
+    expected = {
+        row["subject"]: row["total"]
+        for row in df.groupBy("subject").agg(F.sum("increment").alias("total")).collect()
+    }
+    with ja.connect(url) as client:
+        counters = client.read_counters(name)
+        assert client.stream_info(name).state.messages == 8_000
+    got = {
+        s: int(v)
+        for s, v in zip(counters["subject"].to_pylist(), counters["value"].to_pylist(), strict=True)
+    }
+    assert got == expected
+
+
+def test_a_dataframe_with_schedule_columns_fires_each_row_to_its_target(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    """A timestamp column `schedule` with `schedule_target`: each row stored as a
+    schedule (`@at` its instant) that the server fires to the target."""
+    url, name = shared_nats_server.url, unique_name("SCW")
+    make_stream(url, name, allow_msg_schedules=True)
+    df = spark.range(0, 20, 1, 2).select(
+        F.concat(F.lit(f"{name}.sched."), F.col("id").cast("string")).alias("subject"),
+        F.col("id").cast("string").alias("data"),
+        (F.current_timestamp() + F.expr("INTERVAL 3 SECONDS")).alias("schedule"),
+        F.lit(f"{name}.fired").alias("schedule_target"),
+    )
+    _write(df, url)
+    with ja.connect(url) as client:
+
+        def fired() -> list[bytes]:
+            table = client.read(name, subjects=[f"{name}.fired"]).read_all()
+            return sorted(table.column("data").to_pylist())
+
+        deadline = time.monotonic() + 20
+        while len(fired()) < 20 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert fired() == sorted(str(i).encode() for i in range(20))
 
 
 def test_fast_publish_mode_stores_every_row_once_and_a_rerun_nothing(
@@ -313,6 +403,14 @@ def test_overwrite_is_refused(spark: Any, shared_nats_server: Any, unique_name: 
         (["'s.x' as subject", "'d' as data"], {"msgIdColumn": "nope"}, "'msgIdColumn'"),
         (["'s.x' as subject", "'d' as data", "id as key"], {"msgIdColumn": "key"}, "'key'"),
         (["'s.x' as subject", "'d' as data"], {"ackTimeout": "soon"}, "'ackTimeout'"),
+        # The core judges the types at planning, naming the column as the DataFrame does.
+        (["id as Subject", "'d' as data"], {}, "column 'Subject' must be utf8"),
+        (
+            ["'s.x' as subject", "'d' as data", "'7' as expected_last_subject_seq"],
+            {},
+            "column 'expected_last_subject_seq' must be an integer",
+        ),
+        (["'d' as data"], {"subject": "s.*"}, "option 'subject'"),
     ],
 )
 def test_wrong_columns_and_options_are_named(
