@@ -185,9 +185,19 @@ def _input_reader(n: int, size: int) -> Any:
 
 
 def _payload_bytes(data: Any) -> int:
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    return int(pc.sum(pc.binary_length(data)).as_py() or 0)
+    if data.type != pa.binary_view():
+        return int(pc.sum(pc.binary_length(data)).as_py() or 0)
+    # pyarrow has no binary_length for views: each 16-byte view starts with its length.
+    import numpy as np
+
+    total = 0
+    for chunk in data.chunks if isinstance(data, pa.ChunkedArray) else [data]:
+        views = np.frombuffer(chunk.buffers()[1], dtype=np.int32).reshape(-1, 4)
+        total += int(views[chunk.offset : chunk.offset + len(chunk), 0].sum())
+    return total
 
 
 def _consume(messages: Iterable[Any], n: int) -> tuple[int, int]:
@@ -247,7 +257,13 @@ def ja_publish_atomic_ids(p: Params, clock: Clock) -> Result:
     return _ja_publish(p, clock, msg_id_prefix="bench-", mode="atomic")
 
 
-def ja_read(p: Params, clock: Clock, method: str = "consumer") -> Result:
+def ja_publish_atomic(p: Params, clock: Clock) -> Result:
+    """``ja_publish_atomic_ids`` without msg ids: the atomic batches jetstream-extra's
+    ``BatchPublish`` can send (it refuses a ``Nats-Msg-Id`` in a batch)."""
+    return _ja_publish(p, clock, msg_id_prefix=None, mode="atomic")
+
+
+def ja_read(p: Params, clock: Clock, method: str = "consumer", views: bool = False) -> Result:
     import jetstream_arrow as ja
 
     n = p["n"]
@@ -255,7 +271,12 @@ def ja_read(p: Params, clock: Clock, method: str = "consumer") -> Result:
     nbytes = 0
     with ja.connect(p["url"]) as client:
         clock.start()
-        reader = client.read(p["stream"], start_seq=1, method=method)  # type: ignore[arg-type]
+        reader = client.read(
+            p["stream"],
+            start_seq=1,
+            method=method,  # type: ignore[arg-type]
+            payload_views=views,
+        )
         for batch in reader:
             msgs += batch.num_rows
             nbytes += _payload_bytes(batch.column("data"))
@@ -264,6 +285,11 @@ def ja_read(p: Params, clock: Clock, method: str = "consumer") -> Result:
         clock.stop()
         reader.close()
     return {"msgs": msgs, "bytes": nbytes}
+
+
+def ja_read_views(p: Params, clock: Clock) -> Result:
+    """``ja_read`` with ``payload_views``: payloads as views of the received buffers."""
+    return ja_read(p, clock, views=True)
 
 
 def ja_read_direct(p: Params, clock: Clock) -> Result:
@@ -513,7 +539,9 @@ CASES: dict[str, Callable[[Params, Clock], Result]] = {
     "ja-publish-fast": ja_publish_fast,
     "ja-publish-fast-ids": ja_publish_fast_ids,
     "ja-publish-atomic-ids": ja_publish_atomic_ids,
+    "ja-publish-atomic": ja_publish_atomic,
     "ja-read": ja_read,
+    "ja-read-views": ja_read_views,
     "ja-read-direct": ja_read_direct,
     "ja-consume-batch-ack": ja_consume_batch_ack,
     "ja-consume-flow-control": ja_consume_flow_control,

@@ -3,8 +3,11 @@
 (nats-py), side by side, on a nats-server this script starts itself.
 
     python benches/run.py                 # 128 B, 1 KiB, 16 KiB; median of 3; Spark too
-    python benches/run.py --quick         # 128 B, 20k messages, once; no Spark (the test)
+    python benches/run.py --quick         # 128 B, 20k messages, once; no Spark, no extra-*
     python benches/run.py --only native-publish,ja-publish --sizes 1024 --repeat 5
+
+The ``extra-*`` cases run jetstream-extra (orbit.rs) as a peer; its crate, benches/extra,
+is built here on first use (it is outside the workspace: async-nats 0.48).
 
 Every case runs in its own process (so its peak RSS is its own), against a fresh stream
 (publish cases) or one filled stream per size (read cases). Repeats are interleaved, so
@@ -53,6 +56,13 @@ CASES: list[tuple[str, str, bool, str]] = [
     ("ja-publish-fast", "publish", False, "ja"),
     ("ja-publish-fast-ids", "publish", False, "ja"),
     ("ja-publish-atomic-ids", "publish", False, "ja"),
+    # Atomic batches without msg ids: what jetstream-extra's BatchPublish can send.
+    ("ja-publish-atomic", "publish", False, "ja"),
+    # One fast-ingest batch over a raw socket, its flow acks counted: the fast limit.
+    ("native-raw-publish-fast", "publish", False, "native"),
+    # jetstream-extra (orbit.rs) 0.3 on async-nats 0.48, a crate of its own (benches/extra).
+    ("extra-publish-fast", "publish", False, "extra"),
+    ("extra-publish-atomic", "publish", False, "extra"),
     ("spark-write", "publish", False, "spark"),
     ("spark-write-fast", "publish", False, "spark"),
     # Writes into a data source that drops the batches: Spark's hand-over alone.
@@ -62,7 +72,9 @@ CASES: list[tuple[str, str, bool, str]] = [
     ("native-raw-fetch", "fetch", True, "native"),
     ("natspy-fetch", "fetch", True, "natspy"),
     ("ja-read", "fetch", True, "ja"),
+    ("ja-read-views", "fetch", True, "ja"),
     ("ja-read-direct", "fetch", True, "ja"),
+    ("extra-get-batch", "fetch", True, "extra"),
     ("ja-consume-batch-ack", "fetch", True, "ja"),
     ("native-consume-flow-control", "fetch", True, "native"),
     ("ja-consume-flow-control", "fetch", True, "ja"),
@@ -73,6 +85,7 @@ CASES: list[tuple[str, str, bool, str]] = [
     ("spark-read-ceiling-message", "fetch", True, "spark"),
 ]
 CASE_NAMES = [c[0] for c in CASES]
+GROUP = {c[0]: c[3] for c in CASES}
 OP = {c[0]: c[1] for c in CASES}
 NEEDS_DATA = {c[0]: c[2] for c in CASES}
 # Targets: ratio to the native baseline of the same operation.
@@ -92,9 +105,15 @@ NATIVE = {"publish": "native-publish", "fetch": "native-fetch"}
 # so `vs_native` alone cannot say how far a read is from what the server can give.
 RAW = {"fetch": "native-raw-fetch"}
 # Publishes in fast-ingest batches: their stream needs `allow_batched`.
-FAST_INGEST = ("ja-publish-fast", "ja-publish-fast-ids", "spark-write-fast")
+FAST_INGEST = (
+    "ja-publish-fast",
+    "ja-publish-fast-ids",
+    "spark-write-fast",
+    "native-raw-publish-fast",
+    "extra-publish-fast",
+)
 # Publishes in atomic batches: their stream needs `allow_atomic`.
-ATOMIC = ("ja-publish-atomic-ids",)
+ATOMIC = ("ja-publish-atomic-ids", "ja-publish-atomic", "extra-publish-atomic")
 NATIVE_FLOW = "native-consume-flow-control"
 SPARK_WRITE_CEILING = "spark-write-ceiling"
 # Publish cases whose stream stays empty by design (not checked for n messages).
@@ -111,6 +130,14 @@ ALSO_COMPARED: dict[str, tuple[str, ...]] = {
         "spark-write",
         "spark-write-fast",
     ),
+    # Per-message-acked publishing (the package's default mode): what batching gains.
+    "ja-publish": ("ja-publish-fast", "native-raw-publish-fast", "extra-publish-fast"),
+    # The fast-ingest limit: one batch written straight to a raw socket.
+    "native-raw-publish-fast": ("ja-publish-fast", "extra-publish-fast"),
+    # The same atomic batches (1,000 rows, no msg ids) from jetstream-extra.
+    "ja-publish-atomic": ("extra-publish-atomic",),
+    # The same batched direct gets from jetstream-extra.
+    "ja-read-direct": ("extra-get-batch",),
     # Flow-control consumption: the server's work per acknowledged message is the
     # larger part, so the native client consuming the same kind of consumer.
     NATIVE_FLOW: ("ja-consume-flow-control",),
@@ -190,6 +217,27 @@ class Admin:
 
 
 # -- running one case in its own process -----------------------------------------------------
+
+
+def extra_binary(build: bool) -> Path:
+    """jetstream-extra's peers: a crate outside the workspace (async-nats 0.48, not the
+    project's 0.51), built into a target directory of its own, and only when a run has
+    one of its cases."""
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "extra-peers"
+    binary = target / "release" / "extra-peers"
+    crate = BENCHES / "extra"
+    sources = [*(crate / "src").glob("*.rs"), crate / "Cargo.toml", crate / "Cargo.lock"]
+    stale = not binary.exists() or any(s.stat().st_mtime > binary.stat().st_mtime for s in sources)
+    if build and stale:
+        log("building jetstream-extra's peers (benches/extra, cargo build --release) ...")
+        subprocess.run(
+            ["cargo", "build", "--release", "--locked"],
+            cwd=crate,
+            env={**os.environ, "CARGO_TARGET_DIR": str(target)},
+            check=True,
+            timeout=1800,
+        )
+    return binary
 
 
 def native_binary(build: bool) -> Path:
@@ -313,6 +361,39 @@ def fetch_batch(size: int) -> int:
 def case_command(
     case: str, binary: Path, url: str, stream: str, subject: str, n: int, size: int
 ) -> list[str]:
+    if case == "native-raw-publish-fast":
+        return [
+            str(binary),
+            "raw-publish-fast",
+            "--url",
+            url,
+            "--subject",
+            subject,
+            "--count",
+            str(n),
+            "--size",
+            str(size),
+            "--window",
+            str(PUBLISH_WINDOW),
+        ]
+    if GROUP[case] == "extra":
+        op = case.removeprefix("extra-")
+        return [
+            str(extra_binary(build=False)),
+            op,
+            "--url",
+            url,
+            "--stream",
+            stream,
+            "--subject",
+            subject,
+            "--count",
+            str(n),
+            "--size",
+            str(size),
+            "--window",
+            str(PUBLISH_WINDOW),
+        ]
     if case in ("native-publish", "native-publish-ids"):
         return [
             str(binary),
@@ -544,7 +625,9 @@ def write_results(out: Path, meta: dict[str, Any], rows: list[dict[str, Any]], l
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="128 B, 20k messages, once, no Spark")
+    ap.add_argument(
+        "--quick", action="store_true", help="128 B, 20k messages, once, no Spark, no extra-*"
+    )
     ap.add_argument("--sizes", help="payload sizes in bytes (default 128,1024,16384)")
     ap.add_argument("--count", type=int, help="messages per case (default 500000; quick 20000)")
     ap.add_argument(
@@ -576,6 +659,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         cases = list(CASE_NAMES)
         if args.no_spark or (args.quick and not args.spark):
             cases = [c for c in cases if not c.startswith("spark")]
+        # jetstream-extra's peers build a crate of their own (a second async-nats):
+        # measured in full runs and with --only, never in the quick one.
+        if args.quick:
+            cases = [c for c in cases if GROUP[c] != "extra"]
     args.cases = [c for c in CASE_NAMES if c in cases]
     return args
 
@@ -588,6 +675,10 @@ def main(argv: list[str] | None = None) -> int:
     # The native publisher also fills the read cases' stream.
     if not binary.exists():
         raise SystemExit(f"{binary} is missing; build it with cargo or drop --no-build")
+    if any(GROUP[c] == "extra" for c in args.cases):
+        extra = extra_binary(build=not args.no_build)
+        if not extra.exists():
+            raise SystemExit(f"{extra} is missing; build benches/extra or drop --no-build")
 
     now = dt.datetime.now(dt.timezone.utc).astimezone()
     out = Path(args.out) if args.out else ROOT / "bench-results" / now.strftime("%Y%m%d-%H%M%S")

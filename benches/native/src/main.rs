@@ -7,11 +7,14 @@
 //! native-baseline fetch   --url U --stream S --count N [--batch K] [--max-bytes M]
 //! native-baseline flow    --url U --stream S --count N [--max-ack-pending P]
 //! native-baseline raw-fetch --url U --stream S --count N [--batch K] [--max-bytes M]
+//! native-baseline raw-publish-fast --url U --subject X --count N --size B [--window W]
 //! ```
 //!
 //! `raw-fetch` is `fetch` without async-nats: the same consumer and pull requests over one
 //! raw TCP socket, each frame's control line parsed and its payload skipped (`raw.rs`), so
 //! it shows what the server can give a reader that does nothing per message.
+//! `raw-publish-fast` is its publishing counterpart (`raw_fast.rs`): one fast-ingest batch
+//! written straight to a raw socket, its flow acks counted.
 //!
 //! Each prints one JSON line: `{"op":..,"msgs":..,"bytes":..,"seconds":..}`.
 
@@ -30,6 +33,7 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, Semaphore};
 
 mod raw;
+mod raw_fast;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -40,7 +44,8 @@ const USAGE: &str = "usage:
   native-baseline publish --url U --stream S --subject X --count N --size B [--window W] [--max-bytes-in-flight B] [--msg-ids 0/1]
   native-baseline fetch   --url U --stream S --count N [--batch K] [--max-bytes M]
   native-baseline flow    --url U --stream S --count N [--max-ack-pending P]
-  native-baseline raw-fetch --url U --stream S --count N [--batch K] [--max-bytes M]";
+  native-baseline raw-fetch --url U --stream S --count N [--batch K] [--max-bytes M]
+  native-baseline raw-publish-fast --url U --subject X --count N --size B [--window W]";
 
 struct Args {
     op: String,
@@ -448,6 +453,7 @@ async fn run() -> Result<Value, Error> {
         "flow" => flow(&args).await,
         // Blocking on purpose: one socket read by this thread alone, no runtime in between.
         "raw-fetch" => raw::fetch(&args),
+        "raw-publish-fast" => raw_fast::publish_fast(&args),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             std::process::exit(0);

@@ -34,7 +34,7 @@ const CONNECT: &[u8] = b"CONNECT {\"verbose\":false,\"pedantic\":false,\"headers
 \"no_responders\":true,\"protocol\":1}\r\nPING\r\n";
 
 /// Why the connection gave no frame.
-enum Stop {
+pub(crate) enum Stop {
     Stalled,
     Closed,
     Io(std::io::Error),
@@ -43,7 +43,7 @@ enum Stop {
 
 impl Stop {
     /// The error to report, saying what the client was waiting for when it stopped.
-    fn waiting_for(self, what: impl FnOnce() -> String) -> Error {
+    pub(crate) fn waiting_for(self, what: impl FnOnce() -> String) -> Error {
         match self {
             Stop::Stalled => format!("no progress for {STALL:?} while waiting for {}", what()),
             Stop::Closed => format!(
@@ -65,28 +65,28 @@ impl From<std::io::Error> for Stop {
 
 /// The control line of a `MSG` or `HMSG`; its header and payload (and CRLF) follow
 /// unread in the buffer.
-struct Msg {
-    sid: u64,
+pub(crate) struct Msg {
+    pub(crate) sid: u64,
     /// Header bytes (0 for `MSG`), counted in `total`.
-    hdr: usize,
-    total: usize,
+    pub(crate) hdr: usize,
+    pub(crate) total: usize,
 }
 
-enum Frame {
+pub(crate) enum Frame {
     Msg(Msg),
     Pong,
 }
 
 /// One blocking socket and the one buffer it is read into: `buf[start..end]` is read but
 /// not yet parsed.
-struct Conn {
-    sock: TcpStream,
-    buf: Vec<u8>,
-    start: usize,
+pub(crate) struct Conn {
+    pub(crate) sock: TcpStream,
+    pub(crate) buf: Vec<u8>,
+    pub(crate) start: usize,
     end: usize,
     /// Bumped by the caller whenever what it waits for arrives (a counter, so no clock is
     /// read per message); the reads give up once it stays unchanged for STALL.
-    progress: u64,
+    pub(crate) progress: u64,
     seen: u64,
     since: Instant,
 }
@@ -96,13 +96,15 @@ impl Conn {
         let rest = match url.split_once("://") {
             Some(("nats", rest)) => rest,
             Some((scheme, _)) => {
-                return Err(format!("raw-fetch speaks plain nats://, not {scheme}://").into())
+                return Err(format!("the raw clients speak plain nats://, not {scheme}://").into())
             }
             None => url,
         };
         let host = rest.split(',').next().unwrap_or(rest).trim_end_matches('/');
         if host.contains('@') {
-            return Err("raw-fetch does not authenticate; give a URL without credentials".into());
+            return Err(
+                "the raw clients do not authenticate; give a URL without credentials".into(),
+            );
         }
         let has_port = host
             .rsplit_once(':')
@@ -139,13 +141,50 @@ impl Conn {
         .into())
     }
 
+    /// [`Self::open`], then the handshake: the server's INFO read and checked, CONNECT
+    /// sent and its PONG awaited.
+    pub(crate) fn connect(url: &str) -> Result<Self, Error> {
+        let mut conn = Conn::open(url)?;
+        let (a, b) = conn
+            .line()
+            .map_err(|s| s.waiting_for(|| "the server's INFO".into()))?;
+        let info: Value = match conn.buf[a..b].strip_prefix(b"INFO ") {
+            Some(json) => serde_json::from_slice(json)?,
+            None => {
+                return Err(bad_line(&conn.buf[a..b]).waiting_for(|| "the server's INFO".into()))
+            }
+        };
+        if info["headers"] != true {
+            return Err(
+                "the server does not support headers (needed for JetStream statuses)".into(),
+            );
+        }
+        if info["auth_required"] == true {
+            return Err(
+                "the server requires authentication, which the raw clients do not do".into(),
+            );
+        }
+        conn.send(CONNECT)
+            .map_err(|s| s.waiting_for(|| "the PONG after CONNECT".into()))?;
+        loop {
+            match conn.frame() {
+                Ok(Frame::Pong) => break,
+                Ok(Frame::Msg(m)) => conn
+                    .skip(m.total + 2)
+                    .map_err(|s| s.waiting_for(|| "the PONG after CONNECT".into()))?,
+                Err(s) => return Err(s.waiting_for(|| "the PONG after CONNECT".into())),
+            }
+        }
+        Ok(conn)
+    }
+
     /// Starts the stall clock again: a new wait begins.
-    fn restart_clock(&mut self) {
+    pub(crate) fn restart_clock(&mut self) {
         self.seen = self.progress;
         self.since = Instant::now();
     }
 
-    fn send(&mut self, bytes: &[u8]) -> Result<(), Stop> {
+    pub(crate) fn send(&mut self, bytes: &[u8]) -> Result<(), Stop> {
         Ok(self.sock.write_all(bytes)?)
     }
 
@@ -185,8 +224,18 @@ impl Conn {
         }
     }
 
+    /// One read of what the socket holds (for a caller that knows something is there).
+    pub(crate) fn fill_once(&mut self) -> Result<(), Stop> {
+        self.fill()
+    }
+
+    /// Whether a whole line is in the buffer, unparsed.
+    pub(crate) fn has_line(&self) -> bool {
+        self.buf[self.start..self.end].contains(&b'\n')
+    }
+
     /// Until at least `n` unparsed bytes are in the buffer.
-    fn need(&mut self, n: usize) -> Result<(), Stop> {
+    pub(crate) fn need(&mut self, n: usize) -> Result<(), Stop> {
         while self.end - self.start < n {
             self.fill()?;
         }
@@ -194,7 +243,7 @@ impl Conn {
     }
 
     /// Past `n` bytes, read or not: what is not in the buffer yet is read and dropped.
-    fn skip(&mut self, mut n: usize) -> Result<(), Stop> {
+    pub(crate) fn skip(&mut self, mut n: usize) -> Result<(), Stop> {
         loop {
             let have = self.end - self.start;
             if n <= have {
@@ -232,39 +281,60 @@ impl Conn {
 
     /// The next message or PONG; PINGs are answered, `+OK` and INFO updates passed over,
     /// `-ERR` is an error.
-    fn frame(&mut self) -> Result<Frame, Stop> {
+    pub(crate) fn frame(&mut self) -> Result<Frame, Stop> {
         loop {
             let (a, b) = self.line()?;
-            let line = &self.buf[a..b];
-            if let Some(rest) = line.strip_prefix(b"MSG ") {
-                return parse_msg(rest, false)
-                    .map(Frame::Msg)
-                    .ok_or_else(|| bad_line(line));
-            }
-            if let Some(rest) = line.strip_prefix(b"HMSG ") {
-                return parse_msg(rest, true)
-                    .map(Frame::Msg)
-                    .ok_or_else(|| bad_line(line));
-            }
-            match line {
-                b"PING" => self.send(b"PONG\r\n")?,
-                b"PONG" => return Ok(Frame::Pong),
-                b"+OK" | b"" => {}
-                _ if line.starts_with(b"INFO ") => {}
-                _ if line.starts_with(b"-ERR") => {
-                    return Err(Stop::Protocol(format!(
-                        "server: {}",
-                        String::from_utf8_lossy(line)
-                    )))
-                }
-                _ => return Err(bad_line(line)),
+            if let Some(frame) = self.parse_line(a, b)? {
+                return Ok(frame);
             }
         }
     }
 
+    /// [`Self::frame`] from what is already read, without waiting: None once no whole
+    /// line is left (a PING among the lines is answered and passed over, so a caller
+    /// never blocks for a frame the server is not going to send).
+    pub(crate) fn frame_ready(&mut self) -> Result<Option<Frame>, Stop> {
+        while self.has_line() {
+            let (a, b) = self.line()?;
+            if let Some(frame) = self.parse_line(a, b)? {
+                return Ok(Some(frame));
+            }
+        }
+        Ok(None)
+    }
+
+    /// One control line: a frame, or None for one handled here (PING, `+OK`, INFO).
+    fn parse_line(&mut self, a: usize, b: usize) -> Result<Option<Frame>, Stop> {
+        let line = &self.buf[a..b];
+        if let Some(rest) = line.strip_prefix(b"MSG ") {
+            return parse_msg(rest, false)
+                .map(|m| Some(Frame::Msg(m)))
+                .ok_or_else(|| bad_line(line));
+        }
+        if let Some(rest) = line.strip_prefix(b"HMSG ") {
+            return parse_msg(rest, true)
+                .map(|m| Some(Frame::Msg(m)))
+                .ok_or_else(|| bad_line(line));
+        }
+        match line {
+            b"PING" => self.send(b"PONG\r\n")?,
+            b"PONG" => return Ok(Some(Frame::Pong)),
+            b"+OK" | b"" => {}
+            _ if line.starts_with(b"INFO ") => {}
+            _ if line.starts_with(b"-ERR") => {
+                return Err(Stop::Protocol(format!(
+                    "server: {}",
+                    String::from_utf8_lossy(line)
+                )))
+            }
+            _ => return Err(bad_line(line)),
+        }
+        Ok(None)
+    }
+
     /// The status code of a message with headers (`NATS/1.0 408 ...`), or None for data
     /// (`NATS/1.0\r\n...`). Reads only the first bytes of the header.
-    fn status(&mut self, m: &Msg) -> Result<Option<u16>, Stop> {
+    pub(crate) fn status(&mut self, m: &Msg) -> Result<Option<u16>, Stop> {
         if m.hdr < STATUS_PEEK {
             return Ok(None);
         }
@@ -277,7 +347,7 @@ impl Conn {
     }
 
     /// A status message's description (`Batch Completed` in `NATS/1.0 409 Batch Completed`).
-    fn status_text(&mut self, m: &Msg) -> Result<&[u8], Stop> {
+    pub(crate) fn status_text(&mut self, m: &Msg) -> Result<&[u8], Stop> {
         if m.hdr > MAX_FRAME_HEAD {
             return Err(Stop::Protocol(format!(
                 "a status header of {} bytes",
@@ -377,31 +447,7 @@ pub fn fetch(args: &Args) -> Result<Value, Error> {
     // Large enough that the message count, not the byte budget, ends each request.
     let max_bytes = args.num("max-bytes", Some(1 << 30))?;
 
-    let mut conn = Conn::open(&url)?;
-    let (a, b) = conn
-        .line()
-        .map_err(|s| s.waiting_for(|| "the server's INFO".into()))?;
-    let info: Value = match conn.buf[a..b].strip_prefix(b"INFO ") {
-        Some(json) => serde_json::from_slice(json)?,
-        None => return Err(bad_line(&conn.buf[a..b]).waiting_for(|| "the server's INFO".into())),
-    };
-    if info["headers"] != true {
-        return Err("the server does not support headers (needed for JetStream statuses)".into());
-    }
-    if info["auth_required"] == true {
-        return Err("the server requires authentication, which raw-fetch does not do".into());
-    }
-    conn.send(CONNECT)
-        .map_err(|s| s.waiting_for(|| "the PONG after CONNECT".into()))?;
-    loop {
-        match conn.frame() {
-            Ok(Frame::Pong) => break,
-            Ok(Frame::Msg(m)) => conn
-                .skip(m.total + 2)
-                .map_err(|s| s.waiting_for(|| "the PONG after CONNECT".into()))?,
-            Err(s) => return Err(s.waiting_for(|| "the PONG after CONNECT".into())),
-        }
-    }
+    let mut conn = Conn::connect(&url)?;
 
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
