@@ -130,8 +130,13 @@ def test_ctrl_c_while_a_generator_makes_the_next_batch_exits_cleanly(
     thread that takes the GIL back from a finalizing interpreter."""
     for attempt in range(3):
         proc = subprocess.Popen(
-            [sys.executable, "-c", textwrap.dedent(_INTERRUPTED_PUBLISH)]
-            + [shared_nats_server.url, f"{stream}.x"],
+            [
+                sys.executable,
+                "-c",
+                textwrap.dedent(_INTERRUPTED_PUBLISH),
+                shared_nats_server.url,
+                f"{stream}.x",
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -147,7 +152,8 @@ def test_ctrl_c_while_a_generator_makes_the_next_batch_exits_cleanly(
             if proc.poll() is None:
                 proc.kill()
         assert proc.returncode == 130, (proc.returncode, err)
-        assert out == "interrupted\n", err
+        # (the engine may have asked for one more batch before the abort reached it)
+        assert out.endswith("interrupted\n"), err
 
 
 def test_headers_as_map_of_strings_are_accepted(client: ja.Client, stream: str) -> None:
