@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -129,7 +130,13 @@ def test_ctrl_c_then_rerun(nats_server, tmp_path, capsys):
                 proc.kill()
         assert proc.returncode == 130, err
         assert "Run the same command again to finish" in err
-        assert _messages(client, "RERUN") < ROWS
+        stored = _messages(client, "RERUN")
+        assert stored < ROWS
+        # Ctrl-C stops the load taking rows and waits for the acks of those it took:
+        # what it reports is what the stream holds.
+        reported = re.search(r"interrupted: ([\d,]+) rows were acknowledged", err)
+        assert reported is not None, err
+        assert int(reported.group(1).replace(",", "")) == stored, err
 
         run = cli(
             capsys,

@@ -98,6 +98,15 @@ def test_bad_read_options_name_the_option(options: dict[str, str], named: str) -
     assert named in str(excinfo.value)
 
 
+@pytest.mark.parametrize("group", ["a.b", "x" * 17, "", "with space"])
+def test_a_consumer_group_the_server_would_refuse_is_named(group: str) -> None:
+    options = {"stream": "S", "consumer": "C", "consumerGroup": group}
+    with pytest.raises(BadInputError, match="option 'consumerGroup'"):
+        parse_read_options(options, queries="stream")
+    ok = parse_read_options({**options, "consumerGroup": "a/b_c=d-9" + "x" * 7}, queries="stream")
+    assert ok.consumer_group == "a/b_c=d-9xxxxxxx"
+
+
 def test_write_options() -> None:
     opts = parse_write_options(
         {

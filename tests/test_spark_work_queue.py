@@ -15,15 +15,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
+from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 import jetstream_arrow as ja
 from conftest_spark import SPARK_ERRORS, make_stream, publish, spark
 from fault_helpers import batch_ids, kill_driver_mid_batch
 from jetstream_arrow.exceptions import BadInputError
-from jetstream_arrow.spark.consumer_stream_reader import prepare_consumer
+from jetstream_arrow.spark import message_schema
+from jetstream_arrow.spark.consumer_stream_reader import (
+    ConsumerStreamReader,
+    pinned_client,
+    prepare_consumer,
+)
 from jetstream_arrow.spark.options import parse_read_options
+from jetstream_arrow.spark.reading import DataLossError
 
 pytestmark = pytest.mark.spark
 __all__ = ["spark"]
@@ -97,6 +105,90 @@ def test_a_query_drains_a_work_queue_through_its_consumer(
         info = client.consumer_info(queue, "drain")
         assert info.num_ack_pending == 0
         assert info.config.headers_only
+
+
+def consumer_reader(url: str, queue: str, **options: Any) -> ConsumerStreamReader:
+    """The driver's side of a query through option ``consumer``, as Spark calls it."""
+    opts = parse_read_options({"servers": url, "stream": queue, **options}, queries="stream")
+    return ConsumerStreamReader(opts, message_schema())
+
+
+def read(source: ConsumerStreamReader, start: Any, end: Any) -> list[bytes]:
+    """The payloads of the micro-batch from ``start`` to ``end``, read as executors do."""
+    batches = [b for p in source.partitions(start, end) for b in source.read(p)]
+    return pa.Table.from_batches(batches).column("data").to_pylist() if batches else []
+
+
+def test_a_stopped_query_of_a_group_gives_up_its_pin(
+    shared_nats_server: Any, unique_name: Any
+) -> None:
+    """query.stop() unpins: the standby takes over at its next look, not after the
+    pin timeout (a minute here), with what the stopped one had claimed."""
+    url, queue = shared_nats_server.url, unique_name("WQP")
+    work_queue(url, queue)
+    publish(url, queue, 6)
+    group = {"consumer": "shared", "consumerGroup": "g", "maxMessagesPerTrigger": 3}
+    a = consumer_reader(url, queue, **group, consumerPinTimeout=60)
+    b = consumer_reader(url, queue, **group)
+    a_start = a.initialOffset()
+    assert read(a, a_start, a.latestOffset(a_start, a.getDefaultReadLimit())) == [
+        b"m0",
+        b"m1",
+        b"m2",
+    ]
+    b_start = b.initialOffset()
+    assert b.latestOffset(b_start, b.getDefaultReadLimit()) == b_start  # a holds the pin
+    a.stop()
+    with ja.connect(url) as client:
+        assert pinned_client(client, queue, "shared") is None
+    time.sleep(1.2)  # past the standby's next look
+    end = b.latestOffset(b_start, b.getDefaultReadLimit())
+    assert read(b, b_start, end) == [b"m0", b"m1", b"m2"]  # a committed nothing
+
+
+def test_a_checkpoint_of_a_queue_deleted_and_created_again_acknowledges_nothing_unread(
+    shared_nats_server: Any, unique_name: Any
+) -> None:
+    """The new queue's messages below the checkpoint's position are not committed
+    ones: the query fails naming the loss, or with failOnDataLoss=false reads the new
+    queue from its first message; the checkpoint's last micro-batch, run again, reads
+    nothing of the new queue."""
+    url, queue = shared_nats_server.url, unique_name("WQR")
+    work_queue(url, queue)
+    publish(url, queue, 30)
+
+    def reader(**options: str) -> ConsumerStreamReader:
+        return consumer_reader(url, queue, consumer="jobs", **options)
+
+    first = reader()
+    start = first.initialOffset()
+    end = first.latestOffset(start, ReadAllAvailable())
+    assert sorted(read(first, start, end)) == sorted(f"m{i}".encode() for i in range(30))
+    first.commit(end)
+    first.stop()
+    assert state(url, queue).messages == 0
+    with ja.connect(url) as client:
+        client.delete_stream(queue)
+    work_queue(url, queue)
+    publish(url, queue, 12, start=100)
+
+    with pytest.raises(DataLossError, match=f"stream '{queue}' was deleted and created again"):
+        reader().partitions(start, end)
+    with pytest.raises(DataLossError, match="failOnDataLoss"):
+        reader().latestOffset(end, ReadAllAvailable())
+    assert state(url, queue).messages == 12  # nothing acknowledged
+
+    lenient = reader(failOnDataLoss="false")
+    assert lenient.partitions(start, end) == []  # the old queue's micro-batch
+    new_end = lenient.latestOffset(end, ReadAllAvailable())
+    assert new_end["first"] == 1
+    assert sorted(read(lenient, end, new_end)) == sorted(f"m{i}".encode() for i in range(100, 112))
+    lenient.commit(new_end)
+    assert state(url, queue).messages == 0
+    # and the next micro-batch goes on from there
+    publish(url, queue, 3, start=200)
+    later = lenient.latestOffset(new_end, ReadAllAvailable())
+    assert sorted(read(lenient, new_end, later)) == [b"m200", b"m201", b"m202"]
 
 
 def test_consumer_option_needs_direct_gets_and_a_matching_consumer(

@@ -160,14 +160,18 @@ class Publisher:
         """Publish every row of ``data`` (anything with the Arrow PyCapsule interface,
         in the message schema; ``subject`` over the publisher's) and return once each
         row is stored, a duplicate or failed. Raises ``PublishError`` when rows fail,
-        unless the publisher was made with ``raise_on_error=False``."""
+        unless the publisher was made with ``raise_on_error=False``. Ctrl-C stops it
+        taking rows (before the input's next batch) and raises ``KeyboardInterrupt``
+        once the rows taken are acknowledged, their ``PublishResult`` as its
+        ``.result`` (absent when they were not within 10 s)."""
         try:
             outcome = self._native.publish(importable(data), subject)
-        except JetStreamArrowError as err:
-            # Input errors and lost connections stop a publish midway; what was
-            # already acknowledged is reported, never lost.
+        except (JetStreamArrowError, KeyboardInterrupt) as err:
+            # Input errors and lost connections stop a publish midway, and so does
+            # Ctrl-C (the rows taken before it are acknowledged first): what was
+            # acknowledged is reported, never lost.
             if isinstance(getattr(err, "result", None), _core.PublishOutcome):
-                err.result = PublishResult.from_outcome(err.result)
+                err.result = PublishResult.from_outcome(err.result)  # type: ignore[union-attr]
             raise
         result = PublishResult.from_outcome(outcome)
         return raise_if_failed(result) if self._raise_on_error else result

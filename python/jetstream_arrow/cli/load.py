@@ -527,6 +527,15 @@ def _load_file(
                     result = next(results)
                 except StopIteration:
                     break
+                except KeyboardInterrupt as interrupted:
+                    # The rows taken before Ctrl-C, acknowledged: counted in the
+                    # message that tells the user where the load stopped.
+                    taken = getattr(interrupted, "result", None)
+                    if taken is not None:
+                        totals.rows += taken.rows
+                        totals.stored += taken.stored
+                        totals.duplicates += taken.duplicates
+                    raise
                 except BadInputError as e:
                     # the engine counts rows from the first of the current result
                     where = (

@@ -34,6 +34,15 @@ offset's ``first``), past what the other query acknowledged (a query acknowledge
 committed micro-batch when it plans the next: killed in between, its last one is moved
 again by the standby).
 
+Offsets keep when the stream was created (``"created"``, as a plain streaming read's
+do). A driver that starts from a checkpoint made on another stream of the name (deleted
+and created again, or one that now ends before the checkpoint's position) would
+otherwise take the new stream's messages below that position for committed and
+acknowledge them unread: the query fails with a ``DataLossError``, or with
+``failOnDataLoss=false`` reads the new stream from its first message (the end offset's
+``first``). Messages the stream removes after the consumer delivered them (limits, a
+purge) are not loss in this sense: skipped, as acknowledged work items are.
+
 The query's progress reports, as the source's ``latestOffset``, the sequence after the
 last message the consumer can claim (``reportLatestOffset``): a query that has caught
 up shows it equal to its ``endOffset`` even when the stream's last messages are on
@@ -65,12 +74,13 @@ from pyspark.sql.types import StructType
 from .._core import DEFAULT_SPARK_CONSUMER_PIN_TIMEOUT
 from ..client import Client
 from ..consumers import ConsumedBatch, PullConsumer
-from ..exceptions import BadInputError, NotFoundError, OperationTimeoutError
+from ..exceptions import BadInputError, JetStreamArrowError, NotFoundError, OperationTimeoutError
 from .connection_cache import get_client
 from .lag import behind_latest, mean_message_size
 from .options import ReadOptions
 from .partitions import read_partition, split_range
-from .stream_lookup import stream_state
+from .reading import DataLossError
+from .stream_lookup import log, recreated_since, stream_now, stream_state
 from .stream_reader import next_seq_of
 from .triggers import TriggerGate, messages_within
 
@@ -85,6 +95,25 @@ FETCH_MESSAGES = 10_000
 #: With consumerGroup: seconds between looks whether a query holds the pin (a driver
 #: asks for new messages many times a second while it has none).
 PIN_CHECK_INTERVAL = 1.0
+#: The first nats-server that resets a consumer to its ack floor (CONSUMER.RESET),
+#: which every driver's start and a standby's takeover do.
+RESET_SINCE = (2, 14)
+
+
+def _check_server(client: Client) -> None:
+    """Refuse, naming the option, a server older than :data:`RESET_SINCE`."""
+    version = str(client.server_info().get("version") or "")
+    parts = version.split("-")[0].split(".")
+    try:
+        found = (int(parts[0]), int(parts[1]))
+    except (IndexError, ValueError):
+        return  # a version this code cannot read: the reset's own answer decides
+    if found < RESET_SINCE:
+        raise BadInputError(
+            f"option 'consumer' needs nats-server {RESET_SINCE[0]}.{RESET_SINCE[1]} or "
+            f"newer (a driver that starts resets the consumer to its ack floor); the "
+            f"server is {version}"
+        )
 
 
 def prepare_consumer(client: Client, opts: ReadOptions) -> PullConsumer:
@@ -92,6 +121,7 @@ def prepare_consumer(client: Client, opts: ReadOptions) -> PullConsumer:
     its ack floor so that what an earlier driver claimed is delivered again."""
     assert opts.consumer is not None
     stream, name = opts.stream, opts.consumer
+    _check_server(client)
     info = client.stream_info(stream)
     if not info.config.allow_direct:
         raise BadInputError(
@@ -190,15 +220,16 @@ def pinned_client(client: Client, stream: str, name: str) -> str | None:
     return next((g["pinned_client_id"] for g in groups if g.get("pinned_client_id")), None)
 
 
-def claim_limits(client: Client, opts: ReadOptions) -> tuple[int, int | None]:
+def claim_limits(client: Client, opts: ReadOptions) -> tuple[int, int]:
     """Messages to claim per fetch (:data:`FETCH_MESSAGES`, or the consumer's
     ``max_batch`` if lower: the server refuses a pull of more), and how many the
     consumer delivers unacknowledged at most (its ``max_ack_pending``; a pull past it
-    is held by the server, not answered)."""
+    is held by the server, not answered; :data:`MAX_ACK_PENDING` for a consumer
+    without a limit, so that a micro-batch stays bounded)."""
     config = client.consumer_info(opts.stream, opts.consumer or "").config
     per_fetch = min(b for b in (FETCH_MESSAGES, config.max_batch) if b is not None and b > 0)
     pending = config.max_ack_pending
-    return per_fetch, pending if pending is not None and pending > 0 else None
+    return per_fetch, pending if pending is not None and pending > 0 else MAX_ACK_PENDING
 
 
 def last_seq_on(
@@ -223,15 +254,24 @@ class ConsumerStreamReader(DataSourceStreamReader):
         self.schema = schema
         self._consumer: PullConsumer | None = None
         self._per_fetch = FETCH_MESSAGES
-        self._max_pending: int | None = None
+        self._max_pending = MAX_ACK_PENDING
+        # When the stream was created, as this driver found it at its start; and,
+        # after a checkpoint made on another stream of the name (failOnDataLoss=false),
+        # the sequence this driver reads the new one from until a micro-batch is planned.
+        self._created: int | None = None
+        self._checked_start = False
+        self._read_anew_from: int | None = None
         # Claimed messages not yet acknowledged: their batch and (row, seq) pairs.
         self._held: list[tuple[ConsumedBatch, list[tuple[int, int]]]] = []
         # The end latestOffset last gave, the one of the micro-batch being planned.
         self.planned_end = 1
         # With consumerGroup: when to look next whether any query holds the pin, and
-        # the pin this query's claims in `_held` were made under.
+        # the pin this query's claims in `_held` were made under, and whether another
+        # query held the pin when last looked (then this one pulls nothing: a pull the
+        # server holds unanswered could be given the pin when it moves).
         self._next_pin_check = 0.0
         self._pin: str | None = None
+        self._standby = False
         # minMessagesPerTrigger and maxTriggerDelay: the delay counts from the start.
         self.gate = TriggerGate.of(opts)
 
@@ -243,15 +283,56 @@ class ConsumerStreamReader(DataSourceStreamReader):
             client = get_client(self.opts.connect)
             self._consumer = prepare_consumer(client, self.opts)
             self._per_fetch, self._max_pending = claim_limits(client, self.opts)
+            self._created = stream_now(client, self.opts.stream, self.opts.resume_timeout).created
         return self._consumer
 
-    def initialOffset(self) -> dict[str, int]:
+    def _with_created(self, offset: dict[str, Any]) -> dict[str, Any]:
+        return offset if self._created is None else {**offset, "created": self._created}
+
+    def initialOffset(self) -> dict[str, Any]:
         """Where the consumer stands: the sequence after its ack floor."""
         self._claimer()
         info = get_client(self.opts.connect).consumer_info(
             self.opts.stream, self.opts.consumer or ""
         )
-        return {"seq": int(info.ack_floor.stream_seq) + 1}
+        return self._with_created({"seq": int(info.ack_floor.stream_seq) + 1})
+
+    def _check_start(self, offset: dict[str, Any]) -> None:
+        """Once per driver, before anything below ``offset`` (the checkpoint's) is
+        acknowledged or a micro-batch ending there is run again: is the stream the
+        one the checkpoint was made on? Another one's messages below the checkpoint's
+        position are not committed: the query fails (failOnDataLoss), or reads the new
+        stream from its first message."""
+        self._claimer()
+        if self._checked_start:
+            return
+        self._checked_start = True
+        position = next_seq_of(offset)
+        stream = self.opts.stream
+        now = stream_now(get_client(self.opts.connect), stream, self.opts.resume_timeout)
+        recorded = offset.get("created")
+        if recreated_since(recorded if isinstance(recorded, int) else None, now):
+            what = (
+                f"stream {stream!r} was deleted and created again since the query read "
+                f"it up to sequence {position - 1} (it has another creation time)"
+            )
+        elif int(now.state.last_seq) < position - 1:
+            what = (
+                f"stream {stream!r} ends at sequence {now.state.last_seq}, but the query "
+                f"has read it up to {position - 1}: the stream was deleted and recreated, "
+                "restored from an older snapshot, or lost its last messages"
+            )
+        else:
+            return
+        if self.opts.fail_on_data_loss:
+            raise DataLossError(
+                f"option 'failOnDataLoss': {what}. Its sequences now name other messages, "
+                f"which the query would take for committed and acknowledge unread. Set "
+                "failOnDataLoss=false to read it from its first message, or start a new "
+                "query (a new checkpoint)."
+            )
+        log.warning("%s: the query reads it from its first message", what)
+        self._read_anew_from = 1
 
     def getDefaultReadLimit(self) -> ReadLimit:
         # With minMessagesPerTrigger the default is never ReadAllAvailable: Spark
@@ -288,11 +369,14 @@ class ConsumerStreamReader(DataSourceStreamReader):
                 f"messages (option 'maxMessagesPerTrigger'), not by {type(limit).__name__}"
             )
         consumer = self._claimer()
+        self._check_start(start)
+        if self._read_anew_from is not None:
+            next_seq = self._read_anew_from
         self._ack_below(next_seq)
         if self.opts.consumer_group is not None:
             self._check_pin()
         claimed = sorted({s for _, rows in self._held for _, s in rows})
-        while most is None or len(claimed) < most:
+        while (most is None or len(claimed) < most) and not self._standby:
             want = self._per_fetch if most is None else min(self._per_fetch, most - len(claimed))
             if self._max_pending is not None:
                 want = min(want, self._max_pending - sum(len(rows) for _, rows in self._held))
@@ -303,8 +387,14 @@ class ConsumerStreamReader(DataSourceStreamReader):
             except OperationTimeoutError:
                 if self.opts.consumer_group is None:
                     raise
-                # A standby's no-wait pull while the pinned query holds the consumer's
-                # max_ack_pending: the server leaves it unanswered. Nothing to claim.
+                # The pin moved to another query since this one looked, which holds
+                # the consumer's max_ack_pending: the server leaves the pull unanswered.
+                log.info(
+                    "consumer %r: a pull of this query was not answered (another query "
+                    "of group %r holds the pin); nothing claimed",
+                    self.opts.consumer,
+                    self.opts.consumer_group,
+                )
                 break
             if self.opts.consumer_group is not None and consumer.pin_id != self._pin:
                 self._pin_moved(consumer.pin_id)
@@ -333,12 +423,17 @@ class ConsumerStreamReader(DataSourceStreamReader):
         if claimed:
             self.gate.fired()
         if not claimed:
-            self.planned_end = next_seq
+            self.planned_end = next_seq_of(start)
             return dict(start)  # no micro-batch, and no new offset that would make one
         self.planned_end = claimed[-1] + 1
+        if self._read_anew_from is not None:
+            # The new stream's first micro-batch: its start offset is the old stream's.
+            first = max(first, 1)
+            self._read_anew_from = None
+            return self._with_created({"seq": self.planned_end, "first": first})
         if first > next_seq:
-            return {"seq": self.planned_end, "first": first}
-        return {"seq": self.planned_end}
+            return self._with_created({"seq": self.planned_end, "first": first})
+        return self._with_created({"seq": self.planned_end})
 
     def _pin_moved(self, pin: str | None) -> None:
         """This query's pin in the group changed: lost (another query is pinned, and
@@ -372,6 +467,7 @@ class ConsumerStreamReader(DataSourceStreamReader):
         if self._held and pinned != self._pin:
             self._held = []
             self._pin = None
+        self._standby = pinned is not None and pinned != self._pin
         if not pinned:
             client.reset_consumer(stream, name)
 
@@ -409,6 +505,9 @@ class ConsumerStreamReader(DataSourceStreamReader):
         pending; the last message, payload and all, is fetched only when some are.)
         Beside it, the messages and bytes behind (:mod:`.lag`): the consumer's pending
         messages and those it delivered that no micro-batch took yet."""
+        if self._standby:
+            # Another query of the group moves the messages: none is this one's lag.
+            return {"seq": self.planned_end}
         client = get_client(self.opts.connect)
         stream = self.opts.stream
         pending = int(client.consumer_info(stream, self.opts.consumer or "").num_pending)
@@ -424,11 +523,17 @@ class ConsumerStreamReader(DataSourceStreamReader):
         return {"seq": max(last + 1, self.planned_end), **behind_latest(behind)}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        """Sequences ``start..end - 1`` (from the end offset's ``first`` when another
-        query of the group acknowledged the messages before it), split by the options
-        alone, so that a re-run micro-batch has the same partitions (and the same
-        message ids in a sink)."""
-        first, last = max(next_seq_of(start), end.get("first", 0)), next_seq_of(end) - 1
+        """Sequences ``start..end - 1``, or from the end offset's ``first`` (another
+        query of the group acknowledged the messages before it; or the stream was
+        created again and is read from its first message), split by the options alone,
+        so that a re-run micro-batch has the same partitions (and the same message ids
+        in a sink)."""
+        # Spark runs the checkpoint's last micro-batch again before planning the next.
+        self._check_start(end)
+        if self._read_anew_from is not None and end.get("created") != self._created:
+            return []  # planned on the stream that was deleted: its messages are gone
+        first = end["first"] if "first" in end else next_seq_of(start)
+        last = next_seq_of(end) - 1
         opts = self.opts
         return list(split_range(first, last, opts.min_partitions, opts.max_messages_per_partition))
 
@@ -441,5 +546,18 @@ class ConsumerStreamReader(DataSourceStreamReader):
 
     def stop(self) -> None:
         """Claimed but unacknowledged messages are left to the server: the next driver
-        resets the consumer and gets them again."""
+        resets the consumer and gets them again. A query of a group that holds the pin
+        gives it up, so that a standby takes over now, not after the pin timeout."""
         self._held = []
+        group, pin = self.opts.consumer_group, self._pin
+        if group is None or pin is None or self._consumer is None:
+            return
+        client = get_client(self.opts.connect)
+        stream, name = self.opts.stream, self.opts.consumer or ""
+        try:
+            if pinned_client(client, stream, name) == pin:
+                client.unpin_consumer(stream, name, group)
+        except JetStreamArrowError as err:
+            log.warning(
+                "consumer %r: the pin of group %r stays until it times out: %s", name, group, err
+            )

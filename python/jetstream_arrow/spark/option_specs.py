@@ -495,7 +495,7 @@ class ReadOptions:
         ),
         nullable=True,
         queries="stream",
-        meaning="with `consumer`: the consumer's pinned priority group (nats-server 2.11+) this query joins, so that queries sharing the consumer run as one active and standbys: the server delivers to one (the pinned), and when it stops pulling (its driver killed) another takes over after `consumerPinTimeout`, from the consumer's ack floor; the consumer is created with policy `pinned_client` if missing",
+        meaning="with `consumer`: the consumer's pinned priority group (1 to 16 letters, digits, `/`, `_`, `=`, `-`) this query joins, so that queries sharing the consumer run as one active and standbys: the server delivers to one (the pinned), and when it stops pulling (its driver killed) another takes over after `consumerPinTimeout`, from the consumer's ack floor; the consumer is created with policy `pinned_client` if missing",
     )
     consumer_pin_timeout: float | None = option(
         excludes=_NOT_WITH_CONSUMER,

@@ -40,6 +40,9 @@ from .option_specs import (
 
 __all__ = ["ReadOptions", "WriteOptions", "parse_read_options", "parse_write_options"]
 
+#: What the server takes as a priority group's name.
+_PRIORITY_GROUP_NAME = re.compile(r"[a-zA-Z0-9/_=-]{1,16}")
+
 
 def _index(specs: list[OptionSpec]) -> dict[str, OptionSpec]:
     out: dict[str, OptionSpec] = {}
@@ -475,6 +478,12 @@ def parse_read_options(
         raise BadInputError(
             "option 'consumerGroup' is a priority group of the durable consumer named by "
             "option 'consumer'; give that option too"
+        )
+    group = values["consumer_group"]
+    if group is not None and not _PRIORITY_GROUP_NAME.fullmatch(group):
+        raise BadInputError(
+            f"option 'consumerGroup': {group!r} is not a priority group name (1 to 16 "
+            "letters, digits and the characters / _ = -, as the server takes them)"
         )
     if values["consumer_pin_timeout"] is not None and values["consumer_group"] is None:
         raise BadInputError(

@@ -168,5 +168,11 @@ def streams_of(
     return {name: _chosen(infos[name], read_with(name)) for name in sorted(infos)}
 
 
+def stream_now(client: Client, stream: str, patience: float = PATIENCE) -> ChosenStream:
+    """Stream ``stream`` as it is now (every subject): its state and when it was
+    created, for :func:`recreated_since`."""
+    return _chosen(_stream_info(client, stream, patience), None)
+
+
 def _chosen(info: Any, subjects: tuple[str, ...] | None) -> ChosenStream:
     return ChosenStream(info.state, subjects, created_ns(info), _first_message_ns(info))

@@ -133,20 +133,33 @@ pub fn stopped() -> Error {
     Error::new(ErrorKind::Connection, "the publish was cancelled")
 }
 
-/// The input of a publish, in slices of at most [`STOP_CHECK_ROWS`] rows, ending in
-/// [`stopped`] once `stop` is set.
+/// The input of a publish, in slices of at most [`STOP_CHECK_ROWS`] rows (or whole
+/// batches), ending in [`stopped`] once `stop` is set.
 pub struct Stoppable<I> {
     input: I,
     stop: Arc<AtomicBool>,
     current: Option<(RecordBatch, usize)>,
+    slice_rows: usize,
 }
 
 impl<I> Stoppable<I> {
+    /// Stops within [`STOP_CHECK_ROWS`] rows: an asyncio task's cancellation is
+    /// answered as soon as the rows already sent are acknowledged.
     pub fn new(input: I, stop: Arc<AtomicBool>) -> Self {
         Self {
             input,
             stop,
             current: None,
+            slice_rows: STOP_CHECK_ROWS,
+        }
+    }
+
+    /// Stops before the next batch of the input, the batches handed on whole (so a
+    /// large batch keeps its work in bulk, such as compression ahead).
+    pub fn between_batches(input: I, stop: Arc<AtomicBool>) -> Self {
+        Self {
+            slice_rows: usize::MAX,
+            ..Self::new(input, stop)
         }
     }
 }
@@ -162,8 +175,12 @@ impl<I: Iterator<Item = Result<RecordBatch, Error>>> Iterator for Stoppable<I> {
         loop {
             if let Some((batch, offset)) = &mut self.current {
                 if *offset < batch.num_rows() {
-                    let len = STOP_CHECK_ROWS.min(batch.num_rows() - *offset);
-                    let slice = batch.slice(*offset, len);
+                    let len = self.slice_rows.min(batch.num_rows() - *offset);
+                    let slice = if len == batch.num_rows() {
+                        batch.clone()
+                    } else {
+                        batch.slice(*offset, len)
+                    };
                     *offset += len;
                     return Some(Ok(slice));
                 }

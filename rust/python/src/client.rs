@@ -29,7 +29,7 @@ use crate::errors::{GlueError, GlueResult};
 use crate::options::{connect_config, publish_options, read_options};
 use crate::push::PushConsumer;
 use crate::reader::{Batches, ReadBatches};
-use crate::runtime::{wait, BlockingIter};
+use crate::runtime::{wait, wait_or_stop, BlockingIter, Unfinished};
 use jetstream_arrow_core::option_values::{count, opt_count, opt_seconds, seconds};
 
 /// A live connection. Not picklable, and usable only in the process that made it.
@@ -466,26 +466,24 @@ impl Publisher {
         &self,
         data: AnyRecordBatch,
         subject: Option<String>,
-        stop: Option<Arc<AtomicBool>>,
+        stop: Arc<AtomicBool>,
+        stop_check: fn(BlockingRows, Arc<AtomicBool>) -> Stoppable<BlockingRows>,
     ) -> GlueResult<impl Future<Output = GlueResult<PublishOutcome>> + Send + 'static> {
         let reader = data.into_reader()?;
         let schema = reader.schema();
         let slot = self.inner.clone();
-        let batches = BlockingIter(reader).map(|b: Result<RecordBatch, _>| b.map_err(Error::from));
+        let batches: BlockingRows = Box::new(
+            BlockingIter(reader).map(|b: Result<RecordBatch, _>| b.map_err(Error::from)),
+        );
         Ok(async move {
             let mut guard = slot.lock_owned().await;
             let mut publisher = guard
                 .take()
                 .ok_or_else(|| Error::bad_input("the publisher is closed"))?;
-            let (outcome, error) = match &stop {
-                Some(stop) => {
-                    let batches = Stoppable::new(batches, stop.clone());
-                    publisher.publish(schema, batches, subject).await
-                }
-                None => publisher.publish(schema, batches, subject).await,
-            };
+            let batches = stop_check(batches, stop.clone());
+            let (outcome, error) = publisher.publish(schema, batches, subject).await;
             *guard = Some(publisher);
-            let stopped = stop.is_some_and(|stop| stop.load(Ordering::SeqCst));
+            let stopped = stop.load(Ordering::SeqCst);
             let outcome = PublishOutcome { inner: outcome };
             match error {
                 Some(e) if !stopped => {
@@ -498,8 +496,15 @@ impl Publisher {
     }
 }
 
+/// A publish's input as the engine pulls it: batches from an Arrow stream that may call
+/// into Python (a generator), each pull on a runtime thread.
+type BlockingRows = Box<dyn Iterator<Item = Result<RecordBatch, Error>> + Send>;
+
 #[pymethods]
 impl Publisher {
+    /// Ctrl-C stops the publish taking rows (before the input's next batch); the
+    /// rows taken are acknowledged, within the interrupted wait's grace, and their
+    /// outcome rides on the `KeyboardInterrupt` as `result`.
     #[pyo3(signature = (data, subject=None))]
     fn publish(
         &self,
@@ -507,8 +512,17 @@ impl Publisher {
         data: AnyRecordBatch,
         subject: Option<String>,
     ) -> GlueResult<PublishOutcome> {
-        let call = self.call(data, subject, None)?;
-        wait(py, call)?
+        let stop = Arc::new(AtomicBool::new(false));
+        let call = self.call(data, subject, stop.clone(), Stoppable::between_batches)?;
+        match wait_or_stop(py, call, Some(stop)) {
+            Ok(outcome) => outcome,
+            Err(Unfinished { error, output }) => {
+                if let Some(Ok(outcome)) = output {
+                    error.value(py).setattr("result", Py::new(py, outcome)?)?;
+                }
+                Err(error.into())
+            }
+        }
     }
 
     /// `publish` as an asyncio awaitable. Once `stop` is set it takes no more rows and
@@ -521,7 +535,8 @@ impl Publisher {
         subject: Option<String>,
         stop: Option<&StopSignal>,
     ) -> GlueResult<Bound<'py, PyAny>> {
-        let call = self.call(data, subject, stop.map(StopSignal::flag))?;
+        let stop = stop.map_or_else(|| Arc::new(AtomicBool::new(false)), StopSignal::flag);
+        let call = self.call(data, subject, stop, Stoppable::new)?;
         Ok(awaitable(py, call)?)
     }
 

@@ -1,9 +1,10 @@
 //! One tokio runtime per process, created on first use and rebuilt in a forked
 //! child (PySpark forks its workers; a runtime's threads do not survive a fork).
-//! Waits release the GIL and wake every 50 ms to let Ctrl-C interrupt them.
+//! Waits release the GIL and, on the main thread, wake every 50 ms to let Ctrl-C
+//! interrupt them.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -41,61 +42,118 @@ pub fn runtime() -> Arc<Runtime> {
     rt
 }
 
-/// How often a wait wakes to let Python run its signal handlers (Ctrl-C).
+/// How often a wait on the main thread wakes to let Python run its signal handlers
+/// (Ctrl-C).
 const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(50);
-/// How long an interrupted wait lets its aborted task end before it raises.
+/// How long an interrupted wait lets its task end before it raises.
 const ABORT_GRACE: Duration = Duration::from_secs(10);
 
 /// Run `future` on the runtime's workers (beside the connection's own tasks, so
 /// wakeups stay on those threads) and wait for it with the GIL released. Ctrl-C,
 /// or any Python signal handler that raises, aborts the task and raises.
-///
-/// The raise waits for the aborted task to end (within [`ABORT_GRACE`]; a second
-/// Ctrl-C stops waiting): a task may be inside Python on a runtime thread, pulling
-/// the next batch of an input backed by a generator. Raised at once, the exception
-/// could end the interpreter while that thread is still in Python, and a thread
-/// that takes the GIL back once the interpreter is finalizing crashes the process.
 pub fn wait<F>(py: Python<'_>, future: F) -> PyResult<F::Output>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
+    wait_or_stop(py, future, None).map_err(|unfinished| unfinished.error)
+}
+
+/// A wait that did not give its task's output: the signal handler's exception (or
+/// the task's panic), and the output when the interrupted task still ended in time.
+pub struct Unfinished<T> {
+    pub error: PyErr,
+    pub output: Option<T>,
+}
+
+/// [`wait`], where a signal first sets `stop` (when given) so that the task ends by
+/// itself, e.g. a publish taking no more rows and seeing the acks of those it took;
+/// without `stop` the task is aborted.
+///
+/// Either way the raise waits for the task to end (within [`ABORT_GRACE`]; a second
+/// Ctrl-C stops waiting): a task may be inside Python on a runtime thread, pulling
+/// the next batch of an input backed by a generator. Raised at once, the exception
+/// could end the interpreter while that thread is still in Python, and a thread
+/// that takes the GIL back once the interpreter is finalizing crashes the process.
+/// For the same reason only the main thread wakes to check signals (Python runs
+/// handlers nowhere else): a daemon thread waiting here while the interpreter exits
+/// would otherwise take the GIL every 50 ms.
+pub fn wait_or_stop<F>(
+    py: Python<'_>,
+    future: F,
+    stop: Option<Arc<AtomicBool>>,
+) -> Result<F::Output, Unfinished<F::Output>>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let checks_signals = on_main_thread(py);
     let rt = runtime();
     let handle = rt.spawn(future);
     let abort = handle.abort_handle();
-    let joined = py.detach(|| {
+    let (joined, interrupted) = py.detach(|| {
         rt.block_on(async {
             tokio::pin!(handle);
             let interrupted = loop {
                 tokio::select! {
-                    out = &mut handle => return Ok(out),
-                    _ = tokio::time::sleep(SIGNAL_CHECK_INTERVAL) => {
+                    out = &mut handle => return (Some(out), None),
+                    _ = tokio::time::sleep(SIGNAL_CHECK_INTERVAL), if checks_signals => {
                         if let Err(e) = Python::attach(|py| py.check_signals()) {
                             break e;
                         }
                     }
                 }
             };
-            abort.abort();
+            match &stop {
+                Some(stop) => stop.store(true, Ordering::SeqCst),
+                None => abort.abort(),
+            }
             let grace = tokio::time::sleep(ABORT_GRACE);
             tokio::pin!(grace);
-            loop {
+            let out = loop {
                 tokio::select! {
-                    _ = &mut handle => break,
-                    _ = &mut grace => break,
+                    out = &mut handle => break Some(out),
+                    _ = &mut grace => break None,
                     _ = tokio::time::sleep(SIGNAL_CHECK_INTERVAL) => {
                         if Python::attach(|py| py.check_signals()).is_err() {
-                            break;
+                            break None;
                         }
                     }
                 }
+            };
+            if out.is_none() {
+                abort.abort();
             }
-            Err(interrupted)
+            (out, Some(interrupted))
         })
-    })?;
-    joined.map_err(|e| {
+    });
+    let panicked = |e: tokio::task::JoinError| {
         pyo3::exceptions::PyRuntimeError::new_err(format!("internal task failed: {e}"))
-    })
+    };
+    match (joined, interrupted) {
+        (Some(Ok(output)), None) => Ok(output),
+        (Some(Err(e)), None) => Err(Unfinished {
+            error: panicked(e),
+            output: None,
+        }),
+        (joined, Some(error)) => Err(Unfinished {
+            error,
+            output: joined.and_then(Result::ok),
+        }),
+        (None, None) => unreachable!("a wait ends with the task's output or a signal"),
+    }
+}
+
+/// Whether this is the interpreter's main thread, the one Python runs signal
+/// handlers on (asked each time: after a fork the main thread is the forking one).
+fn on_main_thread(py: Python<'_>) -> bool {
+    let ask = || -> PyResult<bool> {
+        let threading = py.import("threading")?;
+        let main = threading.call_method0("main_thread")?.getattr("ident")?;
+        main.eq(threading.call_method0("get_ident")?)
+    };
+    // Unanswerable (an interpreter shutting down): checking is what waits did before.
+    ask().unwrap_or(true)
 }
 
 /// Make a blocking iterator (e.g. an Arrow C stream that may call into Python)
