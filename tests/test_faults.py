@@ -513,7 +513,7 @@ print(json.dumps({{"rows": len(seqs), "distinct": len(set(seqs)),
 
 @pytest.mark.fault
 @pytest.mark.slow
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(540)
 @pytest.mark.parametrize("how", list(PAUSING_READERS))
 def test_a_reader_paused_until_the_server_drops_it_reads_every_message(
     nats_server_factory: Callable[..., NatsServer], how: str
@@ -533,6 +533,33 @@ def test_a_reader_paused_until_the_server_drops_it_reads_every_message(
             "SLOW", durable_name="W", ack_policy="explicit", ack_wait=10.0, max_ack_pending=n
         )
     body = "\n".join("        " + line for line in PAUSING_READERS[how].strip().splitlines())
+    # Whether the server has more for the paused reader than its socket holds depends
+    # on what the reader had pulled ahead when it stopped (on a loaded machine it may
+    # have everything of the range in hand): the fault is made again, three times at
+    # most, and every attempt must read every message.
+    for _ in range(3):
+        dropped, result, returncode = _pause_reader_until_dropped(server, body, n)
+        print(f"{how}: the server dropped the paused reader {dropped} time(s); it read {result}")
+        assert result["error"] is None
+        assert result["distinct"] == n
+        if how == "read":
+            assert result == {"rows": n, "distinct": n, "in_order": True, "error": None}
+        else:
+            with ja.connect(server.url) as client:
+                info = client.consumer_info("SLOW", "W")
+            assert (info.num_pending, info.num_ack_pending) == (0, 0)
+        assert returncode == 0
+        if dropped >= 1:
+            break
+        if how != "read":
+            with ja.connect(server.url) as client:
+                client.reset_consumer("SLOW", "W", seq=1)  # every message again
+    assert dropped >= 1, "the server never dropped the paused reader: the fault did not happen"
+
+
+def _pause_reader_until_dropped(server: NatsServer, body: str, n: int) -> tuple[int, Any, int]:
+    """Run a pausing reader; SIGCONT it once the server dropped it (or after 30 s).
+    Returns how many times the server dropped it, what it read, its exit code."""
     slow_before = int(server.monitor("varz").get("slow_consumers", 0))
     child = subprocess.Popen(
         [sys.executable, "-c", PAUSING_READER.format(body=body), server.url, "SLOW", str(n)],
@@ -556,15 +583,4 @@ def test_a_reader_paused_until_the_server_drops_it_reads_every_message(
             os.kill(child.pid, signal.SIGCONT)
             child.kill()
             child.wait()
-    result = json.loads(out.strip().splitlines()[-1])
-    print(f"{how}: the server dropped the paused reader {dropped} time(s); it read {result}")
-    assert dropped >= 1, "the server never dropped the paused reader: the fault did not happen"
-    assert result["error"] is None
-    assert result["distinct"] == n
-    if how == "read":
-        assert result == {"rows": n, "distinct": n, "in_order": True, "error": None}
-    else:
-        with ja.connect(server.url) as client:
-            info = client.consumer_info("SLOW", "W")
-        assert (info.num_pending, info.num_ack_pending) == (0, 0)
-    assert child.returncode == 0
+    return dropped, json.loads(out.strip().splitlines()[-1]), child.returncode

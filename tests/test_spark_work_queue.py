@@ -178,17 +178,44 @@ def test_a_checkpoint_of_a_queue_deleted_and_created_again_acknowledges_nothing_
         reader().latestOffset(end, ReadAllAvailable())
     assert state(url, queue).messages == 12  # nothing acknowledged
 
+    # As Spark calls it: the checkpoint's last micro-batch run again and committed,
+    # the next planned, then the one before it committed, then the next run.
     lenient = reader(failOnDataLoss="false")
     assert lenient.partitions(start, end) == []  # the old queue's micro-batch
+    lenient.commit(end)
     new_end = lenient.latestOffset(end, ReadAllAvailable())
     assert new_end["first"] == 1
+    lenient.commit(end)
+    assert state(url, queue).messages == 12  # the old queue's end acknowledges nothing
     assert sorted(read(lenient, end, new_end)) == sorted(f"m{i}".encode() for i in range(100, 112))
-    lenient.commit(new_end)
-    assert state(url, queue).messages == 0
-    # and the next micro-batch goes on from there
     publish(url, queue, 3, start=200)
     later = lenient.latestOffset(new_end, ReadAllAvailable())
+    lenient.commit(new_end)
+    assert state(url, queue).messages == 3
     assert sorted(read(lenient, new_end, later)) == [b"m200", b"m201", b"m202"]
+
+
+def test_a_queue_and_its_consumer_created_again_while_the_driver_runs_fail_the_query(
+    shared_nats_server: Any, unique_name: Any
+) -> None:
+    """The consumer made again (by another query of the group, or by hand) after its
+    stream was deleted and created again: the running driver's next trigger does not
+    take the new messages below its position for committed."""
+    url, queue = shared_nats_server.url, unique_name("WQM")
+    work_queue(url, queue)
+    publish(url, queue, 20)
+    running = consumer_reader(url, queue, consumer="jobs")
+    start = running.initialOffset()
+    end = running.latestOffset(start, ReadAllAvailable())
+    assert len(read(running, start, end)) == 20
+    with ja.connect(url) as client:
+        client.delete_stream(queue)
+    work_queue(url, queue)
+    publish(url, queue, 8, start=100)
+    consumer_reader(url, queue, consumer="jobs").initialOffset()  # makes the consumer
+    with pytest.raises(DataLossError, match="deleted and created again"):
+        running.latestOffset(end, ReadAllAvailable())
+    assert state(url, queue).messages == 8
 
 
 def test_consumer_option_needs_direct_gets_and_a_matching_consumer(

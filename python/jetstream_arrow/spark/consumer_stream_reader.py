@@ -229,7 +229,9 @@ def claim_limits(client: Client, opts: ReadOptions) -> tuple[int, int]:
     config = client.consumer_info(opts.stream, opts.consumer or "").config
     per_fetch = min(b for b in (FETCH_MESSAGES, config.max_batch) if b is not None and b > 0)
     pending = config.max_ack_pending
-    return per_fetch, pending if pending is not None and pending > 0 else MAX_ACK_PENDING
+    if pending is not None and pending > 0:
+        return per_fetch, pending
+    return per_fetch, max(MAX_ACK_PENDING, opts.min_messages_per_trigger or 0)
 
 
 def last_seq_on(
@@ -259,8 +261,12 @@ class ConsumerStreamReader(DataSourceStreamReader):
         # after a checkpoint made on another stream of the name (failOnDataLoss=false),
         # the sequence this driver reads the new one from until a micro-batch is planned.
         self._created: int | None = None
+        self._consumer_created: Any = None
         self._checked_start = False
         self._read_anew_from: int | None = None
+        # Whether this driver reads a stream created again since its checkpoint: the
+        # old stream's offsets, which Spark still commits, acknowledge nothing then.
+        self._reading_new_stream = False
         # Claimed messages not yet acknowledged: their batch and (row, seq) pairs.
         self._held: list[tuple[ConsumedBatch, list[tuple[int, int]]]] = []
         # The end latestOffset last gave, the one of the micro-batch being planned.
@@ -283,8 +289,32 @@ class ConsumerStreamReader(DataSourceStreamReader):
             client = get_client(self.opts.connect)
             self._consumer = prepare_consumer(client, self.opts)
             self._per_fetch, self._max_pending = claim_limits(client, self.opts)
-            self._created = stream_now(client, self.opts.stream, self.opts.resume_timeout).created
+            self._note_identities(client)
         return self._consumer
+
+    def _note_identities(self, client: Client) -> None:
+        """When the stream and the consumer were created, as this driver finds them."""
+        stream, name = self.opts.stream, self.opts.consumer or ""
+        self._created = stream_now(client, stream, self.opts.resume_timeout).created
+        self._consumer_created = client.consumer_info(stream, name).created
+
+    def _check_consumer_same(self, start: dict[str, Any]) -> None:
+        """Each trigger: a consumer created again while this driver runs (its stream
+        deleted and created again, and the consumer made by another query of the
+        group, or by hand) is checked as a start is, before anything is acknowledged."""
+        client = get_client(self.opts.connect)
+        created = client.consumer_info(self.opts.stream, self.opts.consumer or "").created
+        if created == self._consumer_created:
+            return
+        log.warning(
+            "consumer %r of stream %r was created again while the query ran",
+            self.opts.consumer,
+            self.opts.stream,
+        )
+        self._note_identities(client)
+        self._held = []
+        self._checked_start = False
+        self._check_start(start)
 
     def _with_created(self, offset: dict[str, Any]) -> dict[str, Any]:
         return offset if self._created is None else {**offset, "created": self._created}
@@ -333,6 +363,11 @@ class ConsumerStreamReader(DataSourceStreamReader):
             )
         log.warning("%s: the query reads it from its first message", what)
         self._read_anew_from = 1
+        self._reading_new_stream = True
+
+    def _of_old_stream(self, offset: dict[str, Any]) -> bool:
+        """Whether ``offset`` was made on the stream deleted since (read anew)."""
+        return self._reading_new_stream and offset.get("created") != self._created
 
     def getDefaultReadLimit(self) -> ReadLimit:
         # With minMessagesPerTrigger the default is never ReadAllAvailable: Spark
@@ -370,6 +405,7 @@ class ConsumerStreamReader(DataSourceStreamReader):
             )
         consumer = self._claimer()
         self._check_start(start)
+        self._check_consumer_same(start)
         if self._read_anew_from is not None:
             next_seq = self._read_anew_from
         self._ack_below(next_seq)
@@ -530,7 +566,7 @@ class ConsumerStreamReader(DataSourceStreamReader):
         in a sink)."""
         # Spark runs the checkpoint's last micro-batch again before planning the next.
         self._check_start(end)
-        if self._read_anew_from is not None and end.get("created") != self._created:
+        if self._of_old_stream(end):
             return []  # planned on the stream that was deleted: its messages are gone
         first = end["first"] if "first" in end else next_seq_of(start)
         last = next_seq_of(end) - 1
@@ -541,7 +577,11 @@ class ConsumerStreamReader(DataSourceStreamReader):
         return read_partition(self.opts, partition, self.opts.subjects, self.schema)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """The micro-batch ending before ``end`` is committed: acknowledge it."""
+        """The micro-batch ending before ``end`` is committed: acknowledge it. (Spark
+        commits it after planning the next one: when that reads a stream created again,
+        this end is the old stream's and acknowledges nothing of the new.)"""
+        if self._of_old_stream(end):
+            return
         self._ack_below(next_seq_of(end))
 
     def stop(self) -> None:

@@ -445,8 +445,9 @@ impl Client {
 }
 
 /// A publisher keeping one ack window across calls. One call sends at a time: a
-/// second waits for the first. After an interrupted call (Ctrl-C, or an asyncio one
-/// abandoned) the publisher is gone and the next call says it is closed.
+/// second waits for the first. A call stopped by Ctrl-C or an asyncio cancellation
+/// keeps the publisher when it ends within the interrupted wait's grace; after one
+/// aborted (or abandoned) the publisher is gone and the next call says it is closed.
 #[pyclass(module = "jetstream_arrow._core", frozen)]
 pub struct Publisher {
     inner: Arc<tokio::sync::Mutex<Option<CorePublisher>>>,
