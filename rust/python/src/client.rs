@@ -473,9 +473,8 @@ impl Publisher {
         let reader = data.into_reader()?;
         let schema = reader.schema();
         let slot = self.inner.clone();
-        let batches: BlockingRows = Box::new(
-            BlockingIter(reader).map(|b: Result<RecordBatch, _>| b.map_err(Error::from)),
-        );
+        let batches: BlockingRows =
+            Box::new(BlockingIter(reader).map(|b: Result<RecordBatch, _>| b.map_err(Error::from)));
         Ok(async move {
             let mut guard = slot.lock_owned().await;
             let mut publisher = guard
