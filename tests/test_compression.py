@@ -342,12 +342,14 @@ def test_another_tools_gzip_is_read_as_stored_with_decompress_off(
         assert pa.table(fetched.data).column("data").to_pylist() == [packed]
 
 
-def test_a_consumers_batch_is_bounded_in_total_naming_the_seq(
+def test_a_consumers_batch_over_the_limit_in_total_loses_nothing(
     new_stream: Callable[..., str], shared_nats_server: NatsServer
 ) -> None:
+    """The limit is per payload: a consumer's batch, delivered already (for good with
+    ack_policy none), is handed out whole whatever its decompressed total."""
     name = new_stream("ZB")
     url = shared_nats_server.url
-    # Four payloads of 40 kB each, every one under the 100 kB limit; 120 kB from seq 3.
+    # Four payloads of 40 kB each, every one under the 100 kB limit; 160 kB together.
     body = b"\0" * 40_000
     publish_raw(
         url,
@@ -355,16 +357,23 @@ def test_a_consumers_batch_is_bounded_in_total_naming_the_seq(
         [(zstandard.ZstdCompressor().compress(body), {"Content-Encoding": "zstd"})] * 4,
     )
     with ja.connect(url, max_decompressed_bytes=100_000) as small:
-        small.create_consumer(name, durable_name="all", ack_policy="explicit")
-        with pytest.raises(MalformedPayloadError, match=r"seq 3\b.*in this batch"):
-            small.pull_consumer(name, "all").fetch(4, expires=5)
+        for policy in ("none", "explicit"):
+            small.create_consumer(name, durable_name=policy, ack_policy=policy)
+            fetched = small.pull_consumer(name, policy).fetch(4, expires=5)
+            table = pa.table(fetched.data)
+            assert table.column("seq").to_pylist() == [1, 2, 3, 4]
+            assert table.column("data").to_pylist() == [body] * 4
+            if policy == "explicit":
+                fetched.ack_sync()
+            info = small.consumer_info(name, policy)
+            assert (info.num_pending, info.num_ack_pending) == (0, 0)
         small.create_consumer(name, durable_name="two", ack_policy="explicit")
         two = small.pull_consumer(name, "two")
         for seqs in ([1, 2], [3, 4]):
             fetched = two.fetch(2, expires=5)
             assert pa.table(fetched.data).column("seq").to_pylist() == seqs
             fetched.ack()
-        # A read cuts its batches by max_bytes instead: no error.
+        # A read cuts its batches by max_bytes: no error either.
         got = small.read(name, max_bytes=50_000).read_all()
         assert got.column("data").to_pylist() == [body] * 4
 

@@ -217,17 +217,6 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// The decompression of a consumer's batches: a consumer hands out every
-    /// message a pull delivered in one batch (it cannot cut the batch short by size,
-    /// as a read does by `max_bytes`), so the payloads it decompresses total at most
-    /// `max_decompressed_bytes` per batch, as one payload does.
-    pub fn consumer_decompression(&self) -> Decompression {
-        Decompression {
-            max_batch: Some(self.decompression.max_payload),
-            ..self.decompression
-        }
-    }
-
     /// Whether the client is connected now (not reconnecting, not closed).
     pub fn is_connected(&self) -> bool {
         self.client.connection_state() == async_nats::connection::State::Connected
@@ -288,7 +277,6 @@ impl Connection {
             decompression: Decompression {
                 enabled: config.decompress,
                 max_payload: config.max_decompressed_bytes,
-                max_batch: None,
             },
         })
     }

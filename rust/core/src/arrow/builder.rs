@@ -45,8 +45,6 @@ pub struct BatchBuilder {
     values: Option<ValueDecoder>,
     /// Whether and how far compressed payloads are decompressed.
     decompression: Decompression,
-    /// Bytes decompressed into the batch being built.
-    decompressed_bytes: usize,
 }
 
 fn headers_builder() -> HeadersBuilder {
@@ -84,7 +82,6 @@ impl BatchBuilder {
             data_bytes: 0,
             values: None,
             decompression: Decompression::default(),
-            decompressed_bytes: 0,
         }
     }
 
@@ -153,8 +150,8 @@ impl BatchBuilder {
     /// Appends `message`. A payload marked compressed (`Content-Encoding`) is
     /// decompressed first (unless decompression is off), and its `headers` row then
     /// leaves that header out: the row holds the payload plain, and a copy of it
-    /// stores it plain. One that decompresses past the limit (or, in a consumer's
-    /// batch, past the batch's budget) is an error naming its seq; one that does not
+    /// stores it plain. One that decompresses past the limit is an error naming its
+    /// seq; one that does not
     /// decompress is malformed (an error naming its seq, or the codec's
     /// `permissive`/`dropmalformed` row, its stored bytes as `_corrupt_record`, its
     /// header kept). Nothing is appended when it fails.
@@ -167,19 +164,7 @@ impl BatchBuilder {
         let decompressed = match compressed {
             None => None,
             Some(c) => match c.decompress(&message.payload, limit) {
-                Ok(payload) => {
-                    if let Some(budget) = self.decompression.max_batch {
-                        if self.decompressed_bytes + payload.len() > budget {
-                            return Err(compression::batch_too_large(
-                                &self.stream,
-                                meta.stream_seq,
-                                budget,
-                            ));
-                        }
-                    }
-                    self.decompressed_bytes += payload.len();
-                    Some(bytes::Bytes::from(payload))
-                }
+                Ok(payload) => Some(bytes::Bytes::from(payload)),
                 Err(Failure::TooLarge) => {
                     return Err(compression::too_large(
                         &self.stream,
@@ -294,7 +279,6 @@ impl BatchBuilder {
         }
         self.rows = 0;
         self.data_bytes = 0;
-        self.decompressed_bytes = 0;
         let batch = RecordBatch::try_new(self.schema.clone(), columns)
             .expect("builders match the message schema");
         match &mut self.values {

@@ -56,8 +56,9 @@ named_choices!(Compression, "compression", {
 });
 
 /// What a read does with a payload marked compressed: the connection's `decompress`
-/// and `max_decompressed_bytes`, and, for a consumer's batch, the budget of all its
-/// decompressed payloads together.
+/// and `max_decompressed_bytes`. (A bound per batch would fail a consumer's batch
+/// whose messages were already delivered, and with `ack_policy` none lose them: the
+/// bound is per payload, and a batch holds at most its pull's `max_messages`.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Decompression {
     /// Payloads decompressed by their header (else handed out as stored, the header
@@ -65,9 +66,6 @@ pub struct Decompression {
     pub enabled: bool,
     /// The most bytes one payload decompresses to.
     pub max_payload: usize,
-    /// The most bytes the payloads decompressed in one batch total (None: a read
-    /// that cuts its batches by `max_bytes` itself).
-    pub max_batch: Option<usize>,
 }
 
 impl Default for Decompression {
@@ -75,7 +73,6 @@ impl Default for Decompression {
         Self {
             enabled: true,
             max_payload: crate::defaults::MAX_DECOMPRESSED_BYTES,
-            max_batch: None,
         }
     }
 }
@@ -222,20 +219,6 @@ pub fn too_large(stream: &str, seq: u64, compression: Compression, limit: usize)
              max_decompressed_bytes ({limit} bytes); a connection with a larger \
              max_decompressed_bytes reads it",
             compression.as_str()
-        ),
-    )
-}
-
-/// The error of a consumer's batch whose decompressed payloads would total more than
-/// `limit`: the message that crossed it.
-pub fn batch_too_large(stream: &str, seq: u64, limit: usize) -> Error {
-    Error::new(
-        crate::error::ErrorKind::MalformedPayload,
-        format!(
-            "stream '{stream}' seq {seq}: the payloads decompressed in this batch would total \
-             more than max_decompressed_bytes ({limit} bytes), the bound of a consumer's \
-             batch; fewer rows per batch (batch_rows, max_messages) or a connection with a \
-             larger max_decompressed_bytes reads them"
         ),
     )
 }

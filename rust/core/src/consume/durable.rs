@@ -122,7 +122,7 @@ impl DurableConsumer {
             .transpose()?;
         let mut builder = BatchBuilder::new(&self.stream, Self::schema_options(include_headers))
             .with_values(values)
-            .with_decompression(self.conn.consumer_decompression());
+            .with_decompression(self.conn.decompression);
         ConsumedBatch::build(&self.conn, &mut builder, delivered, self.ack_policy, None).await
     }
 
@@ -147,7 +147,7 @@ impl DurableConsumer {
             consumer: self.clone(),
             builder: BatchBuilder::new(&self.stream, Self::schema_options(options.include_headers))
                 .with_values(values)
-                .with_decompression(self.conn.consumer_decompression()),
+                .with_decompression(self.conn.decompression),
             pull,
             batch_rows: options.batch_rows,
             batch_wait: options.batch_wait,

@@ -339,7 +339,7 @@ impl PushStream {
                 },
             )
             .with_values(values)
-            .with_decompression(consumer.conn.consumer_decompression()),
+            .with_decompression(consumer.conn.decompression),
             consumer,
             events,
             reader,
