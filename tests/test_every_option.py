@@ -49,7 +49,7 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -2129,6 +2129,20 @@ def _read_kind_probes(entry: str) -> None:
         name = ctx.stream(count=1)
         assert "ttl" in batches(ctx, stream=name, includeTtl=True)[0].schema.names
         assert "ttl" not in batches(ctx, stream=name)[0].schema.names
+        # beside a decoded value: a message column, not a field of the value
+        typed = ctx.stream(allow_msg_ttl=True)
+        ctx.client.publish(
+            pa.table(
+                {
+                    "subject": [f"{typed}.a"],
+                    "data": [b'{"x": 1}'],
+                    "ttl": pa.array([600], pa.duration("s")),
+                }
+            )
+        )
+        got = batches(ctx, stream=typed, includeTtl=True, valueFormat="json")[0]
+        assert got.column("ttl").to_pylist() == [timedelta(seconds=600)]
+        assert got.column("value").to_pylist() == [{"x": 1}]
 
     @reg("failOnDataLoss")
     def _(ctx: Ctx) -> None:

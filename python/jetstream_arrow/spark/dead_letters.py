@@ -30,11 +30,9 @@ from ..sink.dead_letters import (
 )
 from .option_specs import DEAD_LETTER_MODE
 from .options import ReadOptions
+from .value_codec import not_value_columns
 
 OPTION = "option 'deadLetterStream'"
-
-#: The message columns of a decoded batch, besides the value's.
-_NOT_VALUE = frozenset(_core.MESSAGE_COLUMNS)
 
 
 def routes_dead_letters(opts: ReadOptions) -> bool:
@@ -80,6 +78,7 @@ class DeadLetterRouter:
         self.client = client
         self.stream = opts.dead_letter_stream
         self.codec = codec
+        self.include_ttl = opts.include_ttl
         self.subject = dead_letter_subject(client, self.stream, OPTION)
         # How many errors this task has the decoder tell (each a read of the message
         # alone); the rest are told in general words.
@@ -93,7 +92,11 @@ class DeadLetterRouter:
         bad = pc.is_valid(corrupt)
         malformed = pa.Table.from_batches([batch.filter(bad)])
         errors = error_texts(
-            self.client, malformed, self.codec, self._value_type(batch), self.budget
+            self.client,
+            malformed,
+            self.codec,
+            self._value_type(batch, self.include_ttl),
+            self.budget,
         )
         try:
             self.client.publish(
@@ -109,8 +112,9 @@ class DeadLetterRouter:
         return batch.filter(pc.invert(bad))
 
     @staticmethod
-    def _value_type(batch: pa.RecordBatch) -> pa.DataType:
+    def _value_type(batch: pa.RecordBatch, include_ttl: bool) -> pa.DataType:
         """The value's type as decoded: column ``value``, or the flattened fields."""
         if _core.VALUE_COLUMN in batch.schema.names:
             return batch.schema.field(_core.VALUE_COLUMN).type
-        return pa.struct([f for f in batch.schema if f.name not in _NOT_VALUE])
+        not_value = not_value_columns(include_ttl)
+        return pa.struct([f for f in batch.schema if f.name not in not_value])

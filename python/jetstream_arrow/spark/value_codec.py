@@ -33,6 +33,13 @@ if TYPE_CHECKING:
 MESSAGE_COLUMNS = frozenset(_core.MESSAGE_COLUMNS)
 
 
+def not_value_columns(include_ttl: bool) -> frozenset[str]:
+    """The columns of a read that are not the value's: the message columns, and
+    ``ttl`` when the read adds it (``includeTtl``; without it a value may have a
+    field of that name)."""
+    return MESSAGE_COLUMNS | {_core.TTL_COLUMN} if include_ttl else MESSAGE_COLUMNS
+
+
 def _avro_schemas_by_id(text: str | None) -> dict[int, str] | None:
     if text is None:
         return None
@@ -181,7 +188,7 @@ def check_value_read_schema(opts: ReadOptions, schema: StructType) -> StructType
             raise BadInputError("column 'headers' needs option includeHeaders=true")
         if f.name == "ttl" and not opts.include_ttl:
             raise BadInputError("column 'ttl' needs option includeTtl=true")
-    if not any(f.name not in MESSAGE_COLUMNS for f in schema.fields):
+    if not any(f.name not in not_value_columns(opts.include_ttl) for f in schema.fields):
         raise BadInputError(
             f"option 'valueFormat': the schema {schema.simpleString()} names no field of the value"
         )
@@ -192,7 +199,7 @@ def read_codec(opts: ReadOptions, target: pa.Schema) -> ValueCodec | None:
     """The codec a task reads with, for the Arrow schema Spark expects."""
     if opts.value_format is None:
         return None
-    value = [f for f in target if f.name not in MESSAGE_COLUMNS]
+    value = [f for f in target if f.name not in not_value_columns(opts.include_ttl)]
     if (
         len(value) == 1
         and value[0].name == _core.VALUE_COLUMN

@@ -93,6 +93,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("VALUE_COLUMN", codec::VALUE)?;
     m.add("CORRUPT_RECORD_COLUMN", codec::CORRUPT_RECORD)?;
     m.add("MESSAGE_COLUMNS", codec::MESSAGE_COLUMNS.to_vec())?;
+    m.add("TTL_COLUMN", jetstream_arrow_core::arrow::schema::TTL)?;
     m.add("VALUE_FORMATS", codec::ValueFormat::NAMES.to_vec())?;
     m.add("ON_MALFORMED_MODES", codec::OnMalformed::NAMES.to_vec())?;
     m.add("AVRO_FRAMINGS", codec::AvroFraming::NAMES.to_vec())?;
