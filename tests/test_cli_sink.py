@@ -689,6 +689,28 @@ def test_a_work_queue_logs_the_fields_it_inferred(nats_server, tmp_path, caplog)
         assert "not landed" in caplog.text
 
 
+def test_a_work_queue_consumer_with_a_small_max_batch_is_pulled_within_it(nats_server, tmp_path):
+    """The consumer refuses a pull of more than its max_batch: the sink asks for no
+    more, and lands everything."""
+    with ja.connect(nats_server.url) as client:
+        _fill(client, "JOBS", 250, retention="workqueue")
+        client.create_consumer("JOBS", durable_name="lake", ack_policy="explicit", max_batch=100)
+        report = ja.run_sink(
+            client,
+            ["JOBS"],
+            ja.ParquetTarget(tmp_path / "t"),
+            codec=ja.ValueCodec("json", schema=pa.schema([("id", pa.int64())])),
+            durable="lake",
+            batch_rows=500,
+            commit_rows=200,
+        )
+        assert report.rows == 250
+        assert client.stream_info("JOBS").state.messages == 0
+    assert sorted(_landed(ja.ParquetTarget(tmp_path / "t")).column("seq").to_pylist()) == list(
+        range(1, 251)
+    )
+
+
 def test_a_paused_work_queue_consumer_fails_the_run_not_hangs(nats_server, tmp_path):
     with ja.connect(nats_server.url) as client:
         _fill(client, "JOBS", 5, retention="workqueue")

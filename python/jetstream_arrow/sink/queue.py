@@ -52,9 +52,12 @@ def _filters(subjects: str | Sequence[str] | None) -> list[str]:
 class QueueReader:
     """The deliveries of one stream's durable consumer, as batches to land."""
 
-    def __init__(self, client: Any, consumer: PullConsumer) -> None:
+    def __init__(self, client: Any, consumer: PullConsumer, max_batch: int | None = None) -> None:
         self.client = client
         self.consumer = consumer
+        # The most messages one pull may ask of the consumer (its `max_batch`; the
+        # server refuses a pull of more).
+        self.max_batch = max_batch if max_batch is not None and max_batch > 0 else None
 
     def fetch(
         self, rows: int, codec: ValueCodec | None, include_headers: bool
@@ -63,6 +66,8 @@ class QueueReader:
         the codec they were decoded with: given no schema, a JSON or Arrow codec gets
         one inferred from the payloads first delivered (a read, which samples the
         stream, is refused on a work queue)."""
+        if self.max_batch is not None:
+            rows = min(rows, self.max_batch)
         if codec is not None and codec.schema is None and codec.format in ("json", "arrow"):
             sample = self.consumer.fetch(min(rows, SAMPLE_ROWS), no_wait=True)
             if len(sample) == 0:
@@ -195,4 +200,6 @@ def open_queue(
             "(--commit-rows) or raise the consumer's max_ack_pending"
         )
     client.reset_consumer(stream, durable)
-    return QueueReader(client, client.pull_consumer(stream, durable, ack_policy="explicit"))
+    return QueueReader(
+        client, client.pull_consumer(stream, durable, ack_policy="explicit"), config.max_batch
+    )
