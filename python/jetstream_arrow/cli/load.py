@@ -359,7 +359,9 @@ def run(args: argparse.Namespace) -> int:
             progress.clear()
             print(
                 f"interrupted: {human_count(totals.stored + totals.duplicates)} rows were "
-                "acknowledged. Run the same command again to finish: rows already stored "
+                "acknowledged"
+                + (f", {human_count(totals.failed)} failed" if totals.failed else "")
+                + ". Run the same command again to finish: rows already stored "
                 f"are recognised as duplicates {describe_duplicate_window(info)}.",
                 file=sys.stderr,
             )
@@ -535,6 +537,7 @@ def _load_file(
                         totals.rows += taken.rows
                         totals.stored += taken.stored
                         totals.duplicates += taken.duplicates
+                        totals.failed += taken.failed
                     raise
                 except BadInputError as e:
                     # the engine counts rows from the first of the current result

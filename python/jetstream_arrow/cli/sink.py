@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .._core import DEFAULT_READ_BATCH_ROWS
+from .._core import DEFAULT_READ_BATCH_ROWS, VALUE_FORMATS
 from ..codec import ValueCodec
 from ..exceptions import BadInputError, NotFoundError
 from ..sink import (
@@ -31,8 +31,6 @@ from . import value_schema
 from .connection import add_connection_args, client_factory
 from .errors import CliError, UsageError
 from .progress import Progress, add_output_args, human_count, human_duration, human_rate
-
-VALUE_FORMATS = ("json", "avro", "protobuf", "arrow")
 
 _EPILOG = f"""\
 columns:

@@ -414,10 +414,9 @@ class ConsumerStreamReader(DataSourceStreamReader):
         claimed = sorted({s for _, rows in self._held for _, s in rows})
         while (most is None or len(claimed) < most) and not self._standby:
             want = self._per_fetch if most is None else min(self._per_fetch, most - len(claimed))
-            if self._max_pending is not None:
-                want = min(want, self._max_pending - sum(len(rows) for _, rows in self._held))
-                if want <= 0:
-                    break
+            want = min(want, self._max_pending - sum(len(rows) for _, rows in self._held))
+            if want <= 0:
+                break
             try:
                 batch = consumer.fetch(want, no_wait=True)
             except OperationTimeoutError:
