@@ -150,9 +150,16 @@ def test_the_consumer_reader_keeps_within_the_limits_of_a_consumer_the_user_made
     make_stream(url, name, allow_direct=True)
     publish(url, name, 1_200)
     with ja.connect(url) as client:
-        client.create_consumer(name, durable_name="small", ack_policy="explicit", max_batch=500)
+        # headers_only, as option 'consumer' requires of a consumer it did not make.
         client.create_consumer(
-            name, durable_name="narrow", ack_policy="explicit", max_ack_pending=100
+            name, durable_name="small", ack_policy="explicit", max_batch=500, headers_only=True
+        )
+        client.create_consumer(
+            name,
+            durable_name="narrow",
+            ack_policy="explicit",
+            max_ack_pending=100,
+            headers_only=True,
         )
 
     def reader(consumer: str, **options: Any) -> ConsumerStreamReader:

@@ -53,6 +53,17 @@ the same when re-run; into the jetstream sink (message ids per micro-batch, part
 and row) or Spark's file sink, that is exactly once. A micro-batch holds at most the
 consumer's ``max_ack_pending`` messages (:data:`MAX_ACK_PENDING` when this source
 creates it) and ``maxMessagesPerTrigger`` if set.
+
+Spark tells a source that a micro-batch is committed only when it plans the next one
+(it calls ``commit``, and ``latestOffset`` with the next start, only then), and tells
+a Python source neither where its checkpoint is nor that the query stops between
+micro-batches rather than during one: ``stop`` cannot tell the last micro-batch
+committed from one cut short, and acknowledges nothing. So a query's last micro-batch
+is acknowledged at its next trigger, or by the next run. With
+trigger(availableNow=True) the end is fixed when the query starts
+(``prepareForTriggerAvailableNow``: the stream's last message on the consumer's
+subjects), Spark runs micro-batches until ``latestOffset`` has none left below it,
+and that last look, made once the last micro-batch is committed, acknowledges it.
 """
 
 from __future__ import annotations
@@ -68,6 +79,7 @@ from pyspark.sql.streaming.datasource import (
     ReadLimit,
     ReadMaxRows,
     ReadMinRows,
+    SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import StructType
 
@@ -166,6 +178,16 @@ def prepare_consumer(client: Client, opts: ReadOptions) -> PullConsumer:
             problem = "is a push consumer"
         elif config.ack_policy != "explicit":
             problem = f"acknowledges with ack_policy {config.ack_policy!r}, not 'explicit'"
+        elif not config.headers_only:
+            # The driver claims every message to plan micro-batches; the executors
+            # read the payloads by direct gets. Without headers_only each payload
+            # would also cross to the driver, which holds a micro-batch's claims.
+            problem = (
+                "delivers payloads (headers_only is not set): the driver, which claims "
+                "every message to plan micro-batches, would receive each payload; set "
+                f"it: client.update_consumer({stream!r}, client.consumer_info({stream!r}, "
+                f"{name!r}).config, headers_only=True)"
+            )
         elif (config.filter_subjects or None) != wanted:
             problem = (
                 f"filters {config.filter_subjects or 'no subjects'}, the query "
@@ -190,8 +212,8 @@ def prepare_consumer(client: Client, opts: ReadOptions) -> PullConsumer:
         if problem:
             raise BadInputError(
                 f"option 'consumer': consumer {name!r} of stream {stream!r} {problem}; "
-                "name a pull consumer with explicit acks and the query's subject "
-                "filter, or a new name (the source creates it)"
+                "name a pull consumer with explicit acks, headers_only and the query's "
+                "subject filter, or a new name (the source creates it)"
             )
         pending = config.max_ack_pending
         least = opts.min_messages_per_trigger
@@ -247,7 +269,7 @@ def last_seq_on(
         return 0
 
 
-class ConsumerStreamReader(DataSourceStreamReader):
+class ConsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches of the messages a durable consumer claims; acknowledged once
     committed. Offset and planning methods run on the driver; ``read`` on executors."""
 
@@ -280,6 +302,10 @@ class ConsumerStreamReader(DataSourceStreamReader):
         self._standby = False
         # minMessagesPerTrigger and maxTriggerDelay: the delay counts from the start.
         self.gate = TriggerGate.of(opts)
+        # With trigger(availableNow=True): the sequence after the stream's last message
+        # on the consumer's subjects when the query started. The query's micro-batches
+        # end below it; it stops once none is left to plan.
+        self.available_now_end: int | None = None
 
     def __repr__(self) -> str:
         return f"ConsumerStreamReader(stream={self.opts.stream!r}, consumer={self.opts.consumer!r})"
@@ -369,9 +395,20 @@ class ConsumerStreamReader(DataSourceStreamReader):
         """Whether ``offset`` was made on the stream deleted since (read anew)."""
         return self._reading_new_stream and offset.get("created") != self._created
 
+    def prepareForTriggerAvailableNow(self) -> None:
+        """trigger(availableNow=True): fix the end, what the stream holds for the
+        consumer now. Spark then plans micro-batches (each within the read limit and
+        the consumer's ``max_ack_pending``) until :meth:`latestOffset` has nothing more
+        below that end; without this, Spark would ask once for all that is available
+        and end after the one micro-batch the consumer's ``max_ack_pending`` allows."""
+        self._claimer()
+        client = get_client(self.opts.connect)
+        last = last_seq_on(client, self.opts.stream, self.opts.subjects, self.opts.resume_timeout)
+        self.available_now_end = last + 1
+
     def getDefaultReadLimit(self) -> ReadLimit:
         # With minMessagesPerTrigger the default is never ReadAllAvailable: Spark
-        # passes that only for trigger(availableNow=True), which the gate lets through.
+        # passes that only for trigger(once=True), which the gate lets through.
         if self.opts.max_messages_per_trigger is not None:
             return ReadMaxRows(self.opts.max_messages_per_trigger)
         if self.opts.min_messages_per_trigger is not None:
@@ -412,9 +449,15 @@ class ConsumerStreamReader(DataSourceStreamReader):
         if self.opts.consumer_group is not None:
             self._check_pin()
         claimed = sorted({s for _, rows in self._held for _, s in rows})
+        end = self.available_now_end
         while (most is None or len(claimed) < most) and not self._standby:
             want = self._per_fetch if most is None else min(self._per_fetch, most - len(claimed))
             want = min(want, self._max_pending - sum(len(rows) for _, rows in self._held))
+            if end is not None:
+                # No more than the sequences left below the end: the consumer delivers
+                # in stream order, so a claim of more would take messages stored after
+                # the query started, which it leaves unacknowledged.
+                want = min(want, end - 1 - max([next_seq - 1, *claimed]))
             if want <= 0:
                 break
             try:
@@ -443,13 +486,17 @@ class ConsumerStreamReader(DataSourceStreamReader):
             self._held.append((batch, list(enumerate(seqs))))
             self._ack_below(next_seq)
             claimed = sorted(set(claimed).union(s for s in seqs if s >= next_seq))
+        if end is not None:
+            claimed = [s for s in claimed if s < end]
         first = next_seq
         if self.opts.consumer_group is not None and claimed:
             # Another query of the group processed and acknowledged the messages from
             # this query's start up to the consumer's ack floor: not read again.
             first = max(next_seq, self._first_unacked())
             claimed = [s for s in claimed if s >= first]
-        available_now = isinstance(limit, ReadAllAvailable) and self.gate.min_messages is not None
+        available_now = end is not None or (
+            isinstance(limit, ReadAllAvailable) and self.gate.min_messages is not None
+        )
         if claimed and not self.gate.allows(len(claimed), available_now):
             claimed = []  # held: claimed, and planned once enough are there
         if most is not None:
@@ -459,6 +506,8 @@ class ConsumerStreamReader(DataSourceStreamReader):
             self.gate.fired()
         if not claimed:
             self.planned_end = next_seq_of(start)
+            if end is not None:
+                self._finish_available_now(end)
             return dict(start)  # no micro-batch, and no new offset that would make one
         self.planned_end = claimed[-1] + 1
         if self._read_anew_from is not None:
@@ -469,6 +518,22 @@ class ConsumerStreamReader(DataSourceStreamReader):
         if first > next_seq:
             return self._with_created({"seq": self.planned_end, "first": first})
         return self._with_created({"seq": self.planned_end})
+
+    def _finish_available_now(self, end: int) -> None:
+        """The last look of a trigger(availableNow=True) query: nothing below ``end``
+        is left to plan, and the query stops. Messages claimed past ``end`` (stored
+        after the query started, on a filtered stream whose other subjects made the
+        claim bound loose) are handed back at once rather than after the ack wait,
+        and what this call acknowledged (the last micro-batch, committed) reaches the
+        server before the query ends."""
+        for batch, rows in self._held:
+            later = [row for row, s in rows if s >= end]
+            if later:
+                batch.nak(later)
+        self._held = [
+            (batch, kept) for batch, rows in self._held if (kept := [r for r in rows if r[1] < end])
+        ]
+        get_client(self.opts.connect).flush()
 
     def _pin_moved(self, pin: str | None) -> None:
         """This query's pin in the group changed: lost (another query is pinned, and
