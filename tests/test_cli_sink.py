@@ -434,6 +434,7 @@ def test_stop_set_from_another_thread_ends_run_sink(nats_server, tmp_path):
         (["--avro-schema", "{}"], "--avro-schema"),
         (["--value-format", "protobuf"], "--protobuf-descriptor"),
         (["--dead-letter-stream", "ORDERS"], "--dead-letter-stream"),
+        (["--resume-timeout", "0"], "--resume-timeout"),
     ],
 )
 def test_bad_options_are_refused_naming_them(capsys, tmp_path, argv, named):

@@ -3497,6 +3497,7 @@ _register("jetstream-arrow sink", "--protobuf-message", "effect", _cli_sink_prot
 for _flag_name, _argv in (
     ("--commit-seconds", ["--commit-seconds", "0"]),
     ("--batch-rows", ["--batch-rows", "0"]),
+    ("--resume-timeout", ["--resume-timeout", "0"]),
 ):
     cli_refused(
         "jetstream-arrow sink",
@@ -3597,6 +3598,12 @@ refused(
     lambda ctx: _run_sink(ctx, ctx.stream(count=1), commit_seconds=0),
 )
 refused("run_sink", "batch_rows", lambda ctx: _run_sink(ctx, ctx.stream(count=1), batch_rows=0))
+# Its effect, a sink outliving a server's outage, is tests/test_sink_outage.py's.
+refused(
+    "run_sink",
+    "resume_timeout",
+    lambda ctx: _run_sink(ctx, ctx.stream(count=1), resume_timeout=0),
+)
 
 
 @effect(("jetstream-arrow", "--version"))

@@ -4,6 +4,7 @@ Parquet dataset exactly once, until caught up or following the streams."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import signal
 import threading
@@ -12,12 +13,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .. import connect
 from .._core import DEFAULT_READ_BATCH_ROWS, VALUE_FORMATS
 from ..codec import ValueCodec
 from ..exceptions import BadInputError, NotFoundError
 from ..sink import (
     DEFAULT_COMMIT_ROWS,
     DEFAULT_COMMIT_SECONDS,
+    DEFAULT_RESUME_TIMEOUT,
     MAX_COMMIT_ROWS,
     MAX_COMMIT_SECONDS,
     DeltaTarget,
@@ -28,7 +31,7 @@ from ..sink import (
 from ..sink.queue import QUEUE_RETENTIONS
 from ..sink.rows import PARTITION_HELP, check_partition_by
 from . import value_schema
-from .connection import add_connection_args, client_factory
+from .connection import add_connection_args, connect_options
 from .errors import CliError, UsageError
 from .progress import Progress, add_output_args, human_count, human_duration, human_rate
 
@@ -56,6 +59,11 @@ JSON values are decoded with the schema a load recorded in the stream's metadata
 else one inferred from the first messages read. Commits every {DEFAULT_COMMIT_ROWS:,}
 rows or {DEFAULT_COMMIT_SECONDS:g} seconds by default. SIGTERM or Ctrl-C: the sink
 commits what it has read, then stops.
+
+outages:
+  each call to the server waits up to --resume-timeout seconds while the server does
+  not answer (restarting, cut off); with --follow the connection reconnects without
+  limit, so a following sink outlives a server's restart.
 """
 
 
@@ -146,6 +154,14 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="NAME",
         help="the durable pull consumer a workqueue or interest stream is landed "
         "through (made if missing; each message acknowledged after its commit)",
+    )
+    p.add_argument(
+        "--resume-timeout",
+        type=float,
+        default=DEFAULT_RESUME_TIMEOUT,
+        metavar="SECONDS",
+        help="how long each call waits for a server that does not answer before the "
+        "sink fails (default %(default)g)",
     )
     add_connection_args(p)
     add_output_args(p)
@@ -247,6 +263,8 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.batch_rows < 1:
         raise UsageError(f"--batch-rows {args.batch_rows}: give at least 1")
+    if not args.resume_timeout > 0:
+        raise UsageError(f"--resume-timeout {args.resume_timeout:g}: give more than 0 seconds")
     if args.dead_letter_stream in args.streams:
         raise UsageError(
             f"--dead-letter-stream {args.dead_letter_stream}: is one of the streams sunk "
@@ -262,7 +280,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     filters = _subject_filters(args.subject, args.streams)
     settings = _format_settings(args)
-    connect = client_factory(args)
+    options = connect_options(args)
+    if args.follow:
+        # A following sink runs until stopped: its connection must not give up on a
+        # server that is down longer than its reconnect attempts last.
+        options = dataclasses.replace(options, max_reconnects=None)
     target = DeltaTarget(args.delta) if args.delta else ParquetTarget(args.parquet)
     where = args.delta or args.parquet
     progress = Progress(f"sink to {where}", enabled=args.progress)
@@ -275,12 +297,12 @@ def run(args: argparse.Namespace) -> int:
             label += f"  {human_count(state.dead_letters)} dead letters"
         progress.update(state.rows - progress.rows, state.bytes - progress.bytes, None, label)
 
-    with connect() as client:
+    with connect(options=options) as client:
         codecs: dict[str, ValueCodec | str | None] = {}
         queued: list[str] = []
         for stream in args.streams:
             try:
-                info = client.stream_info(stream)
+                info = client.stream_info(stream, resume_timeout=args.resume_timeout)
             except NotFoundError:
                 raise CliError(f"stream {stream!r} does not exist") from None
             codecs[stream] = _codec(args, info, settings)
@@ -300,7 +322,7 @@ def run(args: argparse.Namespace) -> int:
             )
         if args.dead_letter_stream is not None:
             try:
-                client.stream_info(args.dead_letter_stream)
+                client.stream_info(args.dead_letter_stream, resume_timeout=args.resume_timeout)
             except NotFoundError:
                 raise CliError(
                     f"--dead-letter-stream {args.dead_letter_stream!r}: no such stream; "
@@ -322,6 +344,7 @@ def run(args: argparse.Namespace) -> int:
                     dead_letter_stream=args.dead_letter_stream,
                     batch_rows=args.batch_rows,
                     durable=args.durable,
+                    resume_timeout=args.resume_timeout,
                     stop=stop,
                     on_progress=show,
                 )

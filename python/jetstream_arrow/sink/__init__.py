@@ -12,6 +12,7 @@ from .parquet import ParquetTarget, dataset_files, read_manifest
 from .run import (
     DEFAULT_COMMIT_ROWS,
     DEFAULT_COMMIT_SECONDS,
+    DEFAULT_RESUME_TIMEOUT,
     MAX_COMMIT_ROWS,
     MAX_COMMIT_SECONDS,
     SinkProgress,
@@ -23,6 +24,7 @@ from .run import (
 __all__ = [
     "DEFAULT_COMMIT_ROWS",
     "DEFAULT_COMMIT_SECONDS",
+    "DEFAULT_RESUME_TIMEOUT",
     "MAX_COMMIT_ROWS",
     "MAX_COMMIT_SECONDS",
     "DeltaTarget",

@@ -26,10 +26,14 @@ SOURCE_SUBJECT_HEADER = "Jetstream-Arrow-Source-Subject"
 SOURCE_SEQ_HEADER = "Jetstream-Arrow-Source-Seq"
 
 
-def dead_letter_subject(client: Any, dead_letter_stream: str, option: str) -> str:
+def dead_letter_subject(
+    client: Any, dead_letter_stream: str, option: str, resume_timeout: float | None = None
+) -> str:
     """The subject dead letters are published to: the dead-letter stream's first
-    subject, its last token ``>`` or ``*`` taken as ``dead``."""
-    subjects = client.stream_info(dead_letter_stream).config.subjects or []
+    subject, its last token ``>`` or ``*`` taken as ``dead``. The stream's info is
+    asked for patiently with ``resume_timeout`` (see ``Client.stream_info``)."""
+    info = client.stream_info(dead_letter_stream, resume_timeout=resume_timeout)
+    subjects = info.config.subjects or []
     if not subjects:
         raise BadInputError(
             f"{option} {dead_letter_stream!r}: the stream takes no subjects to publish to"

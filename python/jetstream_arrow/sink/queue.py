@@ -13,7 +13,6 @@ import io
 import json
 import logging
 from collections.abc import Sequence
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.json as pa_json
@@ -21,6 +20,7 @@ import pyarrow.json as pa_json
 from ..codec import ValueCodec
 from ..consumers import ConsumedBatch, PullConsumer
 from ..exceptions import BadInputError, NotFoundError
+from .patience import Patience
 
 _log = logging.getLogger("jetstream_arrow.sink")
 
@@ -52,8 +52,11 @@ def _filters(subjects: str | Sequence[str] | None) -> list[str]:
 class QueueReader:
     """The deliveries of one stream's durable consumer, as batches to land."""
 
-    def __init__(self, client: Any, consumer: PullConsumer, max_batch: int | None = None) -> None:
-        self.client = client
+    def __init__(
+        self, patience: Patience, consumer: PullConsumer, max_batch: int | None = None
+    ) -> None:
+        self.patience = patience
+        self.client = patience.client
         self.consumer = consumer
         # The most messages one pull may ask of the consumer (its `max_batch`; the
         # server refuses a pull of more).
@@ -68,15 +71,23 @@ class QueueReader:
         stream, is refused on a work queue)."""
         if self.max_batch is not None:
             rows = min(rows, self.max_batch)
+        stream, name = self.consumer.stream, self.consumer.name
+        pull = f"pull from consumer {name!r} of stream {stream}"
         if codec is not None and codec.schema is None and codec.format in ("json", "arrow"):
-            sample = self.consumer.fetch(min(rows, SAMPLE_ROWS), no_wait=True)
+            sample = self.patience.call(
+                stream, pull, lambda: self.consumer.fetch(min(rows, SAMPLE_ROWS), no_wait=True)
+            )
             if len(sample) == 0:
                 return None, codec
             schema = infer_schema(codec.format, sample.data.column("data").to_pylist())
             # The sample (nothing else of this run is unacknowledged yet) is delivered
             # again from the ack floor, in order: decoded with the schema, or to the
             # next run when there is none.
-            self.client.reset_consumer(self.consumer.stream, self.consumer.name)
+            self.patience.call(
+                stream,
+                f"reset of consumer {name!r} of stream {stream}",
+                lambda: self.client.reset_consumer(stream, name),
+            )
             if schema is None or not len(schema):
                 # An empty value schema would land every later message with no value
                 # columns, and acknowledge (delete) it: nothing is landed instead.
@@ -99,14 +110,25 @@ class QueueReader:
                 ", ".join(f"{f.name} {f.type}" for f in schema),
             )
             codec = dataclasses.replace(codec, schema=schema)
-        delivered = self.consumer.fetch(
-            rows, no_wait=True, include_headers=include_headers, codec=codec
+        final = codec
+        delivered = self.patience.call(
+            stream,
+            pull,
+            lambda: self.consumer.fetch(
+                rows, no_wait=True, include_headers=include_headers, codec=final
+            ),
         )
         return (delivered if len(delivered) else None), codec
 
     def pending(self) -> int:
         """Messages the consumer has yet to deliver."""
-        return int(self.client.consumer_info(self.consumer.stream, self.consumer.name).num_pending)
+        stream, name = self.consumer.stream, self.consumer.name
+        info = self.patience.call(
+            stream,
+            f"consumer {name!r} of stream {stream} info",
+            lambda: self.client.consumer_info(stream, name),
+        )
+        return int(info.num_pending)
 
     @staticmethod
     def rows(delivered: ConsumedBatch) -> pa.RecordBatch:
@@ -153,7 +175,7 @@ def _as_read_infers(t: pa.DataType) -> pa.DataType:
 
 
 def open_queue(
-    client: Any,
+    patience: Patience,
     stream: str,
     durable: str,
     *,
@@ -167,16 +189,23 @@ def open_queue(
     and nobody acknowledged (a sink that died) is delivered again now, not after its
     ack wait."""
     filters = _filters(subjects)
+    client = patience.client
+    named = f"consumer {durable!r} of stream {stream}"
     try:
-        info = client.consumer_info(stream, durable)
+        info = patience.call(stream, f"{named} info", lambda: client.consumer_info(stream, durable))
     except NotFoundError:
-        info = client.create_consumer(
+        # Made again after a lost reply, it exists with this config: that succeeds.
+        info = patience.call(
             stream,
-            durable_name=durable,
-            ack_policy="explicit",
-            ack_wait=ack_wait_for(commit_seconds),
-            max_ack_pending=commit_rows + 2 * batch_rows,
-            filter_subjects=filters or None,
+            f"creation of {named}",
+            lambda: client.create_consumer(
+                stream,
+                durable_name=durable,
+                ack_policy="explicit",
+                ack_wait=ack_wait_for(commit_seconds),
+                max_ack_pending=commit_rows + 2 * batch_rows,
+                filter_subjects=filters or None,
+            ),
         )
     config = info.config
     where = f"option 'durable': consumer {durable!r} of stream {stream}"
@@ -199,7 +228,7 @@ def open_queue(
             f"rows and a batch ({commit_rows + batch_rows}): lower 'commit_rows' "
             "(--commit-rows) or raise the consumer's max_ack_pending"
         )
-    client.reset_consumer(stream, durable)
+    patience.call(stream, f"reset of {named}", lambda: client.reset_consumer(stream, durable))
     return QueueReader(
-        client, client.pull_consumer(stream, durable, ack_policy="explicit"), config.max_batch
+        patience, client.pull_consumer(stream, durable, ack_policy="explicit"), config.max_batch
     )

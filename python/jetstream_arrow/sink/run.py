@@ -15,6 +15,7 @@ committed are read again, and the rows committed are not.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -33,6 +34,7 @@ from .dead_letters import (
     dead_letters,
     error_texts,
 )
+from .patience import Patience
 from .queue import QUEUE_RETENTIONS, SAMPLE_ROWS, QueueReader, infer_schema, open_queue
 from .rows import (
     SplitBatch,
@@ -50,6 +52,10 @@ DEFAULT_COMMIT_SECONDS = 60.0
 MAX_COMMIT_ROWS = 10_000_000
 #: The longest ``commit_seconds``: a day.
 MAX_COMMIT_SECONDS = 86_400.0
+#: How long each call of a sink waits for a server that does not answer (restarting,
+#: cut off, electing a leader) before the sink fails: minutes, so that a following
+#: sink outlives a server's restart or a network cut.
+DEFAULT_RESUME_TIMEOUT = 300.0
 #: A following sink looks for new messages this often when it has caught up.
 FOLLOW_POLL_SECONDS = 0.5
 #: A work queue that delivers nothing while it holds messages is asked again after this.
@@ -205,6 +211,7 @@ def run_sink(
     dead_letter_stream: str | None = None,
     batch_rows: int | None = None,
     durable: str | None = None,
+    resume_timeout: float = DEFAULT_RESUME_TIMEOUT,
     stop: threading.Event | None = None,
     on_progress: Callable[[SinkProgress], None] | None = None,
 ) -> SinkReport:
@@ -244,10 +251,22 @@ def run_sink(
       it, and one delivered again at or below the target's position (committed by a
       run that died before its acks) is acknowledged and not landed again. Required
       for such streams, refused when no stream is one. One sink per consumer.
+    - ``resume_timeout``: how long each call to the server (a stream's info, a read,
+      a consumer's pull or info, dead letters' publish) waits while the server does
+      not answer (no reply, a lost connection, a ``503``) before the sink fails,
+      in seconds (default 300). The client's own reconnects must last as long:
+      connect with ``max_reconnects=None`` for a sink that follows.
     - ``on_progress``: called with a [`SinkProgress`][jetstream_arrow.sink.SinkProgress]
       after each batch read and each commit.
     """
     names = _check(streams, commit_rows, commit_seconds, batch_rows)
+    if isinstance(resume_timeout, bool) or not (
+        isinstance(resume_timeout, (int, float)) and resume_timeout > 0
+    ):
+        raise BadInputError(
+            f"option 'resume_timeout' must be more than 0 seconds, got {resume_timeout!r}"
+        )
+    patience = Patience(client, float(resume_timeout))
     if dead_letter_stream is not None and dead_letter_stream in names:
         # Its dead letters would be read back as messages of the stream, and fail again.
         raise BadInputError(
@@ -261,13 +280,15 @@ def run_sink(
         raise BadInputError(f"option 'subjects' names streams the sink does not read: {unknown}")
     rows_per_batch = min(batch_rows or DEFAULT_READ_BATCH_ROWS, commit_rows)
     dead_subject = (
-        dead_letter_subject(client, dead_letter_stream, "option 'dead_letter_stream'")
+        dead_letter_subject(
+            client, dead_letter_stream, "option 'dead_letter_stream'", resume_timeout
+        )
         if dead_letter_stream is not None
         else None
     )
     stop = stop or threading.Event()
     started = time.monotonic()
-    infos = {s: client.stream_info(s) for s in names}
+    infos = {s: patience.stream_info(s) for s in names}
     last_seqs = {s: int(infos[s].state.last_seq) for s in names}
     queued = [s for s in names if infos[s].config.retention in QUEUE_RETENTIONS]
     if queued and durable is None:
@@ -296,7 +317,7 @@ def run_sink(
     for stream in queued:
         assert durable is not None
         queues[stream] = open_queue(
-            client,
+            patience,
             stream,
             durable,
             subjects=filters.get(stream),
@@ -328,7 +349,7 @@ def run_sink(
         for delivered in acks:
             delivered.ack()
         if acks:
-            client.flush()
+            patience.call(names[0], "flush of acks", client.flush)
 
     def commit() -> None:
         nonlocal pending
@@ -348,9 +369,13 @@ def run_sink(
                 errors = error_texts(
                     client, malformed, stream_codec, value_type, [0] if stream in queues else budget
                 )
-                client.publish(
-                    dead_letters(malformed, errors, dead_subject),
-                    expected_stream=dead_letter_stream,
+                letters = dead_letters(malformed, errors, dead_subject)
+                # Published again after a failure, a letter stored already is a
+                # duplicate of its msg id, dropped by the server.
+                patience.call(
+                    dead_letter_stream,
+                    f"publish to dead-letter stream {dead_letter_stream}",
+                    functools.partial(client.publish, letters, expected_stream=dead_letter_stream),
                 )
                 published += malformed.num_rows
             totals["dead_letters"] += published
@@ -410,6 +435,7 @@ def run_sink(
             end_seq=end,
             subjects=filters.get(stream),
             batch_rows=limit,
+            resume_timeout=resume_timeout,
         ) as raw:
             for batch in raw:
                 sample.append(batch.slice(0, limit - taken))
@@ -518,11 +544,11 @@ def run_sink(
                 break
             if stream in queues:
                 if follow:
-                    last_seqs[stream] = int(client.stream_info(stream).state.last_seq)
+                    last_seqs[stream] = int(patience.stream_info(stream).state.last_seq)
                 drained[stream] = consume(stream, queues[stream])
                 continue
             if follow:
-                last_seqs[stream] = int(client.stream_info(stream).state.last_seq)
+                last_seqs[stream] = int(patience.stream_info(stream).state.last_seq)
             end = last_seqs[stream]
             if read_to[stream] >= end:
                 continue
@@ -535,6 +561,7 @@ def run_sink(
                     codec=codecs[stream],
                     include_headers=include_headers,
                     batch_rows=rows_per_batch,
+                    resume_timeout=resume_timeout,
                 )
             except BadInputError as e:
                 if not _nothing_to_infer_from(e):
