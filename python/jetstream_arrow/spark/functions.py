@@ -32,24 +32,32 @@ def publish_fn(**options: Any) -> ArrowFn:
 
     The input has the columns of a write: ``subject`` (or option ``subject``), ``data``
     (binary or string), optional ``headers`` and an optional id column (``msg_id``, or
-    the one named by ``msg_id_column``). For each input batch it yields one batch of
+    the one named by ``msg_id_column``), and the per-row columns a publish takes:
+    ``expected_last_subject_seq`` and ``expected_last_msg_id`` (checks), ``ttl`` (an
+    interval: the row's ``Nats-TTL``), ``schedule`` with ``schedule_target``
+    (scheduled messages), or ``increment`` without ``data`` (counter increments).
+    With option ``kv`` the input is ``key``, ``value`` and optionally ``operation``
+    and ``expected_revision`` instead. For each input batch it yields one batch of
     acks, row for row in input order, with the schema
     ``seq bigint, duplicate boolean, error string`` ([`ACK_SCHEMA`][]): ``seq`` is
     the stream sequence (null when the row failed), ``duplicate`` says the server
     already had that message id, ``error`` is null when the row is stored. Rows of
-    counter increments (an ``increment`` column, no ``data``) are acked the same way:
-    the counter's value after each is not in these acks (``Client.read_counters``
-    reads the counters).
+    counter increments are acked the same way: the counter's value after each is not
+    in these acks (``Client.read_counters`` reads the counters).
 
     Options: the connection options of [`jetstream_arrow.connect`][] and the write
-    options (``subject``, ``msg_id_column``, ``write_id``, ``publish_mode``,
-    ``window``, ``ack_timeout``, ``max_retries``, ``retry_backoff``,
-    ``expected_stream``, and ``value_format``, ``avro_schema``, ``avro_framing``,
-    ``avro_schema_id``, ``protobuf_message``, ``protobuf_descriptor_file``: the value
-    columns encoded into each payload, no ``data`` column; ``value_schema`` is the
-    earlier spelling of ``avro_schema`` and ``protobuf_message``). With
-    ``publish_mode="fast"`` the server acknowledges ranges, so ``seq`` is null and a
-    duplicate counts as stored.
+    options (``subject``, ``msg_id_column``, ``kv``, ``write_id``, ``publish_mode``,
+    ``atomic_batch_rows``, ``compression``, ``window``, ``ack_timeout``,
+    ``max_retries``, ``retry_backoff``, ``expected_stream``, and ``value_format``,
+    ``avro_schema``, ``avro_framing``, ``avro_schema_id``, ``protobuf_message``,
+    ``protobuf_descriptor_file``: the value columns encoded into each payload, no
+    ``data`` column; the value is a struct column ``value``, or every column but
+    those above that steer the publish (a ``ttl`` only when it is an interval, the
+    schedule columns only together) and, in a copy, the read's own columns;
+    ``value_schema`` is the earlier spelling of ``avro_schema`` and
+    ``protobuf_message``). With ``publish_mode="fast"`` the server acknowledges
+    ranges, so ``seq`` is null and a duplicate counts as stored; with ``"atomic"``
+    each batch of ``atomic_batch_rows`` rows is stored whole or not at all.
 
     Message ids: rows without an id get ``<write id>-<stage>-<partition>-<n>``, so a
     retried task is deduplicated by the server while running the function again in
