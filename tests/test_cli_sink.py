@@ -501,11 +501,20 @@ class _FailsFirstCommit:
     def positions(self, streams: list[str]) -> dict[str, int]:
         return self.target.positions(streams)
 
-    def commit(self, rows: pa.Table, positions: dict[str, int], partition_by: list[str]) -> None:
+    def created(self, streams: list[str]) -> dict[str, int | None]:
+        return self.target.created(streams)
+
+    def commit(
+        self,
+        rows: pa.Table,
+        positions: dict[str, int],
+        partition_by: list[str],
+        created: dict[str, int] | None = None,
+    ) -> None:
         if not self.failed:
             self.failed = True
             raise OSError("the disk went away")
-        self.target.commit(rows, positions, partition_by)
+        self.target.commit(rows, positions, partition_by, created)
 
 
 def test_dead_letters_published_again_after_a_failed_commit_are_stored_once(nats_server, tmp_path):
@@ -531,6 +540,16 @@ def test_a_stream_made_again_under_its_name_is_refused_not_skipped(nats_server, 
         ja.run_sink(client, ["R"], ja.ParquetTarget(root))
         client.delete_stream("R")
         _fill(client, "R", 3)
+        # Told by the creation time recorded with the position; a table that has none
+        # (an older release's) by the position past the stream's last sequence.
+        with pytest.raises(
+            BadInputError, match=r"\(up to sequence 10\): the stream was deleted and made again"
+        ):
+            ja.run_sink(client, ["R"], ja.ParquetTarget(root))
+        manifest = read_manifest(root)
+        assert manifest is not None
+        del manifest["created"]
+        (root / "_jetstream_arrow_manifest.json").write_text(json.dumps(manifest))
         with pytest.raises(
             BadInputError, match="up to sequence 10, but the stream's last sequence is 3"
         ):

@@ -1,9 +1,12 @@
 """A Delta Lake table as a sink's target, through the ``deltalake`` package.
 
 Each commit is one Delta transaction holding the rows it appends and, for each
-stream they came from, an app transaction ``(jetstream-arrow:<stream>, last sequence)``.
-The position and the rows are in the log together or not at all, so a sink that starts
-again reads its position from the table and needs no state of its own.
+stream they came from, an app transaction ``(jetstream-arrow:<stream>, last sequence)``
+and another ``(jetstream-arrow-created:<stream>, the stream's creation time in
+nanoseconds since the epoch)``, which tells the stream from one deleted and made again
+under its name (``origin.py``). The position and the rows are in the log together or
+not at all, so a sink that starts again reads its position from the table and needs no
+state of its own.
 """
 
 from __future__ import annotations
@@ -19,11 +22,20 @@ from .rows import merged_schema
 
 #: The app id of a stream's position in a table's log is this prefix and its name.
 APP_ID_PREFIX = "jetstream-arrow:"
+#: The app id of the creation time of the stream a position belongs to: this prefix
+#: and its name (no stream name makes one app id of the other: their prefixes differ
+#: before the colon).
+CREATED_APP_ID_PREFIX = "jetstream-arrow-created:"
 
 
 def app_id(stream: str) -> str:
     """The Delta app transaction id that holds the position of ``stream``."""
     return f"{APP_ID_PREFIX}{stream}"
+
+
+def created_app_id(stream: str) -> str:
+    """The Delta app transaction id that holds when ``stream`` was created."""
+    return f"{CREATED_APP_ID_PREFIX}{stream}"
 
 
 def _deltalake() -> Any:
@@ -50,6 +62,8 @@ class DeltaTarget:
         self._partitions: list[str] | None = None
         # The positions this sink last read or wrote, per stream.
         self._expected: dict[str, int] = {}
+        # The creation times recorded with them (None: a table of an older release).
+        self._created: dict[str, int | None] = {}
 
     def __repr__(self) -> str:
         return f"DeltaTarget({self.path!r})"
@@ -65,17 +79,29 @@ class DeltaTarget:
         table = self._table()
         if table is None:
             self._expected = dict.fromkeys(streams, 0)
+            self._created = dict.fromkeys(streams)
         else:
             self._schema = pa.schema(table.schema().to_arrow())
             self._partitions = list(table.metadata().partition_columns)
             self._expected = {s: int(table.transaction_version(app_id(s)) or 0) for s in streams}
+            self._created = {s: table.transaction_version(created_app_id(s)) for s in streams}
         return dict(self._expected)
 
+    def created(self, streams: Sequence[str]) -> dict[str, int | None]:
+        """When each stream whose position the table holds was created, as recorded
+        with it (nanoseconds since the epoch; None: nothing recorded), as
+        :meth:`positions` read them."""
+        return {s: self._created.get(s) for s in streams}
+
     def commit(
-        self, rows: pa.Table, positions: Mapping[str, int], partition_by: Sequence[str]
+        self,
+        rows: pa.Table,
+        positions: Mapping[str, int],
+        partition_by: Sequence[str],
+        created: Mapping[str, int] | None = None,
     ) -> None:
         """Append ``rows`` and move each stream's position to ``positions`` in one
-        Delta transaction."""
+        Delta transaction, with the ``created`` time of each such stream."""
         deltalake = self._deltalake
         if self._partitions is not None and self._partitions != list(partition_by):
             raise BadInputError(
@@ -96,6 +122,10 @@ class DeltaTarget:
         transactions = [
             deltalake.Transaction(app_id(stream), int(seq)) for stream, seq in positions.items()
         ]
+        transactions += [
+            deltalake.Transaction(created_app_id(stream), int(ns))
+            for stream, ns in (created or {}).items()
+        ]
         try:
             deltalake.write_deltalake(
                 self.path,
@@ -110,3 +140,4 @@ class DeltaTarget:
         self._schema = schema
         self._partitions = list(partition_by)
         self._expected.update(positions)
+        self._created.update(created or {})

@@ -7,6 +7,7 @@ files, and ``_jetstream_arrow_manifest.json``, the dataset's one source of truth
     {"format": "jetstream-arrow parquet dataset", "version": 1,
      "partition_by": ["date"], "schema": "<Arrow IPC schema, base64>",
      "positions": {"ORDERS": 20000},
+     "created": {"ORDERS": 1795000000123456789},
      "commits": [{"commit": 1, "rows": 5000, "files": ["date=2026-11-27/part-..."],
                   "positions": {"ORDERS": 5000}}, ...]}
 
@@ -16,7 +17,10 @@ them and renames them, then writes the manifest the same way (a temporary file,
 it. Readers take the files the manifest lists (:func:`dataset_files`); a sink that
 starts again first removes the leftovers of a commit it did not finish (files named as
 it names them, in its partition directories, that the manifest does not list; other
-files are left alone), and reads on after the positions the manifest holds.
+files are left alone), and reads on after the positions the manifest holds. ``created``
+holds when each stream was created (nanoseconds since the epoch), which tells it from
+a stream deleted and made again under its name (``origin.py``); a manifest of an older
+release has none, and gets it with its next commit.
 """
 
 from __future__ import annotations
@@ -132,6 +136,13 @@ class ParquetTarget:
         held = self._manifest["positions"] if self._manifest else {}
         return {s: int(held.get(s, 0)) for s in streams}
 
+    def created(self, streams: Sequence[str]) -> dict[str, int | None]:
+        """When each stream whose position the dataset holds was created, as recorded
+        with it (nanoseconds since the epoch; None: nothing recorded), as
+        :meth:`positions` read them."""
+        held = (self._manifest or {}).get("created") or {}
+        return {s: None if held.get(s) is None else int(held[s]) for s in streams}
+
     def _remove_unlisted(self) -> None:
         """Remove the files an unfinished commit left: only those named as this
         target names its files, in the partition directories it writes; whatever
@@ -155,10 +166,14 @@ class ParquetTarget:
                 path.unlink()
 
     def commit(
-        self, rows: pa.Table, positions: Mapping[str, int], partition_by: Sequence[str]
+        self,
+        rows: pa.Table,
+        positions: Mapping[str, int],
+        partition_by: Sequence[str],
+        created: Mapping[str, int] | None = None,
     ) -> None:
         """Write ``rows`` as new files, then list them, and the streams' new
-        positions, in the manifest."""
+        positions and ``created`` times, in the manifest."""
         previous = self._manifest
         if previous is not None and previous["partition_by"] != list(partition_by):
             raise BadInputError(
@@ -170,12 +185,15 @@ class ParquetTarget:
         files = self._write_files(rows, number, list(partition_by)) if rows.num_rows else []
         held = dict(previous["positions"]) if previous else {}
         held.update({s: int(seq) for s, seq in positions.items()})
+        held_created = dict(previous.get("created") or {}) if previous else {}
+        held_created.update({s: int(ns) for s, ns in (created or {}).items()})
         manifest = {
             "format": MANIFEST_FORMAT,
             "version": MANIFEST_VERSION,
             "partition_by": list(partition_by),
             "schema": base64.b64encode(schema.serialize().to_pybytes()).decode("ascii"),
             "positions": held,
+            "created": held_created,
             "commits": [
                 *(previous["commits"] if previous else []),
                 {

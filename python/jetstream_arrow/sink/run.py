@@ -34,6 +34,7 @@ from .dead_letters import (
     dead_letters,
     error_texts,
 )
+from .origin import check_same_stream, created_ns, recorded_for
 from .patience import Patience
 from .queue import QUEUE_RETENTIONS, SAMPLE_ROWS, QueueReader, infer_schema, open_queue
 from .rows import (
@@ -71,8 +72,14 @@ class Target(Protocol):
 
     def positions(self, streams: Sequence[str]) -> dict[str, int]: ...
 
+    def created(self, streams: Sequence[str]) -> dict[str, int | None]: ...
+
     def commit(
-        self, rows: pa.Table, positions: Mapping[str, int], partition_by: Sequence[str]
+        self,
+        rows: pa.Table,
+        positions: Mapping[str, int],
+        partition_by: Sequence[str],
+        created: Mapping[str, int] | None = None,
     ) -> None: ...
 
 
@@ -303,7 +310,12 @@ def run_sink(
             "retention (streams with limits retention are read by range, with no consumer)"
         )
     committed = target.positions(names)
+    # When each stream was created: recorded with every position a commit moves, so
+    # that a stream deleted and made again is told from the one landed (origin.py).
+    created = {s: created_ns(infos[s]) for s in names}
+    recorded = target.created(names)
     for stream in names:
+        check_same_stream(target, stream, recorded[stream], created[stream], committed[stream])
         if committed[stream] > last_seqs[stream]:
             # Sequences only grow: the stream was made again under the same name, and
             # its messages up to the old position would be skipped without a word.
@@ -390,7 +402,7 @@ def run_sink(
             rows = pa.table({"stream": pa.array([], pa.string())})
             for name in partitions:
                 rows = rows.append_column(name, partition_column(_EMPTY_MESSAGES, name))
-        target.commit(rows, pending.positions, partitions)
+        target.commit(rows, pending.positions, partitions, recorded_for(pending.positions, created))
         committed.update(pending.positions)
         totals["rows"] += rows.num_rows
         totals["bytes"] += rows.nbytes
@@ -398,6 +410,16 @@ def run_sink(
         acks, pending = pending.acks, _Pending()
         progress()
         acknowledge(acks)
+
+    def look(stream: str) -> None:
+        """Take the stream's last sequence now; a stream deleted and made again
+        meanwhile ends the sink, after it commits what it read of the old one."""
+        info = patience.stream_info(stream)
+        now = created_ns(info)
+        if created[stream] is not None and now is not None and now != created[stream]:
+            commit()
+            check_same_stream(target, stream, created[stream], now, committed[stream])
+        last_seqs[stream] = int(info.state.last_seq)
 
     def due() -> bool:
         return pending.since is not None and time.monotonic() - pending.since >= commit_seconds
@@ -544,11 +566,11 @@ def run_sink(
                 break
             if stream in queues:
                 if follow:
-                    last_seqs[stream] = int(patience.stream_info(stream).state.last_seq)
+                    look(stream)
                 drained[stream] = consume(stream, queues[stream])
                 continue
             if follow:
-                last_seqs[stream] = int(patience.stream_info(stream).state.last_seq)
+                look(stream)
             end = last_seqs[stream]
             if read_to[stream] >= end:
                 continue
