@@ -19,6 +19,7 @@ _log = logging.getLogger("jetstream_arrow")
 
 ValueFormat = Literal["json", "avro", "arrow", "protobuf"]
 OnMalformed = Literal["failfast", "permissive", "dropmalformed"]
+OnNewField = Literal["ignore", "fail"]
 AvroFraming = Literal["raw", "single-object", "confluent"]
 
 
@@ -41,6 +42,13 @@ class ValueCodec:
       consumer's is terminated so it is not delivered again).
     - ``flatten``: the value's fields as top-level columns instead of one struct
       column ``value``.
+    - ``on_new_field`` (JSON): what a payload holding a field the schema lacks
+      does (a schema inferred from a sample lacks the fields first seen after it):
+      ``"ignore"`` (the default: the field is left out; a value where the inferred
+      schema has only nulls is malformed) or ``"fail"`` (a
+      [`NewFieldError`][jetstream_arrow.exceptions.NewFieldError] naming the
+      message's ``seq`` and the ``field``, whatever ``on_malformed`` says; the batch
+      holding it is not handed out, so reading again from ``seq`` loses nothing).
     - Avro: ``avro_schema`` (JSON text or a dict) the values are read as and written
       with; with Confluent framing, the writers' schemas by id
       (``avro_schemas_by_id``) and the id a publish writes (``avro_schema_id``).
@@ -66,6 +74,7 @@ class ValueCodec:
     protobuf_descriptor: bytes | str | os.PathLike[str] | None = None
     protobuf_message: str | None = None
     sample_rows: int | None = None
+    on_new_field: OnNewField | None = None
 
     def __post_init__(self) -> None:
         if self.schema is not None and not isinstance(self.schema, pa.Schema):

@@ -90,6 +90,18 @@ class MalformedPayloadError(BadInputError):
     message stays where it was (a consumer's is not acknowledged)."""
 
 
+class NewFieldError(MalformedPayloadError):
+    """A JSON payload holds a field the value's schema lacks (or a value where the
+    schema, inferred from payloads that were all null there, has only nulls), read
+    with ``ValueCodec(on_new_field="fail")``. ``seq`` is the message's stream
+    sequence and ``field`` the field's path (``a.b``, ``items[].c``). The batch that
+    holds it is not handed out (a consumer's is not acknowledged): read again from
+    ``seq`` with a schema that has the field (a schema inferred from there has it)."""
+
+    seq: int | None = None
+    field: str | None = None
+
+
 class PublishError(JetStreamArrowError):
     """Some rows of a publish were not stored. ``result`` says row by row which were
     stored, which were duplicates and why the others failed."""
@@ -114,6 +126,7 @@ __all__ = [
     "JetStreamArrowError",
     "JetStreamNotEnabledError",
     "MissedHeartbeatsError",
+    "NewFieldError",
     "NotFoundError",
     "OperationTimeoutError",
     "PublishError",

@@ -27,7 +27,12 @@ import pyarrow.compute as pc
 
 from .._core import CORRUPT_RECORD_COLUMN, DEFAULT_READ_BATCH_ROWS, VALUE_COLUMN
 from ..codec import ValueCodec
-from ..exceptions import BadInputError, MalformedPayloadError, OperationTimeoutError
+from ..exceptions import (
+    BadInputError,
+    MalformedPayloadError,
+    NewFieldError,
+    OperationTimeoutError,
+)
 from .dead_letters import (
     DECODER_ERRORS_PER_COMMIT,
     dead_letter_subject,
@@ -197,6 +202,78 @@ def _codecs(
     return out
 
 
+def _grown(known: pa.DataType, seen: pa.DataType) -> pa.DataType:
+    """``known`` (a value type a read used) with what ``seen`` (one inferred from a
+    later sample) adds: fields it lacks, at any depth, and a type where it had only
+    nulls. A field keeps the type it was landed with."""
+    if pa.types.is_null(known):
+        return seen
+    if pa.types.is_struct(known) and pa.types.is_struct(seen):
+        fields = {known.field(i).name: known.field(i) for i in range(known.num_fields)}
+        for i in range(seen.num_fields):
+            new = seen.field(i)
+            old = fields.get(new.name)
+            fields[new.name] = new if old is None else old.with_type(_grown(old.type, new.type))
+        return pa.struct(list(fields.values()))
+    if pa.types.is_list(known) and pa.types.is_list(seen):
+        return pa.list_(known.value_field.with_type(_grown(known.value_type, seen.value_type)))
+    return known
+
+
+def _untyped(t: pa.DataType) -> bool:
+    """Whether ``t`` holds a part no value has typed yet: the null type (a JSON field
+    null in every payload the schema was inferred from, an empty list's items) or a
+    struct without fields (an object that was always empty)."""
+    if pa.types.is_null(t):
+        return True
+    if pa.types.is_struct(t):
+        return t.num_fields == 0 or any(_untyped(f.type) for f in t)
+    if pa.types.is_list(t):
+        return _untyped(t.value_type)
+    return False
+
+
+def _typed_only(column: pa.Array) -> pa.Array | None:
+    """``column`` without its untyped parts (``_untyped``), at any depth; None when
+    nothing is left. Parquet (and so Delta) cannot store a struct without fields, and
+    a lake table's column keeps the type it is created with, so a null-typed column
+    could never take the values that type it later: such a part lands once a value
+    types it (the read's schema then grows), and reads as null before."""
+    t = column.type
+    if pa.types.is_null(t):
+        return None
+    if pa.types.is_struct(t):
+        children = [_typed_only(c) for c in column.flatten()]
+        kept = [(f, c) for f, c in zip(t, children, strict=True) if c is not None]
+        if not kept:
+            return None
+        return pa.StructArray.from_arrays(
+            [c for _, c in kept],
+            fields=[f.with_type(c.type) for f, c in kept],
+            mask=column.is_null(),
+        )
+    if pa.types.is_list(t):
+        values = _typed_only(column.values)
+        if values is None:
+            return None
+        return pa.ListArray.from_arrays(column.offsets, values, mask=column.is_null())
+    return column
+
+
+def _landable(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` with its value's untyped parts left out (``_typed_only``); itself
+    when it has none."""
+    if VALUE_COLUMN not in batch.schema.names:
+        return batch
+    i = batch.schema.get_field_index(VALUE_COLUMN)
+    if not _untyped(batch.schema.field(i).type):
+        return batch
+    value = _typed_only(batch.column(i))
+    if value is None:
+        value = pa.nulls(batch.num_rows, pa.struct([]))
+    return batch.set_column(i, VALUE_COLUMN, value)
+
+
 def _nothing_to_infer_from(error: BadInputError) -> bool:
     """Whether a read was refused because its sample held no value to infer the
     value's schema from."""
@@ -298,6 +375,15 @@ def run_sink(
     infos = {s: patience.stream_info(s) for s in names}
     last_seqs = {s: int(infos[s].state.last_seq) for s in names}
     queued = [s for s in names if infos[s].config.retention in QUEUE_RETENTIONS]
+    # JSON read by range with no schema given: each read fails on a field its schema
+    # lacks (arrow-json would skip it), and the schema grows (`grow`). The codec to
+    # infer with, per such stream; a work queue's is inferred once (queue.py).
+    growing = {
+        s: dataclasses.replace(c, on_new_field="fail")
+        for s, c in codecs.items()
+        if s not in queued and c is not None and c.format == "json" and c.schema is None
+    }
+    codecs.update(growing)
     if queued and durable is None:
         raise BadInputError(
             f"stream {queued[0]} has {infos[queued[0]].config.retention} retention: its "
@@ -432,7 +518,7 @@ def run_sink(
         value_type = (
             batch.schema.field(VALUE_COLUMN).type if VALUE_COLUMN in batch.schema.names else None
         )
-        pending.add(stream, split(batch, partitions), value_type)
+        pending.add(stream, split(_landable(batch), partitions), value_type)
         read_to[stream] = pending.positions[stream]
         progress()
         if pending.count >= commit_rows or due():
@@ -505,6 +591,33 @@ def run_sink(
         progress()
         if pending.count >= commit_rows or due():
             commit()
+
+    def grow(stream: str, error: NewFieldError) -> None:
+        """Add what message ``error.seq`` holds to the stream's value schema: inferred
+        from the messages from there (the first of them is that message)."""
+        assert error.seq is not None
+        codec = growing[stream]
+        known = codecs[stream]
+        assert known is not None and known.schema is not None
+        with client.read(
+            stream,
+            start_seq=error.seq,
+            end_seq=max(error.seq, last_seqs[stream]),
+            subjects=filters.get(stream),
+            codec=codec,
+            batch_rows=1,
+        ) as sample:
+            seen = sample.schema.field(VALUE_COLUMN).type
+        grown = _grown(pa.struct(list(known.schema)), seen)
+        if grown == pa.struct(list(known.schema)):
+            # What was inferred from that message on does not have the field (its
+            # payload did not decompress, say): reading again would fail again.
+            raise BadInputError(
+                f"stream {stream} seq {error.seq}: field {error.field!r} is not in the value "
+                "schema inferred from the messages from there; give the codec a schema "
+                "that has it"
+            ) from error
+        codecs[stream] = dataclasses.replace(known, schema=pa.schema(list(grown)))
 
     def consume(stream: str, queue: QueueReader) -> bool:
         """Take what the work queue delivers, up to about a commit's rows; whether it
@@ -590,19 +703,31 @@ def run_sink(
                     raise
                 pass_undecodable_sample(stream, end)
                 continue
-            with reader:
-                for batch in reader:
-                    if batch.num_rows == 0:
-                        continue
-                    land(stream, batch)
-                    if stop.is_set():
-                        break
-                else:
-                    # The range is read: messages of other subjects up to its end
-                    # are behind the sink too.
-                    if end > read_to[stream]:
-                        pending.reach(stream, end)
-                        read_to[stream] = end
+            try:
+                with reader:
+                    if stream in growing:
+                        # The schema inferred, kept for the run's later reads: a
+                        # field is then added once, when first met.
+                        value = reader.schema.field(VALUE_COLUMN).type
+                        codecs[stream] = dataclasses.replace(
+                            growing[stream], schema=pa.schema(list(value))
+                        )
+                    for batch in reader:
+                        if batch.num_rows == 0:
+                            continue
+                        land(stream, batch)
+                        if stop.is_set():
+                            break
+                    else:
+                        # The range is read: messages of other subjects up to its
+                        # end are behind the sink too.
+                        if end > read_to[stream]:
+                            pending.reach(stream, end)
+                            read_to[stream] = end
+            except NewFieldError as e:
+                # The schema lacks a field of message e.seq (its batch was not handed
+                # out): grow it by a schema inferred from there, and read on.
+                grow(stream, e)
         caught_up = all(drained.get(s, read_to[s] >= last_seqs[s]) for s in names)
         if due() or (caught_up and not follow) or (pending.count >= commit_rows):
             commit()

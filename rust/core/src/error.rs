@@ -28,6 +28,10 @@ pub enum ErrorKind {
     BadInput,
     /// A payload that does not decode with the value's format and schema.
     MalformedPayload,
+    /// A payload holding a field the value's schema lacks (or a value where the
+    /// schema, inferred from payloads that had only nulls there, has none), read with
+    /// `on_new_field` `fail`: the caller may grow its schema and read from that message.
+    NewField,
 }
 
 /// An error of the core: a kind, a message that names what is at fault, and for
@@ -37,6 +41,16 @@ pub struct Error {
     kind: ErrorKind,
     message: String,
     api: Option<ApiErrorCode>,
+    /// The message and field of a [`ErrorKind::NewField`] error.
+    new_field: Option<NewFieldAt>,
+}
+
+/// Where a payload holds a field its value schema lacks: the message's stream
+/// sequence, and the field's path (`a.b`, `items[].c`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewFieldAt {
+    pub seq: u64,
+    pub field: String,
 }
 
 /// The error object of a JetStream API reply.
@@ -167,7 +181,21 @@ impl Error {
             kind,
             message: message.into(),
             api: None,
+            new_field: None,
         }
+    }
+
+    /// A [`ErrorKind::NewField`] error at `at`.
+    pub fn new_field(at: NewFieldAt, message: impl Into<String>) -> Self {
+        Self {
+            new_field: Some(at),
+            ..Self::new(ErrorKind::NewField, message)
+        }
+    }
+
+    /// Where a [`ErrorKind::NewField`] error's payload is.
+    pub fn new_field_at(&self) -> Option<&NewFieldAt> {
+        self.new_field.as_ref()
     }
 
     /// An error reply of the JetStream API to `what` (e.g. "stream info of ORDERS").
@@ -186,6 +214,7 @@ impl Error {
                 code.description, code.code, code.err_code
             ),
             api: Some(code),
+            new_field: None,
         }
     }
 

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use arrow_schema::Schema;
 use jetstream_arrow_core::codec::{
-    ArrowIpc, Avro, AvroFraming, Codec, CodecSpec, Json, OnMalformed, Protobuf, ValueDecoder,
-    ValueEncoder, ValueFormat,
+    ArrowIpc, Avro, AvroFraming, Codec, CodecSpec, Json, OnMalformed, OnNewField, Protobuf,
+    ValueDecoder, ValueEncoder, ValueFormat,
 };
 use jetstream_arrow_core::option_values::opt_count;
 use jetstream_arrow_core::read::{resolve_value_schema, ReadOptions};
@@ -41,6 +41,8 @@ struct CodecArgs {
     protobuf_message: Option<String>,
     #[pyo3(attribute)]
     sample_rows: Option<i128>,
+    #[pyo3(attribute)]
+    on_new_field: Option<String>,
 }
 
 /// The spec of `codec` (a `ValueCodec`, or None for payloads as bytes).
@@ -60,6 +62,11 @@ pub fn codec_spec(codec: Option<&Bound<'_, PyAny>>) -> GlueResult<Option<CodecSp
         .transpose()?;
     let flatten = a.flatten.unwrap_or(false);
     let sample_rows = opt_count(a.sample_rows, "sample_rows")?;
+    let on_new_field = a
+        .on_new_field
+        .as_deref()
+        .map(OnNewField::parse)
+        .transpose()?;
     let mut spec = CodecSpec::new(format_settings(a, format)?);
     spec.flatten = flatten;
     if let Some(mode) = on_malformed {
@@ -67,6 +74,9 @@ pub fn codec_spec(codec: Option<&Bound<'_, PyAny>>) -> GlueResult<Option<CodecSp
     }
     if let Some(n) = sample_rows {
         spec.sample_rows = n;
+    }
+    if let Some(on_new_field) = on_new_field {
+        spec.on_new_field = on_new_field;
     }
     Ok(Some(spec))
 }
@@ -107,10 +117,12 @@ fn format_settings(a: CodecArgs, format: ValueFormat) -> GlueResult<Codec> {
 /// refused instead, naming it and the format it is for.
 fn refuse_settings_of_other_formats(a: &CodecArgs, format: ValueFormat) -> GlueResult<()> {
     use ValueFormat::{Arrow, Avro, Json, Protobuf};
-    let given: [(&str, bool, &[ValueFormat]); 8] = [
+    let given: [(&str, bool, &[ValueFormat]); 9] = [
         ("schema", a.schema.is_some(), &[Json, Arrow]),
         // It sizes the sample a schema is inferred from, which only these formats do.
         ("sample_rows", a.sample_rows.is_some(), &[Json, Arrow]),
+        // The other formats' payloads carry no field their schema lacks.
+        ("on_new_field", a.on_new_field.is_some(), &[Json]),
         ("avro_schema", a.avro_schema.is_some(), &[Avro]),
         ("avro_framing", a.avro_framing.is_some(), &[Avro]),
         (

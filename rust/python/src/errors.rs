@@ -66,6 +66,7 @@ fn class_name(kind: ErrorKind) -> &'static str {
         ErrorKind::ConsumerDeleted => "ConsumerDeletedError",
         ErrorKind::BadInput => "BadInputError",
         ErrorKind::MalformedPayload => "MalformedPayloadError",
+        ErrorKind::NewField => "NewFieldError",
     }
 }
 
@@ -87,6 +88,11 @@ fn core_to_py(err: Error, result: Option<Py<PyAny>>) -> PyErr {
             // connection reports its acknowledged rows as much as bad input does.
             if let Some(result) = result {
                 exc.setattr("result", result)?;
+            }
+            // Where the payload with a new field is, for a caller that reads on from it.
+            if let Some(at) = err.new_field_at() {
+                exc.setattr("seq", at.seq)?;
+                exc.setattr("field", at.field.as_str())?;
             }
             // The core's one rule for what a retry may cure, so callers that retry
             // (Spark's planning) do not restate it.

@@ -13,7 +13,7 @@ use arrow_schema::{DataType, Field, FieldRef, Fields, Schema, SchemaRef};
 
 use super::{CodecSpec, OnMalformed, CORRUPT_RECORD, MESSAGE_COLUMNS, VALUE};
 use crate::arrow::schema::{DATA, SEQ};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, NewFieldAt, Result};
 
 /// One format's decoding of payloads into rows of a struct.
 pub(super) trait RowsDecoder: Send {
@@ -27,6 +27,12 @@ pub(super) trait RowsDecoder: Send {
     /// may hold half a row, or wait for the rest of a body.
     fn reset(&mut self) -> Result<(), String> {
         Ok(())
+    }
+    /// For a payload that failed to decode: the path of a field it holds that the
+    /// value's schema lacks, when the decoder refuses such fields (`on_new_field`
+    /// `fail`); None when it fails for another reason.
+    fn new_field(&self, _payload: &[u8]) -> Option<String> {
+        None
     }
     /// [`Self::try_decode`], ready for the next call whether it failed or not.
     fn decode(&mut self, payloads: &[&[u8]]) -> Result<(StructArray, Option<Vec<u32>>), String> {
@@ -279,12 +285,29 @@ impl ValueDecoder {
                     bad.push(false);
                 }
                 Err(why) => {
+                    let seq = batch
+                        .column_by_name(SEQ)
+                        .expect("message batches have a seq column")
+                        .as_primitive::<arrow_array::types::Int64Type>()
+                        .value(row);
+                    if let Some(field) = self.rows.new_field(payload) {
+                        // Not malformed: the schema is behind the stream. The whole
+                        // batch fails, as with `failfast`, so a consumer acknowledges
+                        // none of it.
+                        return Err(Error::new_field(
+                            NewFieldAt {
+                                seq: seq as u64,
+                                field: field.clone(),
+                            },
+                            format!(
+                                "stream '{stream}' seq {seq}: the payload holds field \
+                                 '{field}', which the value's schema lacks (option \
+                                 'on_new_field' is 'fail'; read from this message with a \
+                                 schema that has it)"
+                            ),
+                        ));
+                    }
                     if self.spec.on_malformed == OnMalformed::FailFast {
-                        let seq = batch
-                            .column_by_name(SEQ)
-                            .expect("message batches have a seq column")
-                            .as_primitive::<arrow_array::types::Int64Type>()
-                            .value(row);
                         return Err(Error::new(
                             ErrorKind::MalformedPayload,
                             format!(

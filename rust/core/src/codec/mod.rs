@@ -150,6 +150,24 @@ named_choices!(OnMalformed, "on_malformed", {
     DropMalformed => "dropmalformed",
 });
 
+/// What a JSON payload holding a field the value's schema lacks does. A schema
+/// inferred from a sample lacks the fields first seen after it; `arrow-json` skips a
+/// field its schema lacks, and a field null in every sampled payload is typed null.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnNewField {
+    /// The field is left out (a value where the schema has only nulls is malformed).
+    Ignore,
+    /// The batch fails with an [`crate::ErrorKind::NewField`] error naming the
+    /// message's sequence and the field, whatever `on_malformed` says: the caller
+    /// grows its schema and reads on from that message (the lake sink does).
+    Fail,
+}
+
+named_choices!(OnNewField, "on_new_field", {
+    Ignore => "ignore",
+    Fail => "fail",
+});
+
 /// How each Avro payload is framed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AvroFraming {
@@ -251,6 +269,8 @@ pub struct CodecSpec {
     pub flatten: bool,
     /// Messages sampled to infer a schema when none is given.
     pub sample_rows: usize,
+    /// A JSON payload's field the schema lacks: left out, or an error.
+    pub on_new_field: OnNewField,
 }
 
 impl CodecSpec {
@@ -260,6 +280,7 @@ impl CodecSpec {
             on_malformed: OnMalformed::parse(crate::defaults::ON_MALFORMED).expect("a known mode"),
             flatten: false,
             sample_rows: crate::defaults::VALUE_SAMPLE_ROWS,
+            on_new_field: OnNewField::Ignore,
         }
     }
 
@@ -284,7 +305,10 @@ impl CodecSpec {
     }
 
     fn decoder(&self, batch_rows: usize) -> Result<Box<dyn RowsDecoder>> {
-        self.codec.as_format().decoder(batch_rows)
+        match &self.codec {
+            Codec::Json(json) => json.rows(batch_rows, self.on_new_field == OnNewField::Fail),
+            other => other.as_format().decoder(batch_rows),
+        }
     }
 
     fn encoder(&self) -> Result<Box<dyn RowsEncoder>> {

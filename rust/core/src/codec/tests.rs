@@ -115,6 +115,58 @@ fn a_bad_payload_fails_fast_naming_stream_seq_and_field() {
 }
 
 #[test]
+fn a_field_the_schema_lacks_fails_the_batch_only_with_on_new_field_fail() {
+    // Inferred from a sample that had no `extra` and only nulls in `note`.
+    let schema = inferred_json(&[br#"{"id": 1, "note": null, "s": {}}"#]).unwrap();
+    let payloads: &[&[u8]] = &[
+        br#"{"id": 1, "s": {}}"#,
+        br#"{"id": 2, "extra": true}"#,
+        br#"{"id": 3, "s": {"late": 1}}"#,
+    ];
+    let decoder = |on_new_field, on_malformed| {
+        let spec = CodecSpec {
+            on_new_field,
+            on_malformed,
+            ..json_spec(schema.clone())
+        };
+        ValueDecoder::new(&spec, 4).unwrap()
+    };
+    let ignored = messages(
+        payloads,
+        Some(decoder(OnNewField::Ignore, OnMalformed::FailFast)),
+    )
+    .unwrap();
+    assert_eq!(ignored.num_rows(), 3);
+    // Whatever the malformed mode: the payload is not malformed, the schema is behind.
+    for mode in [OnMalformed::FailFast, OnMalformed::Permissive] {
+        let err = messages(payloads, Some(decoder(OnNewField::Fail, mode))).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::NewField, "{err}");
+        let at = err.new_field_at().unwrap();
+        assert_eq!((at.seq, at.field.as_str()), (11, "extra"), "{err}");
+    }
+    let nested = messages(
+        &[payloads[2]],
+        Some(decoder(OnNewField::Fail, OnMalformed::FailFast)),
+    )
+    .unwrap_err();
+    assert_eq!(nested.new_field_at().unwrap().field, "s.late");
+    // A value where the sample had only nulls is a new field too, not a bad value.
+    let valued = messages(
+        &[br#"{"id": 4, "note": "now"}"#],
+        Some(decoder(OnNewField::Fail, OnMalformed::FailFast)),
+    )
+    .unwrap_err();
+    assert_eq!(valued.new_field_at().unwrap().field, "note");
+    // A value of another type is still malformed.
+    let bad = messages(
+        &[br#"{"id": "x"}"#],
+        Some(decoder(OnNewField::Fail, OnMalformed::FailFast)),
+    )
+    .unwrap_err();
+    assert_eq!(bad.kind(), ErrorKind::MalformedPayload, "{bad}");
+}
+
+#[test]
 fn permissive_keeps_bad_payloads_bytes_and_dropmalformed_counts_them() {
     let payloads: &[&[u8]] = &[
         br#"{"id": 1}"#,

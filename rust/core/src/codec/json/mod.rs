@@ -19,6 +19,7 @@ use arrow_json::ReaderBuilder;
 use arrow_schema::{ArrowError, DataType, Field, FieldRef, Fields, SchemaRef, TimeUnit};
 
 mod infer;
+mod new_fields;
 mod tokens;
 
 use tokens::{TokenCheck, NON_FINITE};
@@ -35,10 +36,18 @@ pub struct Json {
     pub schema: Option<SchemaRef>,
 }
 
+impl Json {
+    /// A decoder of payloads into rows; with `new_fields` a payload holding a field
+    /// the schema lacks fails to decode, and [`RowsDecoder::new_field`] names it.
+    pub(super) fn rows(&self, batch_rows: usize, new_fields: bool) -> Result<Box<dyn RowsDecoder>> {
+        let schema = schema_required(&self.schema, ValueFormat::Json, "decoding")?;
+        Ok(Box::new(JsonRows::new(schema, batch_rows, new_fields)?))
+    }
+}
+
 impl Format for Json {
     fn decoder(&self, batch_rows: usize) -> Result<Box<dyn RowsDecoder>> {
-        let schema = schema_required(&self.schema, ValueFormat::Json, "decoding")?;
-        Ok(Box::new(JsonRows::new(schema, batch_rows)?))
+        self.rows(batch_rows, false)
     }
 
     fn encoder(&self) -> Result<Box<dyn RowsEncoder>> {
@@ -61,23 +70,30 @@ struct JsonRows {
     decoder: Decoder,
     /// The tokens the schema's typed fields take, when any needs checking.
     check: Option<TokenCheck>,
+    /// Whether a field the schema lacks fails a payload (`on_new_field` `fail`):
+    /// `arrow-json`'s strict mode, which costs nothing where it is not met (the
+    /// decoder looks every field up anyway); only a payload that fails is walked
+    /// again, by [`new_fields::first_new_field`], to tell a new field from a bad value.
+    new_fields: bool,
 }
 
 impl JsonRows {
-    pub fn new(schema: SchemaRef, batch_rows: usize) -> Result<Self> {
-        let decoder = Self::build(&schema, batch_rows)?;
+    pub fn new(schema: SchemaRef, batch_rows: usize, new_fields: bool) -> Result<Self> {
+        let decoder = Self::build(&schema, batch_rows, new_fields)?;
         let check = TokenCheck::for_type(&DataType::Struct(schema.fields().clone()));
         Ok(Self {
             schema,
             batch_rows,
             decoder,
             check,
+            new_fields,
         })
     }
 
-    fn build(schema: &SchemaRef, batch_rows: usize) -> Result<Decoder> {
+    fn build(schema: &SchemaRef, batch_rows: usize, strict: bool) -> Result<Decoder> {
         ReaderBuilder::new(schema.clone())
             .with_batch_size(batch_rows)
+            .with_strict_mode(strict)
             .build_decoder()
             .map_err(|e| Error::bad_input(format!("option 'schema': {e}")))
     }
@@ -187,8 +203,17 @@ impl RowsDecoder for JsonRows {
     }
 
     fn reset(&mut self) -> Result<(), String> {
-        self.decoder = Self::build(&self.schema, self.batch_rows).map_err(|e| e.to_string())?;
+        self.decoder = Self::build(&self.schema, self.batch_rows, self.new_fields)
+            .map_err(|e| e.to_string())?;
         Ok(())
+    }
+
+    fn new_field(&self, payload: &[u8]) -> Option<String> {
+        if !self.new_fields {
+            return None;
+        }
+        let fixed = surrogate_pairs_as_utf8(payload);
+        new_fields::first_new_field(&self.schema, fixed.as_deref().unwrap_or(payload))
     }
 }
 
