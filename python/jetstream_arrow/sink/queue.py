@@ -13,6 +13,7 @@ import io
 import json
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.json as pa_json
@@ -174,6 +175,42 @@ def _as_read_infers(t: pa.DataType) -> pa.DataType:
     return t
 
 
+def _refuse_losses(patience: Patience, stream: str, where: str, config: Any) -> None:
+    """Refuse a consumer whose settings would let a message go without the sink landing
+    it: the position passes what a consumer never delivers, or delivers empty."""
+    if config.max_deliver is not None and config.max_deliver > 0:
+        # A message whose deliveries run out (a commit slower than the ack wait, a
+        # sink killed that many times) is never delivered again: the sink's position
+        # passes it by, and a work queue keeps it for no one.
+        raise BadInputError(
+            f"{where} has max_deliver {config.max_deliver}: a message delivered that many "
+            "times without its commit would never be landed; give the sink a consumer "
+            "with no max_deliver (unlimited, -1), or a new --durable name to create one"
+        )
+    if config.deliver_policy not in (None, "all"):
+        raise BadInputError(
+            f"{where} has deliver_policy {config.deliver_policy!r}: the messages before its "
+            "start are never delivered, so never landed; give the sink a consumer with "
+            "deliver_policy 'all', or a new --durable name to create one"
+        )
+    if config.headers_only:
+        raise BadInputError(
+            f"{where} is headers_only: it delivers no payloads, and the sink would land "
+            "them empty; give the sink a consumer without headers_only"
+        )
+    if config.inactive_threshold:
+        retention = patience.stream_info(stream).config.retention
+        if retention == "interest":
+            # Deleted while no sink pulls, the consumer's interest goes with it, and
+            # the stream drops what is stored until the next sink makes it again.
+            raise BadInputError(
+                f"{where} has inactive_threshold {config.inactive_threshold:g} s: the "
+                "server deletes it while no sink runs, and the interest stream then "
+                "drops the messages stored meanwhile; give the sink a consumer without "
+                "inactive_threshold"
+            )
+
+
 def open_queue(
     patience: Patience,
     stream: str,
@@ -221,12 +258,23 @@ def open_queue(
             f"{where} filters subjects {config.filter_subjects or []}, the sink was given "
             f"{filters}: name another consumer, or give the same filters"
         )
+    _refuse_losses(patience, stream, where, config)
     limit = config.max_ack_pending
     if limit is not None and 0 < limit < commit_rows + batch_rows:
         raise BadInputError(
             f"{where} allows {limit} unacknowledged messages, fewer than a commit's "
             f"rows and a batch ({commit_rows + batch_rows}): lower 'commit_rows' "
             "(--commit-rows) or raise the consumer's max_ack_pending"
+        )
+    if config.ack_wait is not None and config.ack_wait < commit_seconds:
+        # Not a loss: a delivery that comes again while pending is skipped, and
+        # acknowledged with the commit; but each one waits for the commit so long.
+        _log.warning(
+            "%s has an ack wait of %g s, shorter than a commit's %g s (--commit-seconds): "
+            "messages are delivered again before their commit acknowledges them",
+            where,
+            config.ack_wait,
+            commit_seconds,
         )
     patience.call(stream, f"reset of {named}", lambda: client.reset_consumer(stream, durable))
     return QueueReader(
