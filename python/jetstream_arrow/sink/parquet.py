@@ -231,8 +231,10 @@ class ParquetTarget:
             directory.mkdir(parents=True, exist_ok=True)
             name = f"part-{number:08d}-{uuid.uuid4().hex}.parquet"
             partial = directory / f".{name}.tmp"
-            # Hive-style: a partition's value is its directory's name, not a column.
-            pq.write_table(part.drop_columns(partition_by), partial, compression="zstd")
+            # The partition columns stay in the file too, with their own types: a
+            # reader that took a value from its directory's name alone would guess
+            # its type (subject_token_2=007 read as the integer 7).
+            pq.write_table(part, partial, compression="zstd")
             _fsync(partial)
             os.replace(partial, directory / name)
             _fsync(directory)
