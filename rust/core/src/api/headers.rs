@@ -41,6 +41,13 @@ pub const BATCH_ID_MAX_LEN: usize = 64;
 /// steer that stream: a TTL it refuses, a rollup that purges its subject, an
 /// expectation that fails. A name ending in `-` covers every header it begins.
 /// From nats-server's `server/stream.go` (2.15).
+///
+/// Not among them: `Nats-Marker-Reason`, which the server adds to the marker it
+/// leaves where it removed a subject's last message (`subject_delete_marker_ttl`:
+/// `MaxAge`, `Purge`, `Remove`). It steers nothing (nats-server 2.15 stores it from a
+/// client as given) and is what the marker means: KV clients read a key whose last
+/// message has it as deleted or purged, so a copy without it would bring an expired
+/// key back to life, with an empty value.
 pub const CONTROL: &[&str] = &[
     "Nats-Expected-",
     "Nats-Rollup",
@@ -58,7 +65,6 @@ pub const CONTROL: &[&str] = &[
     "Nats-Consumer-Stalled",
     "Nats-Msg-Size",
     "Nats-Response-Type",
-    "Nats-Marker-Reason",
     "Nats-Stream",
     "Nats-Sequence",
     "Nats-Time-Stamp",
@@ -106,6 +112,8 @@ mod tests {
         }
         for name in [
             "Nats-Msg-Id",
+            "Nats-Marker-Reason",
+            "KV-Operation",
             "Content-Type",
             "Nats-Expected-",
             "Nats-Streamer",
