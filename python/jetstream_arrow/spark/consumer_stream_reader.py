@@ -68,8 +68,13 @@ and that last look, made once the last micro-batch is committed, acknowledges it
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+import threading
 import time
 from collections.abc import Iterator
+from types import FrameType
 from typing import Any
 
 import pyarrow as pa
@@ -110,6 +115,37 @@ PIN_CHECK_INTERVAL = 1.0
 #: The first nats-server that resets a consumer to its ack floor (CONSUMER.RESET),
 #: which every driver's start and a standby's takeover do.
 RESET_SINCE = (2, 14)
+#: The module Spark runs a Python streaming source's planner (the driver's side of a
+#: stream reader) as, in a process of its own for the query.
+PLANNER_MODULE = "pyspark.sql.streaming.python_streaming_source_runner"
+
+
+def stop_on_sigterm(reader: ConsumerStreamReader) -> None:
+    """In Spark's planner process, run ``reader.stop()`` when the process is told to
+    end. Spark ends a query's planner process with SIGTERM (its worker factory's
+    ``stopWorker``) at ``query.stop()`` and when the query ends, without calling the
+    reader's ``stop``: the consumer group's pin would stay until its timeout, and acks
+    still in the connection's buffer would be lost. Elsewhere (a test, an
+    application's own process) the process's signals are not this module's."""
+    main = sys.modules.get("__main__")
+    if getattr(getattr(main, "__spec__", None), "name", None) != PLANNER_MODULE:
+        return
+    if threading.current_thread() is not threading.main_thread():
+        return  # only the main thread may set handlers; Spark makes the reader there
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        # Spark sends it twice (the worker stopped, then its factory): the second
+        # would end the process before the first has settled the consumer. stop()'s
+        # requests are bounded by the connection's request timeout.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        try:
+            reader.stop()
+        finally:
+            # End as the process would have: by the signal, with its default action.
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
 
 
 def _check_server(client: Client) -> None:
@@ -306,6 +342,7 @@ class ConsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # on the consumer's subjects when the query started. The query's micro-batches
         # end below it; it stops once none is left to plan.
         self.available_now_end: int | None = None
+        stop_on_sigterm(self)
 
     def __repr__(self) -> str:
         return f"ConsumerStreamReader(stream={self.opts.stream!r}, consumer={self.opts.consumer!r})"
@@ -650,18 +687,27 @@ class ConsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def stop(self) -> None:
         """Claimed but unacknowledged messages are left to the server: the next driver
-        resets the consumer and gets them again. A query of a group that holds the pin
-        gives it up, so that a standby takes over now, not after the pin timeout."""
+        resets the consumer and gets them again. The acks sent so far reach the
+        server. A query of a group that holds the pin gives it up, so that a standby
+        takes over now, not after the pin timeout. (Spark ends the planner process
+        with SIGTERM rather than call this: :func:`stop_on_sigterm`.)"""
         self._held = []
-        group, pin = self.opts.consumer_group, self._pin
-        if group is None or pin is None or self._consumer is None:
-            return
+        if self._consumer is None:
+            return  # nothing claimed, acknowledged or pinned
         client = get_client(self.opts.connect)
         stream, name = self.opts.stream, self.opts.consumer or ""
+        group, pin = self.opts.consumer_group, self._pin
+        self._pin = None
         try:
-            if pinned_client(client, stream, name) == pin:
+            client.flush()
+            if group is not None and pin is not None and pinned_client(client, stream, name) == pin:
                 client.unpin_consumer(stream, name, group)
         except JetStreamArrowError as err:
             log.warning(
-                "consumer %r: the pin of group %r stays until it times out: %s", name, group, err
+                "consumer %r: as the query stopped, its acks or its pin of group %r could "
+                "not be settled (the pin stays until it times out; a message not "
+                "acknowledged comes again): %s",
+                name,
+                group,
+                err,
             )
