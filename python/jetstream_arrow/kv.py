@@ -117,7 +117,12 @@ class KvColumns:
             )
 
         def is_bytes(t: pa.DataType) -> bool:
-            return bool(is_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t))
+            return bool(
+                is_string(t)
+                or pa.types.is_binary(t)
+                or pa.types.is_large_binary(t)
+                or pa.types.is_binary_view(t)
+            )
 
         key = find("key", "string", is_string)
         if key is None:

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from .._core import DEFAULT_READ_BATCH_ROWS
 from .._time import EPOCH, to_datetime
+from .._views import cast_without_views
 from ..codec import ValueCodec
 from ..exceptions import BadInputError, NotFoundError
 from . import value_schema
@@ -274,6 +275,10 @@ def _shape(batch: pa.RecordBatch, data_as: str, fmt: str) -> pa.Table:
         # CSV has no maps: one JSON object per row, e.g. {"Nats-Msg-Id":["x"]}
         k = table.schema.get_field_index("headers")
         table = table.set_column(k, "headers", json_literals(table.column("headers")))
+    if fmt == "csv":
+        # pyarrow's CSV writer takes no view types (a schema a load recorded from a
+        # file that had them); Parquet and Arrow files keep them as loaded.
+        table = cast_without_views(table)
     return table
 
 

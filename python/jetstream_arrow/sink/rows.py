@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import _core
+from .._views import cast_without_views
 from ..exceptions import BadInputError
 
 #: The columns every landed row has, from its message (``headers`` when asked for).
@@ -47,7 +48,10 @@ def split(batch: pa.RecordBatch, partition_by: Sequence[str]) -> SplitBatch:
         table = table.filter(pc.invert(bad)).drop_columns([corrupt])
     if _core.VALUE_COLUMN in table.column_names:
         table = _value_fields_as_columns(table)
-    table = _nullable(table)
+    # A value's view types (a schema recorded from a file that had them, an Arrow IPC
+    # payload's own) land as string, binary and list: pyarrow's compute, which splits
+    # the rows into partitions, takes no views, and the table's column is the same.
+    table = _nullable(cast_without_views(table))
     for name in partition_by:
         if name in table.column_names:
             # The partition column is made from the message: it would take the place
