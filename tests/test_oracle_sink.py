@@ -27,12 +27,16 @@ consumer with a finite ``max_deliver`` lets the position pass messages it will n
 deliver again; Parquet partition values that look like numbers read back as integers
 by ``pyarrow.dataset``; the dead letters of a stream made again are dropped by the
 dead-letter stream as duplicates of the old stream's (msg id ``<stream>:<seq>``),
-while the run reports them published.
+while the run reports them published; a dead letter of a payload marked
+``Content-Encoding`` that does not decompress loses the mark (and its error says the
+payload is not JSON); an Arrow IPC payload of no rows lands nothing and is not
+dead-lettered.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import math
 import time
@@ -765,6 +769,77 @@ def test_dead_letters_of_a_stream_made_again_are_not_dropped_as_duplicates(
             py.run(py.api(f"STREAM.DELETE.{stream}"))
         letters = sorted(m.data for m in py.snapshot(dead))
         assert letters == [b"{first", b"{second"], letters
+    finally:
+        py.delete_stream(stream)
+        py.delete_stream(dead)
+
+
+def test_compressed_payloads_that_do_not_decode_keep_their_encoding_in_dead_letters(
+    py: PyNats, client: ja.Client, unique_name: UniqueName, tmp_path: Path
+) -> None:
+    """A gzip payload that is not JSON, and a payload marked gzip that is not gzip: each
+    dead letter says, with its own ``Content-Encoding``, what its bytes are, so that
+    decoding it as marked gives the source payload decoded as marked (or the bytes, when
+    the source's do not decompress)."""
+    stream, dead = unique_name("GZ"), unique_name("GZDLQ")
+    py.create_stream(stream, StreamShape())
+    py.create_stream(dead, StreamShape())
+    try:
+        marked = [("Content-Encoding", "gzip")]
+        py.publish_sync(f"{stream}.x", gzip.compress(b'{"i": 1}'), marked)
+        py.publish_sync(f"{stream}.x", gzip.compress(b"{not json"), marked)
+        py.publish_sync(f"{stream}.x", b"not gzip at all", marked)
+        report = ja.run_sink(
+            client, [stream], ja.DeltaTarget(tmp_path), codec="json", dead_letter_stream=dead
+        )
+        assert (report.rows, report.dead_letters) == (1, 2)
+
+        def content(m: Stored) -> bytes:
+            encoding = dict(m.headers or ()).get("Content-Encoding")
+            if encoding is None:
+                return m.data
+            assert encoding == ("gzip",), encoding
+            try:
+                return gzip.decompress(m.data)
+            except OSError:
+                return m.data  # marked, but not gzip: its bytes are what it is
+
+        by_seq = {int(dict(m.headers or ())[SOURCE_SEQ][0]): m for m in py.snapshot(dead)}
+        assert sorted(by_seq) == [2, 3]
+        assert content(by_seq[2]) == b"{not json"
+        # The bytes the source holds, with the mark that says what they are.
+        assert by_seq[3].data == b"not gzip at all"
+        assert dict(by_seq[3].headers or ()).get("Content-Encoding") == ("gzip",)
+    finally:
+        py.delete_stream(stream)
+        py.delete_stream(dead)
+
+
+def test_an_arrow_payload_of_no_rows_is_accounted_for(
+    py: PyNats, client: ja.Client, unique_name: UniqueName, tmp_path: Path
+) -> None:
+    """Arrow IPC payloads of one row and of no rows: every message leaves a trace in
+    the table or the dead-letter stream (its sequence), none vanishes."""
+    stream, dead = unique_name("IPC"), unique_name("IPCDLQ")
+    py.create_stream(stream, StreamShape())
+    py.create_stream(dead, StreamShape())
+    schema = pa.schema([("n", pa.int64())])
+
+    def ipc(rows: list[int]) -> bytes:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, schema) as writer:
+            writer.write_table(pa.table({"n": rows}, schema=schema))
+        return sink.getvalue().to_pybytes()
+
+    try:
+        for rows in ([1], [], [3]):
+            py.publish_sync(f"{stream}.x", ipc(rows))
+        ja.run_sink(
+            client, [stream], ja.DeltaTarget(tmp_path), codec="arrow", dead_letter_stream=dead
+        )
+        landed = set(read_delta(tmp_path).column("seq").to_pylist())
+        dead_seqs = {int(dict(m.headers or ())[SOURCE_SEQ][0]) for m in py.snapshot(dead)}
+        assert landed | dead_seqs == {1, 2, 3}, (landed, dead_seqs)
     finally:
         py.delete_stream(stream)
         py.delete_stream(dead)
