@@ -18,14 +18,10 @@ from .._time import to_datetime, to_rfc3339
 from ..exceptions import ApiError, BadInputError, NotFoundError
 from ..options import check_known_options
 from .consumers import ConsumerConfig, ConsumerInfo, ConsumerPause
+from .listing import consumer_name, every_page, stream_name
 from .streams import PurgeResult, StoredMessage, StreamConfig, StreamInfo
 
 _T = TypeVar("_T")
-
-#: How many times a listing asks a page again because names before it were deleted
-#: meanwhile (:meth:`ManagementMixin._paged`), before it fails: a bound on a listing of
-#: names deleted as fast as it pages, which would otherwise never end.
-LISTING_STEPS_BACK = 100
 
 
 def _build(cls: type[_T], given: _T | None, options: dict[str, Any], what: str) -> _T:
@@ -36,16 +32,6 @@ def _build(cls: type[_T], given: _T | None, options: dict[str, Any], what: str) 
     if not isinstance(given, cls):
         raise BadInputError(f"expected a {cls.__name__}, got {type(given).__name__}")
     return dataclasses.replace(cast(Any, given), **options) if options else given
-
-
-def _stream_name(info: dict[str, Any]) -> str:
-    """The name of a stream in a STREAM.LIST page."""
-    return str((info.get("config") or {}).get("name", ""))
-
-
-def _consumer_name(info: dict[str, Any]) -> str:
-    """The name of a consumer in a CONSUMER.LIST page."""
-    return str(info.get("name", ""))
 
 
 class ManagementMixin:
@@ -78,51 +64,13 @@ class ManagementMixin:
         resume_timeout: float | None = None,
         name_of: Callable[[Any], str] = str,
     ) -> list[Any]:
-        """Every page of a listing, each item once; the names a clustered server could
-        not answer for in time (its replies' ``missing``) are added to ``missing``
-        when given. ``name_of`` is an item's name.
+        """Every page of listing ``subject`` (:func:`.listing.every_page`), each
+        request asked again as :meth:`stream_info` says for ``resume_timeout``."""
 
-        The server pages a listing sorted by name, by offset. A name deleted between
-        two requests, anywhere before the next page's offset, moves every later name
-        back by one, so a next page asked at the old offset would begin past a live
-        name. So each page after the first is asked from the last page's last name
-        on (one name of overlap), and one that begins past that name (names before
-        it were deleted meanwhile) is asked again a page earlier, until it begins at
-        or before it; names already received (the overlap, or names moved forward by
-        ones created meanwhile) are dropped. A listing whose names are deleted faster
-        than it pages fails after :data:`LISTING_STEPS_BACK` such steps."""
-        items: list[Any] = []
-        last: str | None = None  # the greatest name received
-        offset = steps_back = 0
-        while True:
-            reply = self._api_json(subject, {**(body or {}), "offset": offset}, resume_timeout)
-            page = reply.get(key) or []
-            page_missing = [str(name) for name in reply.get("missing") or ()]
-            names = [name_of(item) for item in page] + page_missing
-            # A page is the slice [offset, offset + limit) of the sorted listing, its
-            # missing names included: the next starts after all of them, not after
-            # the items received.
-            limit = int(reply.get("limit") or 0)
-            size = limit if limit > 0 else len(names)
-            if last is not None and offset > 0 and (not names or min(names) > last):
-                steps_back += 1
-                if steps_back > LISTING_STEPS_BACK:
-                    raise ApiError(
-                        f"listing {subject}: names were deleted faster than the listing "
-                        f"could page through them ({LISTING_STEPS_BACK} pages asked again)"
-                    )
-                offset = max(0, offset - max(size, 1))
-                continue
-            items.extend(item for item in page if last is None or name_of(item) > last)
-            if missing is not None:
-                missing.extend(name for name in page_missing if last is None or name > last)
-            if names:
-                last = max(names) if last is None else max(last, *names)
-            end = offset + size
-            if not names or end >= int(reply.get("total", 0)):
-                return items
-            # Overlap by one name, unless a page of one would not move on.
-            offset = end - 1 if size > 1 else end
+        def page_at(offset: int) -> dict[str, Any]:
+            return self._api_json(subject, {**(body or {}), "offset": offset}, resume_timeout)
+
+        return every_page(subject, page_at, key, name_of, missing)
 
     # -- streams ----------------------------------------------------------------------
     def create_stream(
@@ -206,7 +154,7 @@ class ManagementMixin:
         listed: list[StreamInfo] = []
         seen: set[str] = set()
         paged = self._paged(
-            _core.API_STREAM_LIST, "streams", body, missing, resume_timeout, _stream_name
+            _core.API_STREAM_LIST, "streams", body, missing, resume_timeout, stream_name
         )
         for s in paged:
             info = StreamInfo.from_api(s)
@@ -403,7 +351,7 @@ class ManagementMixin:
         return [
             ConsumerInfo.from_api(c)
             for c in self._paged(
-                api_subject(_core.API_CONSUMER_LIST, stream), "consumers", name_of=_consumer_name
+                api_subject(_core.API_CONSUMER_LIST, stream), "consumers", name_of=consumer_name
             )
         ]
 
