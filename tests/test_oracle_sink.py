@@ -294,23 +294,14 @@ def read_parquet_duckdb(path: Path) -> pa.Table:
 
 
 def read_parquet_pyarrow(path: Path) -> pa.Table:
-    """The files the manifest lists, with ``pyarrow.dataset`` (Hive partitioning from
-    their directories, the files' schemas unified)."""
+    """The files the manifest lists, with ``pyarrow.dataset`` as docs/sink.md reads
+    them: the partition columns are in the files (no ``partitioning``), the files'
+    schemas unified (a column added by a later commit is missing from earlier files)."""
     files = dataset_files(path)
     if not files:
         return pa.table({"stream": pa.array([], pa.string())})
-    found = ds.dataset(files, format="parquet", partitioning="hive", partition_base_dir=str(path))
-    partition_fields = [
-        f for f in found.schema if f.name in ("date",) or f.name.startswith("subject_token_")
-    ]
-    schema = pa.unify_schemas([pq.read_schema(f) for f in files] + [pa.schema(partition_fields)])
-    return ds.dataset(
-        files,
-        schema=schema,
-        format="parquet",
-        partitioning="hive",
-        partition_base_dir=str(path),
-    ).to_table()
+    schema = pa.unify_schemas([pq.read_schema(f) for f in files])
+    return ds.dataset(files, schema=schema, format="parquet").to_table()
 
 
 def parquet_position(path: Path, stream: str) -> int:
