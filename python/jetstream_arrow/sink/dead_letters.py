@@ -4,7 +4,10 @@ that moves a sink's position past them.
 Each goes with its original bytes, the decoder's error and its source (headers
 ``Jetstream-Arrow-Error``, ``-Source-Stream``, ``-Source-Subject``, ``-Source-Seq``)
 under msg id ``<stream>:<seq>``: a sink that publishes it again after a restart adds
-nothing, as long as it does so within the dead-letter stream's duplicate window.
+nothing, as long as it does so within the dead-letter stream's duplicate window. A
+payload still compressed as stored (it did not decompress, or the connection does not
+decompress) keeps its ``Content-Encoding`` header, without which its bytes could not
+be read; one the read decompressed goes plain.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ ERROR_HEADER = "Jetstream-Arrow-Error"
 SOURCE_STREAM_HEADER = "Jetstream-Arrow-Source-Stream"
 SOURCE_SUBJECT_HEADER = "Jetstream-Arrow-Source-Subject"
 SOURCE_SEQ_HEADER = "Jetstream-Arrow-Source-Seq"
+#: The header that names a payload's compression (the core's ``compression.rs``).
+CONTENT_ENCODING_HEADER = "Content-Encoding"
 
 
 def dead_letter_subject(
@@ -123,8 +128,47 @@ def error_text(client: Any, stream: str, seq: int, codec: ValueCodec, value: pa.
     return f"stream {stream!r} seq {seq}: the payload did not decode as {codec.format}"
 
 
-def dead_letters(malformed: pa.Table, errors: list[str], subject: str) -> pa.Table:
-    """The messages that carry ``malformed`` rows to the dead-letter stream."""
+def content_encodings(client: Any, malformed: pa.Table) -> list[str | None]:
+    """The ``Content-Encoding`` each of the ``malformed`` rows' payload still has: the
+    read's ``headers`` keep that header only for a payload it did not decompress.
+    Without a ``headers`` column each message is asked for as stored, and keeps its
+    header only when its stored bytes are the payload's (a decompressed payload's are
+    not)."""
+    if "headers" in malformed.column_names:
+        return [
+            _encoding(dict(h) if h is not None else {})
+            for h in malformed.column("headers").to_pylist()
+        ]
+    found: list[str | None] = []
+    for stream, seq, payload in zip(
+        malformed.column("stream").to_pylist(),
+        malformed.column("seq").to_pylist(),
+        malformed.column(_core.CORRUPT_RECORD_COLUMN).to_pylist(),
+        strict=True,
+    ):
+        try:
+            stored = client.get_message(stream, seq)
+        except JetStreamArrowError:
+            # Gone, or not to be read again: no header it could be told by.
+            found.append(None)
+            continue
+        encoding = _encoding(stored.headers)
+        found.append(encoding if encoding is not None and stored.data == payload else None)
+    return found
+
+
+def _encoding(headers: dict[str, Any]) -> str | None:
+    for name, values in headers.items():
+        if name.lower() == CONTENT_ENCODING_HEADER.lower() and values:
+            return str(values[0] if isinstance(values, list) else values)
+    return None
+
+
+def dead_letters(
+    malformed: pa.Table, errors: list[str], subject: str, encodings: list[str | None]
+) -> pa.Table:
+    """The messages that carry ``malformed`` rows to the dead-letter stream, each with
+    its payload's ``encodings`` (:func:`content_encodings`)."""
     streams = malformed.column("stream").to_pylist()
     subjects = malformed.column("subject").to_pylist()
     seqs = malformed.column("seq").to_pylist()
@@ -134,8 +178,11 @@ def dead_letters(malformed: pa.Table, errors: list[str], subject: str) -> pa.Tab
             (SOURCE_STREAM_HEADER, stream),
             (SOURCE_SUBJECT_HEADER, source_subject),
             (SOURCE_SEQ_HEADER, str(seq)),
+            *([(CONTENT_ENCODING_HEADER, encoding)] if encoding is not None else []),
         ]
-        for error, stream, source_subject, seq in zip(errors, streams, subjects, seqs, strict=True)
+        for error, stream, source_subject, seq, encoding in zip(
+            errors, streams, subjects, seqs, encodings, strict=True
+        )
     ]
     return pa.table(
         {

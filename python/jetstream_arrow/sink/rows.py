@@ -36,16 +36,26 @@ class SplitBatch:
     through_seq: int
 
 
-def split(batch: pa.RecordBatch, partition_by: Sequence[str]) -> SplitBatch:
-    """The rows of ``batch`` as they land, and the malformed ones set aside."""
+def split(
+    batch: pa.RecordBatch, partition_by: Sequence[str], include_headers: bool = True
+) -> SplitBatch:
+    """The rows of ``batch`` as they land, and the malformed ones set aside (with
+    their ``headers``, when the batch has them: a dead letter keeps the payload's
+    ``Content-Encoding``); the rows land without ``headers`` unless
+    ``include_headers``."""
     through_seq = int(batch.column("seq")[-1].as_py())
     table = pa.Table.from_batches([batch])
     corrupt = _core.CORRUPT_RECORD_COLUMN
     malformed = table.schema.empty_table().select([])
     if corrupt in table.column_names:
         bad = table.column(corrupt).is_valid()
-        malformed = table.filter(bad).select(["stream", "subject", "seq", corrupt])
+        kept = ["stream", "subject", "seq", corrupt]
+        if "headers" in table.column_names:
+            kept.append("headers")
+        malformed = table.filter(bad).select(kept)
         table = table.filter(pc.invert(bad)).drop_columns([corrupt])
+    if not include_headers and "headers" in table.column_names:
+        table = table.drop_columns(["headers"])
     if _core.VALUE_COLUMN in table.column_names:
         table = _value_fields_as_columns(table)
     # A value's view types (a schema recorded from a file that had them, an Arrow IPC

@@ -35,6 +35,7 @@ from ..exceptions import (
 )
 from .dead_letters import (
     DECODER_ERRORS_PER_COMMIT,
+    content_encodings,
     dead_letter_subject,
     dead_letters,
     error_texts,
@@ -370,6 +371,10 @@ def run_sink(
         if dead_letter_stream is not None
         else None
     )
+    # With a dead-letter stream the reads take the headers: a payload still compressed
+    # is dead-lettered with its Content-Encoding (the rows land without them unless
+    # asked for).
+    read_headers = include_headers or dead_letter_stream is not None
     stop = stop or threading.Event()
     started = time.monotonic()
     infos = {s: patience.stream_info(s) for s in names}
@@ -467,7 +472,9 @@ def run_sink(
                 errors = error_texts(
                     client, malformed, stream_codec, value_type, [0] if stream in queues else budget
                 )
-                letters = dead_letters(malformed, errors, dead_subject)
+                letters = dead_letters(
+                    malformed, errors, dead_subject, content_encodings(client, malformed)
+                )
                 # Published again after a failure, a letter stored already is a
                 # duplicate of its msg id, dropped by the server.
                 patience.call(
@@ -518,7 +525,7 @@ def run_sink(
         value_type = (
             batch.schema.field(VALUE_COLUMN).type if VALUE_COLUMN in batch.schema.names else None
         )
-        pending.add(stream, split(_landable(batch), partitions), value_type)
+        pending.add(stream, split(_landable(batch), partitions, include_headers), value_type)
         read_to[stream] = pending.positions[stream]
         progress()
         if pending.count >= commit_rows or due():
@@ -627,7 +634,7 @@ def run_sink(
         held_back_since: float | None = None
         while not stop.is_set() and taken < commit_rows:
             room = max(min(rows_per_batch, commit_rows - pending.count), 1)
-            delivered, codecs[stream] = queue.fetch(room, codecs[stream], include_headers)
+            delivered, codecs[stream] = queue.fetch(room, codecs[stream], read_headers)
             if delivered is None:
                 waiting = queue.pending()
                 if follow or waiting == 0:
@@ -694,7 +701,7 @@ def run_sink(
                     end_seq=end,
                     subjects=filters.get(stream),
                     codec=codecs[stream],
-                    include_headers=include_headers,
+                    include_headers=read_headers,
                     batch_rows=rows_per_batch,
                     resume_timeout=resume_timeout,
                 )

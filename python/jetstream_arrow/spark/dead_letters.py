@@ -24,6 +24,7 @@ from ..codec import ValueCodec
 from ..exceptions import BadInputError, JetStreamArrowError, NotFoundError, PublishError
 from ..sink.dead_letters import (
     DECODER_ERRORS_PER_COMMIT,
+    content_encodings,
     dead_letter_subject,
     dead_letters,
     error_texts,
@@ -99,8 +100,11 @@ class DeadLetterRouter:
             self.budget,
         )
         try:
+            # A payload still compressed as stored keeps its Content-Encoding.
+            encodings = content_encodings(self.client, malformed)
             self.client.publish(
-                dead_letters(malformed, errors, self.subject), expected_stream=self.stream
+                dead_letters(malformed, errors, self.subject, encodings),
+                expected_stream=self.stream,
             )
         except JetStreamArrowError as err:
             raise PublishError(
