@@ -18,9 +18,11 @@ from .options import WriteOptions
 from .writing import (
     JetStreamCommitMessage,
     WriteColumns,
+    alike_rows_merged,
     finished_tasks,
     msg_id_prefix,
     publish_task,
+    refuse_merged,
     report_aborted,
     report_committed,
     task_ids,
@@ -33,6 +35,8 @@ class JetStreamWriter(DataSourceArrowWriter):
     def __init__(self, opts: WriteOptions, columns: WriteColumns) -> None:
         self.opts = opts
         self.columns = columns
+        #: Whether the commit found rows the server merged (``alike_rows_merged``).
+        self.merged = False
 
     def __repr__(self) -> str:
         return f"JetStreamWriter(write_id={self.opts.write_id!r})"
@@ -46,15 +50,20 @@ class JetStreamWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         done = finished_tasks(messages, JetStreamCommitMessage)
+        merged = alike_rows_merged(self.columns, done)
+        if merged is not None:
+            self.merged = True
+            refuse_merged(f"write {self.opts.write_id}", merged)
         report_committed(f"write {self.opts.write_id}", done, len(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         done = finished_tasks(messages, JetStreamCommitMessage)
-        report_aborted(
-            f"write {self.opts.write_id}",
-            done,
-            len(messages),
+        how_to_finish = (
             "To finish the write without duplicates, run it again with option "
             f"writeId={self.opts.write_id} (same data, same partitioning) within the "
-            "stream's duplicate window.",
+            "stream's duplicate window."
         )
+        if self.merged:
+            # Run again with the same ids, the merged rows would be duplicates again.
+            how_to_finish = "Rows alike in everything shared msg ids: see the error."
+        report_aborted(f"write {self.opts.write_id}", done, len(messages), how_to_finish)

@@ -23,9 +23,11 @@ from .options import WriteOptions
 from .writing import (
     JetStreamCommitMessage,
     WriteColumns,
+    alike_rows_merged,
     finished_tasks,
     msg_id_prefix,
     publish_task,
+    refuse_merged,
     report_aborted,
     report_committed,
 )
@@ -39,7 +41,8 @@ _BATCH_ID_PROPERTY = "streaming.sql.batchId"
 class StreamCommitMessage(JetStreamCommitMessage):
     """What one write task of a micro-batch did, and the query it belongs to."""
 
-    query_id: str
+    # A default only because the fields before it have one; always given.
+    query_id: str = ""
 
 
 def micro_batch_ids() -> tuple[str, int, int, int]:
@@ -85,6 +88,9 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         done = finished_tasks(messages, StreamCommitMessage)
+        merged = alike_rows_merged(self.columns, done)
+        if merged is not None:
+            refuse_merged(self._batch(done, batchId), merged)
         report_committed(self._batch(done, batchId), done, len(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

@@ -128,27 +128,97 @@ class JetStreamCommitMessage(WriterCommitMessage):
     duplicates: int
     first_seq: int | None
     last_seq: int | None
+    first_stored: int | None = None
+    last_duplicate_of: int | None = None
+    resends: int = 0
+    retried: bool = False
 
 
 @dataclass
 class PublishTally:
-    """What a task's publishes stored so far (the fields of its commit message)."""
+    """What a task's publishes stored so far (the fields of its commit message):
+    besides the counts and the sequences the acks named, the first sequence stored,
+    the last one a duplicate named (the message the server already had), and the
+    resends, which tell whether the task's duplicates can have come from its own
+    sends (see ``alike_rows_merged``)."""
 
     rows: int = 0
     stored: int = 0
     duplicates: int = 0
     first_seq: int | None = None
     last_seq: int | None = None
+    first_stored: int | None = None
+    last_duplicate_of: int | None = None
+    resends: int = 0
+    #: Whether the task ran before (a task or stage attempt after the first).
+    retried: bool = False
 
     def add(self, result: Any) -> None:
         self.rows += result.rows
         self.stored += result.stored
         self.duplicates += result.duplicates
+        self.resends += result.resends
         seqs = result.acks.column("seq")
         if seqs.null_count < len(seqs):
             lo, hi = pc.min(seqs).as_py(), pc.max(seqs).as_py()
             self.first_seq = lo if self.first_seq is None else min(self.first_seq, lo)
             self.last_seq = hi if self.last_seq is None else max(self.last_seq, hi)
+        duplicate = pc.fill_null(result.acks.column("duplicate"), False)
+        stored = pc.filter(seqs, pc.and_(pc.is_valid(seqs), pc.invert(duplicate)))
+        if len(stored):
+            lo = pc.min(stored).as_py()
+            self.first_stored = lo if self.first_stored is None else min(self.first_stored, lo)
+        if result.duplicates:
+            hi = pc.max(pc.filter(seqs, duplicate)).as_py()
+            if hi is not None:
+                self.last_duplicate_of = max(self.last_duplicate_of or 0, hi)
+
+
+def alike_rows_merged(
+    columns: Any, done: Sequence[JetStreamCommitMessage]
+) -> JetStreamCommitMessage | None:
+    """A finished task of a copy that sent a row the server took for a duplicate of a
+    message this same write stored from another row; None when there is none.
+
+    A copy's msg id is its source message's identity, and rows alike in everything
+    made from one source message are told apart only by their order among that
+    message's rows next to each other in one task: spread over tasks (a repartition
+    after an explode) they share an id, and the server keeps one. A duplicate is
+    otherwise what a retry or a re-run is meant to find (a message stored by an
+    earlier attempt of the task, an earlier run, or a resend of the task's own), so
+    only a task that ran once and resent nothing tells: every message an earlier run
+    stored comes before the first one this write stored, and a duplicate of a later
+    one was stored by this write, from another row."""
+    if not (isinstance(columns, PublishColumns) and columns.is_copy) or columns.msg_id:
+        # Ids the rows give (a 'msg_id' column) may repeat on purpose, to drop rows.
+        return None
+    firsts = [m.first_stored for m in done if m.first_stored is not None]
+    if not firsts:
+        return None
+    since = min(firsts)
+    for m in done:
+        if m.retried or m.resends or m.last_duplicate_of is None:
+            continue
+        if m.last_duplicate_of >= since:
+            return m
+    return None
+
+
+def refuse_merged(write: str, merged: JetStreamCommitMessage) -> None:
+    """Fail a write ``alike_rows_merged`` found rows of, saying what to change."""
+    raise PublishError(
+        f"{write}: partition {merged.partition} sent a row the server took for a "
+        f"duplicate of message {merged.last_duplicate_of}, which this write stored from "
+        "another row: rows alike in every column made from one source message (an "
+        "explode of a repeated value) that are not next to each other in one task (a "
+        "repartition or a shuffle after the explode) share one msg id (columns 'stream', "
+        "'seq' and a digest of 'subject', 'data' and 'headers'), and the stream keeps "
+        "one of them. Give each row its own id (a 'msg_id' column, or option "
+        "'msgIdColumn': the source's stream and seq with posexplode's position), make "
+        "the rows differ in what is sent (the position in a header), or select columns "
+        "'stream' and 'seq' away (rows are then numbered by partition and position). "
+        "The messages stored stay in the stream."
+    )
 
 
 def task_ids() -> tuple[int, int, int]:
@@ -159,6 +229,16 @@ def task_ids() -> tuple[int, int, int]:
     if ctx is None:
         return 0, 0, 0
     return ctx.stageId(), ctx.partitionId(), ctx.attemptNumber()
+
+
+def task_retried() -> bool:
+    """Whether the running Spark task is a later attempt of its task. (PySpark's task
+    context does not say which attempt of its stage it runs in: a stage run again after
+    a lost shuffle output starts its tasks' attempts from 0 again.)"""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return ctx is not None and ctx.attemptNumber() > 0
 
 
 #: What maps a write's input batches to publish input: the message columns of a
@@ -262,7 +342,7 @@ def publish_task(
     """Publish one write task's batches; raise PublishError at the first group of
     batches with rows that were not stored (the task fails, and its retry sends the
     same ids)."""
-    tally = PublishTally()
+    tally = PublishTally(retried=task_retried())
     for result in publish_batches(opts, columns, batches, msg_id_prefix, tally, where):
         if not result.failed:
             continue
