@@ -118,6 +118,9 @@ RESET_SINCE = (2, 14)
 #: The module Spark runs a Python streaming source's planner (the driver's side of a
 #: stream reader) as, in a process of its own for the query.
 PLANNER_MODULE = "pyspark.sql.streaming.python_streaming_source_runner"
+#: Seconds a planner process told to end waits for the reader's stop() (its acks
+#: flushed, its pin given up) before it ends.
+SETTLE_ON_STOP = 10.0
 
 
 def stop_on_sigterm(reader: ConsumerStreamReader) -> None:
@@ -135,15 +138,17 @@ def stop_on_sigterm(reader: ConsumerStreamReader) -> None:
 
     def on_sigterm(signum: int, frame: FrameType | None) -> None:
         # Spark sends it twice (the worker stopped, then its factory): the second
-        # would end the process before the first has settled the consumer. stop()'s
-        # requests are bounded by the connection's request timeout.
+        # would end the process before the first has settled the consumer.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        try:
-            reader.stop()
-        finally:
-            # End as the process would have: by the signal, with its default action.
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
+        # In a thread of its own, waited for at most SETTLE_ON_STOP: the signal may
+        # come while this thread holds a lock stop() needs (the connection cache's,
+        # during a connect), and the process must end whatever stop() meets.
+        settling = threading.Thread(target=reader.stop, name="jetstream-arrow-stop", daemon=True)
+        settling.start()
+        settling.join(SETTLE_ON_STOP)
+        # End as the process would have: by the signal, with its default action.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, on_sigterm)
 
