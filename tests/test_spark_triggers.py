@@ -94,8 +94,8 @@ def test_the_consumer_reader_holds_its_claimed_messages_until_enough(
     assert seqs(r.latestOffset(start, limit)) == {"seq": 56}
     publish(url, name, 5, start=55)
     assert seqs(r.latestOffset({"seq": 56}, limit)) == {"seq": 56}
-    # Spark passes ReadAllAvailable (never the default here) for trigger(availableNow=
-    # True), which reads what is there: not held back.
+    # Spark passes ReadAllAvailable (never the default here) for trigger(once=True),
+    # which reads what is there: not held back.
     assert seqs(r.latestOffset({"seq": 56}, ReadAllAvailable())) == {"seq": 61}
     r.stop()
 
