@@ -254,7 +254,7 @@ def check_rows(table: pa.Table, stream: str, expected: Expected, partition_by: l
 
 def check_dead_letters(py: PyNats, dead_stream: str, stream: str, expected: Expected) -> None:
     """Each payload that is not a JSON object in the dead-letter stream once: its bytes,
-    its source in headers, msg id ``<stream>:<seq>``."""
+    its source in headers, msg id ``<stream>:<seq>:<reader>``."""
     stored = py.snapshot(dead_stream)
     got = []
     for m in stored:
@@ -262,7 +262,9 @@ def check_dead_letters(py: PyNats, dead_stream: str, stream: str, expected: Expe
         assert headers[SOURCE_STREAM] == (stream,), headers
         assert headers[ERROR][0], "a dead letter without its error"
         seq = int(headers[SOURCE_SEQ][0])
-        assert headers["Nats-Msg-Id"] == (f"{stream}:{seq}",), headers
+        # The reader's part is a digest of the target and the stream's creation.
+        prefix, _, reader = headers["Nats-Msg-Id"][0].rpartition(":")
+        assert prefix == f"{stream}:{seq}" and len(reader) == 16, headers
         got.append((seq, headers[SOURCE_SUBJECT][0], m.data))
     want = [(m.seq, m.subject, m.data) for m in expected.dead]
     assert sorted(got) == sorted(want)

@@ -12,8 +12,11 @@ import zstandard
 from pyspark.sql.types import LongType, StructField, StructType
 
 import jetstream_arrow as ja
-from conftest_spark import read_df, spark  # noqa: F401 - the session fixture
+from conftest_spark import read_df, spark
 from natspy import with_jetstream
+
+#: The Spark session fixture, used by name.
+__all__ = ["spark"]
 
 GOOD = b'{"a": 1}'
 #: Decompresses, but is no JSON object: its letter is the decompressed bytes.
@@ -96,7 +99,7 @@ def test_a_letter_keeps_the_content_encoding_its_payload_still_has(
 def test_spark_letters_keep_the_content_encoding_too(
     spark,
     shared_nats_server,
-    unique_name,  # noqa: F811
+    unique_name,
 ):
     url, stream, dead = shared_nats_server.url, unique_name("Z"), unique_name("DEAD")
     _publish(url, stream)
@@ -113,3 +116,34 @@ def test_spark_letters_keep_the_content_encoding_too(
     ).collect()
     assert [r.seq for r in rows] == [1]
     assert _letters(url, dead) == {2: (NOT_JSON, None), 3: (BROKEN, "zstd")}
+
+
+def test_two_sinks_sharing_a_dead_letter_stream_each_store_their_letters(
+    shared_nats_server, unique_name, tmp_path
+):
+    url, stream, dead = shared_nats_server.url, unique_name("Z"), unique_name("DEAD")
+    _publish(url, stream)
+    with ja.connect(url) as client:
+        _dead_letter_stream(client, dead)
+        for name in ("a", "b", "a"):
+            # Target a again: its letters are the ones it published, not stored twice.
+            ja.run_sink(
+                client,
+                [stream],
+                ja.DeltaTarget(tmp_path / name),
+                codec="json",
+                dead_letter_stream=dead,
+            )
+
+    async def ids(js: Any) -> list[tuple[int, str]]:
+        count = (await js.stream_info(dead)).state.messages
+        msgs = [await js.get_msg(dead, seq) for seq in range(1, count + 1)]
+        return [
+            (int(m.headers["Jetstream-Arrow-Source-Seq"]), m.headers["Nats-Msg-Id"]) for m in msgs
+        ]
+
+    stored = with_jetstream(url, ids)
+    # Each of the two targets dead-letters seq 2 and 3, once, under ids of its own.
+    assert sorted(seq for seq, _ in stored) == [2, 2, 3, 3], stored
+    assert len({msg_id for _, msg_id in stored}) == 4, stored
+    assert all(msg_id.startswith(f"{stream}:{seq}:") for seq, msg_id in stored), stored

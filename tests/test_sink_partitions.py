@@ -11,8 +11,11 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 import jetstream_arrow as ja
-from conftest_spark import spark  # noqa: F401 - the session fixture
+from conftest_spark import spark
 from jetstream_arrow.sink import dataset_files
+
+#: The Spark session fixture, used by name.
+__all__ = ["spark"]
 
 #: Tokens that look like numbers: a reader that guessed their type from a directory's
 #: name would make them integers.
@@ -23,7 +26,7 @@ def test_numeric_looking_partition_values_read_back_as_text(
     shared_nats_server,
     unique_name,
     tmp_path,
-    spark,  # noqa: F811
+    spark,
 ):
     stream = unique_name("P")
     root = tmp_path / "t"

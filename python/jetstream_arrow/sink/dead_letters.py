@@ -3,8 +3,11 @@ that moves a sink's position past them.
 
 Each goes with its original bytes, the decoder's error and its source (headers
 ``Jetstream-Arrow-Error``, ``-Source-Stream``, ``-Source-Subject``, ``-Source-Seq``)
-under msg id ``<stream>:<seq>``: a sink that publishes it again after a restart adds
-nothing, as long as it does so within the dead-letter stream's duplicate window. A
+under msg id ``<stream>:<seq>:<reader>``: a sink that publishes it again after a
+restart adds nothing, as long as it does so within the dead-letter stream's duplicate
+window. ``<reader>`` (:func:`reader_tag`) names who read it: a sink's target and the
+stream's creation, so that two sinks sharing a dead-letter stream, or a stream made
+again under its name and landed anew, do not drop each other's letters as duplicates. A
 payload still compressed as stored (it did not decompress, or the connection does not
 decompress) keeps its ``Content-Encoding`` header, without which its bytes could not
 be read; one the read decompressed goes plain.
@@ -13,8 +16,10 @@ be read; one the read decompressed goes plain.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -164,11 +169,24 @@ def _encoding(headers: dict[str, Any]) -> str | None:
     return None
 
 
+def reader_tag(*identity: object) -> str:
+    """The last part of a dead letter's msg id: 16 hex digits of a digest of what
+    identifies the reader (a sink's target and the stream's creation time), the same
+    for the same reader after a restart, another for another reader."""
+    text = "\n".join(str(part) for part in identity)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def dead_letters(
-    malformed: pa.Table, errors: list[str], subject: str, encodings: list[str | None]
+    malformed: pa.Table,
+    errors: list[str],
+    subject: str,
+    encodings: list[str | None],
+    readers: Mapping[str, str],
 ) -> pa.Table:
     """The messages that carry ``malformed`` rows to the dead-letter stream, each with
-    its payload's ``encodings`` (:func:`content_encodings`)."""
+    its payload's ``encodings`` (:func:`content_encodings`), under msg id
+    ``<stream>:<seq>:<reader>`` (``readers``: the :func:`reader_tag` of each stream)."""
     streams = malformed.column("stream").to_pylist()
     subjects = malformed.column("subject").to_pylist()
     seqs = malformed.column("seq").to_pylist()
@@ -190,7 +208,8 @@ def dead_letters(
             "data": malformed.column(_core.CORRUPT_RECORD_COLUMN),
             "headers": pa.array(headers, pa.map_(pa.string(), pa.string())),
             "msg_id": pa.array(
-                [f"{s}:{q}" for s, q in zip(streams, seqs, strict=True)], pa.string()
+                [f"{s}:{q}:{readers[s]}" for s, q in zip(streams, seqs, strict=True)],
+                pa.string(),
             ),
         }
     )

@@ -68,6 +68,12 @@ class DeltaTarget:
     def __repr__(self) -> str:
         return f"DeltaTarget({self.path!r})"
 
+    @property
+    def identity(self) -> str:
+        """The table, the same whatever directory the sink runs in: its absolute path
+        (a URI as given)."""
+        return self.path if "://" in self.path else os.path.abspath(self.path)
+
     def _table(self) -> Any:
         deltalake = self._deltalake
         if not deltalake.DeltaTable.is_deltatable(self.path):

@@ -122,6 +122,12 @@ class ParquetTarget:
     def __repr__(self) -> str:
         return f"ParquetTarget({str(self.root)!r})"
 
+    @property
+    def identity(self) -> str:
+        """The dataset, the same whatever directory the sink runs in: its absolute
+        path."""
+        return str(self.root.resolve())
+
     def _schema(self) -> pa.Schema | None:
         if self._manifest is None:
             return None

@@ -39,6 +39,7 @@ from .dead_letters import (
     dead_letter_subject,
     dead_letters,
     error_texts,
+    reader_tag,
 )
 from .origin import check_same_stream, created_ns, recorded_for
 from .patience import Patience
@@ -75,6 +76,9 @@ QUEUE_HELD_BACK_MIN_SECONDS = 1.0
 class Target(Protocol):
     """Where a sink lands rows: a [`DeltaTarget`][jetstream_arrow.sink.DeltaTarget]
     or a [`ParquetTarget`][jetstream_arrow.sink.ParquetTarget]."""
+
+    @property
+    def identity(self) -> str: ...
 
     def positions(self, streams: Sequence[str]) -> dict[str, int]: ...
 
@@ -325,7 +329,8 @@ def run_sink(
       ``"subject_token_N"`` (the Nth token of the subject) columns to partition by.
     - ``dead_letter_stream``: payloads that do not decode are published there
       (acknowledged) before the commit that moves the position past them, with
-      their error and source in headers and msg id ``<stream>:<seq>``; without
+      their error and source in headers and msg id ``<stream>:<seq>:<reader>``
+      (``<reader>``: a digest of the target and the stream's creation); without
       one, such a payload stops the sink with its error.
     - ``batch_rows``: rows per read batch (default the read's, at most
       ``commit_rows``).
@@ -404,6 +409,9 @@ def run_sink(
     # When each stream was created: recorded with every position a commit moves, so
     # that a stream deleted and made again is told from the one landed (origin.py).
     created = {s: created_ns(infos[s]) for s in names}
+    # Who reads each stream, in its dead letters' ids: two sinks sharing a dead-letter
+    # stream, or a stream made again landed anew, must not drop each other's letters.
+    readers = {s: reader_tag(target.identity, created[s]) for s in names}
     recorded = target.created(names)
     for stream in names:
         check_same_stream(target, stream, recorded[stream], created[stream], committed[stream])
@@ -473,7 +481,7 @@ def run_sink(
                     client, malformed, stream_codec, value_type, [0] if stream in queues else budget
                 )
                 letters = dead_letters(
-                    malformed, errors, dead_subject, content_encodings(client, malformed)
+                    malformed, errors, dead_subject, content_encodings(client, malformed), readers
                 )
                 # Published again after a failure, a letter stored already is a
                 # duplicate of its msg id, dropped by the server.

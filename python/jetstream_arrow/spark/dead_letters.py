@@ -7,8 +7,10 @@ hands each batch to :class:`DeadLetterRouter`: the rows whose ``_corrupt_record`
 set are published, acknowledged, before the good rows are yielded. The messages are
 the continuous sink's (:mod:`jetstream_arrow.sink.dead_letters`): the payload's bytes,
 the decoder's error and the source stream, subject and sequence in headers, under msg
-id ``<stream>:<seq>``, so a retried task, or the same read run again, adds nothing
-within the dead-letter stream's duplicate window. A publish that fails fails the task.
+id ``<stream>:<seq>:<reader>``, ``<reader>`` a digest of Spark and the stream's
+creation, so a retried task, or the same read run again, adds nothing within the
+dead-letter stream's duplicate window, while a stream made again under its name, and a
+sink sharing the dead-letter stream, have letters of their own. A publish that fails fails the task.
 """
 
 from __future__ import annotations
@@ -28,9 +30,12 @@ from ..sink.dead_letters import (
     dead_letter_subject,
     dead_letters,
     error_texts,
+    reader_tag,
 )
+from ..sink.origin import created_ns
 from .option_specs import DEAD_LETTER_MODE
 from .options import ReadOptions
+from .stream_lookup import PATIENCE
 from .value_codec import not_value_columns
 
 OPTION = "option 'deadLetterStream'"
@@ -85,6 +90,7 @@ class DeadLetterRouter:
         # alone); the rest are told in general words.
         self.budget = [DECODER_ERRORS_PER_COMMIT]
         self.published = 0
+        self.readers: dict[str, str] = {}
 
     def good_rows(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         corrupt = batch.column(_core.CORRUPT_RECORD_COLUMN)
@@ -103,7 +109,7 @@ class DeadLetterRouter:
             # A payload still compressed as stored keeps its Content-Encoding.
             encodings = content_encodings(self.client, malformed)
             self.client.publish(
-                dead_letters(malformed, errors, self.subject, encodings),
+                dead_letters(malformed, errors, self.subject, encodings, self._readers(malformed)),
                 expected_stream=self.stream,
             )
         except JetStreamArrowError as err:
@@ -114,6 +120,14 @@ class DeadLetterRouter:
             ) from err
         self.published += malformed.num_rows
         return batch.filter(pc.invert(bad))
+
+    def _readers(self, malformed: pa.Table) -> dict[str, str]:
+        """The reader part of the letters' ids, per stream: Spark and when the stream
+        was created, asked for once per stream a task dead-letters from."""
+        for stream in set(malformed.column("stream").to_pylist()) - set(self.readers):
+            info = self.client.stream_info(stream, resume_timeout=PATIENCE)
+            self.readers[stream] = reader_tag("spark", created_ns(info))
+        return self.readers
 
     @staticmethod
     def _value_type(batch: pa.RecordBatch, include_ttl: bool) -> pa.DataType:
