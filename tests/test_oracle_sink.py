@@ -12,7 +12,7 @@ a run is nats-py's snapshot of the stream when the run starts: every message pas
 position the table held (its last sequence landed) is landed once, with its stream,
 subject, sequence, timestamp (microseconds) and each field as ``json.loads`` reads
 it; every payload that is not a JSON object is in the dead-letter stream once, its
-bytes and source in headers, msg id ``<stream>:<seq>``. A stream made again under its
+bytes and source in headers, its msg id naming the source. A stream made again under its
 name is either refused (an error, nothing landed) or landed from its first message.
 A work-queue stream is consumed through a consumer the user made with the server's
 defaults, and is empty after a run.
@@ -20,17 +20,16 @@ defaults, and is empty after a run.
 Hypothesis examples (``max_examples``): Delta 12, Parquet 12, work queue 8; with the
 plain tests after them about 30 s when they pass (a failing property also shrinks).
 
-Differences found, each kept as a plain test or an explicit example (they fail until
-fixed): a stream made again and refilled up to the table's position is landed short,
-by range and through a work queue's consumer (``REMADE_TO_POSITION``); a work-queue
-consumer with a finite ``max_deliver`` lets the position pass messages it will never
-deliver again; Parquet partition values that look like numbers read back as integers
-by ``pyarrow.dataset``; the dead letters of a stream made again are dropped by the
-dead-letter stream as duplicates of the old stream's (msg id ``<stream>:<seq>``),
-while the run reports them published; a dead letter of a payload marked
-``Content-Encoding`` that does not decompress loses the mark (and its error says the
-payload is not JSON); an Arrow IPC payload of no rows lands nothing and is not
-dead-lettered.
+Differences found, each kept as a plain test or an explicit example, each now fixed
+but the last: a stream made again and refilled up to the table's position was landed
+short, by range and through a work queue's consumer (``REMADE_TO_POSITION``); a
+work-queue consumer with a finite ``max_deliver`` let the position pass messages it
+would never deliver again (now refused); Parquet partition values that look like
+numbers read back as integers by ``pyarrow.dataset``; the dead letters of a stream
+made again were dropped by the dead-letter stream as duplicates of the old stream's,
+while the run reported them published; a dead letter of a payload marked
+``Content-Encoding`` that does not decompress lost the mark; an Arrow IPC payload of no
+rows lands nothing and is not dead-lettered (``test_an_arrow_payload_of_no_rows_...``).
 """
 
 from __future__ import annotations

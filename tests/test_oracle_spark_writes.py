@@ -7,7 +7,8 @@ own ``Nats-Msg-Id``; never read back through Spark or the package.
 Frames are generated (hypothesis): binary, empty and Unicode payloads, headers with
 several values per name, rows repeated alike, spread over partitions by a shuffle.
 One Spark session (the fixture of ``tests/conftest_spark.py``), few examples: batch 3,
-streaming copy 2 (each runs two queries); about three minutes on two cores.
+streaming copy 2 (each runs two queries); about a minute on two cores, Spark's
+start included.
 """
 
 from __future__ import annotations
