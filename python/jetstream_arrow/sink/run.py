@@ -621,6 +621,7 @@ def run_sink(
             subjects=filters.get(stream),
             codec=codec,
             batch_rows=1,
+            resume_timeout=resume_timeout,
         ) as sample:
             seen = sample.schema.field(VALUE_COLUMN).type
         grown = _grown(pa.struct(list(known.schema)), seen)
