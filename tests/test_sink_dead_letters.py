@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import zstandard
 from pyspark.sql.types import LongType, StructField, StructType
 
@@ -96,6 +97,7 @@ def test_a_letter_keeps_the_content_encoding_its_payload_still_has(
     assert letters[3][0] == BROKEN
 
 
+@pytest.mark.spark
 def test_spark_letters_keep_the_content_encoding_too(
     spark,
     shared_nats_server,

@@ -53,6 +53,7 @@ def _wait_position(
         time.sleep(0.05)
 
 
+@pytest.mark.fault
 @pytest.mark.parametrize("retention", ["limits", "workqueue"])
 def test_a_following_sink_lands_every_message_once_across_a_server_outage(
     nats_server_factory, tmp_path, caplog, retention

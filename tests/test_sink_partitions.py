@@ -9,6 +9,7 @@ from __future__ import annotations
 import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pytest
 
 import jetstream_arrow as ja
 from conftest_spark import spark
@@ -22,6 +23,7 @@ __all__ = ["spark"]
 TOKENS = ["007", "42", "007"]
 
 
+@pytest.mark.spark
 def test_numeric_looking_partition_values_read_back_as_text(
     shared_nats_server,
     unique_name,
