@@ -162,7 +162,10 @@ impl ValueDecoder {
                 continue;
             }
             if self.spec.flatten {
-                let nullable = self.spec.on_malformed == OnMalformed::Permissive;
+                // A null value (a payload kept as `_corrupt_record`, an Arrow
+                // payload of no rows) is a row of nulls when flattened.
+                let nullable = self.spec.on_malformed == OnMalformed::Permissive
+                    || self.spec.format() == super::ValueFormat::Arrow;
                 fields.extend(self.value_fields.iter().map(|v| {
                     if nullable {
                         Arc::new(v.as_ref().clone().with_nullable(true))

@@ -3,6 +3,7 @@
 
 use std::io::Cursor;
 
+use arrow_array::cast::AsArray;
 use arrow_array::{Array, BinaryArray, RecordBatch, StructArray};
 use arrow_ipc::reader::StreamReader;
 use arrow_ipc::writer::StreamWriter;
@@ -93,19 +94,35 @@ impl RowsDecoder for IpcRows {
         self.schema.fields().clone()
     }
 
+    /// A payload of no rows (a producer's empty batch, or a stream of a schema alone)
+    /// gives one row whose value is null: a message is never left without a row, so a
+    /// read, a consumer and the lake sink all show that it was there.
     fn try_decode(
         &mut self,
         payloads: &[&[u8]],
     ) -> Result<(StructArray, Option<Vec<u32>>), String> {
-        let mut batches = Vec::with_capacity(payloads.len());
+        let mut parts: Vec<StructArray> = Vec::with_capacity(payloads.len());
         let mut counts = Vec::with_capacity(payloads.len());
+        let mut batches = Vec::new();
         for payload in payloads {
-            counts.push(self.read_one(payload, &mut batches)?);
+            let rows = self.read_one(payload, &mut batches)?;
+            parts.extend(batches.drain(..).map(StructArray::from));
+            if rows == 0 {
+                parts.push(StructArray::new_null(self.schema.fields().clone(), 1));
+            }
+            counts.push(rows.max(1));
         }
-        let all = arrow_select::concat::concat_batches(&self.schema, &batches)
-            .map_err(|e| e.to_string())?;
+        let all = if parts.is_empty() {
+            StructArray::new_null(self.schema.fields().clone(), 0)
+        } else {
+            let arrays: Vec<&dyn Array> = parts.iter().map(|p| p as &dyn Array).collect();
+            arrow_select::concat::concat(&arrays)
+                .map_err(|e| e.to_string())?
+                .as_struct()
+                .clone()
+        };
         let one_each = counts.iter().all(|n| *n == 1);
-        Ok((all.into(), (!one_each).then_some(counts)))
+        Ok((all, (!one_each).then_some(counts)))
     }
 }
 

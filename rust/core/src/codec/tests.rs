@@ -303,6 +303,50 @@ fn an_arrow_payload_of_several_rows_repeats_its_message_columns() {
 }
 
 #[test]
+fn an_arrow_payload_of_no_rows_gives_its_message_one_row_with_a_null_value() {
+    let spec = CodecSpec::new(Codec::Arrow(ArrowIpc {
+        schema: Some(value_schema()),
+    }));
+    let empty = {
+        let mut payload = Vec::new();
+        let mut w =
+            arrow_ipc::writer::StreamWriter::try_new(&mut payload, &value_schema()).unwrap();
+        w.write(&RecordBatch::new_empty(value_schema())).unwrap();
+        w.finish().unwrap();
+        drop(w);
+        payload
+    };
+    let one = {
+        let mut e = ValueEncoder::new(&spec).unwrap();
+        let b = e.encode(&input(vec![
+            ("id", Arc::new(Int32Array::from(vec![9, 9, 9]))),
+            ("name", Arc::new(StringArray::from(vec!["c", "c", "c"]))),
+        ]));
+        b.unwrap().column(1).as_binary::<i32>().value(0).to_vec()
+    };
+    let batch = messages(
+        &[&empty, &one, &empty],
+        Some(ValueDecoder::new(&spec, 8).unwrap()),
+    )
+    .unwrap();
+    assert_eq!(ids(&batch), [None, Some(9), None]);
+    let seqs = batch
+        .column_by_name("seq")
+        .unwrap()
+        .as_primitive::<Int64Type>();
+    assert_eq!(seqs.values().to_vec(), vec![10, 11, 12]);
+    // Flattened, the row's fields are null (and so nullable, `id` too).
+    let flat = CodecSpec {
+        flatten: true,
+        ..spec
+    };
+    let batch = messages(&[&empty], Some(ValueDecoder::new(&flat, 8).unwrap())).unwrap();
+    assert_eq!(batch.num_rows(), 1);
+    assert!(batch.column_by_name("id").unwrap().is_null(0));
+    assert!(batch.schema().field_with_name("id").unwrap().is_nullable());
+}
+
+#[test]
 fn json_schemas_are_inferred_from_a_sample() {
     let sample: &[&[u8]] = &[
         br#"{"a": 1, "b": "x"}"#,
