@@ -20,7 +20,7 @@ import pytest
 from deltalake import DeltaTable
 
 import jetstream_arrow as ja
-from jetstream_arrow.exceptions import NewFieldError
+from jetstream_arrow.exceptions import NewFieldError, NothingToInferError
 from jetstream_arrow.sink import dataset_files
 from natspy import with_jetstream
 from natsserver import NatsServer
@@ -138,16 +138,19 @@ def test_a_read_fails_on_a_new_field_only_when_asked(
 ) -> None:
     """``on_new_field="fail"`` names the message and the field; the default leaves the
     field out, as before."""
-    publish(shared_nats_server.url, f"{stream}.x", [{"a": 1}, {"a": 2, "s": {"y": 1}}])
+    publish(shared_nats_server.url, f"{stream}.x", [{"a": 1}, {"a": 2, "s": {"y": 1}}, [1], 2])
     schema = pa.schema([("a", pa.int64()), ("s", pa.struct([("x", pa.int64())]))])
-    ignored = client.read(stream, codec=ja.ValueCodec("json", schema=schema)).read_all()
+    ignored = client.read(stream, codec=ja.ValueCodec("json", schema=schema), end_seq=2).read_all()
     assert ignored.column("value").to_pylist() == [
         {"a": 1, "s": None},
         {"a": 2, "s": {"x": None}},
     ]
     strict = ja.ValueCodec("json", schema=schema, on_new_field="fail", on_malformed="permissive")
     with pytest.raises(NewFieldError) as raised:
-        client.read(stream, codec=strict).read_all()
+        client.read(stream, codec=strict, end_seq=2).read_all()
     assert (raised.value.seq, raised.value.field) == (2, "s.y")
     with pytest.raises(ja.exceptions.BadInputError, match="on_new_field"):
         client.read(stream, codec=ja.ValueCodec("arrow", on_new_field="fail")).read_all()
+    # A sample with no object to infer from is its own class (the sink goes by it).
+    with pytest.raises(NothingToInferError):
+        client.read(stream, codec="json", start_seq=3).read_all()

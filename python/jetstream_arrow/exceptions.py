@@ -102,6 +102,12 @@ class NewFieldError(MalformedPayloadError):
     field: str | None = None
 
 
+class NothingToInferError(BadInputError):
+    """A read given no value schema (a JSON or Arrow codec alone) found no payload
+    among the messages it sampled that holds a value to infer the schema from: give
+    the codec a schema, or read from where such payloads are."""
+
+
 class PublishError(JetStreamArrowError):
     """Some rows of a publish were not stored. ``result`` says row by row which were
     stored, which were duplicates and why the others failed."""
@@ -127,6 +133,7 @@ __all__ = [
     "JetStreamNotEnabledError",
     "MissedHeartbeatsError",
     "NewFieldError",
+    "NothingToInferError",
     "NotFoundError",
     "OperationTimeoutError",
     "PublishError",

@@ -31,6 +31,7 @@ from ..exceptions import (
     BadInputError,
     MalformedPayloadError,
     NewFieldError,
+    NothingToInferError,
     OperationTimeoutError,
 )
 from .dead_letters import (
@@ -277,12 +278,6 @@ def _landable(batch: pa.RecordBatch) -> pa.RecordBatch:
     if value is None:
         value = pa.nulls(batch.num_rows, pa.struct([]))
     return batch.set_column(i, VALUE_COLUMN, value)
-
-
-def _nothing_to_infer_from(error: BadInputError) -> bool:
-    """Whether a read was refused because its sample held no value to infer the
-    value's schema from."""
-    return "no schema was given and the" in str(error) and "messages sampled hold no" in str(error)
 
 
 def run_sink(
@@ -714,9 +709,7 @@ def run_sink(
                     batch_rows=rows_per_batch,
                     resume_timeout=resume_timeout,
                 )
-            except BadInputError as e:
-                if not _nothing_to_infer_from(e):
-                    raise
+            except NothingToInferError:
                 pass_undecodable_sample(stream, end)
                 continue
             try:

@@ -32,6 +32,9 @@ pub enum ErrorKind {
     /// schema, inferred from payloads that had only nulls there, has none), read with
     /// `on_new_field` `fail`: the caller may grow its schema and read from that message.
     NewField,
+    /// A read given no value schema found no payload in its sample to infer one
+    /// from (input that cannot be read as asked, like [`ErrorKind::BadInput`]).
+    NothingToInfer,
 }
 
 /// An error of the core: a kind, a message that names what is at fault, and for

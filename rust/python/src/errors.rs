@@ -67,6 +67,7 @@ fn class_name(kind: ErrorKind) -> &'static str {
         ErrorKind::BadInput => "BadInputError",
         ErrorKind::MalformedPayload => "MalformedPayloadError",
         ErrorKind::NewField => "NewFieldError",
+        ErrorKind::NothingToInfer => "NothingToInferError",
     }
 }
 

@@ -332,11 +332,14 @@ fn schema_required(
 
 /// What a sample of payloads lacking a value to infer a schema from is told.
 fn nothing_to_infer_from(format: ValueFormat, sampled: usize) -> Error {
-    Error::bad_input(format!(
-        "option 'schema': no schema was given and the {sampled} messages sampled hold no {} \
-         value to infer one from",
-        format.as_str()
-    ))
+    Error::new(
+        crate::error::ErrorKind::NothingToInfer,
+        format!(
+            "option 'schema': no schema was given and the {sampled} messages sampled hold \
+             no {} value to infer one from",
+            format.as_str()
+        ),
+    )
 }
 
 /// The rows of a streaming decoder's flushes as one struct of `fields`.
