@@ -602,6 +602,9 @@ def run_sink(
         if pending.count >= commit_rows or due():
             commit()
 
+    #: Per stream, the sequence whose new field a schema inferred from there lacked.
+    ungrown: dict[str, int] = {}
+
     def grow(stream: str, error: NewFieldError) -> None:
         """Add what message ``error.seq`` holds to the stream's value schema: inferred
         from the messages from there (the first of them is that message)."""
@@ -621,13 +624,17 @@ def run_sink(
             seen = sample.schema.field(VALUE_COLUMN).type
         grown = _grown(pa.struct(list(known.schema)), seen)
         if grown == pa.struct(list(known.schema)):
-            # What was inferred from that message on does not have the field (its
-            # payload did not decompress, say): reading again would fail again.
-            raise BadInputError(
-                f"stream {stream} seq {error.seq}: field {error.field!r} is not in the value "
-                "schema inferred from the messages from there; give the codec a schema "
-                "that has it"
-            ) from error
+            # What was inferred from there on lacks the field: the message went before
+            # this read (limits), and reading again passes it; or its payload is left
+            # out of a sample (it did not decompress), and reading again fails again.
+            if ungrown.get(stream) == error.seq:
+                raise BadInputError(
+                    f"stream {stream} seq {error.seq}: field {error.field!r} is not in the "
+                    "value schema inferred from the messages from there; give the codec a "
+                    "schema that has it"
+                ) from error
+            ungrown[stream] = error.seq
+            return
         codecs[stream] = dataclasses.replace(known, schema=pa.schema(list(grown)))
 
     def consume(stream: str, queue: QueueReader) -> bool:
