@@ -8,6 +8,7 @@ from typing import Any
 
 import pyarrow.dataset as ds
 import pytest
+from deltalake import DeltaTable
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 import jetstream_arrow as ja
@@ -83,3 +84,53 @@ def test_a_consumer_with_unlimited_deliveries_lands_everything(
     assert report.rows == 5
     landed = ds.dataset(dataset_files(tmp_path / "t"), format="parquet").to_table()
     assert sorted(landed.column("i").to_pylist()) == list(range(5))
+
+
+def test_a_delivery_lost_on_its_way_is_landed_not_passed(shared_nats_server, unique_name, tmp_path):
+    """A delivery the sink never got (taken here by nats-py from the sink's consumer
+    mid-run and not acknowledged, as a pull whose reply the connection lost) leaves a
+    gap in the consumer sequences: the sink delivers again from the ack floor, and
+    lands that message in order, rather than pass it with the position."""
+    url, stream = shared_nats_server.url, unique_name("Q")
+
+    async def fill(js: Any) -> None:
+        await js.add_stream(name=stream, subjects=[f"{stream.lower()}.>"], retention="workqueue")
+        for i in range(6):
+            await js.publish(f"{stream.lower()}.x", b'{"i": %d}' % i)
+
+    with_jetstream(url, fill)
+    taken: list[int] = []
+
+    def take_one(_: Any) -> None:
+        if taken:
+            return
+
+        async def work(js: Any) -> None:
+            sub = await js.pull_subscribe_bind("lake", stream)
+            msgs = await sub.fetch(1, timeout=5)
+            taken.extend(m.metadata.sequence.stream for m in msgs)
+
+        with_jetstream(url, work)
+
+    path = tmp_path / "t"
+    with ja.connect(url) as client:
+        report = ja.run_sink(
+            client,
+            [stream],
+            ja.DeltaTarget(path),
+            durable="lake",
+            codec="json",
+            commit_rows=100,
+            batch_rows=2,
+            on_progress=take_one,
+        )
+    assert taken == [3], taken
+    assert report.positions == {stream: 6}
+    landed = DeltaTable(str(path)).to_pyarrow_table().sort_by("seq")
+    assert landed.column("seq").to_pylist() == [1, 2, 3, 4, 5, 6]
+    assert landed.column("i").to_pylist() == list(range(6))
+
+    async def left(js: Any) -> int:
+        return int((await js.stream_info(stream)).state.messages)
+
+    assert with_jetstream(url, left) == 0

@@ -41,10 +41,17 @@ class Patience:
         """The stream's info, asked for patiently."""
         return self.call(stream, f"stream {stream} info", lambda: self.client.stream_info(stream))
 
-    def call(self, stream: str, what: str, make: Callable[[], T]) -> T:
+    def call(
+        self,
+        stream: str,
+        what: str,
+        make: Callable[[], T],
+        before_again: Callable[[], object] | None = None,
+    ) -> T:
         """``make()``, made again after the server answers ``stream``'s info again
         while it fails transiently, for up to ``resume_timeout`` seconds from its first
-        failure; then its last error is raised."""
+        failure; then its last error is raised. ``before_again`` is called before each
+        new attempt (what a failed one may have left to set right)."""
         deadline: float | None = None
         while True:
             started = time.monotonic()
@@ -66,6 +73,8 @@ class Patience:
                     if not waited.transient:
                         raise
                     raise e from waited
+                if before_again is not None:
+                    before_again()
                 continue
             self._over()
             return result

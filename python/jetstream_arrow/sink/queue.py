@@ -59,6 +59,10 @@ class QueueReader:
         self.patience = patience
         self.client = patience.client
         self.consumer = consumer
+        # The consumer sequence of the next delivery: each delivery takes the next
+        # one, and a reset to the ack floor (made before this reader) starts again
+        # at 1. A gap is deliveries lost on their way (a connection lost mid-pull).
+        self.next_consumer_seq = 1
         # The most messages one pull may ask of the consumer (its `max_batch`; the
         # server refuses a pull of more).
         self.max_batch = max_batch if max_batch is not None and max_batch > 0 else None
@@ -76,7 +80,10 @@ class QueueReader:
         pull = f"pull from consumer {name!r} of stream {stream}"
         if codec is not None and codec.schema is None and codec.format in ("json", "arrow"):
             sample = self.patience.call(
-                stream, pull, lambda: self.consumer.fetch(min(rows, SAMPLE_ROWS), no_wait=True)
+                stream,
+                pull,
+                lambda: self.consumer.fetch(min(rows, SAMPLE_ROWS), no_wait=True),
+                self._back_to_ack_floor,
             )
             if len(sample) == 0:
                 return None, codec
@@ -84,11 +91,7 @@ class QueueReader:
             # The sample (nothing else of this run is unacknowledged yet) is delivered
             # again from the ack floor, in order: decoded with the schema, or to the
             # next run when there is none.
-            self.patience.call(
-                stream,
-                f"reset of consumer {name!r} of stream {stream}",
-                lambda: self.client.reset_consumer(stream, name),
-            )
+            self._back_to_ack_floor()
             if schema is None or not len(schema):
                 # An empty value schema would land every later message with no value
                 # columns, and acknowledge (delete) it: nothing is landed instead.
@@ -118,8 +121,44 @@ class QueueReader:
             lambda: self.consumer.fetch(
                 rows, no_wait=True, include_headers=include_headers, codec=final
             ),
+            self._back_to_ack_floor,
         )
-        return (delivered if len(delivered) else None), codec
+        if not len(delivered):
+            return None, codec
+        consumer_seqs = delivered.data.column("consumer_seq").to_pylist()
+        expected = list(range(self.next_consumer_seq, self.next_consumer_seq + len(delivered)))
+        if consumer_seqs != expected:
+            # What the server delivered in between never arrived: it would come again
+            # only after its ack wait, behind what this run lands meanwhile, and be
+            # skipped as pending. From the ack floor it comes again in order; this
+            # batch too (not landed now).
+            _log.warning(
+                "consumer %r of stream %s: deliveries %s arrived where %s were due (some "
+                "were lost on their way); delivering again from the ack floor",
+                name,
+                stream,
+                f"{consumer_seqs[0]}..{consumer_seqs[-1]}",
+                f"{expected[0]}..{expected[-1]}",
+            )
+            self._back_to_ack_floor()
+            return None, codec
+        self.next_consumer_seq += len(delivered)
+        return delivered, codec
+
+    def _back_to_ack_floor(self) -> None:
+        """Move the consumer back to its ack floor. After a pull that failed (its
+        reply lost), what the server delivered to it would otherwise come again only
+        after the ack wait, behind messages landed meanwhile, and be skipped as
+        pending: from the ack floor everything unacknowledged comes again in order,
+        what this run holds pending (skipped, acknowledged with its commit) and what
+        it never got (landed)."""
+        stream, name = self.consumer.stream, self.consumer.name
+        self.patience.call(
+            stream,
+            f"reset of consumer {name!r} of stream {stream}",
+            lambda: self.client.reset_consumer(stream, name),
+        )
+        self.next_consumer_seq = 1
 
     def pending(self) -> int:
         """Messages the consumer has yet to deliver."""
