@@ -61,12 +61,19 @@ class _TimedTarget:
         self.target = target
         self.commit_seconds: list[float] = []
 
+    @property
+    def identity(self) -> str:
+        return str(self.target.identity)
+
     def positions(self, streams: Any) -> dict[str, int]:
         return dict(self.target.positions(streams))
 
-    def commit(self, rows: Any, positions: Any, partition_by: Any) -> None:
+    def created(self, streams: Any) -> dict[str, int | None]:
+        return dict(self.target.created(streams))
+
+    def commit(self, rows: Any, positions: Any, partition_by: Any, created: Any = None) -> None:
         t0 = time.perf_counter()
-        self.target.commit(rows, positions, partition_by)
+        self.target.commit(rows, positions, partition_by, created)
         self.commit_seconds.append(time.perf_counter() - t0)
 
 
@@ -244,7 +251,9 @@ def _landed_seqs(target: str, path: Path) -> Any:
 
         from jetstream_arrow.sink import dataset_files
 
-        return pq.ParquetDataset(dataset_files(path)).read(columns=["seq"]).column("seq")
+        # The partition columns are in the files: none is inferred from the paths.
+        files = dataset_files(path)
+        return pq.ParquetDataset(files, partitioning=None).read(columns=["seq"]).column("seq")
     from deltalake import DeltaTable
 
     return DeltaTable(str(path)).to_pyarrow_table(columns=["seq"]).column("seq")
