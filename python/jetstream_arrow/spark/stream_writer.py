@@ -19,15 +19,14 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from ..exceptions import JetStreamArrowError
+from .copy_ids import alike_rows_merged, refuse_merged
 from .options import WriteOptions
 from .writing import (
     JetStreamCommitMessage,
     WriteColumns,
-    alike_rows_merged,
     finished_tasks,
     msg_id_prefix,
     publish_task,
-    refuse_merged,
     report_aborted,
     report_committed,
 )

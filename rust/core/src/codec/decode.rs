@@ -1,5 +1,10 @@
 //! Where decoded values go in a message batch, and what each mode does with a
 //! payload that does not decode.
+//!
+//! One module: a batch's one-pass decode, its payload-by-payload decode when a payload
+//! does not fit (naming it, setting it aside, or telling a new field from a bad value)
+//! and the assembly of the decoded batch share the decoder's state (the spec, the
+//! count of malformed payloads, each row's message).
 
 use std::sync::Arc;
 
