@@ -154,3 +154,41 @@ def test_a_read_fails_on_a_new_field_only_when_asked(
     # A sample with no object to infer from is its own class (the sink goes by it).
     with pytest.raises(NothingToInferError):
         client.read(stream, codec="json", start_seq=3).read_all()
+
+
+#: A work queue's late fields: after the consumer's first sample, one top level, one
+#: nested in a struct the sample knew.
+QUEUED = [{"a": i, "s": {"x": i}} for i in range(1500)] + [
+    {"a": i, "s": {"x": i, "late": f"l{i}"}, "discount": 0.5 + i} for i in range(10)
+]
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_a_work_queue_lands_a_field_first_seen_after_its_sample(
+    shared_nats_server: NatsServer,
+    client: ja.Client,
+    new_stream: Callable[..., str],
+    tmp_path: Path,
+    layout: str,
+) -> None:
+    """Consumed through a durable, a pull whose batch holds a new field is acknowledged
+    by no one: its messages come again and land with the grown schema, each once, and
+    the work queue is empty after."""
+    stream = new_stream("QUEUE_LATE", retention="workqueue")
+    payloads = publish(shared_nats_server.url, f"{stream}.x", QUEUED)
+    path = tmp_path / "delta"
+    report = ja.run_sink(
+        client, [stream], ja.DeltaTarget(path), codec="json", durable="lake", **LAYOUTS[layout]
+    )
+    assert report.rows == len(payloads)
+    assert report.positions == {stream: len(payloads)}
+    # Every sequence once, each value as published (the late fields too).
+    check("delta", path, payloads)
+    rows = landed("delta", path)
+    assert [r["discount"] for r in rows[-10:]] == [0.5 + i for i in range(10)]
+    assert [r["s"]["late"] for r in rows[-10:]] == [f"l{i}" for i in range(10)]
+
+    async def left(js: Any) -> int:
+        return int((await js.stream_info(stream)).state.messages)
+
+    assert with_jetstream(shared_nats_server.url, left) == 0

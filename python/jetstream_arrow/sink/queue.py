@@ -103,11 +103,11 @@ class QueueReader:
                     "ValueCodec(schema=...), on the command line the schema a `load` "
                     "recorded in the stream's metadata"
                 )
-            # Kept for the run: a field first seen in a later message is not landed.
-            _log.warning(
+            # JSON grows when a later message holds a field it lacks (the codec's
+            # on_new_field 'fail', run.py); an Arrow payload carries its own schema.
+            _log.info(
                 "stream %s: value schema inferred from the first %d messages consumer %r "
-                "delivered, kept for this run (fields first seen later are not landed; "
-                "give a schema to land them): %s",
+                "delivered: %s",
                 self.consumer.stream,
                 len(sample),
                 self.consumer.name,
@@ -144,6 +144,35 @@ class QueueReader:
             return None, codec
         self.next_consumer_seq += len(delivered)
         return delivered, codec
+
+    def schema_from(self, seq: int, value_format: str) -> pa.Schema | None:
+        """The value schema inferred from the payloads of stream sequence ``seq`` on
+        (at most ``SAMPLE_ROWS``), as the consumer delivers them again from its ack
+        floor: a pull whose batch failed to decode (a JSON field its schema lacks) was
+        handed out to no one and acknowledged by no one, so its messages are still
+        the consumer's. Moved back to the ack floor after, they come again in order
+        (what this run holds pending is skipped, as pending)."""
+        stream, name = self.consumer.stream, self.consumer.name
+        pull = f"pull from consumer {name!r} of stream {stream}"
+        rows = SAMPLE_ROWS if self.max_batch is None else min(SAMPLE_ROWS, self.max_batch)
+        self._back_to_ack_floor()
+        payloads: list[bytes | None] = []
+        # Ends: each pull delivers what comes next, and the consumer delivers nothing
+        # once it has handed out all it holds, or its max_ack_pending.
+        while len(payloads) < SAMPLE_ROWS:
+            raw = self.patience.call(
+                stream,
+                pull,
+                lambda: self.consumer.fetch(rows, no_wait=True),
+                self._back_to_ack_floor,
+            )
+            if not len(raw):
+                break
+            seqs = raw.data.column("seq").to_pylist()
+            data = raw.data.column("data").to_pylist()
+            payloads.extend(p for s, p in zip(seqs, data, strict=True) if s >= seq)
+        self._back_to_ack_floor()
+        return infer_schema(value_format, payloads[:SAMPLE_ROWS])
 
     def _back_to_ack_floor(self) -> None:
         """Move the consumer back to its ack floor. After a pull that failed (its

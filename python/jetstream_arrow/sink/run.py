@@ -380,13 +380,13 @@ def run_sink(
     infos = {s: patience.stream_info(s) for s in names}
     last_seqs = {s: int(infos[s].state.last_seq) for s in names}
     queued = [s for s in names if infos[s].config.retention in QUEUE_RETENTIONS]
-    # JSON read by range with no schema given: each read fails on a field its schema
-    # lacks (arrow-json would skip it), and the schema grows (`grow`). The codec to
-    # infer with, per such stream; a work queue's is inferred once (queue.py).
+    # JSON with no schema given: each read, and each pull of a work queue, fails on a
+    # field its schema lacks (arrow-json would skip it), and the schema grows
+    # (`grow`). The codec to infer with, per such stream.
     growing = {
         s: dataclasses.replace(c, on_new_field="fail")
         for s, c in codecs.items()
-        if s not in queued and c is not None and c.format == "json" and c.schema is None
+        if c is not None and c.format == "json" and c.schema is None
     }
     codecs.update(growing)
     if queued and durable is None:
@@ -605,23 +605,28 @@ def run_sink(
     #: Per stream, the sequence whose new field a schema inferred from there lacked.
     ungrown: dict[str, int] = {}
 
-    def grow(stream: str, error: NewFieldError) -> None:
+    def grow(stream: str, error: NewFieldError, queue: QueueReader | None = None) -> None:
         """Add what message ``error.seq`` holds to the stream's value schema: inferred
-        from the messages from there (the first of them is that message)."""
+        from the messages from there (the first of them is that message), read by
+        range, or of a work queue as its consumer delivers them again."""
         assert error.seq is not None
         codec = growing[stream]
         known = codecs[stream]
         assert known is not None and known.schema is not None
-        with client.read(
-            stream,
-            start_seq=error.seq,
-            end_seq=max(error.seq, last_seqs[stream]),
-            subjects=filters.get(stream),
-            codec=codec,
-            batch_rows=1,
-            resume_timeout=resume_timeout,
-        ) as sample:
-            seen = sample.schema.field(VALUE_COLUMN).type
+        if queue is not None:
+            inferred = queue.schema_from(error.seq, codec.format)
+            seen = pa.struct(list(inferred) if inferred is not None else [])
+        else:
+            with client.read(
+                stream,
+                start_seq=error.seq,
+                end_seq=max(error.seq, last_seqs[stream]),
+                subjects=filters.get(stream),
+                codec=codec,
+                batch_rows=1,
+                resume_timeout=resume_timeout,
+            ) as sample:
+                seen = sample.schema.field(VALUE_COLUMN).type
         grown = _grown(pa.struct(list(known.schema)), seen)
         if grown == pa.struct(list(known.schema)):
             # What was inferred from there on lacks the field: the message went before
@@ -645,7 +650,14 @@ def run_sink(
         held_back_since: float | None = None
         while not stop.is_set() and taken < commit_rows:
             room = max(min(rows_per_batch, commit_rows - pending.count), 1)
-            delivered, codecs[stream] = queue.fetch(room, codecs[stream], read_headers)
+            try:
+                delivered, codecs[stream] = queue.fetch(room, codecs[stream], read_headers)
+            except NewFieldError as e:
+                # The pull's messages hold a field the schema lacks: handed out to no
+                # one, acknowledged by no one, they come again from the ack floor and
+                # decode with the grown schema.
+                grow(stream, e, queue)
+                continue
             if delivered is None:
                 waiting = queue.pending()
                 if follow or waiting == 0:
