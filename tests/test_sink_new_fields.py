@@ -192,3 +192,51 @@ def test_a_work_queue_lands_a_field_first_seen_after_its_sample(
         return int((await js.stream_info(stream)).state.messages)
 
     assert with_jetstream(shared_nats_server.url, left) == 0
+
+
+def test_a_delta_column_of_the_null_type_takes_the_type_a_value_gives_it(
+    shared_nats_server: NatsServer,
+    client: ja.Client,
+    new_stream: Callable[..., str],
+    tmp_path: Path,
+) -> None:
+    """A table an earlier sink made holds columns of the null type (fields always null
+    then, at the top and nested); deltalake's merge retypes such a column, so the sink
+    lands values that type it, and the earlier rows read as null."""
+    from deltalake import write_deltalake
+
+    path = tmp_path / "delta"
+    s_old = pa.struct([("x", pa.int64()), ("n", pa.null())])
+    write_deltalake(
+        str(path),
+        pa.table({"a": pa.array([-1], pa.int64()), "n": pa.nulls(1), "s": pa.array([None], s_old)}),
+    )
+    assert DeltaTable(str(path)).to_pyarrow_table().schema.field("n").type == pa.null()
+    stream = new_stream("NULL_TYPED")
+    payloads = publish(
+        shared_nats_server.url,
+        f"{stream}.x",
+        [{"a": i, "n": 1.5 * i, "s": {"x": i, "n": f"v{i}"}} for i in range(3)],
+    )
+    report = ja.run_sink(client, [stream], ja.DeltaTarget(path), codec="json")
+    assert report.rows == 3
+    table = DeltaTable(str(path)).to_pyarrow_table()
+    assert table.schema.field("n").type == pa.float64()
+    assert table.schema.field("s").type.field("n").type in (pa.string(), pa.large_string())
+    rows = table.to_pylist()
+    assert [r for r in rows if r["seq"] is None] == [
+        {
+            "a": -1,
+            "n": None,
+            "s": None,
+            "stream": None,
+            "subject": None,
+            "seq": None,
+            "timestamp": None,
+        }
+    ]
+    landed_rows = sorted((r for r in rows if r["seq"] is not None), key=lambda r: r["seq"])
+    assert [r["seq"] for r in landed_rows] == [1, 2, 3]
+    for row, payload in zip(landed_rows, payloads, strict=True):
+        value = {k: row[k] for k in ("a", "n", "s")}
+        assert same_value(value, json.loads(payload)), (row, payload)

@@ -132,19 +132,43 @@ def partition_column(table: pa.Table, name: str) -> pa.Array:
 
 def merged_schema(existing: pa.Schema | None, new: pa.Schema, where: str) -> pa.Schema:
     """The table's columns then the new ones of ``new``; a column ``new`` gives
-    another type than ``existing`` does is refused, naming it and ``where``."""
+    another type than ``existing`` does is refused, naming it and ``where``. A part of
+    the null type (a field always null when an earlier sink made the table) takes the
+    type ``new`` gives it: Delta's schema merge retypes it, and a Parquet file of the
+    null type reads as null beside files of another."""
     if existing is None:
         return new
-    for field in new:
-        i = existing.get_field_index(field.name)
-        if i >= 0 and not same_type(existing.field(i).type, field.type):
+    columns = []
+    for field in existing:
+        i = new.get_field_index(field.name)
+        if i < 0:
+            columns.append(field)
+            continue
+        if not same_type(field.type, new.field(i).type, null_fits=True):
             raise BadInputError(
-                f"column {field.name!r} arrives as {field.type} but is "
-                f"{existing.field(i).type} in {where}: a lake table's column keeps its "
-                "type. Give the codec a schema with that type, or land into another table"
+                f"column {field.name!r} arrives as {new.field(i).type} but is "
+                f"{field.type} in {where}: a lake table's column keeps its type. Give "
+                "the codec a schema with that type, or land into another table"
             )
+        columns.append(field.with_type(_typed(field.type, new.field(i).type)))
     added = [f.with_nullable(True) for f in new if existing.get_field_index(f.name) < 0]
-    return pa.schema([*existing, *added])
+    return pa.schema([*columns, *added])
+
+
+def _typed(known: pa.DataType, seen: pa.DataType) -> pa.DataType:
+    """``known`` with each part of the null type given the type ``seen`` has there."""
+    if pa.types.is_null(known):
+        return seen
+    if pa.types.is_struct(known) and pa.types.is_struct(seen):
+        types = {seen.field(i).name: seen.field(i).type for i in range(seen.num_fields)}
+        return pa.struct(
+            [f.with_type(_typed(f.type, types[f.name])) if f.name in types else f for f in known]
+        )
+    if pa.types.is_list(known) and pa.types.is_list(seen):
+        return pa.list_(known.value_field.with_type(_typed(known.value_type, seen.value_type)))
+    if pa.types.is_large_list(known) and pa.types.is_large_list(seen):
+        return pa.large_list(known.value_field.with_type(_typed(known.value_type, seen.value_type)))
+    return known
 
 
 def concat_refusing_conflicts(tables: Sequence[pa.Table], where: str) -> pa.Table:
