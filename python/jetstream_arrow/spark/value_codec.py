@@ -19,6 +19,7 @@ import pyarrow as pa
 from pyspark.sql.types import BinaryType, StructField, StructType
 
 from .. import _core
+from .._views import schema_without_views
 from ..codec import ValueCodec
 from ..exceptions import BadInputError
 from .columns import kv_schema, message_schema
@@ -98,9 +99,12 @@ def _read_codec(opts: ReadOptions, schema: pa.Schema | None, flatten: bool) -> V
 
 
 def _from_arrow(schema: pa.Schema) -> StructType:
+    """The Spark type of an Arrow value schema; view types (an Arrow IPC payload's
+    own, a recorded schema) as their plain counterparts: Spark has none, and the
+    core casts a view-typed payload to the plain value it is read with."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    return from_arrow_schema(schema, prefer_timestamp_ntz=False)
+    return from_arrow_schema(schema_without_views(schema), prefer_timestamp_ntz=False)
 
 
 def _stream_to_infer_from(client: Any, opts: ReadOptions) -> tuple[str, tuple[str, ...] | None]:

@@ -2,12 +2,13 @@
 //! as columnar producers write them; one payload may hold many rows.
 
 use std::io::Cursor;
+use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, BinaryArray, RecordBatch, StructArray};
 use arrow_ipc::reader::StreamReader;
 use arrow_ipc::writer::StreamWriter;
-use arrow_schema::{Fields, SchemaRef};
+use arrow_schema::{DataType, Field, Fields, SchemaRef};
 
 use super::{
     binary_from_parts, nothing_to_infer_from, schema_required, Format, RowsDecoder, RowsEncoder,
@@ -56,19 +57,29 @@ impl IpcRows {
     fn read_one(&self, payload: &[u8], into: &mut Vec<RecordBatch>) -> Result<u32, String> {
         let reader = StreamReader::try_new(Cursor::new(payload), None)
             .map_err(|e| format!("not an Arrow IPC stream: {e}"))?;
-        // Names and types must match; a field the value allows nulls in may come
-        // from a payload that has none.
-        let same = |a: &arrow_schema::Field, b: &arrow_schema::Field| {
-            a.name() == b.name() && a.data_type() == b.data_type()
-        };
+        // Names and types must match, up to view types (a producer that writes
+        // string_view where the value has utf8: the same values, cast); a field the
+        // value allows nulls in may come from a payload that has none.
         let theirs = reader.schema();
-        if theirs.fields().len() != self.schema.fields().len()
-            || !theirs
+        let mut cast = false;
+        let fits = theirs.fields().len() == self.schema.fields().len()
+            && theirs
                 .fields()
                 .iter()
                 .zip(self.schema.fields())
-                .all(|(a, b)| same(a, b))
-        {
+                .all(|(a, b)| {
+                    if a.name() != b.name() {
+                        return false;
+                    }
+                    if a.data_type() == b.data_type() {
+                        return true;
+                    }
+                    let alike = without_views(a.data_type()) == without_views(b.data_type())
+                        && arrow_cast::can_cast_types(a.data_type(), b.data_type());
+                    cast |= alike;
+                    alike
+                });
+        if !fits {
             return Err(format!(
                 "the payload's schema ({}) is not the value's ({})",
                 reader.schema(),
@@ -79,11 +90,21 @@ impl IpcRows {
         for batch in reader {
             let batch = batch.map_err(|e| format!("a broken Arrow IPC stream: {e}"))?;
             rows += batch.num_rows() as u32;
-            into.push(
+            let batch = if cast {
+                let columns = batch
+                    .columns()
+                    .iter()
+                    .zip(self.schema.fields())
+                    .map(|(c, f)| arrow_cast::cast(c, f.data_type()))
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .map_err(|e| format!("its view types do not cast to the value's: {e}"))?;
+                RecordBatch::try_new(self.schema.clone(), columns).map_err(|e| e.to_string())?
+            } else {
                 batch
                     .with_schema(self.schema.clone())
-                    .map_err(|e| e.to_string())?,
-            );
+                    .map_err(|e| e.to_string())?
+            };
+            into.push(batch);
         }
         Ok(rows)
     }
@@ -146,5 +167,28 @@ impl RowsEncoder for IpcEncoder {
             offsets.push(bytes.len());
         }
         binary_from_parts(bytes, offsets)
+    }
+}
+
+/// ``t`` with each view type, at any depth, made its plain counterpart (utf8, binary,
+/// list, large list): what a payload's type is compared by, so that one whose
+/// producer wrote views (pyarrow, Polars) decodes into a value of plain types.
+fn without_views(t: &DataType) -> DataType {
+    let field = |f: &Arc<Field>| {
+        Arc::new(
+            f.as_ref()
+                .clone()
+                .with_data_type(without_views(f.data_type())),
+        )
+    };
+    match t {
+        DataType::Utf8View => DataType::Utf8,
+        DataType::BinaryView => DataType::Binary,
+        DataType::ListView(f) | DataType::List(f) => DataType::List(field(f)),
+        DataType::LargeListView(f) | DataType::LargeList(f) => DataType::LargeList(field(f)),
+        DataType::FixedSizeList(f, n) => DataType::FixedSizeList(field(f), *n),
+        DataType::Struct(fs) => DataType::Struct(fs.iter().map(field).collect()),
+        DataType::Map(f, sorted) => DataType::Map(field(f), *sorted),
+        other => other.clone(),
     }
 }

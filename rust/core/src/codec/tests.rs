@@ -303,6 +303,48 @@ fn an_arrow_payload_of_several_rows_repeats_its_message_columns() {
 }
 
 #[test]
+fn an_arrow_payload_of_view_types_decodes_into_the_values_plain_types() {
+    let spec = CodecSpec::new(Codec::Arrow(ArrowIpc {
+        schema: Some(value_schema()),
+    }));
+    let views = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int32, false),
+        Field::new("name", DataType::Utf8View, true),
+    ]));
+    let values = RecordBatch::try_new(
+        views.clone(),
+        vec![
+            Arc::new(Int32Array::from(vec![1, 2])),
+            Arc::new(arrow_array::StringViewArray::from(vec![Some("a"), None])),
+        ],
+    )
+    .unwrap();
+    let mut payload = Vec::new();
+    {
+        let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut payload, &views).unwrap();
+        w.write(&values).unwrap();
+        w.finish().unwrap();
+    }
+    let batch = messages(&[&payload], Some(ValueDecoder::new(&spec, 8).unwrap())).unwrap();
+    assert_eq!(ids(&batch), [Some(1), Some(2)]);
+    let value = batch.column_by_name(VALUE).unwrap().as_struct();
+    let names = value.column_by_name("name").unwrap().as_string::<i32>();
+    assert_eq!(names.iter().collect::<Vec<_>>(), [Some("a"), None]);
+    // A payload whose types differ by more than views is still refused.
+    let ints = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int32, false),
+        Field::new("name", DataType::Int64, true),
+    ]));
+    let mut other = Vec::new();
+    {
+        let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut other, &ints).unwrap();
+        w.finish().unwrap();
+    }
+    let decoder = ValueDecoder::new(&spec, 8).unwrap();
+    assert!(messages(&[&other], Some(decoder)).is_err());
+}
+
+#[test]
 fn an_arrow_payload_of_no_rows_gives_its_message_one_row_with_a_null_value() {
     let spec = CodecSpec::new(Codec::Arrow(ArrowIpc {
         schema: Some(value_schema()),
