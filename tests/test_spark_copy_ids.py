@@ -6,13 +6,20 @@ keys gone (the same core path as ``client.publish`` of a read)."""
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from nats.js.errors import KeyNotFoundError, NoKeysError
 from pyspark.sql import functions as F
 
+import jetstream_arrow as ja
 from conftest_spark import SPARK_ERRORS, error_text, make_stream, read_df, spark
+from jetstream_arrow.spark.copy_ids import alike_rows_merged
+from jetstream_arrow.spark.options import parse_write_options
+from jetstream_arrow.spark.writing import JetStreamCommitMessage, publish_task, write_columns
 from natspy import with_jetstream
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
@@ -72,6 +79,48 @@ def test_alike_rows_spread_over_tasks_fail_the_write_instead_of_merging(
     with pytest.raises(SPARK_ERRORS) as raised:
         _write(exploded, url, writeId="alike")
     assert "share one msg id" in error_text(raised)
+
+
+def test_a_duplicate_of_another_writers_copy_is_not_taken_for_merged_rows(
+    shared_nats_server: Any, unique_name: Any
+) -> None:
+    """Two writers copying the same source messages at once (streaming queries of one
+    consumer group whose pin moved while a micro-batch ran) send them under the same
+    ids. This write's task 0 stores message 1's copy, the other writer then message
+    2's, and this write's task 1 sends message 2's: a duplicate of a message stored
+    after this write's first one, but not by this write, so no rows were merged. A
+    duplicate of task 0's message is."""
+    url = shared_nats_server.url
+    src, dst = unique_name("SRC"), unique_name("DST")
+    make_stream(url, src)
+    make_stream(url, dst)
+
+    async def fill(js: Any) -> None:
+        for payload in SOURCE[:2]:
+            await js.publish(f"{src}.x", payload)
+
+    with_jetstream(url, fill)
+    with ja.connect(url) as client:
+        read = client.read(src).read_all()
+    subjects = pc.replace_substring_regex(read.column("subject"), f"^{src}", dst)
+    copy = read.set_column(read.schema.get_field_index("subject"), "subject", subjects)
+    opts = parse_write_options({"servers": url, "stream": dst})
+    columns = write_columns(opts, copy.schema)
+
+    def task(partition: int, rows: pa.Table) -> JetStreamCommitMessage:
+        tally = publish_task(opts, columns, iter(rows.to_batches()), "", f"task {partition}")
+        return JetStreamCommitMessage(partition, 0, **asdict(tally))
+
+    first = task(0, copy.slice(0, 1))
+    other = task(0, copy.slice(1, 1))  # the other writer's
+    second = task(1, copy.slice(1, 1))
+    assert (first.stored, other.stored, second.duplicates) == (1, 1, 1)
+    assert alike_rows_merged(columns, [first, second]) is None
+
+    again = task(2, copy.slice(0, 1))
+    assert again.duplicates == 1
+    assert alike_rows_merged(columns, [first, second, again]) is again
+    assert _stored(url, dst) == SOURCE[:2]
 
 
 def test_alike_rows_with_ids_of_their_own_are_each_stored_once(

@@ -287,9 +287,9 @@ def test_write_stream_stores_every_row_once_with_ids_per_micro_batch(
         f"m{i}".encode() for i in range(250)
     ]
     ids = _msg_ids(table)
-    # A copy: <query id>-<stream>:<seq>:<digest> of each source message, whichever of
-    # the three micro-batches and two partitions carried it.
-    assert sorted(_sources(ids)) == sorted(f"{query.id}-{src}:{seq}" for seq in range(1, 251))
+    # A copy: <stream>:<seq>:<digest> of each source message, whichever of the three
+    # micro-batches and two partitions carried it, and whichever query.
+    assert sorted(_sources(ids)) == sorted(f"{src}:{seq}" for seq in range(1, 251))
 
     # A second run from the checkpoint publishes only what is new.
     run_available_now(writer)
@@ -297,6 +297,12 @@ def test_write_stream_stores_every_row_once_with_ids_per_micro_batch(
     publish(url, src, 30, start=250)
     again = run_available_now(writer)
     assert again.id == query.id
+    assert _count(url, dst) == 280
+
+    # A new query (another checkpoint) copying the same messages sends the same ids:
+    # inside the target's duplicate window it stores nothing.
+    anew = _write_stream(copy, url, tmp_path / "other", stream=dst, publishMode=publish_mode)
+    assert run_available_now(anew).id != query.id
     assert _count(url, dst) == 280
 
 
@@ -346,14 +352,14 @@ def test_restarted_query_re_runs_its_failed_micro_batch_without_duplicates(
     assert len(first_ids) == 200
 
     marker.unlink()
-    query = run_available_now(writer)
+    run_available_now(writer)
     # The re-run of batch 0 sent every row, partition 1's under the first run's ids.
     table = _messages(url, dst)
     assert table.num_rows == 400
     assert len(set(table.column("data").to_pylist())) == 400
     ids = _msg_ids(table)
     assert ids[:200] == first_ids
-    assert sorted(_sources(ids)) == sorted(f"{query.id}-{src}:{seq}" for seq in range(1, 401))
+    assert sorted(_sources(ids)) == sorted(f"{src}:{seq}" for seq in range(1, 401))
 
 
 def test_a_re_run_micro_batch_reads_the_ranges_first_planned_though_its_head_was_removed(
@@ -382,7 +388,7 @@ def test_a_re_run_micro_batch_reads_the_ranges_first_planned_though_its_head_was
     with ja.connect(url) as client:
         client.purge_stream(src, up_to_seq=101)  # m0..m99 are gone
     marker.unlink()
-    query = run_available_now(writer)
+    run_available_now(writer)
     table = _messages(url, dst)
     data = table.column("data").to_pylist()
     # Partition 1 (m200..m399) was stored the first time and is dropped as duplicates
@@ -391,7 +397,7 @@ def test_a_re_run_micro_batch_reads_the_ranges_first_planned_though_its_head_was
     ids = _msg_ids(table)
     assert ids[:200] == _msg_ids(first)
     assert sorted(_sources(ids[200:]), key=lambda i: int(i.rsplit(":", 1)[1])) == [
-        f"{query.id}-{src}:{seq}" for seq in range(101, 201)
+        f"{src}:{seq}" for seq in range(101, 201)
     ]
 
 
@@ -405,8 +411,8 @@ def test_stream_writer_outside_a_micro_batch_and_reports(
     with pytest.raises(JetStreamArrowError, match="micro-batch"):
         writer.write(iter(()))
     done = [
-        StreamCommitMessage(0, 0, 100, 100, 0, 1, 100, "q-1"),
-        StreamCommitMessage(1, 1, 50, 20, 30, 101, 150, "q-1"),
+        StreamCommitMessage(0, 0, 100, 100, 0, 1, 100, query_id="q-1"),
+        StreamCommitMessage(1, 1, 50, 20, 30, 101, 150, query_id="q-1"),
     ]
     with caplog.at_level(logging.INFO, logger="jetstream_arrow.spark"):
         writer.commit(done, 7)

@@ -4,6 +4,7 @@ Checked by the batch and stream writers when a write commits."""
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,20 +25,21 @@ def alike_rows_merged(
     after an explode) they share an id, and the server keeps one. A duplicate is
     otherwise what a retry or a re-run is meant to find (a message stored by an
     earlier attempt of the task, an earlier run, or a resend of the task's own), so
-    only a task that ran once and resent nothing tells: every message an earlier run
-    stored comes before the first one this write stored, and a duplicate of a later
-    one was stored by this write, from another row."""
+    only a task that ran once and resent nothing tells, by a duplicate of a message
+    one of this write's tasks stored. Not any message stored after this write's
+    first: another writer copying the same source messages at the same time (a
+    streaming query of a consumer group whose pin moved while its micro-batch ran)
+    stores them under the same ids, and the other's duplicates are no merged rows."""
     if not (isinstance(columns, PublishColumns) and columns.is_copy) or columns.msg_id:
         # Ids the rows give (a 'msg_id' column) may repeat on purpose, to drop rows.
         return None
-    firsts = [m.first_stored for m in done if m.first_stored is not None]
-    if not firsts:
-        return None
-    since = min(firsts)
+    ranges = sorted(r for m in done for r in m.stored_ranges)
+    starts = [lo for lo, _ in ranges]
     for m in done:
         if m.retried or m.resends or m.last_duplicate_of is None:
             continue
-        if m.last_duplicate_of >= since:
+        at = bisect_right(starts, m.last_duplicate_of) - 1
+        if at >= 0 and m.last_duplicate_of <= ranges[at][1]:
             return m
     return None
 

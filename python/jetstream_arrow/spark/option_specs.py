@@ -316,7 +316,7 @@ def _value_format() -> Any:
         choices=tuple(VALUE_FORMATS),
         meaning={
             "read": "decode each payload into typed columns: `json`, `avro`, `protobuf` or `arrow` (an Arrow IPC stream per message); the message columns and a struct column `value`, or with `.schema(...)` the message columns and value fields it names",
-            "write": "encode the DataFrame's value columns (a struct column `value`, or every column that is not `subject`, `headers` or `msg_id`) into each payload: `json`, `avro`, `protobuf` or `arrow`; the DataFrame then has no `data` column",
+            "write": "encode the DataFrame's value columns (a struct column `value`, or every column that does not steer the publish: not `subject`, `headers`, `msg_id`, `expected_last_subject_seq` or `expected_last_msg_id`, nor `ttl` when it is a duration column, nor `schedule` and `schedule_target` when both are there, nor, in a copy of a read (`stream` and `seq` columns), the read's own `stream`, `seq`, `timestamp`, `delivered`, `consumer_seq` and `_corrupt_record`) into each payload: `json`, `avro`, `protobuf` or `arrow`; the DataFrame then has no `data` column",
         },
     )
 
@@ -691,11 +691,13 @@ class WriteOptions:
     write_id: str = option(
         only_because=(
             "a streaming write makes its message ids from the query id (kept in the "
-            "checkpoint) and the micro-batch id, so a restarted query re-sends the same ids"
+            "checkpoint) and the micro-batch id, so a restarted query re-sends the same ids; "
+            "a copy of a stream, from its source messages alone, so any query moving a "
+            "message again re-sends its id"
         ),
         required=True,
         queries="batch",
-        meaning="the id of this write, prefix of the generated `Nats-Msg-Id`s (default: a new random id per write); give the same id to re-run a failed write without duplicates; df.write only (a streaming write uses its query id)",
+        meaning="the id of this write, prefix of the generated `Nats-Msg-Id`s (default: a new random id per write); give the same id to re-run a failed write without duplicates; df.write only (a streaming write uses its query id, a streaming copy its source messages' ids)",
     )
     publish_mode: str = option(
         default=DEFAULT_PUBLISH_MODE,

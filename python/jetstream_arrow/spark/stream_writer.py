@@ -4,7 +4,10 @@ A streaming write publishes each micro-batch like a batch write, with message id
 ``<query id>-<batch id>-<partition>-<row>``. Spark keeps the query id in the
 checkpoint and re-runs an unfinished micro-batch under its old batch id after a
 restart, so the re-run sends the ids of the first attempt and the server drops the
-messages it already stored.
+messages it already stored. A copy of a stream (the read's ``stream`` and ``seq``
+columns) is numbered by its source messages alone, ``<stream>:<seq>:<digest>``, so
+that any query moving a message again (a standby of a consumer group taking over
+what the stopped query had not acknowledged) sends the id it had.
 
 The write task, its commit message and reports are the batch writer's too
 (:mod:`.writing`).
@@ -81,7 +84,11 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
             f"streaming query {query_id}, batch {batch_id}, partition {partition}, "
             f"attempt {attempt}"
         )
-        prefix = msg_id_prefix(self.columns, f"{query_id}-", f"{batch_id}-{partition}-")
+        # A copy's ids are its source messages' alone (no run prefix): queries of one
+        # consumer group, or a query started anew, that move a message again give it
+        # the id it had, and the target stores it once. Rows numbered by position take
+        # the query id, since every query numbers its batches from 0.
+        prefix = msg_id_prefix(self.columns, "", f"{query_id}-{batch_id}-{partition}-")
         tally = publish_task(self.opts, self.columns, iterator, prefix, where)
         return StreamCommitMessage(partition, attempt, **asdict(tally), query_id=query_id)
 

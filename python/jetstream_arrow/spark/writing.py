@@ -14,9 +14,10 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import WriterCommitMessage
@@ -132,15 +133,17 @@ class JetStreamCommitMessage(WriterCommitMessage):
     last_duplicate_of: int | None = None
     resends: int = 0
     retried: bool = False
+    stored_ranges: list[tuple[int, int]] = field(default_factory=list)
 
 
 @dataclass
 class PublishTally:
     """What a task's publishes stored so far (the fields of its commit message):
     besides the counts and the sequences the acks named, the first sequence stored,
-    the last one a duplicate named (the message the server already had), and the
-    resends, which tell whether the task's duplicates can have come from its own
-    sends (see ``alike_rows_merged``)."""
+    the last one a duplicate named (the message the server already had), the resends,
+    which tell whether the task's duplicates can have come from its own sends, and the
+    runs of sequences it stored, which tell whether a duplicate's message is this
+    write's (see ``alike_rows_merged``)."""
 
     rows: int = 0
     stored: int = 0
@@ -152,6 +155,9 @@ class PublishTally:
     resends: int = 0
     #: Whether the task ran before (a task or stage attempt after the first).
     retried: bool = False
+    #: The sequences stored, as inclusive ranges of consecutive ones (a publish of one
+    #: writer stores a run; another writer of the stream at the same time splits it).
+    stored_ranges: list[tuple[int, int]] = field(default_factory=list)
 
     def add(self, result: Any) -> None:
         self.rows += result.rows
@@ -168,10 +174,22 @@ class PublishTally:
         if len(stored):
             lo = pc.min(stored).as_py()
             self.first_stored = lo if self.first_stored is None else min(self.first_stored, lo)
+            self._add_ranges(stored)
         if result.duplicates:
             hi = pc.max(pc.filter(seqs, duplicate)).as_py()
             if hi is not None:
                 self.last_duplicate_of = max(self.last_duplicate_of or 0, hi)
+
+    def _add_ranges(self, stored: pa.Array) -> None:
+        seqs = np.sort(stored.to_numpy(zero_copy_only=False))
+        breaks = np.flatnonzero(np.diff(seqs) != 1)
+        starts = seqs[np.concatenate(([0], breaks + 1))]
+        ends = seqs[np.concatenate((breaks, [len(seqs) - 1]))]
+        for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
+            if self.stored_ranges and self.stored_ranges[-1][1] + 1 == lo:
+                self.stored_ranges[-1] = (self.stored_ranges[-1][0], hi)
+            else:
+                self.stored_ranges.append((lo, hi))
 
 
 def task_ids() -> tuple[int, int, int]:
