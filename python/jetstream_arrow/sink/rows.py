@@ -131,43 +131,51 @@ def partition_column(table: pa.Table, name: str) -> pa.Array:
 
 
 def merged_schema(existing: pa.Schema | None, new: pa.Schema, where: str) -> pa.Schema:
-    """The table's columns then the new ones of ``new``; a column ``new`` gives
-    another type than ``existing`` does is refused, naming it and ``where``. A part of
-    the null type (a field always null when an earlier sink made the table) takes the
-    type ``new`` gives it: Delta's schema merge retypes it, and a Parquet file of the
-    null type reads as null beside files of another."""
+    """The table's columns then the new ones of ``new``, at any depth: a struct takes
+    the fields ``new`` adds to it (after its own), as Delta's schema merge adds them, so
+    a Parquet dataset's manifest holds every field its files hold. A column, or a
+    field at any depth, that ``new`` gives another type than ``existing`` does is
+    refused, naming it (``o.y``) and ``where``: both targets keep a field's type. A
+    part of the null type (a field always null when an earlier sink made the table)
+    takes the type ``new`` gives it: Delta's schema merge retypes it, and a Parquet
+    file of the null type reads as null beside files of another."""
     if existing is None:
         return new
-    columns = []
-    for field in existing:
-        i = new.get_field_index(field.name)
-        if i < 0:
-            columns.append(field)
-            continue
-        if not same_type(field.type, new.field(i).type, null_fits=True):
-            raise BadInputError(
-                f"column {field.name!r} arrives as {new.field(i).type} but is "
-                f"{field.type} in {where}: a lake table's column keeps its type. Give "
-                "the codec a schema with that type, or land into another table"
-            )
-        columns.append(field.with_type(_typed(field.type, new.field(i).type)))
-    added = [f.with_nullable(True) for f in new if existing.get_field_index(f.name) < 0]
-    return pa.schema([*columns, *added])
+    merged = _merged_type(pa.struct(list(existing)), pa.struct(list(new)), "", where)
+    return pa.schema(list(merged), metadata=existing.metadata)
 
 
-def _typed(known: pa.DataType, seen: pa.DataType) -> pa.DataType:
-    """``known`` with each part of the null type given the type ``seen`` has there."""
+def _merged_type(known: pa.DataType, seen: pa.DataType, path: str, where: str) -> pa.DataType:
+    """``known`` with what ``seen`` adds (``merged_schema``); ``path`` names the part."""
     if pa.types.is_null(known):
         return seen
+    if pa.types.is_null(seen):
+        return known
     if pa.types.is_struct(known) and pa.types.is_struct(seen):
-        types = {seen.field(i).name: seen.field(i).type for i in range(seen.num_fields)}
-        return pa.struct(
-            [f.with_type(_typed(f.type, types[f.name])) if f.name in types else f for f in known]
+        fields = {f.name: f for f in known}
+        for f in seen:
+            old = fields.get(f.name)
+            inner = f"{path}.{f.name}" if path else f.name
+            fields[f.name] = (
+                f.with_nullable(True)
+                if old is None
+                else old.with_type(_merged_type(old.type, f.type, inner, where))
+            )
+        return pa.struct(list(fields.values()))
+    lists = (
+        (pa.types.is_list, pa.list_),
+        (pa.types.is_large_list, pa.large_list),
+    )
+    for is_kind, make in lists:
+        if is_kind(known) and is_kind(seen):
+            item = _merged_type(known.value_type, seen.value_type, f"{path}[]", where)
+            return make(known.value_field.with_type(item))
+    if not same_type(known, seen, null_fits=True):
+        raise BadInputError(
+            f"column {path!r} arrives as {seen} but is {known} in {where}: a lake "
+            "table's column keeps its type. Give the codec a schema with that type, or "
+            "land into another table"
         )
-    if pa.types.is_list(known) and pa.types.is_list(seen):
-        return pa.list_(known.value_field.with_type(_typed(known.value_type, seen.value_type)))
-    if pa.types.is_large_list(known) and pa.types.is_large_list(seen):
-        return pa.large_list(known.value_field.with_type(_typed(known.value_type, seen.value_type)))
     return known
 
 
