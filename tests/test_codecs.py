@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from datetime import date, datetime, timezone
 from decimal import Decimal
+from typing import Any
 
 import fastavro
 import nats
@@ -21,6 +22,7 @@ import pytest
 
 import jetstream_arrow as ja
 from jetstream_arrow.exceptions import BadInputError, JetStreamArrowError, MalformedPayloadError
+from natspy import with_jetstream
 from natsserver import NatsServer, wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -439,3 +441,42 @@ def test_every_value_column_is_encoded_and_nan_and_infinity_come_back(
     assert got[0] == 1.5 and got[1] != got[1] and got[2] == float("-inf")
     assert values.field("timestamp").to_pylist() == when.to_pylist()
     assert values.field("seq").to_pylist() == [7, 8, 9]
+
+
+def test_json_integers_beyond_int64_are_read_exactly_and_never_rounded(
+    client: ja.Client, stream: str, shared_nats_server: NatsServer
+) -> None:
+    """Ids beyond int64 in the inference sample: ``arrow-json`` alone infers float64,
+    and every id (even 9007199254740993, which fits int64) lost digits. The field is
+    inferred as decimal(38, 0), each value as ``json`` reads it. An integer literal a
+    float field would round is malformed, naming the field, as ``2.7`` into an
+    integer field is."""
+    payloads = [
+        b'{"id": 9007199254740993}',
+        b'{"id": 12345678901234567891}',
+        b'{"id": 18446744073709551615}',
+        b'{"id": -5}',
+        b'{"id": 1}',
+    ]
+
+    async def publish(js: Any) -> None:
+        for p in payloads:
+            await js.publish(f"{stream}.ids", p)
+
+    with_jetstream(shared_nats_server.url, publish)
+    read = client.read(stream, codec=ja.ValueCodec("json", flatten=True)).read_all()
+    assert read.schema.field("id").type == pa.decimal128(38, 0)
+    assert [int(v) for v in read.column("id").to_pylist()] == [
+        json.loads(p)["id"] for p in payloads
+    ]
+
+    floats = ja.ValueCodec("json", schema=pa.schema([("id", pa.float64())]))
+    with pytest.raises(
+        MalformedPayloadError, match=r"seq 1\b.*field 'id': the integer 9007199254740993"
+    ):
+        client.read(stream, codec=floats).read_all()
+    # 2^53 and 2^64 are floats exactly: taken.
+    whole_floats = [b'{"id": 9007199254740992}', b'{"id": 18446744073709551616}']
+    client.publish(pa.table({"subject": [f"{stream}.ids"] * 2, "data": whole_floats}))
+    exact = client.read(stream, codec=floats, start_seq=6).read_all()
+    assert exact.column("value").to_pylist() == [{"id": 2.0**53}, {"id": 2.0**64}]

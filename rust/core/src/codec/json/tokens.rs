@@ -5,6 +5,10 @@
 //! such a token makes the payload malformed, naming its field, as Spark's JSON
 //! reader refuses it, instead of a value changed without a word.
 //!
+//! An integer literal read into a float field is taken only when the float holds it
+//! exactly: `arrow-json` rounds it to the nearest float, so 9007199254740993 read
+//! into a float64 became 9007199254740992.
+//!
 //! Floats also take the strings `"NaN"`, `"Infinity"` and `"-Infinity"`: JSON has
 //! no literal for them, and that is how the encoder (and Spark, and Jackson) write
 //! them.
@@ -31,7 +35,10 @@ pub(super) enum TokenCheck {
         min: i128,
         max: i128,
     },
-    Float,
+    /// A float of this many bits of mantissa (the implicit one included).
+    Float {
+        mantissa_bits: u32,
+    },
     Decimal {
         scale: i8,
     },
@@ -57,7 +64,9 @@ impl TokenCheck {
             T::UInt16 => Some(Self::integer(0, u16::MAX)),
             T::UInt32 => Some(Self::integer(0, u32::MAX)),
             T::UInt64 => Some(Self::integer(0, u64::MAX)),
-            T::Float16 | T::Float32 | T::Float64 => Some(Self::Float),
+            T::Float16 => Some(Self::Float { mantissa_bits: 11 }),
+            T::Float32 => Some(Self::Float { mantissa_bits: 24 }),
+            T::Float64 => Some(Self::Float { mantissa_bits: 53 }),
             T::Decimal32(_, scale)
             | T::Decimal64(_, scale)
             | T::Decimal128(_, scale)
@@ -153,7 +162,7 @@ impl<'de> DeserializeSeed<'de> for Seed<'_, '_> {
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
         match self.check {
-            TokenCheck::Integer { .. } | TokenCheck::Float | TokenCheck::Decimal { .. } => {
+            TokenCheck::Integer { .. } | TokenCheck::Float { .. } | TokenCheck::Decimal { .. } => {
                 let raw = <&RawValue>::deserialize(deserializer)?;
                 match scalar_problem(self.check, raw.get()) {
                     None => Ok(()),
@@ -267,11 +276,20 @@ fn scalar_problem(check: &TokenCheck, token: &str) -> Option<String> {
             },
             None => None,
         },
-        TokenCheck::Float => match string {
+        TokenCheck::Float { mantissa_bits } => match string {
             Some(s) if !NON_FINITE.contains(&s) => Some(format!(
                 "the string {token} is not a number (strings taken: {})",
                 NON_FINITE.map(|s| format!("\"{s}\"")).join(", ")
             )),
+            None if is_number
+                && !token.contains(['.', 'e', 'E'])
+                && !whole_fits_float(token, *mantissa_bits) =>
+            {
+                Some(format!(
+                    "the integer {token} is not held exactly by the field's float type \
+                     (it would be rounded); read the field as a decimal or an integer"
+                ))
+            }
             _ => None,
         },
         TokenCheck::Decimal { scale } if *scale < 0 => (token != "null").then(|| {
@@ -294,6 +312,32 @@ fn scalar_problem(check: &TokenCheck, token: &str) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// Whether the integer literal `digits` is a value of a float with `mantissa_bits`
+/// bits of mantissa: its significant bits (trailing zero bits aside) fit them, and it
+/// is within the float's range.
+fn whole_fits_float(digits: &str, mantissa_bits: u32) -> bool {
+    let magnitude = digits.strip_prefix('-').unwrap_or(digits);
+    let Ok(n) = magnitude.parse::<u128>() else {
+        // Beyond 2^128: past float16's and float32's range; a float64 holds it when
+        // its exact decimal expansion is the literal (leading zeros aside, which JSON
+        // does not allow anyway).
+        return mantissa_bits == 53
+            && magnitude
+                .parse::<f64>()
+                .is_ok_and(|f| f.is_finite() && format!("{f:.0}") == magnitude);
+    };
+    if n == 0 {
+        return true;
+    }
+    let significant = 128 - n.leading_zeros() - n.trailing_zeros();
+    let max_exponent_bits = match mantissa_bits {
+        11 => 16, // float16's largest finite value is below 2^16
+        24 => 128,
+        _ => 1024,
+    };
+    significant <= mantissa_bits && 128 - n.leading_zeros() <= max_exponent_bits
 }
 
 /// How many digits after the point a decimal number spells, trailing zeros not
