@@ -9,6 +9,7 @@ that died between its commit and its acks had already landed.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import json
 import logging
@@ -67,64 +68,96 @@ class QueueReader:
         # server refuses a pull of more).
         self.max_batch = max_batch if max_batch is not None and max_batch > 0 else None
 
+    def typed(
+        self, rows: int, codec: ValueCodec | None, include_headers: bool, set_aside: bool
+    ) -> tuple[ValueCodec | None, ConsumedBatch | None]:
+        """``codec`` with a value schema: given none, a JSON or Arrow codec gets one
+        inferred from the first payloads delivered (a read, which samples the stream,
+        is refused on a work queue); unchanged when the consumer delivers nothing now.
+        Inferred before the pull that decodes with it, so that a pull failing on a
+        field the schema lacks leaves the schema to grow (run.py's ``grow``).
+
+        When no payload of the sample decodes (JSON: none is an object) and
+        ``set_aside`` (a dead-letter stream takes them), the sample comes back as
+        well, still unacknowledged and not delivered again: the caller sets its
+        payloads aside as malformed and acknowledges them with its commit, and the
+        next pull infers from what follows."""
+        if codec is None or codec.schema is not None or codec.format not in ("json", "arrow"):
+            return codec, None
+        stream, name = self.consumer.stream, self.consumer.name
+        pull = f"pull from consumer {name!r} of stream {stream}"
+        if self.max_batch is not None:
+            rows = min(rows, self.max_batch)
+        sample = self.patience.call(
+            stream,
+            pull,
+            lambda: self.consumer.fetch(
+                min(rows, SAMPLE_ROWS), no_wait=True, include_headers=include_headers
+            ),
+            self._back_to_ack_floor,
+        )
+        if len(sample) == 0:
+            return codec, None
+        schema = infer_schema(codec.format, sample.data.column("data").to_pylist())
+        if schema is None and set_aside:
+            if not self._in_order(sample):
+                return codec, None
+            return codec, sample
+        # The sample (nothing else of this run is unacknowledged yet) is delivered
+        # again from the ack floor, in order: decoded with the schema, or to the
+        # next run when there is none.
+        self._back_to_ack_floor()
+        if schema is None or not len(schema):
+            # An empty value schema would land every later message with no value
+            # columns, and acknowledge (delete) it: nothing is landed instead.
+            raise BadInputError(
+                f"stream {self.consumer.stream}: no payload of the first {len(sample)} "
+                f"messages consumer {self.consumer.name!r} delivered decodes as a "
+                f"{codec.format} object, so no value schema can be inferred; nothing "
+                "was acknowledged. Give the value schema: in Python "
+                "ValueCodec(schema=...), on the command line the schema a `load` "
+                "recorded in the stream's metadata; or give the sink a dead-letter "
+                "stream (option 'dead_letter_stream', --dead-letter-stream) to set "
+                "such payloads aside"
+            )
+        # JSON grows when a later message holds a field it lacks (the codec's
+        # on_new_field 'fail', run.py); an Arrow payload carries its own schema.
+        _log.info(
+            "stream %s: value schema inferred from the first %d messages consumer %r delivered: %s",
+            self.consumer.stream,
+            len(sample),
+            self.consumer.name,
+            ", ".join(f"{f.name} {f.type}" for f in schema),
+        )
+        return dataclasses.replace(codec, schema=schema), None
+
     def fetch(
         self, rows: int, codec: ValueCodec | None, include_headers: bool
-    ) -> tuple[ConsumedBatch | None, ValueCodec | None]:
-        """Up to ``rows`` messages the consumer has now (None when it has none), and
-        the codec they were decoded with: given no schema, a JSON or Arrow codec gets
-        one inferred from the payloads first delivered (a read, which samples the
-        stream, is refused on a work queue)."""
+    ) -> ConsumedBatch | None:
+        """Up to ``rows`` messages the consumer has now, decoded with ``codec`` (None
+        when it has none, or ``codec`` still lacks the schema it needs: see
+        :meth:`typed`)."""
+        if codec is not None and codec.schema is None and codec.format in ("json", "arrow"):
+            return None
         if self.max_batch is not None:
             rows = min(rows, self.max_batch)
         stream, name = self.consumer.stream, self.consumer.name
         pull = f"pull from consumer {name!r} of stream {stream}"
-        if codec is not None and codec.schema is None and codec.format in ("json", "arrow"):
-            sample = self.patience.call(
-                stream,
-                pull,
-                lambda: self.consumer.fetch(min(rows, SAMPLE_ROWS), no_wait=True),
-                self._back_to_ack_floor,
-            )
-            if len(sample) == 0:
-                return None, codec
-            schema = infer_schema(codec.format, sample.data.column("data").to_pylist())
-            # The sample (nothing else of this run is unacknowledged yet) is delivered
-            # again from the ack floor, in order: decoded with the schema, or to the
-            # next run when there is none.
-            self._back_to_ack_floor()
-            if schema is None or not len(schema):
-                # An empty value schema would land every later message with no value
-                # columns, and acknowledge (delete) it: nothing is landed instead.
-                raise BadInputError(
-                    f"stream {self.consumer.stream}: no payload of the first {len(sample)} "
-                    f"messages consumer {self.consumer.name!r} delivered decodes as a "
-                    f"{codec.format} object, so no value schema can be inferred; nothing "
-                    "was acknowledged. Give the value schema: in Python "
-                    "ValueCodec(schema=...), on the command line the schema a `load` "
-                    "recorded in the stream's metadata"
-                )
-            # JSON grows when a later message holds a field it lacks (the codec's
-            # on_new_field 'fail', run.py); an Arrow payload carries its own schema.
-            _log.info(
-                "stream %s: value schema inferred from the first %d messages consumer %r "
-                "delivered: %s",
-                self.consumer.stream,
-                len(sample),
-                self.consumer.name,
-                ", ".join(f"{f.name} {f.type}" for f in schema),
-            )
-            codec = dataclasses.replace(codec, schema=schema)
-        final = codec
         delivered = self.patience.call(
             stream,
             pull,
             lambda: self.consumer.fetch(
-                rows, no_wait=True, include_headers=include_headers, codec=final
+                rows, no_wait=True, include_headers=include_headers, codec=codec
             ),
             self._back_to_ack_floor,
         )
-        if not len(delivered):
-            return None, codec
+        if not len(delivered) or not self._in_order(delivered):
+            return None
+        return delivered
+
+    def _in_order(self, delivered: ConsumedBatch) -> bool:
+        """Whether ``delivered`` comes next, in consumer sequence (then counted);
+        else the consumer is moved back to its ack floor."""
         consumer_seqs = delivered.data.column("consumer_seq").to_pylist()
         expected = list(range(self.next_consumer_seq, self.next_consumer_seq + len(delivered)))
         if consumer_seqs != expected:
@@ -135,15 +168,15 @@ class QueueReader:
             _log.warning(
                 "consumer %r of stream %s: deliveries %s arrived where %s were due (some "
                 "were lost on their way); delivering again from the ack floor",
-                name,
-                stream,
+                self.consumer.name,
+                self.consumer.stream,
                 f"{consumer_seqs[0]}..{consumer_seqs[-1]}",
                 f"{expected[0]}..{expected[-1]}",
             )
             self._back_to_ack_floor()
-            return None, codec
+            return False
         self.next_consumer_seq += len(delivered)
-        return delivered, codec
+        return True
 
     def schema_from(self, seq: int, value_format: str) -> pa.Schema | None:
         """The value schema inferred from the payloads of stream sequence ``seq`` on
@@ -226,9 +259,38 @@ def infer_schema(value_format: str, payloads: list[bytes | None]) -> pa.Schema |
             lines.append(json.dumps(value).encode())
     if not lines:
         return None
+    try:
+        inferred = _inferred(lines)
+    except pa.ArrowInvalid:
+        # A field of two types (``{"a": "bad"}`` beside ``{"a": 3}``): each payload
+        # alone, the first type met kept; a payload of another type is malformed.
+        types = [_inferred([line]) for line in lines]
+        inferred = functools.reduce(grown_type, types[1:], types[0])
+    return pa.schema([f.with_type(_as_read_infers(f.type)) for f in inferred])
+
+
+def _inferred(lines: list[bytes]) -> pa.StructType:
     options = pa_json.ReadOptions(block_size=max(1 << 20, sum(map(len, lines)) + len(lines)))
     table = pa_json.read_json(io.BytesIO(b"\n".join(lines)), read_options=options)
-    return pa.schema([f.with_type(_as_read_infers(f.type)) for f in table.schema])
+    return pa.struct(list(table.schema))
+
+
+def grown_type(known: pa.DataType, seen: pa.DataType) -> pa.DataType:
+    """``known`` (a value type a read used) with what ``seen`` (one inferred from a
+    later sample) adds: fields it lacks, at any depth, and a type where it had only
+    nulls. A field keeps the type it was landed with."""
+    if pa.types.is_null(known):
+        return seen
+    if pa.types.is_struct(known) and pa.types.is_struct(seen):
+        fields = {known.field(i).name: known.field(i) for i in range(known.num_fields)}
+        for i in range(seen.num_fields):
+            new = seen.field(i)
+            old = fields.get(new.name)
+            fields[new.name] = new if old is None else old.with_type(grown_type(old.type, new.type))
+        return pa.struct(list(fields.values()))
+    if pa.types.is_list(known) and pa.types.is_list(seen):
+        return pa.list_(known.value_field.with_type(grown_type(known.value_type, seen.value_type)))
+    return known
 
 
 def _as_read_infers(t: pa.DataType) -> pa.DataType:

@@ -44,7 +44,14 @@ from .dead_letters import (
 )
 from .origin import check_same_stream, created_ns, recorded_for
 from .patience import Patience
-from .queue import QUEUE_RETENTIONS, SAMPLE_ROWS, QueueReader, infer_schema, open_queue
+from .queue import (
+    QUEUE_RETENTIONS,
+    SAMPLE_ROWS,
+    QueueReader,
+    grown_type,
+    infer_schema,
+    open_queue,
+)
 from .rows import (
     SplitBatch,
     check_partition_by,
@@ -206,24 +213,6 @@ def _codecs(
             one = dataclasses.replace(one, **settings)
         out[stream] = one
     return out
-
-
-def _grown(known: pa.DataType, seen: pa.DataType) -> pa.DataType:
-    """``known`` (a value type a read used) with what ``seen`` (one inferred from a
-    later sample) adds: fields it lacks, at any depth, and a type where it had only
-    nulls. A field keeps the type it was landed with."""
-    if pa.types.is_null(known):
-        return seen
-    if pa.types.is_struct(known) and pa.types.is_struct(seen):
-        fields = {known.field(i).name: known.field(i) for i in range(known.num_fields)}
-        for i in range(seen.num_fields):
-            new = seen.field(i)
-            old = fields.get(new.name)
-            fields[new.name] = new if old is None else old.with_type(_grown(old.type, new.type))
-        return pa.struct(list(fields.values()))
-    if pa.types.is_list(known) and pa.types.is_list(seen):
-        return pa.list_(known.value_field.with_type(_grown(known.value_type, seen.value_type)))
-    return known
 
 
 def _untyped(t: pa.DataType) -> bool:
@@ -627,7 +616,7 @@ def run_sink(
                 resume_timeout=resume_timeout,
             ) as sample:
                 seen = sample.schema.field(VALUE_COLUMN).type
-        grown = _grown(pa.struct(list(known.schema)), seen)
+        grown = grown_type(pa.struct(list(known.schema)), seen)
         if grown == pa.struct(list(known.schema)):
             # What was inferred from there on lacks the field: the message went before
             # this read (limits), and reading again passes it; or its payload is left
@@ -642,6 +631,35 @@ def run_sink(
             return
         codecs[stream] = dataclasses.replace(known, schema=pa.schema(list(grown)))
 
+    def set_aside(stream: str, delivered: Any) -> None:
+        """Hold the work queue's ``delivered`` messages, none of which decodes, as
+        malformed (dead letters), acknowledged with the commit that moves past them;
+        as ``consume`` does, what a run that died before its acks committed is
+        acknowledged now, and what this run holds pending already is skipped."""
+        data = pa.Table.from_batches([QueueReader.rows(delivered)])
+        seqs = data.column("seq")
+        if int(pc.max(seqs).as_py()) <= committed[stream]:
+            delivered.ack()
+            return
+        kept = ["stream", "subject", "seq", "data"]
+        if "headers" in data.column_names:
+            kept.append("headers")
+        malformed = (
+            data.filter(pc.greater(seqs, read_to[stream]))
+            .select(kept)
+            .rename_columns([CORRUPT_RECORD_COLUMN if c == "data" else c for c in kept])
+        )
+        if pending.count + malformed.num_rows > commit_rows:
+            commit()
+        pending.acks.append(delivered)
+        if malformed.num_rows:
+            through = int(pc.max(malformed.column("seq")).as_py())
+            pending.add(stream, SplitBatch(pa.table({}), malformed, through), pa.null())
+            read_to[stream] = pending.positions[stream]
+            progress()
+            if pending.count >= commit_rows or due():
+                commit()
+
     def consume(stream: str, queue: QueueReader) -> bool:
         """Take what the work queue delivers, up to about a commit's rows; whether it
         has nothing more to deliver now (or, unless following, the sink has reached
@@ -651,7 +669,16 @@ def run_sink(
         while not stop.is_set() and taken < commit_rows:
             room = max(min(rows_per_batch, commit_rows - pending.count), 1)
             try:
-                delivered, codecs[stream] = queue.fetch(room, codecs[stream], read_headers)
+                codecs[stream], undecodable = queue.typed(
+                    room, codecs[stream], read_headers, set_aside=dead_letter_stream is not None
+                )
+                if undecodable is not None:
+                    # No payload of the sample decodes, so no schema: dead letters,
+                    # as a read by range passes them (pass_undecodable_sample).
+                    taken += len(undecodable)
+                    set_aside(stream, undecodable)
+                    continue
+                delivered = queue.fetch(room, codecs[stream], read_headers)
             except NewFieldError as e:
                 # The pull's messages hold a field the schema lacks: handed out to no
                 # one, acknowledged by no one, they come again from the ack floor and
