@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..exceptions import BadInputError, JetStreamArrowError
-from .rows import merged_schema
+from .rows import check_unique_ignoring_case, merged_schema
 
 #: The app id of a stream's position in a table's log is this prefix and its name.
 APP_ID_PREFIX = "jetstream-arrow:"
@@ -125,6 +125,7 @@ class DeltaTarget:
                         "writes it; this one stops rather than write rows twice"
                     )
         schema = merged_schema(self._schema, rows.schema, f"table {self.path}")
+        check_unique_ignoring_case(schema, f"table {self.path}")
         transactions = [
             deltalake.Transaction(app_id(stream), int(seq)) for stream, seq in positions.items()
         ]

@@ -4,6 +4,7 @@ partition columns, and the check that a batch's columns fit the table's."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -63,12 +64,13 @@ def split(
     # the rows into partitions, takes no views, and the table's column is the same.
     table = _nullable(cast_without_views(table))
     for name in partition_by:
-        if name in table.column_names:
+        same = [c for c in table.column_names if c.lower() == name.lower()]
+        if same:
             # The partition column is made from the message: it would take the place
-            # of the value's own field.
+            # of the value's own field (Delta and Spark compare names ignoring case).
             raise BadInputError(
-                f"option 'partition_by' {name!r}: the value has a field named {name!r}, "
-                f"the name of the partition column; partition by another column, or "
+                f"option 'partition_by' {name!r}: the value has a field named {same[0]!r}, "
+                "the name of the partition column; partition by another column, or "
                 "give the codec a schema without that field"
             )
         table = table.append_column(name, partition_column(table, name))
@@ -77,6 +79,9 @@ def split(
 
 def _value_fields_as_columns(table: pa.Table) -> pa.Table:
     value = table.column(_core.VALUE_COLUMN).combine_chunks()
+    # Names are compared case-insensitively: Delta and Spark take `Seq` for `seq`.
+    message_names = {name.lower() for name in MESSAGE_COLUMNS}
+    value_names = {f.name.lower(): f.name for f in value.type}
     fields: list[pa.Field] = []
     arrays: list[pa.Array | pa.ChunkedArray] = []
     for field, column in zip(table.schema, table.columns, strict=True):
@@ -87,11 +92,54 @@ def _value_fields_as_columns(table: pa.Table) -> pa.Table:
         for i in range(value.type.num_fields):
             inner = value.type.field(i)
             name = inner.name
-            if name in MESSAGE_COLUMNS:
+            if name.lower() in message_names:
                 name = RENAMED_VALUE_PREFIX + name
+                taken = value_names.get(name.lower())
+                if taken is not None:
+                    # Renamed further, the column would hold one field in the rows
+                    # before the other appeared, and the other after.
+                    raise BadInputError(
+                        f"stream {table.column('stream')[0].as_py()} seq "
+                        f"{_first_seq(table, value, inner.name, taken)}: the value has "
+                        f"fields {inner.name!r} and {taken!r}; a field named like a message "
+                        f"column lands as {name!r}, which the other one is named: give the "
+                        "codec a schema without one of them"
+                    )
             fields.append(inner.with_name(name))
             arrays.append(value.field(i))
     return pa.table(arrays, schema=pa.schema(fields))
+
+
+def _first_seq(table: pa.Table, value: pa.StructArray, *names: str) -> int:
+    """The sequence of the first row whose value holds one of the fields ``names``
+    (the first row when none does: the schema has them)."""
+    held = functools.reduce(pc.or_, [value.field(n).is_valid() for n in names])
+    rows = pc.indices_nonzero(held)
+    first = rows[0].as_py() if len(rows) else 0
+    return int(table.column("seq")[first].as_py())
+
+
+def check_unique_ignoring_case(schema: pa.Schema, where: str) -> None:
+    """Refuse two columns, or two fields of one struct, whose names differ only by
+    case, naming them and ``where``: Delta (and Spark) take them for one."""
+    _check_unique_ignoring_case(list(schema), "", where)
+
+
+def _check_unique_ignoring_case(fields: list[pa.Field], path: str, where: str) -> None:
+    seen: dict[str, str] = {}
+    for f in fields:
+        other = seen.setdefault(f.name.lower(), f.name)
+        if other != f.name:
+            raise BadInputError(
+                f"columns {path + other!r} and {path + f.name!r} of {where} differ only by "
+                "case, and a Delta table takes them for one: give the codec a schema "
+                "without one of them, or land into a Parquet dataset"
+            )
+        t = f.type
+        while pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+            t = t.item_type if pa.types.is_map(t) else t.value_type
+        if pa.types.is_struct(t):
+            _check_unique_ignoring_case(list(t), f"{path}{f.name}.", where)
 
 
 def _nullable(table: pa.Table) -> pa.Table:
