@@ -40,13 +40,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..exceptions import BadInputError, JetStreamArrowError
-from .rows import check_partition_by, merged_schema
+from .rows import NULL_PARTITION, check_partition_by, merged_schema
 
 MANIFEST = "_jetstream_arrow_manifest.json"
 MANIFEST_FORMAT = "jetstream-arrow parquet dataset"
 MANIFEST_VERSION = 1
-#: The directory name Hive gives a partition whose value is null.
-NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 
 def read_manifest(root: str | os.PathLike[str]) -> dict[str, Any] | None:

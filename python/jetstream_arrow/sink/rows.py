@@ -23,6 +23,8 @@ MESSAGE_COLUMNS = ("stream", "subject", "seq", "timestamp", "headers")
 RENAMED_VALUE_PREFIX = "value_"
 
 _TOKEN = re.compile(r"^subject_token_([1-9]\d*)$")
+#: The name Hive (and Delta, Spark, DuckDB) gives a partition whose value is null.
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 PARTITION_HELP = "date (UTC day of the timestamp) or subject_token_N (the Nth token, from 1)"
 
 
@@ -151,9 +153,12 @@ def _nullable(table: pa.Table) -> pa.Table:
     return table.cast(pa.schema([f.with_nullable(True) for f in table.schema]))
 
 
-def check_partition_by(partition_by: Sequence[str], option: str) -> list[str]:
-    """The partition column names, each ``date`` or ``subject_token_N``."""
-    names = list(partition_by)
+def check_partition_by(partition_by: str | Sequence[str] | None, option: str) -> list[str]:
+    """The partition column names, each ``date`` or ``subject_token_N`` (None: no
+    partitions; a string: one)."""
+    if partition_by is None:
+        return []
+    names = [partition_by] if isinstance(partition_by, str) else list(partition_by)
     for name in names:
         if name != "date" and not _TOKEN.match(name):
             raise BadInputError(f"{option} {name!r}: each partition is {PARTITION_HELP}")
@@ -175,6 +180,16 @@ def partition_column(table: pa.Table, name: str) -> pa.Array:
         None if s is None or len(s.split(".")) < n else s.split(".")[n - 1]
         for s in encoded.dictionary.to_pylist()
     ]
+    if NULL_PARTITION in tokens:
+        # Its directory, and Delta's partition value, would read back as null.
+        at = pc.index(encoded.indices, tokens.index(NULL_PARTITION)).as_py()
+        raise BadInputError(
+            f"option 'partition_by' {name!r}: stream {table.column('stream')[at].as_py()} "
+            f"seq {table.column('seq')[at].as_py()} has subject "
+            f"{table.column('subject')[at].as_py()!r}, whose token {n} is {NULL_PARTITION}, "
+            "the name a partition of null values takes, and would read back as null; "
+            "partition by another column, or leave such subjects out (option 'subjects')"
+        )
     return pa.array(tokens, pa.string()).take(encoded.indices)
 
 

@@ -278,7 +278,7 @@ def run_sink(
     subjects: Mapping[str, str | Sequence[str]] | None = None,
     codec: ValueCodec | str | Mapping[str, ValueCodec | str | None] | None = None,
     include_headers: bool = False,
-    partition_by: Sequence[str] = (),
+    partition_by: Sequence[str] | None = (),
     commit_rows: int = DEFAULT_COMMIT_ROWS,
     commit_seconds: float = DEFAULT_COMMIT_SECONDS,
     dead_letter_stream: str | None = None,
@@ -310,7 +310,9 @@ def run_sink(
       is refused.
     - ``include_headers``: a ``headers`` column.
     - ``partition_by``: ``"date"`` (the UTC day of ``timestamp``) and
-      ``"subject_token_N"`` (the Nth token of the subject) columns to partition by.
+      ``"subject_token_N"`` (the Nth token of the subject) columns to partition by
+      (None or none: no partitions). A subject whose token is
+      ``__HIVE_DEFAULT_PARTITION__`` is refused: it would read back as null.
     - ``dead_letter_stream``: payloads that do not decode are published there
       (acknowledged) before the commit that moves the position past them, with
       their error and source in headers and msg id ``<stream>:<seq>:<reader>``
