@@ -27,9 +27,11 @@ class JetStreamReader(DataSourceReader):
     """A batch read of one stream, or of several (options ``streams``,
     ``streamPattern``). Partitions are planned on the driver."""
 
-    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+    def __init__(self, opts: ReadOptions, schema: StructType, inferred: bool = False) -> None:
         self.opts = opts
         self.schema = schema
+        # Whether the JSON value's schema was inferred when the query was planned.
+        self.inferred = inferred
         self.pushed = PushedFilters()
 
     def __repr__(self) -> str:
@@ -109,7 +111,7 @@ class JetStreamReader(DataSourceReader):
 
     # On an executor.
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(self.opts, partition, self._subjects(), self.schema)
+        return read_partition(self.opts, partition, self._subjects(), self.schema, self.inferred)
 
 
 class JetStreamPushdownReader(JetStreamReader):

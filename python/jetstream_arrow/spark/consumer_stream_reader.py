@@ -314,9 +314,11 @@ class ConsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches of the messages a durable consumer claims; acknowledged once
     committed. Offset and planning methods run on the driver; ``read`` on executors."""
 
-    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+    def __init__(self, opts: ReadOptions, schema: StructType, inferred: bool = False) -> None:
         self.opts = opts
         self.schema = schema
+        # Whether the JSON value's schema was inferred when the query was planned.
+        self.inferred = inferred
         self._consumer: PullConsumer | None = None
         self._per_fetch = FETCH_MESSAGES
         self._max_pending = MAX_ACK_PENDING
@@ -680,7 +682,7 @@ class ConsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return list(split_range(first, last, opts.min_partitions, opts.max_messages_per_partition))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(self.opts, partition, self.opts.subjects, self.schema)
+        return read_partition(self.opts, partition, self.opts.subjects, self.schema, self.inferred)
 
     def commit(self, end: dict[str, Any]) -> None:
         """The micro-batch ending before ``end`` is committed: acknowledge it. (Spark

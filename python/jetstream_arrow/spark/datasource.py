@@ -29,7 +29,7 @@ from .pushdown import planning_with_pushdown
 from .reading import checked_schema
 from .stream_reader import JetStreamStreamReader
 from .stream_writer import JetStreamStreamWriter
-from .value_codec import read_schema
+from .value_codec import infers_value_schema, read_schema
 from .writing import WriteColumns, check_expected_stream, refuse_overwrite, write_columns
 
 
@@ -44,10 +44,16 @@ class JetStreamDataSource(DataSource):
     def __repr__(self) -> str:
         return "JetStreamDataSource()"
 
+    #: Whether schema() inferred the JSON value's schema. Spark asks for it only when
+    #: the user gave none (.schema(...)), then pickles this instance, so reader() and
+    #: streamReader() see what it set.
+    value_inferred = False
+
     def schema(self) -> StructType:
         # Spark asks for the schema before it says whether the read is a batch or a
         # streaming one; reader() and streamReader() check the options for their kind.
         opts = parse_read_options(self.options, need_stream=False, queries=None)
+        self.value_inferred = infers_value_schema(opts)
         return read_schema(opts)
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -56,7 +62,7 @@ class JetStreamDataSource(DataSource):
         if routes_dead_letters(opts):
             check_dead_letter_stream(get_client(opts.connect), opts)
         cls = JetStreamPushdownReader if planning_with_pushdown() else JetStreamReader
-        return cls(opts, expected)
+        return cls(opts, expected, self.value_inferred)
 
     def writer(self, schema: StructType, overwrite: bool) -> JetStreamWriter:
         refuse_overwrite(overwrite)
@@ -70,8 +76,8 @@ class JetStreamDataSource(DataSource):
         if routes_dead_letters(opts):
             check_dead_letter_stream(get_client(opts.connect), opts)
         if opts.consumer is not None:
-            return ConsumerStreamReader(opts, checked_schema(opts, schema))
-        return JetStreamStreamReader(opts, checked_schema(opts, schema))
+            return ConsumerStreamReader(opts, checked_schema(opts, schema), self.value_inferred)
+        return JetStreamStreamReader(opts, checked_schema(opts, schema), self.value_inferred)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         refuse_overwrite(overwrite, streaming=True)

@@ -102,8 +102,10 @@ def read_partition(
     partition: InputPartition,
     subjects: Sequence[str] | None,
     schema: StructType,
+    inferred: bool = False,
 ) -> Iterator[pa.RecordBatch]:
-    """The messages of one planned partition, on an executor."""
+    """The messages of one planned partition, on an executor (``inferred``: see
+    :func:`.reading.read_range`)."""
     if isinstance(partition, LatestPartition):
         return read_latest(get_client(opts.connect), opts, subjects, arrow_schema(schema))
     if not isinstance(partition, SequenceRange):
@@ -117,4 +119,5 @@ def read_partition(
         partition.end,
         subjects if partition.subjects is None else partition.subjects,
         arrow_schema(schema),
+        inferred,
     )

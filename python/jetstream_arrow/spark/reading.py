@@ -21,6 +21,7 @@ from ..client import Client
 from ..exceptions import (
     BadInputError,
     JetStreamArrowError,
+    NewFieldError,
 )
 from .columns import conform, kv_schema, message_schema
 from .dead_letters import DeadLetterRouter, routes_dead_letters
@@ -153,6 +154,7 @@ def read_range(
     end: int | None,
     subjects: Sequence[str] | None,
     target: pa.Schema,
+    inferred: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """Messages ``start..end`` (inclusive) of ``stream`` as batches in ``target``'s schema.
 
@@ -164,7 +166,10 @@ def read_range(
     head (:func:`check_removed_while_read`), so messages removed while the range is
     read are named, not skipped. In mode ``deadletter`` each batch's payloads that do
     not decode are published to the dead-letter stream before its good rows are
-    yielded (:mod:`.dead_letters`).
+    yielded (:mod:`.dead_letters`). With ``inferred`` (the JSON value's schema was
+    inferred when the query was planned) a payload holding a field it lacks fails
+    the read with :class:`NewFieldError` (:func:`new_field_error`) before anything of
+    its batch is yielded.
     """
     state = stream_state(client, stream, opts.resume_timeout)
     # A read through a durable consumer (option 'consumer') re-reads the messages the
@@ -179,7 +184,7 @@ def read_range(
     last = int(state.last_seq) if end is None else min(end, int(state.last_seq))
     if start > last:
         return
-    codec = read_codec(opts, target)
+    codec = read_codec(opts, target, inferred)
     router = (
         DeadLetterRouter(client, opts, codec)
         if codec is not None and routes_dead_letters(opts)
@@ -197,7 +202,7 @@ def read_range(
     )
     next_seq = start
     try:
-        for batch in reader:
+        for batch in _naming_new_fields(reader, stream):
             if batch.num_rows:
                 if watch_head:
                     skipped = skipped_sequences(batch.column("seq"), next_seq)
@@ -215,6 +220,28 @@ def read_range(
     if watch_head and next_seq <= last:
         # The read ended early: its last sequences may have gone with the head.
         check_removed_while_read(client, stream, [(next_seq, last)], what, opts.resume_timeout)
+
+
+def new_field_error(err: NewFieldError, stream: str) -> NewFieldError:
+    """``err`` of a Spark read, saying what to do: a query's schema is fixed when it
+    is planned, so only a schema given to the read can hold the field."""
+    out = NewFieldError(
+        f"stream {stream!r}, seq {err.seq}: the JSON value has a field {err.field!r} that "
+        "the value's schema, inferred from the stream's first messages when the query "
+        "was planned, lacks, and a Spark query's schema cannot grow; nothing of this "
+        "batch was handed out (or acknowledged). Give the value's schema: option "
+        "'valueSchema' (df.schema.json() of the value) or .schema(...), with the field "
+        f"to read it, without it to leave it out ({err})"
+    )
+    out.seq, out.field = err.seq, err.field
+    return out
+
+
+def _naming_new_fields(batches: Iterator[pa.RecordBatch], stream: str) -> Iterator[pa.RecordBatch]:
+    try:
+        yield from batches
+    except NewFieldError as err:
+        raise new_field_error(err, stream) from None
 
 
 def read_latest(

@@ -164,9 +164,11 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     whole query; ``read`` runs on executors.
     """
 
-    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+    def __init__(self, opts: ReadOptions, schema: StructType, inferred: bool = False) -> None:
         self.opts = opts
         self.schema = schema
+        # Whether the JSON value's schema was inferred when the query was planned.
+        self.inferred = inferred
         self.several = opts.several_streams
         # With trigger(availableNow=True): by stream, the sequence after the last
         # message that existed when the query started. Later messages, and streams
@@ -501,7 +503,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(self.opts, partition, self.opts.subjects, self.schema)
+        return read_partition(self.opts, partition, self.opts.subjects, self.schema, self.inferred)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: the reads use consumers that are deleted when each read ends,

@@ -80,7 +80,16 @@ def carries_schema(opts: ReadOptions) -> bool:
     return opts.value_format in ("avro", "protobuf")
 
 
-def _read_codec(opts: ReadOptions, schema: pa.Schema | None, flatten: bool) -> ValueCodec:
+def infers_value_schema(opts: ReadOptions) -> bool:
+    """Whether a read given no schema (no ``.schema(...)``) infers its JSON value's
+    schema when the query is planned: no ``valueSchema``. Its tasks decode with
+    ``on_new_field`` ``fail`` (see :func:`read_codec`)."""
+    return opts.kv is None and opts.value_format == "json" and opts.value_schema is None
+
+
+def _read_codec(
+    opts: ReadOptions, schema: pa.Schema | None, flatten: bool, inferred: bool = False
+) -> ValueCodec:
     carries = carries_schema(opts)
     return ValueCodec(
         format=opts.value_format,  # type: ignore[arg-type]
@@ -91,6 +100,10 @@ def _read_codec(opts: ReadOptions, schema: pa.Schema | None, flatten: bool) -> V
             "permissive" if opts.on_malformed == DEAD_LETTER_MODE else opts.on_malformed  # type: ignore[arg-type]
         ),
         flatten=flatten,
+        # A query's schema is fixed when it is planned: a field an inferred schema
+        # lacks would be left out of every row, and a work queue's messages
+        # acknowledged without it. The batch fails instead, handed out to no one.
+        on_new_field="fail" if inferred else None,
         avro_schemas_by_id=(
             _avro_schemas_by_id(opts.avro_schemas_by_id) if opts.value_format == "avro" else None
         ),
@@ -199,8 +212,11 @@ def check_value_read_schema(opts: ReadOptions, schema: StructType) -> StructType
     return schema
 
 
-def read_codec(opts: ReadOptions, target: pa.Schema) -> ValueCodec | None:
-    """The codec a task reads with, for the Arrow schema Spark expects."""
+def read_codec(opts: ReadOptions, target: pa.Schema, inferred: bool = False) -> ValueCodec | None:
+    """The codec a task reads with, for the Arrow schema Spark expects; ``inferred``
+    when that schema's value was inferred at planning (:func:`infers_value_schema`
+    was true when Spark asked the data source for its schema): a payload holding a
+    field it lacks then fails the batch with ``NewFieldError``."""
     if opts.value_format is None:
         return None
     value = [f for f in target if f.name not in not_value_columns(opts.include_ttl)]
@@ -209,8 +225,8 @@ def read_codec(opts: ReadOptions, target: pa.Schema) -> ValueCodec | None:
         and value[0].name == _core.VALUE_COLUMN
         and pa.types.is_struct(value[0].type)
     ):
-        return _read_codec(opts, pa.schema(list(value[0].type)), flatten=False)
-    return _read_codec(opts, pa.schema(value), flatten=True)
+        return _read_codec(opts, pa.schema(list(value[0].type)), False, inferred)
+    return _read_codec(opts, pa.schema(value), True, inferred)
 
 
 def write_codec(opts: WriteOptions) -> ValueCodec | None:
