@@ -263,6 +263,42 @@ def test_a_copy_stores_each_numbered_row_once_with_its_payload_and_headers(
         py.delete_stream(dst)
 
 
+def test_a_copy_without_a_prefix_keeps_messages_the_source_stored_under_one_msg_id(
+    client: ja.Client, py: PyNats, unique_name: UniqueName
+) -> None:
+    """A source with a 1 s duplicate window stores two events published under one
+    ``Nats-Msg-Id`` 1.5 s apart: two messages. A copy without ``msg_id_prefix``
+    stores both (under their source messages' ``<stream>:<seq>:<digest>``, not the
+    header the source's window already judged, which made the second a duplicate),
+    and a copy run again stores none."""
+    src, dst = unique_name("CPW"), unique_name("CPX")
+    window = {**StreamShape().config(src), "duplicate_window": 1_000_000_000}
+    py.run(py.api(f"STREAM.CREATE.{src}", window))
+    py.create_stream(dst, StreamShape())
+    try:
+        py.publish_sync(f"{src}.a", b"order 1 v1", [("Nats-Msg-Id", "order-1")])
+        time.sleep(1.5)
+        py.publish_sync(f"{src}.a", b"order 1 v2", [("Nats-Msg-Id", "order-1")])
+        source = py.snapshot(src)
+        assert [m.data for m in source] == [b"order 1 v1", b"order 1 v2"]
+
+        table, _ = _copy_table(client, src, dst, CopyCase([], [], None, [], [], [1], False, 0))
+        first = client.publish(table)
+        assert (first.stored, first.duplicates, first.failed) == (2, 0, 0)
+        again = client.publish(table)
+        assert (again.stored, again.duplicates, again.failed) == (0, 2, 0)
+        stored = py.snapshot(dst)
+        assert [(m.subject, m.data) for m in stored] == [
+            (f"{dst}.a", b"order 1 v1"),
+            (f"{dst}.a", b"order 1 v2"),
+        ]
+        ids = [dict(m.headers or ())["Nats-Msg-Id"][0] for m in stored]
+        assert [i.rsplit(":", 1)[0] for i in ids] == [f"{src}:{m.seq}" for m in source]
+    finally:
+        py.delete_stream(src)
+        py.delete_stream(dst)
+
+
 def test_alike_rows_apart_share_an_id_and_are_reported_duplicates(
     client: ja.Client, py: PyNats, unique_name: UniqueName
 ) -> None:

@@ -100,7 +100,8 @@ pub struct MessageDefaults {
     /// A subject for rows when the batch has no `subject` column.
     pub subject: Option<String>,
     /// Rows without a `msg_id` get `<prefix><row number>`, or, in a batch that is a
-    /// read of a stream (a copy), `<prefix><stream>:<seq>:<digest>`: the message
+    /// read of a stream (a copy), `<prefix><stream>:<seq>:<digest>` (with no prefix
+    /// too, `<stream>:<seq>:<digest>`, in place of a `Nats-Msg-Id` header): the message
     /// it was read from and a digest of its subject and payload (see
     /// [`copy_identity`]). A retried or re-run copy then gives every message the
     /// id it had the first time, wherever it falls in the input after deletions
@@ -685,13 +686,19 @@ impl PublishBatch {
             Some(ids) => Some(header_value(ids.value(row), MSG_ID, global_row)?),
             // The prefix has no line break (`PublishOptions::validate`).
             None => match (&defaults.msg_id_prefix, &self.source) {
-                (None, _) => None,
+                (None, None) => None,
                 (Some(p), None) => Some(header_value(
                     &format!("{p}{id_number}"),
                     MSG_ID,
                     global_row,
                 )?),
-                (Some(p), Some(source)) => {
+                // A copy is always under its source message's identity, with no
+                // prefix given too: the `Nats-Msg-Id` its headers carry is no
+                // identity of it, since the source's duplicate window already judged
+                // it (two events published under one id further apart than that
+                // window are two messages there, which that id would make one here).
+                (p, Some(source)) => {
+                    let p = p.as_deref().unwrap_or("");
                     let (stream, seq) = source.identity(row).ok_or_else(|| {
                         Error::bad_input(format!(
                             "row {global_row}: its 'stream' or 'seq' is null, and a table with \
@@ -991,6 +998,22 @@ mod tests {
             "a copy's control headers are left out"
         );
         assert_eq!(h.get("app").unwrap().as_str(), "x");
+        // With no prefix, the source's identity all the same, not the `Nats-Msg-Id`
+        // header the source stored it with.
+        let bare = input
+            .message(
+                0,
+                5,
+                5,
+                &MessageDefaults::default(),
+                1 << 20,
+                &mut CopyRepeats::default(),
+            )
+            .unwrap();
+        assert_eq!(
+            bare.headers.unwrap().get("Nats-Msg-Id").unwrap().as_str(),
+            copy_identity("SRC", 7, "a", b"x", Some(&app))
+        );
         // Two rows of one source message (an explode) differ by what they carry.
         let second = message(1).unwrap().headers.unwrap();
         assert_ne!(second.get("Nats-Msg-Id").unwrap().to_string(), id);
