@@ -6,6 +6,7 @@ source in headers), and a read run again adds nothing to it (msg ids)."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pyarrow as pa
@@ -102,13 +103,18 @@ def assert_dead_letters_are_the_bad_payloads(url: str, name: str, dead: str) -> 
         for h, payload in zip(headers, letters.column("data").to_pylist(), strict=True)
     )
     assert got == sorted((i + 1, payload) for i, payload in BAD.items())
+    readers = set()
     for h in headers:
         h = dict(h)
         seq = int(h[SOURCE_SEQ_HEADER][0])
         assert h[SOURCE_STREAM_HEADER] == [name]
         assert h[SOURCE_SUBJECT_HEADER] == [f"{name}.{'ab'[(seq - 1) % 2]}"]
-        assert h["Nats-Msg-Id"] == [f"{name}:{seq}"]
+        # <stream>:<seq>:<reader>, the reader a digest of Spark and the stream's creation.
+        (msg_id,) = h["Nats-Msg-Id"]
+        assert re.fullmatch(rf"{re.escape(name)}:{seq}:[0-9a-f]{{16}}", msg_id), msg_id
+        readers.add(msg_id.rsplit(":", 1)[1])
         assert h[ERROR_HEADER][0]
+    assert len(readers) == 1, readers
 
 
 def streams(url: str, unique_name: Any) -> tuple[str, str]:
