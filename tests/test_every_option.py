@@ -2444,6 +2444,11 @@ def _spark_kv(ctx: Ctx) -> None:
         lambda: _source(ctx, kv=bucket, subject="x").writer(_write_schema(rows), False),
         BadInputError,
     )
+    # No KV client decompresses a value.
+    raises(
+        lambda: _source(ctx, kv=bucket, compression="zstd").writer(_write_schema(rows), False),
+        BadInputError,
+    )
 
 
 @effect(("df.write", "atomicBatchRows"))

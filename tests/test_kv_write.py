@@ -175,3 +175,24 @@ def test_bad_keys_operations_columns_and_buckets_are_named(
             client.write_kv(impostor, pa.table({"key": ["k"], "value": [b"v"]}))
     finally:
         client.delete_stream(f"KV_{impostor}")
+
+
+def test_compression_is_refused_as_no_kv_client_would_read_the_values(
+    client: ja.Client, shared_nats_server: NatsServer, bucket: str
+) -> None:
+    # A KV client reads a value as stored: a compressed one would be zstd bytes to it.
+    with pytest.raises(
+        BadInputError, match=r"write_kv and option 'compression' exclude each other"
+    ):
+        client.write_kv(
+            bucket, pa.table({"key": ["a", "z"], "value": [b"v" * 100] * 2}), compression="zstd"
+        )
+    with pytest.raises(
+        BadInputError, match=r"write_kv and option 'compression' exclude each other"
+    ):
+        client.write_kv(
+            bucket,
+            pa.table({"key": ["z"], "value": [b"v"]}),
+            options=ja.PublishOptions(compression="s2"),
+        )
+    assert entries(shared_nats_server.url, bucket, ["a", "z"]) == {"a": (b"a0", 1), "z": None}

@@ -26,7 +26,14 @@ from .codec import ValueCodec, report_malformed
 from .consumers import OrderedConsumer, PullConsumer, PushConsumer
 from .counters import counter_table
 from .exceptions import BadInputError, JetStreamArrowError, PublishError
-from .kv import ENTRY_SCHEMA, KvColumns, bucket_stream, entries, key_subjects
+from .kv import (
+    ENTRY_SCHEMA,
+    KvColumns,
+    bucket_stream,
+    entries,
+    key_subjects,
+    refuse_compression,
+)
 from .kv import SUBJECT_PREFIX as KV_SUBJECT_PREFIX
 from .management import ManagementMixin
 from .options import ConnectOptions, PublishOptions, ReadOptions
@@ -315,6 +322,10 @@ class Client(ManagementMixin):
         resent (after a ``429``, ``503`` or ack timeout) and stored after it; give each
         key once per call where that matters."""
         stream = bucket_stream(bucket)
+        refuse_compression(
+            options.get("compression") or getattr(options.get("options"), "compression", None),
+            "write_kv",
+        )
         subjects = self.stream_info(stream).config.subjects or []
         wanted = f"{KV_SUBJECT_PREFIX}{bucket}.>"
         if wanted not in subjects:

@@ -71,6 +71,20 @@ def bucket_stream(bucket: str) -> str:
     return f"{STREAM_PREFIX}{bucket}"
 
 
+def refuse_compression(compression: object, kv_write: str) -> None:
+    """A KV write (``kv_write``: what the user asked for one by) takes no compression:
+    every KV client reads a value as stored, and none decompresses by a
+    ``Content-Encoding`` header (NATS KV has no convention for compressed values), so
+    a compressed value would be unreadable bytes to them."""
+    if compression is not None:
+        raise BadInputError(
+            f"{kv_write} and option 'compression' exclude each other (compression "
+            f"{compression!r}): KV clients read a value as stored and none would "
+            "decompress it; compress column 'value' yourself if every reader of the "
+            "bucket decompresses it"
+        )
+
+
 def _string(column: pa.ChunkedArray | pa.Array) -> pa.Array:
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()

@@ -25,7 +25,7 @@ from typing import Any
 from .._core import validate_name
 from .._time import to_datetime
 from ..exceptions import BadInputError
-from ..kv import bucket_stream
+from ..kv import bucket_stream, refuse_compression
 from ..options import ConnectOptions
 from .option_specs import (
     CONNECT_SPECS,
@@ -377,6 +377,7 @@ def _check_kv(values: dict[str, Any], stream: str | None, stream_given_as: str) 
                 f"options 'kv' and '{spark}' exclude each other: a KV write takes its "
                 "subjects from column 'key' and its payloads from column 'value'"
             )
+    refuse_compression(values["compression"], "option 'kv'")
     given = values["expected_stream"]
     if given not in (None, bucket_stream_name):
         said = stream_given_as if stream is not None else "option 'expectedStream'"
