@@ -231,7 +231,7 @@ def new_field_error(err: NewFieldError, stream: str) -> NewFieldError:
         "was planned, lacks, and a Spark query's schema cannot grow; nothing of this "
         "batch was handed out (or acknowledged). Give the value's schema: option "
         "'valueSchema' (df.schema.json() of the value) or .schema(...), with the field "
-        f"to read it, without it to leave it out ({err})"
+        "to read it, without it to leave it out"
     )
     out.seq, out.field = err.seq, err.field
     return out
