@@ -72,6 +72,30 @@ async def _close(native: Any) -> None:
     await asyncio.shield(native.close_async())
 
 
+#: Closes scheduled by callbacks, referenced until done (the loop keeps weak ones).
+_CLOSING: set[asyncio.Future[None]] = set()
+
+
+async def _closed_when_done(call: asyncio.Future[Any]) -> None:
+    """Wait for an opening whose task was cancelled, and close what it opened; a
+    second cancellation leaves that to a callback, when the opening ends."""
+
+    def close(done: asyncio.Future[Any]) -> None:
+        if not done.cancelled() and done.exception() is None:
+            closing = asyncio.ensure_future(_close(done.result()))
+            _CLOSING.add(closing)
+            closing.add_done_callback(_CLOSING.discard)
+
+    try:
+        native = await asyncio.shield(call)
+    except asyncio.CancelledError:
+        call.add_done_callback(close)
+        raise
+    except BaseException:
+        return  # it failed: nothing was opened
+    await _close(native)
+
+
 class AsyncPublisher:
     """A publisher keeping one ack window across calls (the asyncio
     [`Publisher`][jetstream_arrow.Publisher]); one call sends at a time."""
@@ -140,6 +164,19 @@ class AsyncPublisher:
         self.close()
 
 
+def _nothing_sent() -> PublishResult:
+    """The result of a publish cancelled before it took a row: ``table.slice(
+    result.rows)`` is the whole input."""
+    acks = pa.schema(
+        [
+            pa.field("seq", pa.int64()),
+            pa.field("duplicate", pa.bool_(), nullable=False),
+            pa.field("error", pa.string()),
+        ]
+    )
+    return PublishResult(rows=0, stored=0, duplicates=0, failed=0, acks=acks.empty_table())
+
+
 def _partial(err: JetStreamArrowError) -> PublishResult | None:
     result = getattr(err, "result", None)
     if isinstance(result, _core.PublishOutcome):
@@ -169,7 +206,15 @@ class AsyncBatches:
     async def _open(self) -> _core.ReadBatches | None:
         if self._opening is not None:
             opening, self._opening = self._opening, None
-            self._native = await opening()
+            # Shielded: an opening cancelled midway would drop its request for the
+            # consumer, which the server may still grant. It runs on, and what it
+            # opened is closed (its consumer deleted) before the cancellation goes on.
+            call = asyncio.ensure_future(opening())
+            try:
+                self._native = await asyncio.shield(call)
+            except asyncio.CancelledError:
+                await _closed_when_done(call)
+                raise
             self.schema = pa.schema(self._native.schema())
         return self._native
 
@@ -537,8 +582,14 @@ class AsyncClient:
 
     async def publish(self, data: Any, subject: str | None = None, **options: Any) -> PublishResult:
         """Publish every row of an Arrow batch, table or stream in the message schema,
-        as the sync ``publish``; cancelled, see [`AsyncPublisher.publish`][]."""
-        async with await self.publisher(subject, **options) as publisher:
+        as the sync ``publish``; cancelled, see [`AsyncPublisher.publish`][] (cancelled
+        before it sent anything, ``.result`` holds no rows)."""
+        try:
+            publisher = await self.publisher(subject, **options)
+        except asyncio.CancelledError as cancelled:
+            cancelled.result = _nothing_sent()  # type: ignore[attr-defined]
+            raise
+        async with publisher:
             return await publisher.publish(data)
 
     # -- read ----------------------------------------------------------------------

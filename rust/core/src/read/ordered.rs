@@ -85,6 +85,22 @@ pub struct OrderedPull {
     runtime: tokio::runtime::Handle,
 }
 
+/// A fresh name for a read's consumer: a process-wide count and the time, hashed with
+/// the process's random keys.
+fn consumer_name() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static MADE: AtomicU64 = AtomicU64::new(0);
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(MADE.fetch_add(1, Ordering::Relaxed));
+    hasher.write_u32(std::process::id());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    hasher.write_u128(now.as_nanos());
+    format!("ja_{:016x}", hasher.finish())
+}
+
 /// What a failure means to an ordered consumer: recreate and go on, or give up.
 fn recoverable(err: &Error) -> bool {
     matches!(
@@ -174,6 +190,8 @@ impl OrderedPull {
     /// Create a consumer that starts where the last one stopped; returns its pending
     /// count.
     async fn create(&mut self) -> Result<u64> {
+        // An attempt given up on (a recovery's deadline) may have made its consumer.
+        self.discard();
         let (filter_subject, filter_subjects) = match self.subjects.as_slice() {
             [one] => (one.clone(), Vec::new()),
             many => (String::new(), many.to_vec()),
@@ -197,7 +215,13 @@ impl OrderedPull {
                 deliver_policy = DeliverPolicy::ByStartSequence { start_sequence };
             }
         }
+        // Named here and known before the request goes out: a create whose answer is
+        // never seen (the read's task cancelled, its future dropped, the request timed
+        // out) may still make the consumer, which `close`, `discard` and `Drop` then
+        // delete by this name instead of leaving it for the inactivity threshold.
+        let name = consumer_name();
         let config = ConsumerConfig {
+            name: Some(name.clone()),
             deliver_policy,
             ack_policy: AckPolicy::None,
             memory_storage: true,
@@ -207,18 +231,27 @@ impl OrderedPull {
             filter_subjects,
             ..Default::default()
         };
-        let created: ConsumerInfo = self
+        self.consumer = Some(name.clone());
+        let created: Result<ConsumerInfo> = self
             .conn
             .api_json(
-                &subjects::consumer_create(&self.stream),
+                &format!("{}.{name}", subjects::consumer_create(&self.stream)),
                 &CreateConsumer {
                     stream_name: &self.stream,
                     config: &config,
                 },
             )
-            .await
-            .map_err(|e| e.context(format!("reading stream {:?}", self.stream)))?;
-        self.consumer = Some(created.name.clone());
+            .await;
+        let created = match created {
+            Ok(created) => created,
+            Err(e) => {
+                // The server answered with an error: it made no consumer.
+                if !matches!(e.kind(), ErrorKind::Timeout | ErrorKind::Connection) {
+                    self.consumer = None;
+                }
+                return Err(e.context(format!("reading stream {:?}", self.stream)));
+            }
+        };
         self.last_consumer_seq = 0;
         let mut pull = PullLoop::new(
             self.conn.clone(),
@@ -381,12 +414,15 @@ impl OrderedPull {
     /// otherwise).
     pub async fn close(&mut self) {
         self.pull = None;
-        if let Some(name) = self.consumer.take() {
+        // The name is kept until the delete is answered: a close dropped midway (its
+        // asyncio task cancelled) leaves it to `Drop`, which deletes it again.
+        if let Some(name) = self.consumer.clone() {
             let subject = subjects::consumer_delete(&self.stream, &name);
             let _ = self
                 .conn
                 .api_request(&subject, bytes::Bytes::new(), None)
                 .await;
+            self.consumer = None;
         }
     }
 }
