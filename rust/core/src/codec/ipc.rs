@@ -8,7 +8,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::{Array, BinaryArray, RecordBatch, StructArray};
 use arrow_ipc::reader::StreamReader;
 use arrow_ipc::writer::StreamWriter;
-use arrow_schema::{DataType, Field, Fields, SchemaRef};
+use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 
 use super::{
     binary_from_parts, nothing_to_infer_from, schema_required, Format, RowsDecoder, RowsEncoder,
@@ -37,14 +37,24 @@ impl Format for ArrowIpc {
         self.schema.is_none()
     }
 
-    /// The first payload's own schema.
+    /// The first payload's own schema, every field nullable: that its producer had
+    /// no nulls in a field says nothing of the next producer, whose nulls would
+    /// otherwise be refused.
     fn infer(&mut self, sample: &[&[u8]]) -> Result<()> {
         let schema = sample
             .iter()
             .find_map(|p| StreamReader::try_new(Cursor::new(p), None).ok())
             .map(|reader| reader.schema())
             .ok_or_else(|| nothing_to_infer_from(ValueFormat::Arrow, sample.len()))?;
-        self.schema = Some(schema);
+        let fields: Vec<Field> = schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect();
+        self.schema = Some(Arc::new(Schema::new_with_metadata(
+            fields,
+            schema.metadata().clone(),
+        )));
         Ok(())
     }
 }
@@ -57,53 +67,60 @@ impl IpcRows {
     fn read_one(&self, payload: &[u8], into: &mut Vec<RecordBatch>) -> Result<u32, String> {
         let reader = StreamReader::try_new(Cursor::new(payload), None)
             .map_err(|e| format!("not an Arrow IPC stream: {e}"))?;
-        // Names and types must match, up to view types (a producer that writes
-        // string_view where the value has utf8: the same values, cast); a field the
-        // value allows nulls in may come from a payload that has none.
+        // The value's fields are found by name, in any order, and each must hold the
+        // same values: types equal up to view types (string_view for utf8),
+        // dictionary encoding and nullability, at any depth. Such a column is cast to
+        // the value's type, which loses nothing; a null under a field the value
+        // declares non-nullable is refused, naming it. A field the value lacks, or
+        // lacking one of its fields, is refused: it would be dropped, or filled.
         let theirs = reader.schema();
-        let mut cast = false;
-        let fits = theirs.fields().len() == self.schema.fields().len()
-            && theirs
-                .fields()
-                .iter()
-                .zip(self.schema.fields())
-                .all(|(a, b)| {
-                    if a.name() != b.name() {
-                        return false;
-                    }
-                    if a.data_type() == b.data_type() {
-                        return true;
-                    }
-                    let alike = without_views(a.data_type()) == without_views(b.data_type())
-                        && arrow_cast::can_cast_types(a.data_type(), b.data_type());
-                    cast |= alike;
-                    alike
-                });
-        if !fits {
-            return Err(format!(
-                "the payload's schema ({}) is not the value's ({})",
-                reader.schema(),
+        let mismatch = || {
+            format!(
+                "the payload's schema ({theirs}) is not the value's ({}): its fields are \
+                 matched by name, and their types up to view types, dictionary encoding \
+                 and nullability",
                 self.schema
-            ));
+            )
+        };
+        if theirs.fields().len() != self.schema.fields().len() {
+            return Err(mismatch());
+        }
+        let mut columns = Vec::with_capacity(self.schema.fields().len());
+        for field in self.schema.fields() {
+            let (index, found) = theirs.column_with_name(field.name()).ok_or_else(mismatch)?;
+            if found.data_type() != field.data_type()
+                && !(same_values(found.data_type()) == same_values(field.data_type())
+                    && arrow_cast::can_cast_types(found.data_type(), field.data_type()))
+            {
+                return Err(mismatch());
+            }
+            columns.push(index);
         }
         let mut rows = 0u32;
         for batch in reader {
             let batch = batch.map_err(|e| format!("a broken Arrow IPC stream: {e}"))?;
             rows += batch.num_rows() as u32;
-            let batch = if cast {
-                let columns = batch
-                    .columns()
-                    .iter()
-                    .zip(self.schema.fields())
-                    .map(|(c, f)| arrow_cast::cast(c, f.data_type()))
-                    .collect::<std::result::Result<Vec<_>, _>>()
-                    .map_err(|e| format!("its view types do not cast to the value's: {e}"))?;
-                RecordBatch::try_new(self.schema.clone(), columns).map_err(|e| e.to_string())?
-            } else {
-                batch
-                    .with_schema(self.schema.clone())
-                    .map_err(|e| e.to_string())?
-            };
+            let arrays = self
+                .schema
+                .fields()
+                .iter()
+                .zip(&columns)
+                .map(|(field, &index)| {
+                    let column = batch.column(index);
+                    if column.data_type() == field.data_type() {
+                        return Ok(column.clone());
+                    }
+                    arrow_cast::cast(column, field.data_type()).map_err(|e| {
+                        format!(
+                            "field '{}' does not cast to the value's type: {e}",
+                            field.name()
+                        )
+                    })
+                })
+                .collect::<std::result::Result<Vec<_>, String>>()?;
+            let batch = RecordBatch::try_new(self.schema.clone(), arrays).map_err(|e| {
+                format!("it does not fit the value's schema ({}): {e}", self.schema)
+            })?;
             into.push(batch);
         }
         Ok(rows)
@@ -171,17 +188,14 @@ impl RowsEncoder for IpcEncoder {
 }
 
 /// ``t`` with each view type, at any depth, made its plain counterpart (utf8, binary,
-/// list, large list): what a payload's type is compared by, so that one whose
-/// producer wrote views (pyarrow, Polars) decodes into a value of plain types.
-fn without_views(t: &DataType) -> DataType {
-    let field = |f: &Arc<Field>| {
-        Arc::new(
-            f.as_ref()
-                .clone()
-                .with_data_type(without_views(f.data_type())),
-        )
-    };
+/// list, large list), each dictionary its value type and every field nullable and
+/// without metadata: what a payload's type is compared by, so that one whose producer
+/// wrote views (pyarrow, Polars), dictionaries or other nullability decodes into a
+/// value of the same values.
+fn same_values(t: &DataType) -> DataType {
+    let field = |f: &Arc<Field>| Arc::new(Field::new(f.name(), same_values(f.data_type()), true));
     match t {
+        DataType::Dictionary(_, values) => same_values(values),
         DataType::Utf8View => DataType::Utf8,
         DataType::BinaryView => DataType::Binary,
         DataType::ListView(f) | DataType::List(f) => DataType::List(field(f)),
