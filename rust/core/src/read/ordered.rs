@@ -68,6 +68,10 @@ pub struct OrderedPull {
     /// (an idle tail, say) was a success, and the next failure starts a new budget.
     recreated_at: Option<Instant>,
     consumer: Option<String>,
+    /// The name of a consumer asked for and not (yet) confirmed: a create whose
+    /// answer is never seen (its future dropped, the request timed out) may still have
+    /// made it, so it is deleted in the background, never waited for.
+    asking: Option<String>,
     pull: Option<PullLoop>,
     /// The stream sequence of the last message handed out.
     last_stream_seq: Option<u64>,
@@ -138,6 +142,7 @@ impl OrderedPull {
             retry: Retry::from_now(Backoff::RESUME, resume_timeout),
             recreated_at: None,
             consumer: None,
+            asking: None,
             pull: None,
             last_stream_seq: None,
             last_consumer_seq: 0,
@@ -231,7 +236,7 @@ impl OrderedPull {
             filter_subjects,
             ..Default::default()
         };
-        self.consumer = Some(name.clone());
+        self.asking = Some(name.clone());
         let created: Result<ConsumerInfo> = self
             .conn
             .api_json(
@@ -243,11 +248,18 @@ impl OrderedPull {
             )
             .await;
         let created = match created {
-            Ok(created) => created,
+            Ok(created) => {
+                self.asking = None;
+                self.consumer = Some(name);
+                created
+            }
             Err(e) => {
-                // The server answered with an error: it made no consumer.
-                if !matches!(e.kind(), ErrorKind::Timeout | ErrorKind::Connection) {
-                    self.consumer = None;
+                // Unanswered, the consumer may have been made; answered with an
+                // error, none was.
+                if matches!(e.kind(), ErrorKind::Timeout | ErrorKind::Connection) {
+                    self.discard();
+                } else {
+                    self.asking = None;
                 }
                 return Err(e.context(format!("reading stream {:?}", self.stream)));
             }
@@ -270,13 +282,20 @@ impl OrderedPull {
     /// wait for that.
     fn discard(&mut self) {
         self.pull = None;
-        if let Some(name) = self.consumer.take() {
-            let conn = self.conn.clone();
-            let subject = subjects::consumer_delete(&self.stream, &name);
-            self.runtime.spawn(async move {
-                let _ = conn.api_request(&subject, bytes::Bytes::new(), None).await;
-            });
+        for name in [self.consumer.take(), self.asking.take()]
+            .into_iter()
+            .flatten()
+        {
+            self.delete_in_background(name);
         }
+    }
+
+    fn delete_in_background(&self, name: String) {
+        let conn = self.conn.clone();
+        let subject = subjects::consumer_delete(&self.stream, &name);
+        self.runtime.spawn(async move {
+            let _ = conn.api_request(&subject, bytes::Bytes::new(), None).await;
+        });
     }
 
     /// After `err`, recreate the consumer (after a pause), or give up once recovery
@@ -414,6 +433,9 @@ impl OrderedPull {
     /// otherwise).
     pub async fn close(&mut self) {
         self.pull = None;
+        if let Some(name) = self.asking.take() {
+            self.delete_in_background(name);
+        }
         // The name is kept until the delete is answered: a close dropped midway (its
         // asyncio task cancelled) leaves it to `Drop`, which deletes it again.
         if let Some(name) = self.consumer.clone() {
@@ -431,12 +453,6 @@ impl Drop for OrderedPull {
     fn drop(&mut self) {
         // An abandoned read (closed early, garbage-collected, interrupted) still
         // removes its consumer; the inactivity threshold is the last resort.
-        if let Some(name) = self.consumer.take() {
-            let conn = self.conn.clone();
-            let subject = subjects::consumer_delete(&self.stream, &name);
-            self.runtime.spawn(async move {
-                let _ = conn.api_request(&subject, bytes::Bytes::new(), None).await;
-            });
-        }
+        self.discard();
     }
 }
