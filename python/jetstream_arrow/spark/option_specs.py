@@ -328,7 +328,7 @@ def _value_schema(formats: tuple[str, ...]) -> Any:
         nullable=True,
         formats=formats,
         meaning={
-            "read": "`json` and `arrow`: the value's schema, a Spark schema as JSON (`df.schema.json()`), where DDL goes to `.schema(...)` instead; default: inferred from the stream's first messages. For `avro` and `protobuf` the earlier spelling of `avroSchema` and `protobufMessage`",
+            "read": "`json` and `arrow`: the value's schema, a Spark schema as JSON (`df.schema.json()`), where DDL goes to `.schema(...)` instead; default: inferred from the stream's first messages (`json`: a payload with a field the inferred schema lacks then fails the read, see [Reading](#reading)). For `avro` and `protobuf` the earlier spelling of `avroSchema` and `protobufMessage`",
             "write": "for `avro` and `protobuf` the earlier spelling of `avroSchema` and `protobufMessage`",
         },
     )
@@ -643,7 +643,7 @@ class ReadOptions:
     )
     dead_letter_stream: str | None = option(
         formats=tuple(VALUE_FORMATS),
-        meaning="with `mode` `deadletter`: the stream each payload that does not decode is published to, acknowledged, before its task yields the good rows: its bytes, the decoder's error and its source stream, subject and sequence in headers, under msg id `<stream>:<seq>` (a retried task adds nothing within the stream's duplicate window); it must exist and not be a stream read",
+        meaning="with `mode` `deadletter`: the stream each payload that does not decode is published to, acknowledged, before its task yields the good rows: its bytes, the decoder's error and its source stream, subject and sequence in headers, under msg id `<stream>:<seq>:<reader>` (`<reader>` a digest of Spark and the stream's creation: a retried task adds nothing within the stream's duplicate window); it must exist and not be a stream read",
     )
     avro_schema: str | None = _avro_schema()
     avro_framing: str = _avro_framing()
@@ -716,7 +716,7 @@ class WriteOptions:
     compression: str | None = option(
         choices=("zstd", "gzip", "zlib", "s2"),
         native_field="compression",
-        meaning="compress each payload (after `valueFormat` encoded it) with `zstd`, `gzip`, `zlib` or `s2`, marked `Content-Encoding: <name>` (a payload that would not shrink is sent plain); reads decompress by that header, message by message, with no option",
+        meaning="compress each payload (after `valueFormat` encoded it) with `zstd`, `gzip`, `zlib` or `s2`, marked `Content-Encoding: <name>` (a payload that would not shrink is sent plain); reads decompress by that header, message by message, with no option. Refused with `kv`: no KV client decompresses a value",
     )
     window: int = option(
         spark="ackWindow",
