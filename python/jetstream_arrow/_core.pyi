@@ -149,6 +149,11 @@ def value_schema(codec: Any) -> Any:
     """The Arrow schema (an Arrow PyCapsule schema) a jetstream_arrow.ValueCodec
     decodes values into: given, or derived from its Avro schema."""
 
+def infer_value_schema(codec: Any, payloads: list[bytes | None]) -> Any | None:
+    """The Arrow schema (an Arrow PyCapsule schema) a jetstream_arrow.ValueCodec
+    given no schema (JSON, Arrow) infers from `payloads`, as a read infers it from
+    the payloads it samples; None when no payload holds a value to infer from."""
+
 def check_publish_input(batch: Any, subject: str | None = None) -> None:
     """Checks publish input as a publish would, on `batch`'s columns (an empty batch
     will do): the columns that steer a message, their types, and the constant

@@ -11,7 +11,7 @@ use jetstream_arrow_core::codec::{
 };
 use jetstream_arrow_core::option_values::opt_count;
 use jetstream_arrow_core::read::{resolve_value_schema, ReadOptions};
-use jetstream_arrow_core::{Connection, Error};
+use jetstream_arrow_core::{Connection, Error, ErrorKind};
 use pyo3::prelude::*;
 use pyo3_arrow::{PyRecordBatch, PySchema};
 
@@ -188,6 +188,33 @@ pub fn value_schema(codec: &Bound<'_, PyAny>) -> GlueResult<PySchema> {
     Ok(PySchema::new(Arc::new(Schema::new(
         decoder.value_fields().clone(),
     ))))
+}
+
+/// The value schema `codec` (a JSON or Arrow codec given no schema) infers from
+/// `payloads`, as a read infers it from the payloads it samples (the same core
+/// code): for consumers that sample payloads themselves (a sink's work queue). None
+/// when no payload holds a value to infer from (JSON: none is an object); a payload
+/// that is None counts as empty. A codec given its schema, or of another format,
+/// has its own schema.
+#[pyfunction]
+pub fn infer_value_schema(
+    codec: &Bound<'_, PyAny>,
+    payloads: Vec<Option<Vec<u8>>>,
+) -> GlueResult<Option<PySchema>> {
+    let spec = codec_spec(Some(codec))?.ok_or_else(|| Error::bad_input("no codec given"))?;
+    let sample: Vec<&[u8]> = payloads
+        .iter()
+        .map(|p| p.as_deref().unwrap_or(&[]))
+        .collect();
+    let inferred = match spec.inferred(&sample) {
+        Ok(spec) => spec,
+        Err(e) if matches!(e.kind(), ErrorKind::NothingToInfer) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let decoder = ValueDecoder::new(&inferred, 1)?;
+    Ok(Some(PySchema::new(Arc::new(Schema::new(
+        decoder.value_fields().clone(),
+    )))))
 }
 
 /// `batch` with its value columns encoded by `codec` into a `data` column, as a

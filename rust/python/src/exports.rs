@@ -111,6 +111,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(api_subject, m)?)?;
     m.add_function(wrap_pyfunction!(crate::codec::value_schema, m)?)?;
     m.add_function(wrap_pyfunction!(crate::codec::encode_values, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::codec::infer_value_schema, m)?)?;
     m.add_function(wrap_pyfunction!(crate::options::check_connect_options, m)?)?;
     Ok(())
 }
