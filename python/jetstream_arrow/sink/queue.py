@@ -9,17 +9,14 @@ that died between its commit and its acks had already landed.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import io
-import json
 import logging
 from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.json as pa_json
 
-from ..codec import ValueCodec
+from .. import _core
+from ..codec import ValueCodec, ValueFormat
 from ..consumers import ConsumedBatch, PullConsumer
 from ..exceptions import BadInputError, NotFoundError
 from .patience import Patience
@@ -178,7 +175,7 @@ class QueueReader:
         self.next_consumer_seq += len(delivered)
         return True
 
-    def schema_from(self, seq: int, value_format: str) -> pa.Schema | None:
+    def schema_from(self, seq: int, value_format: ValueFormat) -> pa.Schema | None:
         """The value schema inferred from the payloads of stream sequence ``seq`` on
         (at most ``SAMPLE_ROWS``), as the consumer delivers them again from its ack
         floor: a pull whose batch failed to decode (a JSON field its schema lacks) was
@@ -239,40 +236,14 @@ class QueueReader:
         return data.drop_columns([c for c in DELIVERY_COLUMNS if c in data.schema.names])
 
 
-def infer_schema(value_format: str, payloads: list[bytes | None]) -> pa.Schema | None:
-    """The value schema of the payloads that decode, as a read would infer it (text,
-    64-bit integers and floats, booleans, lists and structs); None when none does."""
-    if value_format == "arrow":
-        for payload in payloads:
-            try:
-                return pa.ipc.open_stream(payload).schema
-            except (pa.ArrowInvalid, TypeError):
-                continue
-        return None
-    lines = []
-    for payload in payloads:
-        try:
-            value = json.loads(payload or b"")
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            lines.append(json.dumps(value).encode())
-    if not lines:
-        return None
-    try:
-        inferred = _inferred(lines)
-    except pa.ArrowInvalid:
-        # A field of two types (``{"a": "bad"}`` beside ``{"a": 3}``): each payload
-        # alone, the first type met kept; a payload of another type is malformed.
-        types = [_inferred([line]) for line in lines]
-        inferred = functools.reduce(grown_type, types[1:], types[0])
-    return pa.schema([f.with_type(_as_read_infers(f.type)) for f in inferred])
-
-
-def _inferred(lines: list[bytes]) -> pa.StructType:
-    options = pa_json.ReadOptions(block_size=max(1 << 20, sum(map(len, lines)) + len(lines)))
-    table = pa_json.read_json(io.BytesIO(b"\n".join(lines)), read_options=options)
-    return pa.struct(list(table.schema))
+def infer_schema(value_format: ValueFormat, payloads: list[bytes | None]) -> pa.Schema | None:
+    """The value schema of ``payloads`` (as the consumer delivered them: decompressed
+    as a read's are), inferred by the core code a read infers with, so a work queue
+    lands what a range read of the same messages would (an integer beyond int64 a
+    decimal, a field of two types as the read takes it); None when no payload holds
+    a value (JSON: none is an object; Arrow: none is an IPC stream)."""
+    inferred = _core.infer_value_schema(ValueCodec(format=value_format), payloads)
+    return None if inferred is None else pa.schema(inferred)
 
 
 def grown_type(known: pa.DataType, seen: pa.DataType) -> pa.DataType:
@@ -291,18 +262,6 @@ def grown_type(known: pa.DataType, seen: pa.DataType) -> pa.DataType:
     if pa.types.is_list(known) and pa.types.is_list(seen):
         return pa.list_(known.value_field.with_type(grown_type(known.value_type, seen.value_type)))
     return known
-
-
-def _as_read_infers(t: pa.DataType) -> pa.DataType:
-    """pyarrow's JSON inference made the decoder's: dates and times stay text, a
-    field seen only null is text."""
-    if pa.types.is_struct(t):
-        return pa.struct([f.with_type(_as_read_infers(f.type)) for f in t])
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return pa.list_(_as_read_infers(t.value_type))
-    if pa.types.is_null(t) or pa.types.is_temporal(t):
-        return pa.string()
-    return t
 
 
 def _refuse_losses(patience: Patience, stream: str, where: str, config: Any) -> None:
