@@ -645,14 +645,15 @@ class Case:
         return opts
 
     def expected_msg_id(self, row: int, stored: Stored) -> str | None:
-        if self.msg_ids == "column":
+        if self.msg_ids == "column" and (self.id_column[row] is not None or self.source is None):
             return self.id_column[row]
+        # publishing.md: the rows of a copy are numbered by their source message and
+        # their content, with the prefix in front when one is given and without one.
+        prefix = "pre-" if self.msg_ids == "prefix" else ""
+        if self.source is not None:
+            source_stream, source_seq = self.source[row]
+            return f"{prefix}{source_stream}:{source_seq}:{copy_digest(stored)}"
         if self.msg_ids == "prefix":
-            # publishing.md: the rows of a copy are numbered by their source message
-            # and their content.
-            if self.source is not None:
-                source_stream, source_seq = self.source[row]
-                return f"pre-{source_stream}:{source_seq}:{copy_digest(stored)}"
             return f"pre-{row}"
         return None
 
