@@ -480,3 +480,25 @@ def test_json_integers_beyond_int64_are_read_exactly_and_never_rounded(
     client.publish(pa.table({"subject": [f"{stream}.ids"] * 2, "data": whole_floats}))
     exact = client.read(stream, codec=floats, start_seq=6).read_all()
     assert exact.column("value").to_pylist() == [{"id": 2.0**53}, {"id": 2.0**64}]
+
+
+def test_json_float_literals_infer_float64_whatever_their_value(
+    client: ja.Client, stream: str, shared_nats_server: NatsServer
+) -> None:
+    """A number written with a point or an exponent is a float, even a whole one at or
+    beyond 2^64: ``1.8446744073709552e+19`` once inferred decimal(38, 0) and read as
+    18446744073709552000. Only integer literals beyond int64 make a decimal. Each
+    payload is read alone (its own subject), so the sample holds only it."""
+    payloads = [b'{"f": 1.8446744073709552e+19}', b'{"f": 1e3}']
+
+    async def publish(js: Any) -> None:
+        for i, p in enumerate(payloads):
+            await js.publish(f"{stream}.floats.{i}", p)
+
+    with_jetstream(shared_nats_server.url, publish)
+    for i, p in enumerate(payloads):
+        read = client.read(stream, codec="json", subjects=f"{stream}.floats.{i}").read_all()
+        assert read.num_rows == 1
+        assert read.schema.field("value").type.field("f").type == pa.float64(), p
+        got = read.column("value").to_pylist()[0]["f"]
+        assert type(got) is float and got == json.loads(p)["f"], p

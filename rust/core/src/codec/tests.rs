@@ -669,6 +669,49 @@ fn json_inference_takes_numbers_beside_non_finite_strings_for_floats() {
 }
 
 #[test]
+fn json_inference_takes_only_integer_literals_beyond_int64_for_decimals() {
+    let t = |sample: &[&[u8]]| {
+        inferred_json(sample)
+            .unwrap()
+            .field_with_name("f")
+            .unwrap()
+            .data_type()
+            .clone()
+    };
+    // A float literal is a float whatever its value: 2^64 written with an exponent,
+    // or with a point, or a whole number in exponent notation.
+    for payload in [
+        &br#"{"f": 1.8446744073709552e+19}"#[..],
+        br#"{"f": 1.8446744073709552E19}"#,
+        br#"{"f": 18446744073709551616.0}"#,
+        br#"{"f": -1.8446744073709552e+19}"#,
+        br#"{"f": 1e3}"#,
+    ] {
+        assert_eq!(t(&[payload]), DataType::Float64, "{payload:?}");
+    }
+    // Beside an integer literal beyond int64, a float literal keeps the field a float.
+    assert_eq!(
+        t(&[br#"{"f": 18446744073709551616}"#, br#"{"f": 1e3}"#]),
+        DataType::Float64
+    );
+    // Integer literals beyond int64 (and within 38 digits) make a decimal.
+    for payload in [
+        &br#"{"f": 18446744073709551616}"#[..],
+        br#"{"f": 9223372036854775808}"#,
+        br#"{"f": -9223372036854775809}"#,
+    ] {
+        assert_eq!(
+            t(&[payload, br#"{"f": 1}"#]),
+            DataType::Decimal128(38, 0),
+            "{payload:?}"
+        );
+    }
+    // Beyond 38 digits a decimal would not hold it.
+    let digits39 = format!(r#"{{"f": {}}}"#, "9".repeat(39));
+    assert_eq!(t(&[digits39.as_bytes()]), DataType::Float64);
+}
+
+#[test]
 fn json_decimals_of_negative_scale_are_refused_not_misread() {
     // arrow-json reads 12300 into decimal(5, -2) as 12300 hundreds.
     let schema = Schema::new(vec![Field::new("d", DataType::Decimal128(5, -2), true)]);
