@@ -34,6 +34,8 @@ DEFAULT_MAX_RETRIES: int
 MAX_SECONDS: float
 DEFAULT_RETRY_BACKOFF: float
 DEFAULT_ROWS_PER_RESULT: int
+DEFAULT_POSITION_ROWS: int
+DEFAULT_WRITER_LEASE: float
 DEFAULT_ON_MALFORMED: str
 DEFAULT_VALUE_SAMPLE_ROWS: int
 DEFAULT_AVRO_FRAMING: str
@@ -46,6 +48,7 @@ DEFAULT_FOLLOW_BATCH_WAIT: float
 #: Limits checked before the engine would: the publisher's largest window, retry
 #: count, and the longest range method "auto" reads by direct gets.
 MAX_WINDOW: int
+POSITION_SUBJECT_PREFIX: str
 # Typed payloads: the decoded value's column, the raw bytes of bad payloads
 # ("permissive"), the columns never a value's, and the names each setting takes.
 VALUE_COLUMN: str

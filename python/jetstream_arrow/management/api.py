@@ -17,6 +17,7 @@ from .._core import api_subject, validate_name
 from .._time import to_datetime, to_rfc3339
 from ..exceptions import ApiError, BadInputError, NotFoundError
 from ..options import check_known_options
+from ..positions import holds_positions, with_positions
 from .consumers import ConsumerConfig, ConsumerInfo, ConsumerPause
 from .listing import consumer_name, every_page, stream_name
 from .streams import PurgeResult, StoredMessage, StreamConfig, StreamInfo
@@ -74,14 +75,34 @@ class ManagementMixin:
 
     # -- streams ----------------------------------------------------------------------
     def create_stream(
-        self, name: str | StreamConfig, subjects: list[str] | None = None, **config: Any
+        self,
+        name: str | StreamConfig,
+        subjects: list[str] | None = None,
+        *,
+        exactly_once: bool = False,
+        **config: Any,
     ) -> StreamInfo:
         """Create a stream: ``create_stream("ORDERS", ["orders.>"], max_age=3600)`` or
         ``create_stream(StreamConfig(...))``. Creating a stream that exists with the
-        same config succeeds; with a different config it raises ApiError (10058)."""
-        return self._write_stream(
-            _core.API_STREAM_CREATE, self._stream_config(name, subjects, config)
-        )
+        same config succeeds; with a different config it raises ApiError (10058).
+
+        ``exactly_once=True`` makes a stream that holds exactly-once writers'
+        positions (see [Exactly once at any age](reliability.md#exactly-once-at-any-age)):
+        its subjects also take ``$JA.POS.<name>.>`` and it allows rollups."""
+        cfg = self._stream_config(name, subjects, config)
+        if exactly_once:
+            cfg = with_positions(cfg)
+        return self._write_stream(_core.API_STREAM_CREATE, cfg)
+
+    def enable_exactly_once(self, name: str) -> StreamInfo:
+        """Let an existing stream hold exactly-once writers' positions: adds the
+        subjects ``$JA.POS.<name>.>`` and allows rollups. Refused (``BadInputError``,
+        saying why) for a stream whose retention removes what consumers acknowledge."""
+        info = self.stream_info(name)
+        why = holds_positions(info, after_enabling=True)
+        if why is not None:
+            raise BadInputError(f"stream {name!r} cannot hold writers' positions: {why}")
+        return self._write_stream(_core.API_STREAM_UPDATE, with_positions(info.config))
 
     def update_stream(
         self, name: str | StreamConfig, subjects: list[str] | None = None, **config: Any

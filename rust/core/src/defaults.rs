@@ -53,6 +53,16 @@ pub const ATOMIC_BATCH_ROWS: usize = 1_000;
 /// Rows per result of `Publisher.publish_batches`: bounds the memory of the acks.
 pub const ROWS_PER_RESULT: usize = 1_000_000;
 
+// -- exactly once at any age (writer positions) ---------------------------------------
+/// An exactly-once writer records its position after at most this many rows. On a
+/// restart it reads back what the stream took after its last position, so this bounds
+/// that read for a stream it writes alone; the window drains once per this many rows.
+pub const POSITION_ROWS: usize = 100_000;
+/// How long a writer's position claims its identity: another writer with the same
+/// identity waits this long after the last position before it takes over (a writer
+/// that died), and is refused when the position moved meanwhile (a writer at work).
+pub const WRITER_LEASE: Duration = Duration::from_secs(30);
+
 // -- typed payloads -----------------------------------------------------------------
 /// What a payload that does not decode does: "failfast", "permissive" or
 /// "dropmalformed" (Spark's JSON reader's modes).
@@ -144,6 +154,8 @@ pub const EXPORTED: &[(&str, Exported)] = &[
     ("RETRY_BACKOFF", Exported::Seconds(RETRY_BACKOFF)),
     ("ROWS_PER_RESULT", Exported::Int(ROWS_PER_RESULT as i64)),
     ("PUBLISH_MODE", Exported::Str(PUBLISH_MODE)),
+    ("POSITION_ROWS", Exported::Int(POSITION_ROWS as i64)),
+    ("WRITER_LEASE", Exported::Seconds(WRITER_LEASE)),
     ("ATOMIC_BATCH_ROWS", Exported::Int(ATOMIC_BATCH_ROWS as i64)),
     ("ON_MALFORMED", Exported::Str(ON_MALFORMED)),
     ("VALUE_SAMPLE_ROWS", Exported::Int(VALUE_SAMPLE_ROWS as i64)),

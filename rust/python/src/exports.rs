@@ -83,6 +83,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add(format!("ERR_{name}"), code)?;
     }
     // Limits the facade and the Spark option table check before the engine would.
+    m.add("POSITION_SUBJECT_PREFIX", subjects::POSITION_SUBJECT_PREFIX)?;
     m.add("MAX_WINDOW", jetstream_arrow_core::publish::MAX_WINDOW)?;
     m.add("MAX_RETRIES", u32::MAX)?;
     m.add("MAX_SECONDS", jetstream_arrow_core::limits::MAX_SECONDS)?;

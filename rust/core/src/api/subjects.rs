@@ -164,3 +164,9 @@ pub mod fast_batch {
         s
     }
 }
+
+/// Where exactly-once writers keep their positions in the stream they write: one
+/// subject per writer, `$JA.POS.<stream>.<writer digest>`. A stream holds positions
+/// when its subjects take `$JA.POS.<stream>.>` (no two streams can, as subjects may
+/// not overlap); reads leave these messages out unless asked for them.
+pub const POSITION_SUBJECT_PREFIX: &str = "$JA.POS.";

@@ -1,0 +1,196 @@
+"""Publishing numbered rows exactly once at any age, over a writer's position.
+
+The rows of one writer are numbered (a file's rows, a partition's rows): row ``n``
+has the msg id ``<prefix><n>``. [`NumberedRows`][] claims the writer's position
+(see [`jetstream_arrow.positions`][]), skips the rows it says are stored and those
+the read-back found after it, publishes the rest as one pipelined stream of
+batches, and records the position after every ``position_rows`` rows once all of
+them are acknowledged. The window drains once per position; that and one request
+per position are the whole cost (benches: ``ja-publish-exactly-once``).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import _core
+from .exceptions import BadInputError
+from .positions import Position, PositionedWriter, enable_command, holds_positions
+
+#: The msg id column of the message schema.
+MSG_ID = "msg_id"
+
+
+@dataclass
+class Sent:
+    """One publish's result within an exactly-once write: ``first_row`` is the row
+    number (counted from the write's ``start``) of its first row; ``contiguous``
+    whether its rows are the rows from there on without gaps (rows the read-back
+    found stored are left out of a result that is not)."""
+
+    result: Any
+    first_row: int
+    contiguous: bool
+
+
+def exactly_once_wanted(client: Any, stream: str, requested: bool | None, what: str) -> bool:
+    """Whether a write into ``stream`` runs exactly once: ``requested`` True needs a
+    stream that holds positions (refused, naming how to enable it); None (the
+    default) means yes where the stream can, else the window only with one warning;
+    False never."""
+    if requested is False:
+        return False
+    why = holds_positions(client.stream_info(stream))
+    if why is None:
+        return True
+    if requested:
+        raise BadInputError(
+            f"{what}: option 'exactly_once' needs a stream that holds writers' positions, "
+            f"and stream {stream!r} does not ({why}); enable it with {enable_command(stream)}"
+        )
+    warnings.warn(
+        f"{what}: stream {stream!r} cannot hold writers' positions ({why}), so a re-run is "
+        "exact only within its duplicate window; enable it with "
+        f"{enable_command(stream)}",
+        ExactlyOnceUnavailableWarning,
+        stacklevel=3,
+    )
+    return False
+
+
+class ExactlyOnceUnavailableWarning(UserWarning):
+    """A write that would run exactly once at any age runs within the target
+    stream's duplicate window only: the stream cannot hold writers' positions."""
+
+
+class NumberedRows:
+    """Publishes a writer's numbered rows exactly once into ``stream``.
+
+    ``writer``: the identity; ``msg_id_prefix``: the ids are ``<prefix><n>``, ``n``
+    counted from ``start`` (a load numbers its files' rows across them with
+    ``--msg-id-prefix``); ``publish_options``: [`PublishOptions`][] fields for the
+    rows' publisher (not ``msg_id_prefix``/``msg_id_start``, set here)."""
+
+    def __init__(
+        self,
+        client: Any,
+        stream: str,
+        writer: str,
+        msg_id_prefix: str,
+        *,
+        start: int = 0,
+        position_rows: int | None = None,
+        lease: float | None = None,
+        **publish_options: Any,
+    ) -> None:
+        self.client = client
+        self.prefix = msg_id_prefix
+        self.start = start
+        self.position_rows = int(position_rows or _core.DEFAULT_POSITION_ROWS)
+        if self.position_rows < 1:
+            raise BadInputError(f"option 'position_rows' must be positive, got {position_rows}")
+        self.publish_options = publish_options
+        self.positions = PositionedWriter(
+            client, stream, writer, id_prefix=msg_id_prefix, lease=lease
+        )
+        self.position: Position | None = None
+        #: Rows not sent because the stream holds them (before the position, or
+        #: found after it by the read-back).
+        self.skipped = 0
+
+    def claim(self) -> Position:
+        self.position = self.positions.claim()
+        return self.position
+
+    def publish(self, batches: Iterable[pa.RecordBatch]) -> Iterator[Sent]:
+        """Publish ``batches`` (the rows from ``start``, in order), yielding each
+        publish's result. The position is closed after the last row; a failed row
+        stops the write there (its result is the last yielded)."""
+        position = self.position or self.claim()
+        resume = max(position.next, self.start)
+        stored = {
+            int(i[len(self.prefix) :])
+            for i in position.stored_ids
+            if i[len(self.prefix) :].isdigit()
+        }
+        # Rows up to the last one found stored are sent one by one by id; after it,
+        # the rows are contiguous and numbered by the publisher.
+        uncertain_end = max(stored, default=resume - 1) + 1
+        n = self.start
+        tail: list[pa.RecordBatch] = []
+        source = iter(batches)
+        for batch in source:
+            first, n = n, n + batch.num_rows
+            if n <= resume:
+                self.skipped += batch.num_rows
+                continue
+            if first < resume:
+                self.skipped += resume - first
+                batch = batch.slice(resume - first)
+                first = resume
+            if first < uncertain_end:
+                inside = min(n, uncertain_end) - first
+                sent = self._send_found_gaps(batch.slice(0, inside), first, stored)
+                if sent is not None:
+                    yield sent
+                    if sent.result.failed:
+                        return
+                if inside == batch.num_rows:
+                    continue
+                batch, first = batch.slice(inside), first + inside
+            tail.append(batch)
+            break
+        else:
+            self.positions.close(max(n, resume))
+            return
+        if uncertain_end > resume:
+            self.positions.advance(first)
+        yield from self._send_contiguous(first, _chain(tail, source))
+
+    def _send_found_gaps(self, batch: pa.RecordBatch, first: int, stored: set[int]) -> Sent | None:
+        numbers = pa.array(range(first, first + batch.num_rows), pa.int64())
+        keep = pc.invert(pc.is_in(numbers, pa.array(sorted(stored), pa.int64())))
+        kept = batch.filter(keep)
+        self.skipped += batch.num_rows - kept.num_rows
+        if kept.num_rows == 0:
+            return None
+        ids = pc.binary_join_element_wise(
+            self.prefix, pc.cast(numbers.filter(keep), pa.utf8()), ""
+        )
+        kept = kept.append_column(MSG_ID, ids) if MSG_ID not in kept.schema.names else kept
+        result = self.client.publish(kept, raise_on_error=False, **self.publish_options)
+        return Sent(result, first, contiguous=False)
+
+    def _send_contiguous(self, first: int, batches: Iterator[pa.RecordBatch]) -> Iterator[Sent]:
+        n = first
+        with self.client.publisher(
+            msg_id_prefix=self.prefix,
+            msg_id_start=first,
+            raise_on_error=False,
+            **self.publish_options,
+        ) as publisher:
+            for result in publisher.publish_batches(batches, rows_per_result=self.position_rows):
+                yield Sent(result, n, contiguous=True)
+                if result.failed:
+                    failed = result.failed_rows().column("row")
+                    self.positions.advance(n + int(pc.min(failed).as_py()))
+                    return
+                n += result.rows
+                self.positions.advance(n)
+        self.positions.close(n)
+
+
+def _chain(
+    head: list[pa.RecordBatch], rest: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    yield from head
+    yield from rest
+
+
+__all__ = ["ExactlyOnceUnavailableWarning", "NumberedRows", "Sent", "exactly_once_wanted"]
