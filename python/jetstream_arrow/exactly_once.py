@@ -12,6 +12,7 @@ per position are the whole cost (benches: ``ja-publish-exactly-once``).
 from __future__ import annotations
 
 import warnings
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -160,9 +161,7 @@ class NumberedRows:
         self.skipped += batch.num_rows - kept.num_rows
         if kept.num_rows == 0:
             return None
-        ids = pc.binary_join_element_wise(
-            self.prefix, pc.cast(numbers.filter(keep), pa.utf8()), ""
-        )
+        ids = pc.binary_join_element_wise(self.prefix, pc.cast(numbers.filter(keep), pa.utf8()), "")
         kept = kept.append_column(MSG_ID, ids) if MSG_ID not in kept.schema.names else kept
         result = self.client.publish(kept, raise_on_error=False, **self.publish_options)
         return Sent(result, first, contiguous=False)
@@ -186,11 +185,101 @@ class NumberedRows:
         self.positions.close(n)
 
 
-def _chain(
-    head: list[pa.RecordBatch], rest: Iterator[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
+def _chain(head: list[pa.RecordBatch], rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     yield from head
     yield from rest
 
 
-__all__ = ["ExactlyOnceUnavailableWarning", "NumberedRows", "Sent", "exactly_once_wanted"]
+class CopiedRows:
+    """Publishes a copy of a stream (rows read with their ``stream`` and ``seq``
+    columns, in source order) exactly once into ``stream``: the writer's position
+    is the next source sequence, and the read-back finds the copies stored after it
+    by their ids, ``<prefix><source stream>:<seq>:<digest>``, which the core gives
+    every copied row. ``writer``: the identity (one per source stream and target);
+    ``msg_id_prefix``: the copy ids' prefix, if any ("" for none)."""
+
+    def __init__(
+        self,
+        client: Any,
+        stream: str,
+        writer: str,
+        msg_id_prefix: str = "",
+        *,
+        lease: float | None = None,
+        **publish_options: Any,
+    ) -> None:
+        self.client = client
+        self.prefix = msg_id_prefix
+        self.publish_options = publish_options
+        self.positions = PositionedWriter(
+            client, stream, writer, id_prefix=msg_id_prefix, lease=lease
+        )
+        self.position: Position | None = None
+        self.skipped = 0
+
+    def claim(self) -> Position:
+        self.position = self.positions.claim()
+        return self.position
+
+    def stored_source_seqs(self) -> set[int]:
+        """The source sequences the read-back found copied after the position."""
+        position = self.position or self.claim()
+        seqs: set[int] = set()
+        for copy_id in position.stored_ids:
+            parts = copy_id[len(self.prefix) :].rsplit(":", 2)
+            if len(parts) == 3 and parts[1].isdigit():
+                seqs.add(int(parts[1]))
+        return seqs
+
+    def publish(self, batches: Iterable[pa.RecordBatch], *, close: bool = True) -> Iterator[Sent]:
+        """Publish the copied rows of ``batches`` not yet in the stream, yielding each
+        publish's result; the position follows the source sequences acknowledged.
+        ``close``: free the identity after the last row (a copy that goes on later,
+        such as a streaming query's next micro-batch, keeps it)."""
+        position = self.position or self.claim()
+        found = self.stored_source_seqs()
+        found_array = pa.array(sorted(found), pa.uint64())
+        # (rows, highest source sequence) of each batch handed to the publisher, so
+        # that each result, made of whole batches, tells how far the copy got.
+        handed: deque[tuple[int, int]] = deque()
+
+        def remaining() -> Iterator[pa.RecordBatch]:
+            for batch in batches:
+                seqs = pc.cast(batch.column("seq"), pa.uint64())
+                keep = pc.greater_equal(seqs, pa.scalar(position.next, pa.uint64()))
+                if found:
+                    keep = pc.and_(keep, pc.invert(pc.is_in(seqs, found_array)))
+                kept = batch.filter(keep)
+                self.skipped += batch.num_rows - kept.num_rows
+                if kept.num_rows:
+                    top = pc.max(pc.cast(kept.column("seq"), pa.uint64())).as_py()
+                    handed.append((kept.num_rows, int(top)))
+                    yield kept
+
+        next_seq = position.next
+        with self.client.publisher(
+            msg_id_prefix=self.prefix or None, raise_on_error=False, **self.publish_options
+        ) as publisher:
+            for result in publisher.publish_batches(
+                remaining(), rows_per_result=_core.DEFAULT_POSITION_ROWS
+            ):
+                yield Sent(result, next_seq, contiguous=False)
+                if result.failed:
+                    return
+                rows = 0
+                while rows < result.rows and handed:
+                    n, top = handed.popleft()
+                    rows += n
+                    next_seq = max(next_seq, top + 1)
+                self.positions.advance(next_seq)
+        if close:
+            self.positions.close(next_seq)
+
+
+__all__ = [
+    "CopiedRows",
+    "ExactlyOnceUnavailableWarning",
+    "NumberedRows",
+    "Sent",
+    "exactly_once_wanted",
+]

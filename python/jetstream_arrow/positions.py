@@ -257,9 +257,7 @@ class PositionedWriter:
         # A closed position was written after all the writer's rows: nothing of it
         # can come after. An open one may have rows after it.
         stored = (
-            self._read_back(previous_seq, self._seq)
-            if found is None or found.open
-            else frozenset()
+            self._read_back(previous_seq, self._seq) if found is None or found.open else frozenset()
         )
         return Position(self.writer, start, self._seq, stored)
 
