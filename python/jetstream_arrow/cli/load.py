@@ -7,10 +7,12 @@ duplicate comparison, the progress line)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import re
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +21,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._core import DEFAULT_ACK_TIMEOUT, DEFAULT_WINDOW
+from .._core import DEFAULT_ACK_TIMEOUT, DEFAULT_WINDOW, DEFAULT_WRITER_LEASE
 from .._read_ahead import ReadAhead
+from ..exactly_once import ExactlyOnceUnavailableWarning, NumberedRows, exactly_once_wanted
 from ..exceptions import (
     ApiError,
     AuthorizationError,
@@ -187,6 +190,31 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="ROWS_PER_S",
         help="publish at most this many rows a second",
     )
+    once = p.add_mutually_exclusive_group()
+    once.add_argument(
+        "--exactly-once",
+        dest="exactly_once",
+        action="store_const",
+        const=True,
+        default=None,
+        help="re-running the load stores no row twice at any age: each file keeps its "
+        "position in the stream (default where the stream holds positions, as "
+        "--create-stream makes it; refused where it cannot)",
+    )
+    once.add_argument(
+        "--no-exactly-once",
+        dest="exactly_once",
+        action="store_const",
+        const=False,
+        help="rely on the stream's duplicate window alone",
+    )
+    p.add_argument(
+        "--writer-lease",
+        type=float,
+        metavar="SECONDS",
+        help="how long a file's position claims it: a second load of the same file waits "
+        f"this long after the last position of one that died (default {DEFAULT_WRITER_LEASE:g})",
+    )
     add_connection_args(p)
     add_output_args(p)
 
@@ -342,9 +370,15 @@ def run(args: argparse.Namespace) -> int:
         # A duplicate whose original is newer than this had its id given to another
         # row of this same load.
         last_seq_before = int(info.state.last_seq or 0)
+        args.exactly_once = _exactly_once(client, args)
         if args.msg_id_column is None and not args.quiet:
             print(
-                f"re-running this load stores no row twice {describe_duplicate_window(info)}",
+                "re-running this load stores no row twice "
+                + (
+                    "at any age (each file keeps its position in the stream)"
+                    if args.exactly_once
+                    else describe_duplicate_window(info)
+                ),
                 file=sys.stderr,
             )
         totals = Totals()
@@ -457,7 +491,10 @@ def _ensure_stream(client: Any, args: argparse.Namespace) -> Any:
         config["allow_msg_ttl"] = True
     if args.duplicate_window is not None:
         config["duplicate_window"] = args.duplicate_window
-    client.create_stream(args.stream, subjects=subjects, **config)
+    # A new stream holds the files' positions, unless the load asked for none.
+    client.create_stream(
+        args.stream, subjects=subjects, exactly_once=args.exactly_once is not False, **config
+    )
     if not args.quiet:
         print(f"created stream {args.stream} for subjects {', '.join(subjects)}", file=sys.stderr)
     return client.stream_info(args.stream)
@@ -512,21 +549,48 @@ def _load_file(
                 if ahead > 0:
                     time.sleep(ahead)
 
-    row_offset = 0
+    # The file row the next result starts at (a bad row's error counts from it).
+    next_offset = 0
+    publish_options: dict[str, Any] = {
+        "subject": args.subject,
+        "window": args.window,
+        "ack_timeout": args.ack_timeout,
+        "compression": args.compression,
+    }
+    once: NumberedRows | None = None
     try:
-        with client.publisher(
-            subject=args.subject,
-            window=args.window,
-            ack_timeout=args.ack_timeout,
-            msg_id_prefix=prefix,
-            msg_id_start=first_id,
-            compression=args.compression,
-            raise_on_error=False,
-        ) as publisher:
-            results = publisher.publish_batches(handed_over(), rows_per_result=ROWS_PER_RESULT)
+        with contextlib.ExitStack() as stack:
+            if args.exactly_once and prefix is not None:
+                # The file is a writer: its id prefix names it, and its rows' numbers
+                # are its position (see jetstream_arrow.exactly_once).
+                once = NumberedRows(
+                    client,
+                    args.stream,
+                    prefix,
+                    prefix,
+                    start=first_id,
+                    lease=args.writer_lease,
+                    **publish_options,
+                )
+                results: Iterator[tuple[Any, int, bool]] = (
+                    (sent.result, sent.first_row - first_id, sent.contiguous)
+                    for sent in once.publish(handed_over())
+                )
+            else:
+                publisher = stack.enter_context(
+                    client.publisher(
+                        msg_id_prefix=prefix,
+                        msg_id_start=first_id,
+                        raise_on_error=False,
+                        **publish_options,
+                    )
+                )
+                results = _offsets(
+                    publisher.publish_batches(handed_over(), rows_per_result=ROWS_PER_RESULT)
+                )
             while True:
                 try:
-                    result = next(results)
+                    result, row_offset, contiguous = next(results)
                 except StopIteration:
                     break
                 except KeyboardInterrupt as interrupted:
@@ -542,13 +606,14 @@ def _load_file(
                 except BadInputError as e:
                     # the engine counts rows from the first of the current result
                     where = (
-                        f" (rows counted from row {row_offset} of the file)" if row_offset else ""
+                        f" (rows counted from row {next_offset} of the file)" if next_offset else ""
                     )
                     raise CliError(f"{f.path}{where}: {e}") from None
                 totals.rows += result.rows
                 totals.stored += result.stored
                 totals.duplicates += result.duplicates
-                if result.duplicates:
+                next_offset = row_offset + result.rows
+                if result.duplicates and contiguous:
                     _count_repeated(result, f, row_offset, last_seq_before, totals)
                     if not compared and first_batch:
                         compared = True
@@ -562,10 +627,43 @@ def _load_file(
                         f"{f.path} row {row_offset + r['row']}: {r['error']}" for r in failed
                     )
                     return
-                row_offset += result.rows
     finally:
         prefetch.close()
+        if once is not None:
+            # Rows the stream held already (before the file's position, or found after
+            # it): duplicates, as a re-run within the duplicate window reports them.
+            totals.rows += once.skipped
+            totals.duplicates += once.skipped
     totals.files += 1
+
+
+def _offsets(results: Iterator[Any]) -> Iterator[tuple[Any, int, bool]]:
+    """Each result of one pipelined publish with the file row its rows start at."""
+    offset = 0
+    for result in results:
+        yield result, offset, True
+        offset += result.rows
+
+
+def _exactly_once(client: Any, args: argparse.Namespace) -> bool:
+    """Whether this load keeps its files' positions (see --exactly-once)."""
+    if args.msg_id_column is not None:
+        if args.exactly_once:
+            raise UsageError(
+                "--exactly-once numbers each file's rows, and --msg-id-column gives them "
+                "ids of their own, which a restart cannot find by number; drop one"
+            )
+        return False
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ExactlyOnceUnavailableWarning)
+        try:
+            wanted = exactly_once_wanted(client, args.stream, args.exactly_once, "load")
+        except BadInputError as e:
+            raise UsageError(str(e)) from None
+    for warning in caught:
+        if not args.quiet:
+            print(f"warning: {warning.message}", file=sys.stderr)
+    return wanted
 
 
 def _compare_earlier_duplicate(
