@@ -22,9 +22,11 @@ import pyarrow as pa
 from . import _core
 from ._input import importable
 from ._time import to_epoch_ns
+from ._writer_publish import publish_as_writer, writer_input
 from .codec import ValueCodec, report_malformed
 from .consumers import OrderedConsumer, PullConsumer, PushConsumer
 from .counters import counter_table
+from .exactly_once import exactly_once_wanted
 from .exceptions import BadInputError, JetStreamArrowError, PublishError
 from .kv import (
     ENTRY_SCHEMA,
@@ -301,13 +303,81 @@ class Client(ManagementMixin):
         settings = PublishOptions.from_kwargs(options, **kwargs)
         return Publisher(self._native.publisher(settings, ValueCodec.of(codec)), raise_on_error)
 
-    def publish(self, data: Any, subject: str | None = None, **options: Any) -> PublishResult:
+    def publish(
+        self,
+        data: Any,
+        subject: str | None = None,
+        *,
+        writer: str | None = None,
+        exactly_once: bool | None = None,
+        writer_lease: float | None = None,
+        position_rows: int | None = None,
+        **options: Any,
+    ) -> PublishResult:
         """Publish every row of an Arrow batch, table or stream (anything with the
         Arrow PyCapsule interface) in the message schema; ``options`` are
-        [`PublishOptions`][] fields and ``raise_on_error`` (see [`publisher`][]). Raises ``PublishError`` (with ``.result``) when rows fail,
-        unless ``raise_on_error=False``."""
-        with self.publisher(subject, **options) as publisher:
-            return publisher.publish(data)
+        [`PublishOptions`][] fields, ``raise_on_error`` and ``codec`` (see
+        [`publisher`][]). Raises ``PublishError`` (with ``.result``) when rows fail,
+        unless ``raise_on_error=False``.
+
+        ``writer`` (an identity: a job's, a file's, a partition's) publishes the rows
+        exactly once at any age, past the stream's duplicate window: the writer keeps
+        its position in the target stream, and a re-run with the same ``writer`` and
+        the same input, however much later, stores only the rows the stream lacks.
+        Rows are numbered by their place in the input from ``msg_id_start`` (default
+        0), under msg ids ``ja.w.<writer>:<n>``; an input that is a read of a stream
+        (it has the read's ``stream`` and ``seq`` columns) is a copy, one source
+        stream in source order, under its copy ids, its position the next source
+        sequence. The target stream is ``expected_stream``, else the stream that
+        stores ``subject`` (rows with a ``subject`` column need ``expected_stream``).
+        A second writer with the same identity at the same time is refused
+        (``WriterFencedError``); one that finds the identity's position open waits
+        until its ``writer_lease`` (seconds, default ``_core.DEFAULT_WRITER_LEASE``)
+        has run out since it was written (a writer that died), and is refused when
+        the position moved meanwhile. A numbered writer records its position after
+        every ``position_rows`` rows (default ``_core.DEFAULT_POSITION_ROWS``); a
+        re-run reads back what the stream took after the last one.
+
+        ``exactly_once``: None (default) runs exactly once where the stream holds
+        writers' positions, else within its duplicate window only, with one
+        ``ExactlyOnceUnavailableWarning`` naming the command that enables it; True
+        refuses such a stream (``BadInputError``); False never keeps a position.
+        The result has a row for every input row: rows the stream held already are
+        ``duplicate`` with a null ``seq``. See
+        [Exactly once at any age](publishing.md#exactly-once-at-any-age)."""
+        if writer is None:
+            if exactly_once:
+                raise BadInputError(
+                    "option 'exactly_once' needs option 'writer': the identity whose "
+                    "position in the stream makes a re-run exact"
+                )
+            for option, value in (("writer_lease", writer_lease), ("position_rows", position_rows)):
+                if value is not None:
+                    raise BadInputError(f"option '{option}' is for a publish with 'writer'")
+            with self.publisher(subject, **options) as publisher:
+                return publisher.publish(data)
+        raise_on_error = options.pop("raise_on_error", True)
+        codec = options.pop("codec", None)
+        if subject is not None:
+            options["subject"] = subject
+        settings = PublishOptions.from_kwargs(options.pop("options", None), **options)
+        given = writer_input(self, data, writer, settings)
+        # Asked here, so that its one warning names the caller's line.
+        exact = exactly_once_wanted(
+            self, given.stream, exactly_once, f"publish as writer {writer!r}"
+        )
+        result = publish_as_writer(
+            self,
+            given,
+            writer=writer,
+            exact=exact,
+            writer_lease=writer_lease,
+            position_rows=position_rows,
+            settings=settings,
+            codec=codec,
+            result_type=PublishResult,
+        )
+        return raise_if_failed(result) if raise_on_error else result
 
     def write_kv(self, bucket: str, data: Any, **options: Any) -> PublishResult:
         """Write rows into KV bucket ``bucket``: ``key`` and ``value`` columns, optional
