@@ -263,6 +263,28 @@ def ja_publish_atomic(p: Params, clock: Clock) -> Result:
     return _ja_publish(p, clock, msg_id_prefix=None, mode="atomic")
 
 
+def ja_publish_exactly_once(p: Params, clock: Clock) -> Result:
+    """``ja_publish_ids`` exactly once at any age: one writer's numbered rows
+    (``NumberedRows``), its position recorded in the stream after every
+    ``DEFAULT_POSITION_ROWS`` rows once they are acknowledged (the window drains
+    there), into a stream that holds positions (the harness makes it so)."""
+    import jetstream_arrow as ja
+    from jetstream_arrow.exactly_once import NumberedRows
+
+    data = _input_reader(p["n"], p["size"])
+    with ja.connect(p["url"]) as client:
+        clock.start()
+        writer = NumberedRows(
+            client, p["stream"], "bench", "bench-", subject=p["subject"], window=p["window"]
+        )
+        stored = duplicates = 0
+        for sent in writer.publish(data):
+            stored += sent.result.stored
+            duplicates += sent.result.duplicates
+        clock.stop()
+    return {"msgs": stored, "bytes": stored * p["size"], "duplicates": duplicates}
+
+
 def ja_read(p: Params, clock: Clock, method: str = "consumer", views: bool = False) -> Result:
     import jetstream_arrow as ja
 
@@ -540,6 +562,7 @@ CASES: dict[str, Callable[[Params, Clock], Result]] = {
     "ja-publish-fast-ids": ja_publish_fast_ids,
     "ja-publish-atomic-ids": ja_publish_atomic_ids,
     "ja-publish-atomic": ja_publish_atomic,
+    "ja-publish-exactly-once": ja_publish_exactly_once,
     "ja-read": ja_read,
     "ja-read-views": ja_read_views,
     "ja-read-direct": ja_read_direct,

@@ -41,6 +41,7 @@ from typing import Any
 from jetstream_arrow._core import DEFAULT_WINDOW
 from jetstream_arrow.embedded_server import EmbeddedServer, server_version
 from jetstream_arrow.exceptions import JetStreamArrowError
+from jetstream_arrow.positions import position_subjects
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHES = ROOT / "benches"
@@ -58,6 +59,8 @@ CASES: list[tuple[str, str, bool, str]] = [
     ("ja-publish-atomic-ids", "publish", False, "ja"),
     # Atomic batches without msg ids: what jetstream-extra's BatchPublish can send.
     ("ja-publish-atomic", "publish", False, "ja"),
+    # Exactly once at any age: msg ids plus the writer's position every 100,000 rows.
+    ("ja-publish-exactly-once", "publish", False, "ja"),
     # One fast-ingest batch over a raw socket, its flow acks counted: the fast limit.
     ("native-raw-publish-fast", "publish", False, "native"),
     # jetstream-extra (orbit.rs) 0.3 on async-nats 0.48, a crate of its own (benches/extra).
@@ -114,6 +117,8 @@ FAST_INGEST = (
 )
 # Publishes in atomic batches: their stream needs `allow_atomic`.
 ATOMIC = ("ja-publish-atomic-ids", "ja-publish-atomic", "extra-publish-atomic")
+# Exactly-once writers: their stream holds positions, one message besides the rows.
+POSITIONED = ("ja-publish-exactly-once",)
 NATIVE_FLOW = "native-consume-flow-control"
 SPARK_WRITE_CEILING = "spark-write-ceiling"
 # Publish cases whose stream stays empty by design (not checked for n messages).
@@ -127,6 +132,7 @@ ALSO_COMPARED: dict[str, tuple[str, ...]] = {
         "ja-publish-ids",
         "ja-publish-fast-ids",
         "ja-publish-atomic-ids",
+        "ja-publish-exactly-once",
         "spark-write",
         "spark-write-fast",
     ),
@@ -174,7 +180,12 @@ class Admin:
         return self.loop.run_until_complete(asyncio.wait_for(coro, timeout))
 
     def recreate(
-        self, stream: str, subject: str, batched: bool = False, atomic: bool = False
+        self,
+        stream: str,
+        subject: str,
+        batched: bool = False,
+        atomic: bool = False,
+        positions: bool = False,
     ) -> None:
         from nats.js.api import StorageType, StreamConfig
         from nats.js.errors import NotFoundError
@@ -187,12 +198,13 @@ class Admin:
             self.js.add_stream(
                 StreamConfig(
                     name=stream,
-                    subjects=[subject],
+                    subjects=[subject, *([position_subjects(stream)] if positions else [])],
                     storage=StorageType.FILE,
                     num_replicas=1,
                     allow_direct=True,  # for the direct-get read
                     allow_batched=batched or None,  # for fast-ingest publishing
                     allow_atomic=atomic or None,  # for atomic batches
+                    allow_rollup_hdrs=positions or None,  # one position per writer
                 )
             )
         )
@@ -497,11 +509,18 @@ def bench_size(
                 stream, subject = read_stream, read_subject
             else:
                 stream, subject = write_stream, write_subject
-                admin.recreate(stream, subject, batched=case in FAST_INGEST, atomic=case in ATOMIC)
+                admin.recreate(
+                    stream,
+                    subject,
+                    batched=case in FAST_INGEST,
+                    atomic=case in ATOMIC,
+                    positions=case in POSITIONED,
+                )
             cmd = case_command(case, binary, server.url, stream, subject, n, size)
             run = run_process(cmd, case_timeout(case, n))
             if run.error is None and not NEEDS_DATA[case] and case not in STORES_NOTHING:
-                stored = admin.count(stream)
+                # An exactly-once writer leaves its (one, rolled up) position besides.
+                stored = admin.count(stream) - (case in POSITIONED)
                 if stored != n or run.msgs != n:
                     run.error = f"stream holds {stored} messages, case reported {run.msgs}, of {n}"
             elif run.error is None and run.msgs != n:
