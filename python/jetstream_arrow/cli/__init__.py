@@ -1,4 +1,5 @@
-"""The ``jetstream-arrow`` command line: bulk load, export, a lake sink, a local server, the demo.
+"""The ``jetstream-arrow`` command line: bulk load, export, a lake sink, a local server,
+stream settings, the demo.
 
 Exit codes: 0 success, 1 failure, 2 usage error, 130 interrupted (Ctrl-C).
 """
@@ -26,12 +27,13 @@ examples:
   jetstream-arrow load orders.parquet --stream ORDERS --subject orders.new --create-stream
   jetstream-arrow export ORDERS -o orders.parquet --since 1h
   jetstream-arrow sink ORDERS --delta ./lake/orders --value-format json --follow
+  jetstream-arrow streams enable-exactly-once ORDERS
   jetstream-arrow demo --rows 100000
 """
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import demo, export, load, server, sink
+    from . import demo, export, load, server, sink, streams
 
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -44,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands.required = True
     # Each command's module defines its flags next to the code that runs it, and sets
     # ``handler``, the function that runs it.
-    for command in (load, export, sink, server, demo):
+    for command in (load, export, sink, server, demo, streams):
         command.add_parser(commands)
     return parser
 
