@@ -139,9 +139,13 @@ class NumberedRows:
                 inside = min(n, uncertain_end) - first
                 sent = self._send_found_gaps(batch.slice(0, inside), first, stored)
                 if sent is not None:
-                    yield sent
                     if sent.result.failed:
+                        # Released before the caller sees the failure (it may stop
+                        # here): the next writer reads back from where this one began.
+                        self.positions.release(resume)
+                        yield sent
                         return
+                    yield sent
                 if inside == batch.num_rows:
                     continue
                 batch, first = batch.slice(inside), first + inside
@@ -175,13 +179,17 @@ class NumberedRows:
             **self.publish_options,
         ) as publisher:
             for result in publisher.publish_batches(batches, rows_per_result=self.position_rows):
-                yield Sent(result, n, contiguous=True)
                 if result.failed:
+                    # Every row sent is resolved: free the identity, and have the next
+                    # writer read back after the first failed row (released before the
+                    # caller sees the failure, as it may stop here).
                     failed = result.failed_rows().column("row")
-                    self.positions.advance(n + int(pc.min(failed).as_py()))
+                    self.positions.release(n + int(pc.min(failed).as_py()))
+                    yield Sent(result, n, contiguous=True)
                     return
+                self.positions.advance(n + result.rows)
+                yield Sent(result, n, contiguous=True)
                 n += result.rows
-                self.positions.advance(n)
         self.positions.close(n)
 
 
@@ -263,15 +271,18 @@ class CopiedRows:
             for result in publisher.publish_batches(
                 remaining(), rows_per_result=_core.DEFAULT_POSITION_ROWS
             ):
-                yield Sent(result, next_seq, contiguous=False)
                 if result.failed:
+                    self.positions.release(next_seq)
+                    yield Sent(result, next_seq, contiguous=False)
                     return
+                first_seq = next_seq
                 rows = 0
                 while rows < result.rows and handed:
                     n, top = handed.popleft()
                     rows += n
                     next_seq = max(next_seq, top + 1)
                 self.positions.advance(next_seq)
+                yield Sent(result, first_seq, contiguous=False)
         if close:
             self.positions.close(next_seq)
 

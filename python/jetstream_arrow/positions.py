@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -54,6 +55,7 @@ from .exceptions import BadInputError, JetStreamArrowError, NotFoundError, Publi
 POSITION_SUBJECT_PREFIX = _core.POSITION_SUBJECT_PREFIX
 #: The header naming the writer on its position messages (the subject holds a digest).
 WRITER_HEADER = "Ja-Writer"
+log = logging.getLogger("jetstream_arrow.positions")
 #: How often a writer waiting out another's lease looks whether it moved, at most.
 _LEASE_POLL = 1.0
 
@@ -140,6 +142,7 @@ class _Found:
     session: str
     lease: float
     open: bool
+    tail: bool
     time: datetime | None
 
 
@@ -192,6 +195,7 @@ class PositionedWriter:
                 session=str(body.get("session", "")),
                 lease=float(body.get("lease", self.lease)),
                 open=bool(body.get("open", False)),
+                tail=bool(body.get("tail", body.get("open", False))),
                 time=message.time,
             )
         except (ValueError, KeyError, TypeError) as err:
@@ -209,6 +213,15 @@ class PositionedWriter:
         age = (datetime.now(timezone.utc) - written).total_seconds()
         remaining = found.lease - max(age, 0.0)
         deadline = self._clock() + max(remaining, 0.0)
+        if remaining > 0:
+            log.info(
+                "writer %r on stream %r: its position (sequence %d) is held by another "
+                "session for %.1f s more (a writer at work, or one that died); waiting",
+                self.writer,
+                self.stream,
+                found.seq,
+                remaining,
+            )
         while True:
             now = self._clock()
             if now >= deadline:
@@ -255,9 +268,10 @@ class PositionedWriter:
         self._seq = previous_seq
         self._write(start, open_=True)
         # A closed position was written after all the writer's rows: nothing of it
-        # can come after. An open one may have rows after it.
+        # can come after. An open one, or one released after a failed row, may have
+        # rows after it.
         stored = (
-            self._read_back(previous_seq, self._seq) if found is None or found.open else frozenset()
+            self._read_back(previous_seq, self._seq) if found is None or found.tail else frozenset()
         )
         return Position(self.writer, start, self._seq, stored)
 
@@ -266,8 +280,14 @@ class PositionedWriter:
         self._write(next_unit, open_=True)
 
     def close(self, next_unit: int) -> None:
-        """The writer is done (or stops cleanly): record where, and free the identity."""
+        """The writer is done: record where, and free the identity."""
         self._write(next_unit, open_=False)
+
+    def release(self, next_unit: int) -> None:
+        """The writer stops with every row it sent resolved (some failed): free the
+        identity at once, but have the next writer read back after ``next_unit``, as
+        rows after a failed one may be stored."""
+        self._write(next_unit, open_=False, tail=True)
 
     def lease_left(self) -> float:
         """Seconds until this writer's last position stops claiming its identity."""
@@ -277,7 +297,7 @@ class PositionedWriter:
     def next(self) -> int:
         return self._next
 
-    def _write(self, next_unit: int, *, open_: bool) -> None:
+    def _write(self, next_unit: int, *, open_: bool, tail: bool = False) -> None:
         body = json.dumps(
             {
                 "writer": self.writer,
@@ -285,6 +305,8 @@ class PositionedWriter:
                 "session": self.session,
                 "lease": self.lease,
                 "open": open_,
+                # Rows may be stored after `next` (always so while open).
+                "tail": open_ or tail,
             },
             separators=(",", ":"),
         ).encode()
