@@ -3605,6 +3605,13 @@ refused(
     lambda ctx: _run_sink(ctx, ctx.stream(count=1), commit_seconds=0),
 )
 refused("run_sink", "batch_rows", lambda ctx: _run_sink(ctx, ctx.stream(count=1), batch_rows=0))
+# Its effect, each dead letter once after a kill past the window, is
+# tests/test_sink_dead_letters_exactly_once.py's.
+refused(
+    "run_sink",
+    "dead_letter_lease",
+    lambda ctx: _run_sink(ctx, ctx.stream(count=1), dead_letter_lease=0),
+)
 # Its effect, a sink outliving a server's outage, is tests/test_sink_outage.py's.
 refused(
     "run_sink",
@@ -3970,6 +3977,49 @@ def _read_codec(ctx: Ctx) -> None:
     name = _json_stream(ctx)
     assert _ids(ctx.client.read(name, codec="json").read_all()) == [0, 1, 2]
     assert "value" not in ctx.rows(name).column_names
+
+
+def _exact_stream(ctx: Ctx) -> str:
+    """A new stream that holds exactly-once writers' positions."""
+    name = ctx.stream(exactly_once=True)
+    return name
+
+
+@effect(("Client.publish", "writer"))
+def _publish_writer(ctx: Ctx) -> None:
+    name = _exact_stream(ctx)
+    rows = pa.table({"data": [b"a", b"b", b"c"]})
+    assert ctx.client.publish(rows.slice(0, 2), f"{name}.w", writer="w").stored == 2
+    again = ctx.client.publish(rows, f"{name}.w", writer="w")
+    # The two rows the stream holds are skipped by the writer's position, not sent.
+    assert (again.stored, again.duplicates) == (1, 2)
+    assert again.acks.column("seq").to_pylist()[:2] == [None, None]
+    assert ctx.rows(name).column("data").to_pylist() == [b"a", b"b", b"c"]
+
+
+refused(
+    "Client.publish",
+    "exactly_once",
+    lambda ctx: ctx.client.publish(
+        pa.table({"data": [b"a"]}), f"{ctx.stream()}.x", writer="w", exactly_once=True
+    ),
+)
+# Their effects (a second writer waits out the lease; positions every N rows) are
+# tests/test_exactly_once_publish.py's.
+refused(
+    "Client.publish",
+    "writer_lease",
+    lambda ctx: ctx.client.publish(
+        pa.table({"data": [b"a"]}), f"{_exact_stream(ctx)}.x", writer="w", writer_lease=0
+    ),
+)
+refused(
+    "Client.publish",
+    "position_rows",
+    lambda ctx: ctx.client.publish(
+        pa.table({"data": [b"a"]}), f"{_exact_stream(ctx)}.x", writer="w", position_rows=0
+    ),
+)
 
 
 @effect(("Client.publish", "codec"), ("Client.publisher", "codec"))

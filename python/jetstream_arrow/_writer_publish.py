@@ -264,6 +264,10 @@ def publish_as_writer(
     msg ids. The result (a ``result_type``, ``PublishResult``) covers every input row
     and is not raised on failed rows."""
     reader, copy, stream = given_input.reader, given_input.copy, given_input.stream
+    if position_rows is not None and (
+        isinstance(position_rows, bool) or not isinstance(position_rows, int) or position_rows < 1
+    ):
+        raise BadInputError(f"option 'position_rows' must be at least 1, got {position_rows!r}")
     if copy and position_rows is not None:
         raise BadInputError(
             "option 'position_rows' is for numbered rows: a copy (the input has the read's "

@@ -4,8 +4,10 @@ that moves a sink's position past them.
 Each goes with its original bytes, the decoder's error and its source (headers
 ``Jetstream-Arrow-Error``, ``-Source-Stream``, ``-Source-Subject``, ``-Source-Seq``)
 under msg id ``<stream>:<seq>:<reader>``: a sink that publishes it again after a
-restart adds nothing, as long as it does so within the dead-letter stream's duplicate
-window. ``<reader>`` (:func:`reader_tag`) names who read it: a sink's target and the
+restart adds nothing within the dead-letter stream's duplicate window, and, when the
+dead-letter stream holds writers' positions, at any age (:class:`DeadLetterPositions`:
+the sink is a writer per source stream, its position the source sequence after the
+last commit whose letters are stored). ``<reader>`` (:func:`reader_tag`) names who read it: a sink's target and the
 stream's creation, so that two sinks sharing a dead-letter stream, or a stream made
 again under its name and landed anew, do not drop each other's letters as duplicates. A
 payload still compressed as stored (it did not decompress, or the connection does not
@@ -23,10 +25,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .. import _core
 from ..codec import ValueCodec
 from ..exceptions import BadInputError, JetStreamArrowError, MalformedPayloadError
+from ..positions import POSITION_SUBJECT_PREFIX, Position, PositionedWriter
 
 ERROR_HEADER = "Jetstream-Arrow-Error"
 SOURCE_STREAM_HEADER = "Jetstream-Arrow-Source-Stream"
@@ -43,7 +47,8 @@ def dead_letter_subject(
     subject, its last token ``>`` or ``*`` taken as ``dead``. The stream's info is
     asked for patiently with ``resume_timeout`` (see ``Client.stream_info``)."""
     info = client.stream_info(dead_letter_stream, resume_timeout=resume_timeout)
-    subjects = info.config.subjects or []
+    # Writers' positions are no subject to publish letters to (readers skip them).
+    subjects = [s for s in info.config.subjects or [] if not s.startswith(POSITION_SUBJECT_PREFIX)]
     if not subjects:
         raise BadInputError(
             f"{option} {dead_letter_stream!r}: the stream takes no subjects to publish to"
@@ -213,3 +218,65 @@ def dead_letters(
             ),
         }
     )
+
+
+def dead_letter_writer(stream: str, reader: str) -> str:
+    """The writer identity of a sink's dead letters of source ``stream``, read by
+    ``reader`` (its :func:`reader_tag`): one per source stream and sink."""
+    return f"sink dead letters of {stream} read by {reader}"
+
+
+class DeadLetterPositions:
+    """A sink's dead letters, each stored once in the dead-letter stream at any age.
+
+    Per source stream the sink is a writer ([`PositionedWriter`][jetstream_arrow.
+    positions.PositionedWriter]), claimed at its first letters: a commit's letters
+    are published, then the position moves to the source sequence after the commit
+    (every letter before it is stored), then the commit is made. A sink that died
+    between its letters and its commit reads the same messages again: the letters
+    before the position, and those the read-back finds stored after it (by their msg
+    ids), are not published again."""
+
+    def __init__(
+        self, client: Any, dead_letter_stream: str, readers: Mapping[str, str], lease: float | None
+    ) -> None:
+        self.client = client
+        self.stream = dead_letter_stream
+        self.readers = readers
+        self.lease = lease
+        self._writers: dict[str, tuple[PositionedWriter, Position]] = {}
+
+    def _writer(self, stream: str) -> tuple[PositionedWriter, Position]:
+        if stream not in self._writers:
+            writer = PositionedWriter(
+                self.client,
+                self.stream,
+                dead_letter_writer(stream, self.readers[stream]),
+                id_prefix=f"{stream}:",
+                lease=self.lease,
+            )
+            self._writers[stream] = (writer, writer.claim())
+        return self._writers[stream]
+
+    def unsent(self, stream: str, letters: pa.Table, malformed: pa.Table) -> pa.Table:
+        """The ``letters`` (of ``malformed`` rows of source ``stream``) the
+        dead-letter stream does not hold yet."""
+        _, position = self._writer(stream)
+        seqs = pc.cast(malformed.column("seq"), pa.int64())
+        keep = pc.greater_equal(seqs, position.next)
+        if position.stored_ids:
+            stored = pa.array(sorted(position.stored_ids), pa.string())
+            keep = pc.and_(keep, pc.invert(pc.is_in(letters.column("msg_id"), value_set=stored)))
+        return letters.filter(keep)
+
+    def advance(self, stream: str, next_seq: int) -> None:
+        """Every letter of source ``stream`` before ``next_seq`` is stored."""
+        writer, _ = self._writer(stream)
+        if next_seq > writer.next:
+            writer.advance(next_seq)
+
+    def close(self) -> None:
+        """The sink ends: free each identity, so the next run starts at once."""
+        for writer, _ in self._writers.values():
+            writer.close(writer.next)
+        self._writers.clear()

@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 
 from .._core import CORRUPT_RECORD_COLUMN, DEFAULT_READ_BATCH_ROWS, VALUE_COLUMN
 from ..codec import ValueCodec
+from ..exactly_once import exactly_once_wanted
 from ..exceptions import (
     BadInputError,
     MalformedPayloadError,
@@ -36,6 +37,7 @@ from ..exceptions import (
 )
 from .dead_letters import (
     DECODER_ERRORS_PER_COMMIT,
+    DeadLetterPositions,
     content_encodings,
     dead_letter_subject,
     dead_letters,
@@ -282,6 +284,7 @@ def run_sink(
     commit_rows: int = DEFAULT_COMMIT_ROWS,
     commit_seconds: float = DEFAULT_COMMIT_SECONDS,
     dead_letter_stream: str | None = None,
+    dead_letter_lease: float | None = None,
     batch_rows: int | None = None,
     durable: str | None = None,
     resume_timeout: float = DEFAULT_RESUME_TIMEOUT,
@@ -317,7 +320,15 @@ def run_sink(
       (acknowledged) before the commit that moves the position past them, with
       their error and source in headers and msg id ``<stream>:<seq>:<reader>``
       (``<reader>``: a digest of the target and the stream's creation); without
-      one, such a payload stops the sink with its error.
+      one, such a payload stops the sink with its error. Into a dead-letter stream
+      that holds writers' positions (``create_stream(..., exactly_once=True)``,
+      ``jetstream-arrow streams enable-exactly-once``) each letter is stored once at
+      any age, even by a sink that died between its letters and its commit and is
+      restarted after the stream's duplicate window; into another, within that
+      window, with one ``ExactlyOnceUnavailableWarning``.
+    - ``dead_letter_lease``: seconds a sink's dead-letter position claims its
+      identity (default ``_core.DEFAULT_WRITER_LEASE``): a sink restarted after one
+      that died waits until then before its first letters.
     - ``batch_rows``: rows per read batch (default the read's, at most
       ``commit_rows``).
     - ``durable``: the durable pull consumer through which a stream with
@@ -343,6 +354,13 @@ def run_sink(
             f"option 'resume_timeout' must be more than 0 seconds, got {resume_timeout!r}"
         )
     patience = Patience(client, float(resume_timeout))
+    if dead_letter_lease is not None and (
+        isinstance(dead_letter_lease, bool)
+        or not (isinstance(dead_letter_lease, (int, float)) and dead_letter_lease > 0)
+    ):
+        raise BadInputError(
+            f"option 'dead_letter_lease' must be more than 0 seconds, got {dead_letter_lease!r}"
+        )
     if dead_letter_stream is not None and dead_letter_stream in names:
         # Its dead letters would be read back as messages of the stream, and fail again.
         raise BadInputError(
@@ -398,6 +416,14 @@ def run_sink(
     # Who reads each stream, in its dead letters' ids: two sinks sharing a dead-letter
     # stream, or a stream made again landed anew, must not drop each other's letters.
     readers = {s: reader_tag(target.identity, created[s]) for s in names}
+    dead_positions = (
+        DeadLetterPositions(client, dead_letter_stream, readers, dead_letter_lease)
+        if dead_letter_stream is not None
+        and exactly_once_wanted(
+            client, dead_letter_stream, None, f"dead letters into stream {dead_letter_stream!r}"
+        )
+        else None
+    )
     recorded = target.created(names)
     for stream in names:
         check_same_stream(target, stream, recorded[stream], created[stream], committed[stream])
@@ -469,14 +495,31 @@ def run_sink(
                 letters = dead_letters(
                     malformed, errors, dead_subject, content_encodings(client, malformed), readers
                 )
+                if dead_positions is not None:
+                    # Those a run that died before its commit stored already.
+                    letters = dead_positions.unsent(stream, letters, malformed)
                 # Published again after a failure, a letter stored already is a
                 # duplicate of its msg id, dropped by the server.
-                patience.call(
-                    dead_letter_stream,
-                    f"publish to dead-letter stream {dead_letter_stream}",
-                    functools.partial(client.publish, letters, expected_stream=dead_letter_stream),
-                )
+                if letters.num_rows:
+                    patience.call(
+                        dead_letter_stream,
+                        f"publish to dead-letter stream {dead_letter_stream}",
+                        functools.partial(
+                            client.publish, letters, expected_stream=dead_letter_stream
+                        ),
+                    )
                 published += malformed.num_rows
+            if dead_positions is not None:
+                # Every letter up to this commit's positions is stored: said before
+                # the commit, so a run that dies before it does not send them again.
+                for stream in sorted({stream for _, _, stream in pending.malformed}):
+                    patience.call(
+                        dead_letter_stream,
+                        f"position of dead letters in stream {dead_letter_stream}",
+                        functools.partial(
+                            dead_positions.advance, stream, pending.positions[stream] + 1
+                        ),
+                    )
             totals["dead_letters"] += published
         rows = (
             concat_refusing_conflicts(pending.rows, f"streams {sorted(pending.positions)}")
@@ -796,6 +839,8 @@ def run_sink(
                 wait = min(wait, max(pending.since + commit_seconds - time.monotonic(), 0.0))
             stop.wait(wait)
     commit()
+    if dead_positions is not None:
+        dead_positions.close()
     return SinkReport(
         rows=totals["rows"],
         dead_letters=totals["dead_letters"],
