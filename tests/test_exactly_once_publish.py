@@ -6,6 +6,7 @@ What the stream holds is read with nats-py, never with the package's own reads."
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -271,3 +272,19 @@ def test_exactly_once_options_are_checked(client, shared_nats_server, new_stream
     exact = _exact_stream(client, unique_name("EOSUBJ"))
     rows = _rows(2).append_column("subject", pa.array([f"{exact}.a", f"{exact}.b"]))
     assert client.publish(rows, writer="w", expected_stream=exact).stored == 2
+
+
+def test_the_asyncio_publish_takes_a_writer(client, shared_nats_server, unique_name):
+    url = shared_nats_server.url
+    stream = _exact_stream(client, unique_name("EOASYNC"))
+
+    async def run() -> tuple[ja.PublishResult, ja.PublishResult]:
+        async with await ja.connect_async(url) as aclient:
+            first = await aclient.publish(_rows(40), f"{stream}.rows", writer="async")
+            await asyncio.sleep(AFTER_WINDOW)
+            again = await aclient.publish(_rows(50), f"{stream}.rows", writer="async")
+            return first, again
+
+    first, again = asyncio.run(run())
+    assert (first.stored, again.stored, again.duplicates) == (40, 10, 40)
+    assert _payloads(url, stream) == Counter(_rows(50)["data"].to_pylist())

@@ -22,6 +22,7 @@ hands out the others.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from datetime import datetime
 from typing import Any, Literal, TypeVar
@@ -580,10 +581,43 @@ class AsyncClient:
         native = await self._native.publisher_async(settings, ValueCodec.of(codec))
         return AsyncPublisher(native, raise_on_error)
 
-    async def publish(self, data: Any, subject: str | None = None, **options: Any) -> PublishResult:
+    async def publish(
+        self,
+        data: Any,
+        subject: str | None = None,
+        *,
+        writer: str | None = None,
+        exactly_once: bool | None = None,
+        writer_lease: float | None = None,
+        position_rows: int | None = None,
+        **options: Any,
+    ) -> PublishResult:
         """Publish every row of an Arrow batch, table or stream in the message schema,
         as the sync ``publish``; cancelled, see [`AsyncPublisher.publish`][] (cancelled
-        before it sent anything, ``.result`` holds no rows)."""
+        before it sent anything, ``.result`` holds no rows).
+
+        With ``writer`` (exactly once at any age; ``exactly_once``, ``writer_lease``,
+        ``position_rows`` as the sync ``publish`` takes them), the sync publish runs
+        in a worker thread: it claims the writer's position, may wait out another's
+        lease, and records its position as it goes. Cancelling the awaiting task does
+        not stop it: it runs to its end in that thread, so the position stays true to
+        what the stream holds, and the ``CancelledError`` is raised at once."""
+        if writer is not None or exactly_once is not None:
+            return await asyncio.to_thread(
+                functools.partial(
+                    self.sync_client.publish,
+                    data,
+                    subject,
+                    writer=writer,
+                    exactly_once=exactly_once,
+                    writer_lease=writer_lease,
+                    position_rows=position_rows,
+                    **options,
+                )
+            )
+        for option, value in (("writer_lease", writer_lease), ("position_rows", position_rows)):
+            if value is not None:
+                raise BadInputError(f"option '{option}' is for a publish with 'writer'")
         try:
             publisher = await self.publisher(subject, **options)
         except asyncio.CancelledError as cancelled:
