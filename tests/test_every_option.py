@@ -3503,6 +3503,9 @@ for _flag_name, _argv in (
     ("--commit-seconds", ["--commit-seconds", "0"]),
     ("--batch-rows", ["--batch-rows", "0"]),
     ("--resume-timeout", ["--resume-timeout", "0"]),
+    # Its effect, a restarted sink waiting out a dead one's lease, is run_sink's
+    # (tests/test_sink_dead_letters_exactly_once.py).
+    ("--dead-letter-lease", ["--dead-letter-stream", "D", "--dead-letter-lease", "0"]),
 ):
     cli_refused(
         "jetstream-arrow sink",
@@ -3919,6 +3922,13 @@ IGNORED_IN_COMBINATION: dict[str, tuple[str, Callable[[Ctx], list[str]]]] = {
     "load --stream-subjects without --create-stream": (
         "--stream-subjects",
         lambda ctx: _load_argv_file(ctx, _parquet(ctx), "--stream-subjects", "other.>"),
+    ),
+    "sink --dead-letter-lease without --dead-letter-stream": (
+        "--dead-letter-lease",
+        lambda ctx: [
+            *["sink", "S", "--parquet", str(ctx.tmp / "no"), "-s", ctx.url],
+            *["--dead-letter-lease", "5"],
+        ],
     ),
 }
 

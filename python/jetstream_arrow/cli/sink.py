@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import connect
-from .._core import DEFAULT_READ_BATCH_ROWS, VALUE_FORMATS
+from .._core import DEFAULT_READ_BATCH_ROWS, DEFAULT_WRITER_LEASE, VALUE_FORMATS
 from ..codec import ValueCodec
 from ..exceptions import BadInputError, NotFoundError
 from ..sink import (
@@ -140,7 +140,16 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--dead-letter-stream",
         metavar="NAME",
         help="publish payloads that do not decode to this stream and go on "
-        "(default: such a payload stops the sink)",
+        "(default: such a payload stops the sink); each once at any age where the "
+        "stream holds writers' positions (jetstream-arrow streams enable-exactly-once)",
+    )
+    p.add_argument(
+        "--dead-letter-lease",
+        type=float,
+        metavar="SECONDS",
+        help="how long the sink's dead-letter position claims it: a sink started after "
+        "one that died waits until then before its first dead letters (default "
+        f"{DEFAULT_WRITER_LEASE:g})",
     )
     p.add_argument(
         "--batch-rows",
@@ -263,6 +272,13 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.batch_rows < 1:
         raise UsageError(f"--batch-rows {args.batch_rows}: give at least 1")
+    if args.dead_letter_lease is not None:
+        if args.dead_letter_stream is None:
+            raise UsageError("--dead-letter-lease is for --dead-letter-stream")
+        if not args.dead_letter_lease > 0:
+            raise UsageError(
+                f"--dead-letter-lease {args.dead_letter_lease:g}: give more than 0 seconds"
+            )
     if not args.resume_timeout > 0:
         raise UsageError(f"--resume-timeout {args.resume_timeout:g}: give more than 0 seconds")
     if args.dead_letter_stream in args.streams:
@@ -342,6 +358,7 @@ def run(args: argparse.Namespace) -> int:
                     commit_rows=args.commit_rows,
                     commit_seconds=args.commit_seconds,
                     dead_letter_stream=args.dead_letter_stream,
+                    dead_letter_lease=args.dead_letter_lease,
                     batch_rows=args.batch_rows,
                     durable=args.durable,
                     resume_timeout=args.resume_timeout,
