@@ -229,8 +229,8 @@ def dead_letter_writer(stream: str, reader: str) -> str:
 class DeadLetterPositions:
     """A sink's dead letters, each stored once in the dead-letter stream at any age.
 
-    Per source stream the sink is a writer ([`PositionedWriter`][jetstream_arrow.
-    positions.PositionedWriter]), claimed at its first letters: a commit's letters
+    Per source stream the sink is a writer (a ``PositionedWriter``), claimed at its
+    first letters: a commit's letters
     are published, then the position moves to the source sequence after the commit
     (every letter before it is stored), then the commit is made. A sink that died
     between its letters and its commit reads the same messages again: the letters
