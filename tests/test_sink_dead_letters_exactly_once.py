@@ -17,6 +17,8 @@ import warnings
 from collections import Counter
 from typing import Any
 
+import pytest
+
 import jetstream_arrow as ja
 from jetstream_arrow.exactly_once import ExactlyOnceUnavailableWarning
 from natspy import with_jetstream
@@ -57,22 +59,31 @@ def _letters(url: str, dead: str) -> Counter[int]:
     return with_jetstream(url, work)
 
 
-#: A sink whose first commit never ends: it is killed there, after its dead letters.
+#: A sink that stops for good after its dead letters, where the test kills it: at its
+#: first commit ("commit": the letters' position is recorded), or before it records
+#: the letters' position ("position": the restart finds them by reading back).
 _STUCK_SINK = textwrap.dedent(
     """
     import sys, time
     import jetstream_arrow as ja
+    from jetstream_arrow.sink.dead_letters import DeadLetterPositions
 
-    url, stream, dead, path, lease = sys.argv[1:6]
+    url, stream, dead, path, lease, where = sys.argv[1:7]
 
-    class StuckAtCommit(ja.ParquetTarget):
-        def commit(self, *args, **kwargs):
-            print("committing", flush=True)
-            time.sleep(600)
+    def stuck(*args, **kwargs):
+        print("stuck", flush=True)
+        time.sleep(600)
+
+    class Target(ja.ParquetTarget):
+        if where == "commit":
+            commit = stuck
+
+    if where == "position":
+        DeadLetterPositions.advance = stuck
 
     with ja.connect(url) as client:
         ja.run_sink(
-            client, [stream], StuckAtCommit(path), codec="json",
+            client, [stream], Target(path), codec="json",
             dead_letter_stream=dead, dead_letter_lease=float(lease),
         )
     """
@@ -81,8 +92,9 @@ _STUCK_SINK = textwrap.dedent(
 GOOD = b'{"a": 1}'
 
 
+@pytest.mark.parametrize("where", ["commit", "position"])
 def test_a_sink_killed_before_its_commit_leaves_each_dead_letter_once(
-    client, shared_nats_server, unique_name, tmp_path
+    client, shared_nats_server, unique_name, tmp_path, where
 ):
     url, stream, dead = shared_nats_server.url, unique_name("SRC"), unique_name("DEAD")
     # Seqs 2, 5 and 8 do not decode.
@@ -90,7 +102,7 @@ def test_a_sink_killed_before_its_commit_leaves_each_dead_letter_once(
     client.create_stream(dead, [f"{dead}.>"], duplicate_window=WINDOW, exactly_once=True)
     path = tmp_path / "lake"
     proc = subprocess.Popen(
-        [sys.executable, "-c", _STUCK_SINK, url, stream, dead, str(path), str(LEASE)],
+        [sys.executable, "-c", _STUCK_SINK, url, stream, dead, str(path), str(LEASE), where],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -98,9 +110,9 @@ def test_a_sink_killed_before_its_commit_leaves_each_dead_letter_once(
     try:
         assert proc.stdout is not None
         ready, _, _ = select.select([proc.stdout], [], [], 60)
-        assert ready, "the sink did not reach its commit in 60 s"
+        assert ready, f"the sink did not reach its {where} in 60 s"
         line = proc.stdout.readline()
-        assert line.strip() == "committing", proc.stderr.read() if proc.stderr else ""
+        assert line.strip() == "stuck", proc.stderr.read() if proc.stderr else ""
         assert _letters(url, dead) == Counter({2: 1, 5: 1, 8: 1})
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
