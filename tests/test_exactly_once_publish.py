@@ -22,7 +22,7 @@ import pytest
 
 import jetstream_arrow as ja
 from jetstream_arrow.exactly_once import ExactlyOnceUnavailableWarning
-from jetstream_arrow.exceptions import BadInputError
+from jetstream_arrow.exceptions import BadInputError, PublishError
 from jetstream_arrow.positions import WriterFencedError
 from natspy import with_jetstream
 
@@ -288,3 +288,37 @@ def test_the_asyncio_publish_takes_a_writer(client, shared_nats_server, unique_n
     first, again = asyncio.run(run())
     assert (first.stored, again.stored, again.duplicates) == (40, 10, 40)
     assert _payloads(url, stream) == Counter(_rows(50)["data"].to_pylist())
+
+
+def test_a_failed_row_stops_the_writer_and_a_rerun_sends_the_rest(
+    client, shared_nats_server, unique_name
+):
+    stream = _exact_stream(client, unique_name("EOFAIL"))
+    rows = _rows(10)
+    # Row 5 expects its subject to be at sequence 999: it fails.
+    checked = rows.append_column(
+        "expected_last_subject_seq", pa.array([None] * 5 + [999] + [None] * 4, pa.int64())
+    )
+    # One row a batch: a writer's results (and positions) are of whole batches.
+    one_by_one = pa.RecordBatchReader.from_batches(
+        checked.schema, checked.to_batches(max_chunksize=1)
+    )
+    failed = client.publish(
+        one_by_one, f"{stream}.rows", writer="fails", position_rows=3, raise_on_error=False
+    )
+    assert (failed.rows, failed.stored, failed.failed) == (10, 5, 5)
+    errors = failed.acks.column("error").to_pylist()
+    assert errors[:5] == [None] * 5 and errors[5] is not None
+    assert all(e.startswith("not sent") for e in errors[6:])
+    with pytest.raises(PublishError):
+        client.publish(checked, f"{stream}.rows", writer="fails-too", position_rows=3)
+    time.sleep(AFTER_WINDOW)
+    # The writer freed its identity at the failed row: the re-run starts at once.
+    started = time.monotonic()
+    rerun = client.publish(rows, f"{stream}.rows", writer="fails", position_rows=3)
+    assert time.monotonic() - started < 5
+    assert (rerun.rows, rerun.stored, rerun.duplicates) == (10, 5, 5)
+    stored = _payloads(shared_nats_server.url, stream)
+    # "fails-too" sent its rows as one batch: every row but the failed one is stored.
+    others = [d for i, d in enumerate(rows["data"].to_pylist()) if i != 5]
+    assert stored == Counter(rows["data"].to_pylist()) + Counter(others)
