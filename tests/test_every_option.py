@@ -61,7 +61,14 @@ import jetstream_arrow as ja
 from cli_helpers import cli, cli_process
 from conftest_spark import SPARK_ERRORS, seqs, spark
 from fault_helpers import paused_server
-from jetstream_arrow import ConsumedBatch, OrderedConsumer, Publisher, PullConsumer, PushConsumer
+from jetstream_arrow import (
+    ConsumedBatch,
+    OrderedConsumer,
+    Publisher,
+    PullConsumer,
+    PushConsumer,
+    _core,
+)
 from jetstream_arrow.cli import build_parser
 from jetstream_arrow.exceptions import (
     ApiError,
@@ -974,6 +981,18 @@ def _read_ttl(ctx: Ctx) -> None:
     )
     assert "ttl" not in ctx.rows(name).column_names
     assert ctx.rows(name, include_ttl=True).column("ttl").to_pylist()[0].total_seconds() == 60
+
+
+@effect(("Client.read", "include_positions"))
+def _read_positions(ctx: Ctx) -> None:
+    name = ctx.name()
+    position = f"{_core.POSITION_SUBJECT_PREFIX}{name}.w1"
+    ctx.client.create_stream(name, [f"{name}.>", f"{_core.POSITION_SUBJECT_PREFIX}{name}.>"])
+    ctx.made.append(name)
+    ctx.client.publish(pa.table({"subject": [f"{name}.a", position], "data": [b"x", b"{}"]}))
+    assert ctx.rows(name).column("subject").to_pylist() == [f"{name}.a"]
+    shown = ctx.rows(name, include_positions=True).column("subject").to_pylist()
+    assert shown == [f"{name}.a", position]
 
 
 @effect(("Client.read", "batch_rows"))

@@ -244,6 +244,8 @@ class ReadOptions(NativeOptions):
     range, the latest message of each subject (of ``subjects``), as of ``as_of_seq``
     or ``as_of_time`` if given (default: the stream's last sequence when the read
     opens), read with batched direct gets (the stream needs ``allow_direct``).
+    ``include_positions``: the messages exactly-once writers keep their positions in
+    (subjects under ``$JA.POS.``) as rows too; by default every read leaves them out.
     """
 
     what: ClassVar[str] = "read"
@@ -255,6 +257,7 @@ class ReadOptions(NativeOptions):
     include_headers: bool | None = None
     payload_views: bool | None = None
     include_ttl: bool | None = None
+    include_positions: bool | None = None
     batch_rows: int | None = None
     max_bytes: int | None = None
     heartbeat: float | None = None

@@ -237,7 +237,8 @@ impl Client {
     /// awaitable of it.
     #[pyo3(signature = (
         stream, *, subjects=None, start_seq=None, start_time_ns=None, deliver_new=false,
-        include_headers=false, include_ttl=false, batch_rows=defaults::READ_BATCH_ROWS as i128,
+        include_headers=false, include_ttl=false, include_positions=false,
+        batch_rows=defaults::READ_BATCH_ROWS as i128,
         batch_wait=defaults::FOLLOW_BATCH_WAIT.as_secs_f64(), max_bytes=defaults::READ_MAX_BYTES as i128,
         heartbeat=defaults::HEARTBEAT.as_secs_f64(),
         resume_timeout=defaults::RESUME_TIMEOUT.as_secs_f64(), codec=None, asyncio=false
@@ -253,6 +254,7 @@ impl Client {
         deliver_new: bool,
         include_headers: bool,
         include_ttl: bool,
+        include_positions: bool,
         batch_rows: i128,
         batch_wait: f64,
         max_bytes: i128,
@@ -284,6 +286,7 @@ impl Client {
             start,
             include_headers,
             include_ttl,
+            include_positions,
             batch_rows: count(batch_rows, "batch_rows")?,
             batch_wait: seconds(batch_wait, "batch_wait")?,
             max_bytes: count(max_bytes, "max_bytes")?,

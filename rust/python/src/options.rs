@@ -337,6 +337,7 @@ native_options! {
         include_headers: Option<bool>,
         payload_views: Option<bool>,
         include_ttl: Option<bool>,
+        include_positions: Option<bool>,
         batch_rows: Option<i128>,
         max_bytes: Option<i128>,
         heartbeat: Option<f64>,
@@ -364,6 +365,7 @@ pub fn read_options(options: &Bound<'_, PyAny>) -> GlueResult<ReadOptions> {
         include_headers: a.include_headers.unwrap_or(d.include_headers),
         payload_views: a.payload_views.unwrap_or(d.payload_views),
         include_ttl: a.include_ttl.unwrap_or(d.include_ttl),
+        include_positions: a.include_positions.unwrap_or(d.include_positions),
         batch_rows: opt_count(a.batch_rows, "batch_rows")?.unwrap_or(d.batch_rows),
         max_bytes: opt_count(a.max_bytes, "max_bytes")?.unwrap_or(d.max_bytes),
         heartbeat: opt_seconds(a.heartbeat, "heartbeat")?.unwrap_or(d.heartbeat),
@@ -390,6 +392,7 @@ pub fn read_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     out.set_item("include_headers", d.include_headers)?;
     out.set_item("payload_views", d.payload_views)?;
     out.set_item("include_ttl", d.include_ttl)?;
+    out.set_item("include_positions", d.include_positions)?;
     out.set_item("batch_rows", d.batch_rows)?;
     out.set_item("max_bytes", d.max_bytes)?;
     out.set_item("heartbeat", d.heartbeat.as_secs_f64())?;

@@ -4,6 +4,11 @@
 //! appended ([`crate::codec::compression`]). The `data` column is built by
 //! [`crate::arrow::payloads`].
 //!
+//! Every read path and consumer appends its messages here, so this is where the
+//! messages of exactly-once writers' positions (subjects under
+//! [`POSITION_SUBJECT_PREFIX`]) are left out, unless the read asks for them: they
+//! are the writers' bookkeeping, not the stream's data.
+//!
 //! One module: appending a message is one step (decompress, then every column of
 //! its row, its headers without the encoding it no longer has), and its tests build
 //! batches through that step.
@@ -17,6 +22,7 @@ use arrow_array::builder::{
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, SchemaRef};
 
+use crate::api::subjects::POSITION_SUBJECT_PREFIX;
 use crate::arrow::metadata::MessageMetadata;
 use crate::arrow::payloads::Payloads;
 use crate::arrow::schema::{message_schema, SchemaOptions, DATA};
@@ -45,6 +51,16 @@ pub struct BatchBuilder {
     values: Option<ValueDecoder>,
     /// Whether and how far compressed payloads are decompressed.
     decompression: Decompression,
+    /// Whether writers' position messages become rows (else they are left out).
+    include_positions: bool,
+}
+
+/// Whether `subject` is an exactly-once writer's position: one comparison of its
+/// first bytes, made for every message.
+pub fn is_position(subject: &str) -> bool {
+    subject
+        .as_bytes()
+        .starts_with(POSITION_SUBJECT_PREFIX.as_bytes())
 }
 
 fn headers_builder() -> HeadersBuilder {
@@ -82,7 +98,15 @@ impl BatchBuilder {
             data_bytes: 0,
             values: None,
             decompression: Decompression::default(),
+            include_positions: false,
         }
+    }
+
+    /// Writers' position messages as rows too (`include_positions`); by default
+    /// [`Self::append`] leaves them out.
+    pub fn with_positions(mut self, include_positions: bool) -> Self {
+        self.include_positions = include_positions;
+        self
     }
 
     /// Compressed payloads decompressed (or not) as `decompression` says (the
@@ -155,7 +179,18 @@ impl BatchBuilder {
     /// decompress is malformed (an error naming its seq, or the codec's
     /// `permissive`/`dropmalformed` row, its stored bytes as `_corrupt_record`, its
     /// header kept). Nothing is appended when it fails.
-    pub fn append(&mut self, message: &async_nats::Message, meta: &MessageMetadata) -> Result<()> {
+    ///
+    /// False when `message` is a writer's position and the builder leaves those out:
+    /// no row, nothing decoded. The caller still counts it as read (a range read owes
+    /// its sequence) and a consumer acknowledges it, so it is not delivered again.
+    pub fn append(
+        &mut self,
+        message: &async_nats::Message,
+        meta: &MessageMetadata,
+    ) -> Result<bool> {
+        if !self.include_positions && is_position(&message.subject) {
+            return Ok(false);
+        }
         let limit = self.decompression.max_payload;
         let compressed = match self.decompression.enabled {
             true => Compression::of(message.headers.as_ref()),
@@ -239,7 +274,7 @@ impl BatchBuilder {
             c.append_value(meta.consumer_seq as i64);
         }
         self.rows += 1;
-        Ok(())
+        Ok(true)
     }
 
     /// Drops the rows so far: the builder starts over empty, as after `finish`.
@@ -366,6 +401,46 @@ mod tests {
             .as_primitive::<arrow_array::types::TimestampMicrosecondType>();
         assert_eq!(ts.value(0), 1);
         assert!(b.is_empty());
+    }
+
+    #[test]
+    fn writers_positions_are_left_out_unless_asked_for() {
+        let meta = |seq| MessageMetadata {
+            delivered: 1,
+            stream_seq: seq,
+            consumer_seq: seq,
+            timestamp_ns: 0,
+            pending: 0,
+        };
+        let messages = [
+            msg("data.a", b"1", None),
+            msg("$JA.POS.S.w1", b"{}", None),
+            // Only the exact prefix marks a position.
+            msg("$JA.POSX.S.w1", b"2", None),
+            msg("$JA.pos.S.w1", b"3", None),
+            msg("data.b", b"4", None),
+        ];
+        for (include, kept, bytes) in [
+            (false, vec![1i64, 3, 4, 5], 4),
+            (true, vec![1, 2, 3, 4, 5], 6),
+        ] {
+            let mut b = BatchBuilder::new("S", SchemaOptions::default()).with_positions(include);
+            let appended: Vec<bool> = messages
+                .iter()
+                .zip(1u64..)
+                .map(|(m, seq)| b.append(m, &meta(seq)).unwrap())
+                .collect();
+            let want: Vec<bool> = (1..=5).map(|seq| kept.contains(&seq)).collect();
+            assert_eq!(appended, want);
+            assert_eq!((b.len(), b.data_bytes()), (kept.len(), bytes));
+            let batch = b.finish().unwrap();
+            let seq = batch
+                .column_by_name("seq")
+                .unwrap()
+                .as_primitive::<arrow_array::types::Int64Type>();
+            assert_eq!(seq.values().to_vec(), kept);
+        }
+        assert!(is_position("$JA.POS.S.abc") && !is_position("$JA.PO"));
     }
 
     #[test]

@@ -82,6 +82,11 @@ pub struct ConsumedBatch {
     /// Payloads of this batch that did not decode (dropped, or kept as
     /// `_corrupt_record`).
     pub malformed: u64,
+    /// Writers' position messages the batch left out (reply subject, consumer seq),
+    /// still to acknowledge with its rows ([`Self::positions_acked_with`]).
+    positions: Vec<(Subject, u64)>,
+    /// How many messages of the batch were writers' positions.
+    left_out: usize,
 }
 
 impl ConsumedBatch {
@@ -90,6 +95,14 @@ impl ConsumedBatch {
     /// terminated here, so they are not delivered again; a flow-control consumer
     /// releases them with the batch. A payload that fails the batch (`failfast`)
     /// leaves every message of it unacknowledged, to be delivered again.
+    ///
+    /// Writers' position messages the builder leaves out are no rows, but they were
+    /// delivered and are acknowledged, so they do not come again: at once with ack
+    /// policy `explicit`, and when the batch has no row at all (an ack of one
+    /// message acknowledges nothing else there; with `all` or flow control it
+    /// acknowledges, as any ack does, every earlier delivery); otherwise with the
+    /// batch's ack ([`Self::positions_acked_with`]), as an ack of the batch with
+    /// policy `all` (or an unknown one) must not acknowledge rows not yet handed on.
     pub(crate) async fn build(
         conn: &Connection,
         builder: &mut BatchBuilder,
@@ -99,25 +112,33 @@ impl ConsumedBatch {
     ) -> Result<Self> {
         let mut replies = Vec::with_capacity(delivered.len());
         let mut consumer_seqs = Vec::with_capacity(delivered.len());
+        let mut positions = Vec::new();
         let mut last = (0, 0);
         for d in &delivered {
-            if let Err(e) = builder.append(&d.message, &d.meta) {
-                // The rows appended so far are not handed out: the builder starts
-                // the next batch empty (the messages come again after their ack
-                // wait).
-                builder.clear();
-                return Err(e);
-            }
-            replies.push(
-                d.message
-                    .reply
-                    .clone()
-                    .expect("deliveries have a reply subject"),
-            );
-            consumer_seqs.push(d.meta.consumer_seq);
             if d.meta.consumer_seq > last.0 {
                 last = (d.meta.consumer_seq, d.meta.stream_seq);
             }
+            let reply = d
+                .message
+                .reply
+                .clone()
+                .expect("deliveries have a reply subject");
+            match builder.append(&d.message, &d.meta) {
+                Ok(true) => {}
+                Ok(false) => {
+                    positions.push((reply, d.meta.consumer_seq));
+                    continue;
+                }
+                Err(e) => {
+                    // The rows appended so far are not handed out: the builder starts
+                    // the next batch empty (the messages come again after their ack
+                    // wait).
+                    builder.clear();
+                    return Err(e);
+                }
+            }
+            replies.push(reply);
+            consumer_seqs.push(d.meta.consumer_seq);
         }
         let malformed_before = builder.malformed();
         let batch = builder.finish()?;
@@ -143,7 +164,7 @@ impl ConsumedBatch {
                 .collect();
             consumer_seqs = origins.iter().map(|&o| consumer_seqs[o as usize]).collect();
         }
-        Ok(Self {
+        let mut out = Self {
             conn: conn.clone(),
             batch,
             replies,
@@ -152,7 +173,69 @@ impl ConsumedBatch {
             ack_all: ack_policy == Some(AckPolicy::All),
             flow,
             malformed,
-        })
+            left_out: positions.len(),
+            positions,
+        };
+        if ack_policy == Some(AckPolicy::None) {
+            out.positions.clear();
+        } else if !out.positions.is_empty()
+            && (ack_policy == Some(AckPolicy::Explicit) || out.is_empty())
+        {
+            out.ack_positions().await?;
+        }
+        Ok(out)
+    }
+
+    /// Acknowledge the batch's position messages now (a flow-control consumer
+    /// releases the batch, whose last message is one of them or an earlier one).
+    async fn ack_positions(&mut self) -> Result<()> {
+        let positions = std::mem::take(&mut self.positions);
+        if let Some((flow, epoch)) = &self.flow {
+            return flow.release(*epoch, self.last.0, self.last.1).await;
+        }
+        let body = AckKind::Ack.body();
+        for (reply, _) in positions {
+            self.conn.client.publish(reply, body.clone()).await?;
+        }
+        Ok(())
+    }
+
+    /// Whether every message of the batch was a writer's position: nothing to hand
+    /// out (they are acknowledged already).
+    pub fn only_positions(&self) -> bool {
+        self.is_empty() && self.malformed == 0 && self.left_out > 0
+    }
+
+    /// The position messages an ack of `rows` (all when None) acknowledges too: those
+    /// delivered before the last row acked, and those after every row once the
+    /// batch's last row is acked. (With ack policy `all`, an ack of a row covers
+    /// every earlier delivery anyway; a position after the last row is acked only
+    /// with that row, so no row is acked before the application acks it.)
+    fn positions_acked_with(&self, rows: Option<&[usize]>) -> Vec<(Subject, u64)> {
+        if self.positions.is_empty() {
+            return Vec::new();
+        }
+        let last_row = self.consumer_seqs.iter().copied().max().unwrap_or(0);
+        let bound = match rows {
+            None => u64::MAX,
+            Some(rows) => {
+                let acked = rows
+                    .iter()
+                    .filter_map(|&r| self.consumer_seqs.get(r).copied())
+                    .max()
+                    .unwrap_or(0);
+                if acked == last_row {
+                    u64::MAX
+                } else {
+                    acked
+                }
+            }
+        };
+        self.positions
+            .iter()
+            .filter(|(_, seq)| *seq <= bound)
+            .cloned()
+            .collect()
     }
 
     /// The consumer sequence of the last message of the batch.
@@ -178,17 +261,31 @@ impl ConsumedBatch {
         self.replies.is_empty()
     }
 
-    /// The reply subjects the chosen rows are acknowledged on.
+    /// The reply subjects the chosen rows are acknowledged on; an `Ack` takes the
+    /// position messages it covers along ([`Self::positions_acked_with`]).
     fn targets(&self, rows: Option<&[usize]>, kind: &AckKind) -> Result<Vec<Subject>> {
+        let positions = match kind {
+            AckKind::Ack => self.positions_acked_with(rows),
+            _ => Vec::new(),
+        };
         match rows {
-            None if self.ack_all && *kind == AckKind::Ack && !self.is_empty() => {
+            None if self.ack_all && *kind == AckKind::Ack => {
                 // One AckAll for the highest consumer sequence covers the batch.
-                let last = (0..self.len())
-                    .max_by_key(|&i| self.consumer_seqs[i])
-                    .expect("not empty");
-                Ok(vec![self.replies[last].clone()])
+                let rows = self.replies.iter().zip(self.consumer_seqs.iter().copied());
+                let positions = positions.iter().map(|(reply, seq)| (reply, *seq));
+                Ok(rows
+                    .chain(positions)
+                    .max_by_key(|(_, seq)| *seq)
+                    .map(|(reply, _)| reply.clone())
+                    .into_iter()
+                    .collect())
             }
-            None => Ok(self.replies.clone()),
+            None => Ok(self
+                .replies
+                .iter()
+                .cloned()
+                .chain(positions.into_iter().map(|(reply, _)| reply))
+                .collect()),
             Some(rows) => rows
                 .iter()
                 .map(|&r| {
@@ -199,6 +296,7 @@ impl ConsumedBatch {
                         ))
                     })
                 })
+                .chain(positions.into_iter().map(|(reply, _)| Ok(reply)))
                 .collect(),
         }
     }

@@ -166,8 +166,18 @@ pub struct MessageStream {
 
 impl MessageStream {
     /// Waits for at least one message, then takes what arrives within
-    /// `batch_wait`, up to `batch_rows`.
+    /// `batch_wait`, up to `batch_rows`. Messages that were all writers' positions
+    /// (acknowledged, no rows) are not handed out: the wait goes on.
     pub async fn next_batch(&mut self) -> Result<ConsumedBatch> {
+        loop {
+            let batch = self.collect_batch().await?;
+            if !batch.only_positions() {
+                return Ok(batch);
+            }
+        }
+    }
+
+    async fn collect_batch(&mut self) -> Result<ConsumedBatch> {
         let mut delivered = Vec::new();
         let first = loop {
             if let Some(d) = self.pull.next(None).await? {

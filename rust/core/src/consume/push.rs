@@ -392,8 +392,19 @@ impl PushStream {
     /// consumer's last reset are dropped, and so is a batch whose epoch ended while
     /// it was collected: the reset sends them again, numbered afresh (handing them
     /// out would only add duplicates whose release is ignored). The first delivery
-    /// of a newer epoch waits for the next batch.
+    /// of a newer epoch waits for the next batch. Deliveries that were all writers'
+    /// positions (acknowledged or released, no rows) are not handed out: the wait
+    /// goes on.
     pub async fn next_batch(&mut self) -> Result<ConsumedBatch> {
+        loop {
+            let batch = self.collect_batch().await?;
+            if !batch.only_positions() {
+                return Ok(batch);
+            }
+        }
+    }
+
+    async fn collect_batch(&mut self) -> Result<ConsumedBatch> {
         let (delivered, epoch) = loop {
             let Some((first, epoch)) = self.next(None).await? else {
                 continue;

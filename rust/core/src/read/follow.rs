@@ -24,6 +24,8 @@ pub struct FollowOptions {
     pub include_headers: bool,
     /// A `ttl` column: each message's `Nats-TTL` as the server reads it.
     pub include_ttl: bool,
+    /// Exactly-once writers' position messages as rows too (by default left out).
+    pub include_positions: bool,
     pub batch_rows: usize,
     /// After the first message of a batch, how long to wait for more.
     pub batch_wait: Duration,
@@ -91,7 +93,8 @@ impl OrderedStream {
             ordered,
             builder: BatchBuilder::new(stream, schema_options)
                 .with_values(values)
-                .with_decompression(decompression),
+                .with_decompression(decompression)
+                .with_positions(options.include_positions),
             batch_rows: options.batch_rows,
             batch_wait: options.batch_wait,
             max_bytes: options.max_bytes,
@@ -103,18 +106,21 @@ impl OrderedStream {
         self.builder.schema()
     }
 
-    /// Waits for at least one message, then takes what arrives within `batch_wait`,
-    /// up to `batch_rows` rows and `max_bytes` payload bytes.
+    /// Waits for at least one row, then takes what arrives within `batch_wait`,
+    /// up to `batch_rows` rows and `max_bytes` payload bytes. A message the builder
+    /// leaves out (a writer's position) is no row: the wait goes on past it.
     pub async fn next_batch(&mut self) -> Result<RecordBatch> {
-        let first = match self.carry.take() {
-            Some(carried) => carried,
-            None => loop {
-                if let Some(d) = self.ordered.next(None).await? {
-                    break d;
-                }
-            },
-        };
-        self.builder.append(&first.message, &first.meta)?;
+        while self.builder.is_empty() {
+            let first = match self.carry.take() {
+                Some(carried) => carried,
+                None => loop {
+                    if let Some(d) = self.ordered.next(None).await? {
+                        break d;
+                    }
+                },
+            };
+            self.builder.append(&first.message, &first.meta)?;
+        }
         let until = tokio::time::Instant::now() + self.batch_wait;
         while self.builder.len() < self.batch_rows {
             let left = until.saturating_duration_since(tokio::time::Instant::now());

@@ -83,6 +83,8 @@ pub struct LastOptions {
     pub payload_views: bool,
     /// A `ttl` column: each message's `Nats-TTL` as the server reads it.
     pub include_ttl: bool,
+    /// Exactly-once writers' latest positions as rows too (by default left out).
+    pub include_positions: bool,
     pub batch_rows: usize,
     pub max_bytes: usize,
     pub heartbeat: Duration,
@@ -100,6 +102,7 @@ impl Default for LastOptions {
             include_headers: false,
             payload_views: false,
             include_ttl: false,
+            include_positions: false,
             batch_rows: defaults::READ_BATCH_ROWS,
             max_bytes: defaults::READ_MAX_BYTES,
             heartbeat: defaults::HEARTBEAT,
@@ -267,7 +270,9 @@ impl LastPerSubject {
             next_seq: None,
             up_to_seq,
             expandable: true,
-            builder: BatchBuilder::new(stream, schema_options).with_decompression(decompression),
+            builder: BatchBuilder::new(stream, schema_options)
+                .with_decompression(decompression)
+                .with_positions(options.include_positions),
             carry: None,
             consumer,
             handed_out: HashSet::new(),

@@ -27,6 +27,9 @@ pub struct ReadOptions {
     pub payload_views: bool,
     /// A `ttl` column: each message's `Nats-TTL` as the server reads it.
     pub include_ttl: bool,
+    /// Exactly-once writers' position messages as rows too (by default they are
+    /// left out: [`crate::arrow::builder::is_position`]).
+    pub include_positions: bool,
     pub batch_rows: usize,
     /// Payload bytes per output batch and per pull request, at most.
     pub max_bytes: usize,
@@ -80,6 +83,7 @@ impl Default for ReadOptions {
             include_headers: false,
             payload_views: false,
             include_ttl: false,
+            include_positions: false,
             batch_rows: defaults::READ_BATCH_ROWS,
             max_bytes: defaults::READ_MAX_BYTES,
             heartbeat: defaults::HEARTBEAT,
@@ -174,6 +178,7 @@ impl ReadOptions {
             include_headers: self.include_headers,
             payload_views: self.payload_views,
             include_ttl: self.include_ttl,
+            include_positions: self.include_positions,
             batch_rows: self.batch_rows,
             max_bytes: self.max_bytes,
             heartbeat: self.heartbeat,

@@ -127,7 +127,8 @@ impl StreamReader {
             source: None,
             builder: BatchBuilder::new(stream, schema_options)
                 .with_values(values)
-                .with_decompression(decompression),
+                .with_decompression(decompression)
+                .with_positions(options.include_positions),
             end_seq,
             end_time_ns: options.end_time_ns,
             batch_rows: options.batch_rows,
@@ -244,6 +245,8 @@ impl StreamReader {
                 self.end_source().await;
                 break;
             }
+            // Counted as read even when the builder leaves it out (a writer's
+            // position): the read owes its sequence, not a row.
             self.progress.delivered(meta.stream_seq);
             if meta.stream_seq >= self.end_seq {
                 self.end_source().await;
