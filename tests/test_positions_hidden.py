@@ -188,6 +188,12 @@ def test_a_range_read_with_a_codec_infers_and_decodes_only_the_data_rows(
         table = client.read(stream, codec="json", method=method).read_all()
         assert table.column("value").to_pylist() == [{"n": 0}, {"n": 1}, {"n": 2}]
         assert table.column("seq").to_pylist() == [2, 4, 6]
+        # Asked for, positions are rows, and the inferred schema has their fields.
+        shown = client.read(stream, codec="json", method=method, include_positions=True)
+        table = shown.read_all()
+        assert table.column("seq").to_pylist() == list(range(1, 8))
+        fields = {f.name for f in table.schema.field("value").type}
+        assert fields == {"n", "writer", "next"}
 
 
 # -- latest per subject -----------------------------------------------------------------

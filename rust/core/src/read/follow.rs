@@ -69,6 +69,8 @@ impl OrderedStream {
             Some(spec) => {
                 let sample = ReadOptions {
                     subjects: options.subjects.clone(),
+                    // The sample sees the rows the read will decode.
+                    include_positions: options.include_positions,
                     ..ReadOptions::default()
                 };
                 let spec = resolve_value_schema(&conn, stream, spec, sample).await?;

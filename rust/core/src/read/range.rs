@@ -109,6 +109,8 @@ impl StreamReader {
                     subjects: options.subjects.clone(),
                     start_time_ns: options.start_time_ns,
                     end_time_ns: options.end_time_ns,
+                    // The sample sees the rows the read will decode.
+                    include_positions: options.include_positions,
                     ..ReadOptions::default()
                 };
                 let spec = resolve_value_schema(&conn, stream, spec, sample).await?;
