@@ -4,6 +4,14 @@ Each task publishes with message ids ``<write id>-<partition>-<row>``
 (:mod:`.writing`), so a retried task, or the whole write run again with the same
 option ``writeId`` (same data, same partitioning), stores only what is missing
 (inside the stream's duplicate window).
+
+With option ``exactlyOnce`` each task is an exactly-once writer whose identity is its
+msg id prefix, ``<write id>-<partition>-``: stable across re-runs with the same
+``writeId``, so a re-run at any age resumes after what each task stored. A copy of
+a stream is the writer ``<write id>-copy:<source stream>:<first source seq>``: its
+position is a source sequence, so the identity names the part of the source the
+task copies (two tasks of one write copy disjoint ranges of one source), and a
+re-run that reads the same range plans the same partitions and finds it again.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from .copy_ids import alike_rows_merged, refuse_merged
 from .options import WriteOptions
 from .writing import (
+    ExactlyOnceTask,
     JetStreamCommitMessage,
     WriteColumns,
     finished_tasks,
@@ -31,9 +40,13 @@ from .writing import (
 class JetStreamWriter(DataSourceArrowWriter):
     """Publishes each task's Arrow batches; idempotent across task retries."""
 
-    def __init__(self, opts: WriteOptions, columns: WriteColumns) -> None:
+    def __init__(
+        self, opts: WriteOptions, columns: WriteColumns, exactly_once: bool = False
+    ) -> None:
         self.opts = opts
         self.columns = columns
+        #: Whether each task keeps its position in the stream (option exactlyOnce).
+        self.exactly_once = exactly_once
         #: Whether the commit found rows the server merged (``alike_rows_merged``).
         self.merged = False
 
@@ -43,8 +56,15 @@ class JetStreamWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> JetStreamCommitMessage:
         _, partition, attempt = task_ids()
         where = f"write {self.opts.write_id}, partition {partition}, attempt {attempt}"
-        prefix = msg_id_prefix(self.columns, f"{self.opts.write_id}-", f"{partition}-")
-        tally = publish_task(self.opts, self.columns, iterator, prefix, where)
+        run = f"{self.opts.write_id}-"
+        prefix = msg_id_prefix(self.columns, run, f"{partition}-")
+        task = None
+        if self.exactly_once:
+            task = ExactlyOnceTask(
+                writer=prefix,
+                copy_writer=lambda source, first_seq: f"{run}copy:{source}:{first_seq}",
+            )
+        tally = publish_task(self.opts, self.columns, iterator, prefix, where, task)
         return JetStreamCommitMessage(partition, attempt, **asdict(tally))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -59,8 +79,12 @@ class JetStreamWriter(DataSourceArrowWriter):
         done = finished_tasks(messages, JetStreamCommitMessage)
         how_to_finish = (
             "To finish the write without duplicates, run it again with option "
-            f"writeId={self.opts.write_id} (same data, same partitioning) within the "
-            "stream's duplicate window."
+            f"writeId={self.opts.write_id} (same data, same partitioning)"
+            + (
+                ": each task resumes after what it stored, at any age."
+                if self.exactly_once
+                else " within the stream's duplicate window."
+            )
         )
         if self.merged:
             # Run again with the same ids, the merged rows would be duplicates again.

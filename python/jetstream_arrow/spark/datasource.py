@@ -30,7 +30,13 @@ from .reading import checked_schema
 from .stream_reader import JetStreamStreamReader
 from .stream_writer import JetStreamStreamWriter
 from .value_codec import infers_value_schema, read_schema
-from .writing import WriteColumns, check_expected_stream, refuse_overwrite, write_columns
+from .writing import (
+    WriteColumns,
+    check_expected_stream,
+    exactly_once_planned,
+    refuse_overwrite,
+    write_columns,
+)
 
 
 class JetStreamDataSource(DataSource):
@@ -69,7 +75,8 @@ class JetStreamDataSource(DataSource):
         opts = parse_write_options(self.options)
         columns = self._publish_columns(opts, schema)
         check_expected_stream(opts)
-        return JetStreamWriter(opts, columns)
+        exactly_once = exactly_once_planned(opts, columns, f"write {opts.write_id}")
+        return JetStreamWriter(opts, columns, exactly_once)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         opts = parse_read_options(self.options, queries="stream")
@@ -84,7 +91,8 @@ class JetStreamDataSource(DataSource):
         opts = parse_write_options(self.options, queries="stream")
         columns = self._publish_columns(opts, schema)
         check_expected_stream(opts)
-        return JetStreamStreamWriter(opts, columns)
+        exactly_once = exactly_once_planned(opts, columns, "streaming write")
+        return JetStreamStreamWriter(opts, columns, exactly_once)
 
     @staticmethod
     def _publish_columns(opts: WriteOptions, schema: StructType) -> WriteColumns:

@@ -45,6 +45,7 @@ from .._core import (
     DEFAULT_SPARK_MAX_MESSAGES_PER_PARTITION,
     DEFAULT_SPARK_MAX_TRIGGER_DELAY,
     DEFAULT_WINDOW,
+    DEFAULT_WRITER_LEASE,
     MAX_RETRIES,
     MAX_SECONDS,
     MAX_WINDOW,
@@ -698,6 +699,18 @@ class WriteOptions:
         required=True,
         queries="batch",
         meaning="the id of this write, prefix of the generated `Nats-Msg-Id`s (default: a new random id per write); give the same id to re-run a failed write without duplicates; df.write only (a streaming write uses its query id, a streaming copy its source messages' ids)",
+    )
+    exactly_once: bool | None = option(
+        kind="bool",
+        nullable=True,
+        meaning="store each row exactly once at any age: every task keeps its position in the target stream (`$JA.POS.<stream>.>`), so a re-run with the same `writeId`, a retried task or a restarted query skips what is stored even after the duplicate window. Default: on where the stream named by `stream` holds positions (`create_stream(..., exactly_once=True)`), else off with one warning per write naming `jetstream-arrow streams enable-exactly-once`; `true` into a stream that cannot is refused before any task runs",
+    )
+    writer_lease: float = option(
+        kind="float",
+        default=DEFAULT_WRITER_LEASE,
+        minimum=0.001,
+        maximum=MAX_SECONDS,
+        meaning="with `exactlyOnce`: seconds a task's position claims its identity after its last position; a retry or restart of a task killed mid-way waits out the rest of it before it resumes (shorter: faster restarts, but a task that stalls longer can be taken over)",
     )
     publish_mode: str = option(
         default=DEFAULT_PUBLISH_MODE,

@@ -9,6 +9,21 @@ columns) is numbered by its source messages alone, ``<stream>:<seq>:<digest>``, 
 that any query moving a message again (a standby of a consumer group taking over
 what the stopped query had not acknowledged) sends the id it had.
 
+With option ``exactlyOnce`` each task is also an exactly-once writer, so a query
+restarted from its checkpoint at any age skips what the re-run micro-batch stored
+(the duplicate window no longer has to outlast the restart). Identities are kept per
+query id (from the checkpoint) and partition, not per micro-batch, so the stream
+holds one position per partition of the query, not one per task ever run:
+
+* rows numbered by position are the writer ``<query id>-<partition>-``, and their
+  msg ids ``<query id>-<partition>-<n>`` with ``n = batch id * 10**12 + row``, so the
+  rows of one partition are numbered on across micro-batches and a position is
+  "every row before this one of this partition";
+* a copy of a stream is the writer ``<query id>-copy:<source stream>:<partition>``,
+  its position the next source sequence (a streaming read plans each micro-batch as
+  ranges of later sequences, so a partition's ranges only move forward; the re-run of
+  a micro-batch plans the same ranges); its msg ids stay the source's.
+
 The write task, its commit message and reports are the batch writer's too
 (:mod:`.writing`).
 """
@@ -25,6 +40,7 @@ from ..exceptions import JetStreamArrowError
 from .copy_ids import alike_rows_merged, refuse_merged
 from .options import WriteOptions
 from .writing import (
+    ExactlyOnceTask,
     JetStreamCommitMessage,
     WriteColumns,
     finished_tasks,
@@ -37,6 +53,9 @@ from .writing import (
 #: Local properties Spark sets for the tasks of a streaming micro-batch.
 _QUERY_ID_PROPERTY = "sql.streaming.queryId"
 _BATCH_ID_PROPERTY = "streaming.sql.batchId"
+#: Rows an exactly-once partition numbers per micro-batch: row ``r`` of batch ``b`` is
+#: ``b * ROWS_PER_MICRO_BATCH + r`` (no partition of a micro-batch holds 10**12 rows).
+ROWS_PER_MICRO_BATCH = 10**12
 
 
 @dataclass
@@ -71,9 +90,13 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
     """Publishes each micro-batch's Arrow batches; idempotent across task retries and
     micro-batch re-runs (a query restarted from its checkpoint)."""
 
-    def __init__(self, opts: WriteOptions, columns: WriteColumns) -> None:
+    def __init__(
+        self, opts: WriteOptions, columns: WriteColumns, exactly_once: bool = False
+    ) -> None:
         self.opts = opts
         self.columns = columns
+        #: Whether each task keeps its position in the stream (option exactlyOnce).
+        self.exactly_once = exactly_once
 
     def __repr__(self) -> str:
         return "JetStreamStreamWriter()"
@@ -88,8 +111,17 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
         # consumer group, or a query started anew, that move a message again give it
         # the id it had, and the target stores it once. Rows numbered by position take
         # the query id, since every query numbers its batches from 0.
-        prefix = msg_id_prefix(self.columns, "", f"{query_id}-{batch_id}-{partition}-")
-        tally = publish_task(self.opts, self.columns, iterator, prefix, where)
+        task = None
+        if self.exactly_once:
+            prefix = msg_id_prefix(self.columns, "", f"{query_id}-{partition}-")
+            task = ExactlyOnceTask(
+                writer=prefix,
+                start=batch_id * ROWS_PER_MICRO_BATCH,
+                copy_writer=lambda source, _: f"{query_id}-copy:{source}:{partition}",
+            )
+        else:
+            prefix = msg_id_prefix(self.columns, "", f"{query_id}-{batch_id}-{partition}-")
+        tally = publish_task(self.opts, self.columns, iterator, prefix, where, task)
         return StreamCommitMessage(partition, attempt, **asdict(tally), query_id=query_id)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
@@ -106,8 +138,13 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
             done,
             len(messages),
             f"Restart the query from its checkpoint: it re-runs batch {batchId} with the "
-            "same message ids, so the server drops what is already stored (inside the "
-            "stream's duplicate window).",
+            "same message ids"
+            + (
+                ", and each task resumes after what it stored, at any age."
+                if self.exactly_once
+                else ", so the server drops what is already stored (inside the stream's "
+                "duplicate window)."
+            ),
         )
 
     @staticmethod

@@ -1,0 +1,223 @@
+"""Spark writes exactly once at any age (option ``exactlyOnce``, docs/spark.md
+"Exactly once at any age"): each write task keeps its position in the target stream,
+so a re-run or restart long after the stream's duplicate window skips what is stored.
+
+Every target stream here has a duplicate window of 1 s and every re-run starts at
+least 2 s after the failure, so the window cannot be what keeps the counts exact.
+What the target holds is read with nats-py (its data subjects only, so the writers'
+position messages are not counted), as a multiset of payloads.
+
+- a batch write with a ``writeId`` whose task fails mid-way on every attempt (the
+  write aborts), run again after the window: every row once;
+- the same with ``exactlyOnce=false``: the re-run stores the failed task's rows
+  again (what the option prevents, shown to happen);
+- a streaming copy from a jetstream source whose driver is SIGKILLed three times in
+  the middle of a micro-batch and restarted from its checkpoint after the window:
+  every source message once (the driver-kill harness of ``test_spark_faults.py``);
+- ``exactlyOnce=true`` into a stream that cannot hold positions is refused before
+  any task runs, naming the option and the command; the default there warns once
+  and writes as before.
+
+Run as a script (``python test_spark_exactly_once.py driver ...``) this module is the
+driver process of the kill test.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import warnings
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import jetstream_arrow as ja
+from conftest_spark import SPARK_ERRORS, error_text, make_stream, spark
+from jetstream_arrow.exactly_once import ExactlyOnceUnavailableWarning
+from jetstream_arrow.spark.datasource import JetStreamDataSource
+from natspy import with_jetstream
+
+__all__ = ["spark"]  # a fixture, imported for pytest
+
+#: The duplicate window of every target stream, and the least wait before a re-run.
+WINDOW = 1.0
+AFTER_WINDOW = 2.0 * WINDOW
+#: Lease of the writers' positions: a task killed mid-way holds its identity that
+#: long, and its retry or restart waits out what is left of it.
+LEASE = "1"
+PAYLOAD = 256
+
+
+def data_payloads(url: str, stream: str) -> Counter[bytes]:
+    """The payloads of ``stream``'s messages on its data subjects (``<stream>.>``), by
+    nats-py: an ephemeral pull consumer with that filter, so no position counts."""
+    from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+    async def work(js: Any) -> Counter[bytes]:
+        sub = await js.pull_subscribe(
+            f"{stream}.>",
+            stream=stream,
+            config=ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL),
+        )
+        pending = (await sub.consumer_info()).num_pending
+        out: Counter[bytes] = Counter()
+        while sum(out.values()) < pending:
+            for msg in await sub.fetch(min(1_000, pending - sum(out.values())), timeout=10):
+                out[msg.data] += 1
+        await sub.unsubscribe()
+        return out
+
+    return with_jetstream(url, work)
+
+
+def make_exactly_once_stream(url: str, name: str) -> None:
+    with ja.connect(url) as client:
+        client.create_stream(
+            name, subjects=[f"{name}.>"], exactly_once=True, duplicate_window=WINDOW
+        )
+
+
+def _write(df: Any, url: str, name: str, **options: Any) -> None:
+    writer = (
+        df.write.format("jetstream").mode("append").option("servers", url).option("stream", name)
+    )
+    for key, value in options.items():
+        writer = writer.option(key, value)
+    writer.save()
+
+
+def _rows(spark: Any, name: str, count: int, partitions: int = 2) -> Any:
+    from pyspark.sql import functions as F
+
+    return spark.range(0, count, 1, partitions).select(
+        F.concat(F.lit(f"{name}."), (F.col("id") % 3).cast("string")).alias("subject"),
+        # Payloads of 256 bytes: Spark hands a write task its input through a 64 KiB
+        # buffer, which a few hundred small rows would not fill before the failure.
+        F.lpad(F.col("id").cast("string"), PAYLOAD, "x").cast("binary").alias("data"),
+    )
+
+
+def payload(i: int) -> bytes:
+    return str(i).rjust(PAYLOAD, "x").encode()
+
+
+def _fail_while_flagged(url: str, name: str, flag: str, threshold: int) -> Any:
+    """A mapInArrow step: while file ``flag`` exists, partition 0 fails on every
+    attempt after its fifth batch, once ``threshold`` messages are in the stream (the
+    write task downstream has published part of its rows), so the write aborts with
+    that task half done. Without the flag, rows pass through."""
+
+    def step(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        failing = ctx.partitionId() == 0 and os.path.exists(flag)
+        for i, batch in enumerate(batches):
+            yield batch
+            if failing and i == 4:
+                deadline = time.monotonic() + 60
+                with ja.connect(url) as client:
+                    while client.stream_info(name).state.messages < threshold:
+                        if time.monotonic() > deadline:
+                            raise AssertionError("the write task published nothing")
+                        time.sleep(0.05)
+                raise RuntimeError("injected failure after a partial publish")
+
+    return step
+
+
+@pytest.fixture
+def small_batches(spark: Any) -> Iterator[Any]:
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    old = spark.conf.get(key)
+    spark.conf.set(key, "200")
+    try:
+        yield spark
+    finally:
+        spark.conf.set(key, old)
+
+
+def _aborted_then_rerun(
+    spark: Any, url: str, name: str, tmp_path: Path, n: int, **options: Any
+) -> tuple[Counter[bytes], int, float]:
+    """A write of ``n`` rows whose partition 0 fails mid-way on all its attempts, then
+    the same write (same ``writeId``) run again more than the window later: (the
+    target's payloads, the data messages after the failed run, seconds waited)."""
+    flag = tmp_path / "fail"
+    flag.write_text("fail")
+    df = _rows(spark, name, n)
+    # Partition 1 alone stores at most n / 2: more means partition 0 published too.
+    flaky = df.mapInArrow(_fail_while_flagged(url, name, str(flag), n // 2 + 100), df.schema)
+    with pytest.raises(SPARK_ERRORS):
+        _write(flaky, url, name, writeId="nightly-1", writerLease=LEASE, **options)
+    failed_at = time.monotonic()
+    after_failure = sum(data_payloads(url, name).values())
+    flag.unlink()
+    time.sleep(max(0.0, AFTER_WINDOW - (time.monotonic() - failed_at)))
+    waited = time.monotonic() - failed_at
+    _write(flaky, url, name, writeId="nightly-1", writerLease=LEASE, **options)
+    return data_payloads(url, name), after_failure, waited
+
+
+@pytest.mark.spark
+def test_a_write_rerun_after_the_window_stores_each_row_once(
+    small_batches: Any, shared_nats_server: Any, unique_name: Any, tmp_path: Path
+) -> None:
+    url, name, n = shared_nats_server.url, unique_name("EOW"), 4_000
+    make_exactly_once_stream(url, name)
+    started = time.monotonic()
+    payloads, after_failure, waited = _aborted_then_rerun(small_batches, url, name, tmp_path, n)
+    print(
+        f"exactly-once write of {n} rows: {after_failure} stored by the failed run, re-run "
+        f"{waited:.1f} s after it (window {WINDOW} s): {sum(payloads.values())} messages, "
+        f"{len(payloads)} distinct ({time.monotonic() - started:.1f} s)"
+    )
+    assert n // 2 < after_failure < n
+    assert payloads == Counter(payload(i) for i in range(n))
+
+
+@pytest.mark.spark
+def test_without_exactly_once_the_same_rerun_stores_rows_twice(
+    small_batches: Any, shared_nats_server: Any, unique_name: Any, tmp_path: Path
+) -> None:
+    # The control of the test above: same stream, same failure, same wait, the option
+    # off. The duplicate window has passed, so the re-run stores every row again.
+    url, name, n = shared_nats_server.url, unique_name("EOX"), 4_000
+    make_exactly_once_stream(url, name)
+    payloads, after_failure, _ = _aborted_then_rerun(
+        small_batches, url, name, tmp_path, n, exactlyOnce="false"
+    )
+    assert set(payloads) == {payload(i) for i in range(n)}
+    assert sum(payloads.values()) == after_failure + n
+
+
+@pytest.mark.spark
+def test_exactly_once_into_a_stream_without_positions_is_refused_and_the_default_warns(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    url, name = shared_nats_server.url, unique_name("EON")
+    make_stream(url, name, duplicate_window=WINDOW)
+    df = _rows(spark, name, 100)
+    with pytest.raises(SPARK_ERRORS) as excinfo:
+        _write(df, url, name, exactlyOnce="true")
+    text = error_text(excinfo)
+    assert "option 'exactlyOnce'" in text
+    assert f"jetstream-arrow streams enable-exactly-once {name}" in text
+    assert sum(data_payloads(url, name).values()) == 0
+    # The default: planned (on the driver, as Spark does) with one warning naming how
+    # to enable it, and the write stores its rows as before.
+    source = JetStreamDataSource({"servers": url, "stream": name})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        writer = source.writer(df.schema, False)
+    said = [w for w in caught if issubclass(w.category, ExactlyOnceUnavailableWarning)]
+    assert len(said) == 1, [str(w.message) for w in caught]
+    assert f"enable-exactly-once {name}" in str(said[0].message)
+    assert writer.exactly_once is False
+    _write(df, url, name)
+    assert data_payloads(url, name) == Counter(payload(i) for i in range(100))
