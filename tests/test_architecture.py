@@ -232,6 +232,7 @@ WAITS_THAT_ARE_NOT_RETRIES = {
     "python/jetstream_arrow/embedded_server.py": "polls a server process it started",
     "python/jetstream_arrow/cli/server.py": "polls the server's log until it listens",
     "python/jetstream_arrow/cli/load.py": "holds a load to --max-rate",
+    "python/jetstream_arrow/positions.py": "waits out another writer's lease on an identity",
 }
 RETRY_HOME = "rust/core/src/retry.rs"
 SLEEPS = {

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import _core
-from .exactly_once import CopiedRows, NumberedRows
+from .exactly_once import CopiedRows, NumberedRows, held_copies
 from .exceptions import BadInputError, JetStreamArrowError, PublishError
 from .options import PublishOptions
 
@@ -128,15 +128,9 @@ class _Input:
 
         self._skip = skip
 
-    def skip_copied(self, next_seq: int, found: set[int]) -> None:
-        found_array = pa.array(sorted(found), pa.uint64())
-
+    def skip_copied(self, next_seq: int, found: dict[int, int]) -> None:
         def skip(batch: pa.RecordBatch) -> pa.Array:
-            seqs = pc.cast(batch.column(_SEQ), pa.uint64())
-            return pc.or_(
-                pc.less(seqs, pa.scalar(next_seq, pa.uint64())),
-                pc.is_in(seqs, value_set=found_array),
-            )
+            return held_copies(batch.column(_SEQ), next_seq, found)
 
         self._skip = skip
 

@@ -11,6 +11,7 @@ per position are the whole cost (benches: ``ja-publish-exactly-once``).
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -26,6 +27,9 @@ from .positions import Position, PositionedWriter, enable_command, holds_positio
 
 #: The msg id column of the message schema.
 MSG_ID = "msg_id"
+#: A copy's id after its prefix: the source stream, sequence and digest, and the
+#: repeat count of rows alike in everything (see the core's `copy_identity`).
+_COPY_ID = re.compile(r"^(?P<stream>.+):(?P<seq>\d+):(?P<digest>[0-9a-f]{16})(?::\d+)?$")
 
 
 @dataclass
@@ -93,7 +97,9 @@ class NumberedRows:
         self.client = client
         self.prefix = msg_id_prefix
         self.start = start
-        self.position_rows = int(position_rows or _core.DEFAULT_POSITION_ROWS)
+        self.position_rows = int(
+            _core.DEFAULT_POSITION_ROWS if position_rows is None else position_rows
+        )
         if self.position_rows < 1:
             raise BadInputError(f"option 'position_rows' must be positive, got {position_rows}")
         self.publish_options = publish_options
@@ -204,7 +210,14 @@ class CopiedRows:
     is the next source sequence, and the read-back finds the copies stored after it
     by their ids, ``<prefix><source stream>:<seq>:<digest>``, which the core gives
     every copied row. ``writer``: the identity (one per source stream and target);
-    ``msg_id_prefix``: the copy ids' prefix, if any ("" for none)."""
+    ``msg_id_prefix``: the copy ids' prefix, if any ("" for none); ``source``: the
+    source stream, when known, so the read-back collects only its copies.
+
+    The rows of one source message (an explode) are kept in one batch, so a
+    position never falls between them. Of a message whose copies the read-back
+    found after the position, the first as many rows as were found are taken as
+    stored: its rows are sent in order, so this is exact unless a crash fell while
+    a resend (after a ``429`` or an ack timeout) had put them out of order."""
 
     def __init__(
         self,
@@ -213,15 +226,15 @@ class CopiedRows:
         writer: str,
         msg_id_prefix: str = "",
         *,
+        source: str | None = None,
         lease: float | None = None,
         **publish_options: Any,
     ) -> None:
         self.client = client
         self.prefix = msg_id_prefix
         self.publish_options = publish_options
-        self.positions = PositionedWriter(
-            client, stream, writer, id_prefix=msg_id_prefix, lease=lease
-        )
+        read_back = f"{msg_id_prefix}{source}:" if source is not None else msg_id_prefix
+        self.positions = PositionedWriter(client, stream, writer, id_prefix=read_back, lease=lease)
         self.position: Position | None = None
         self.skipped = 0
 
@@ -229,35 +242,34 @@ class CopiedRows:
         self.position = self.positions.claim()
         return self.position
 
-    def stored_source_seqs(self) -> set[int]:
-        """The source sequences the read-back found copied after the position."""
+    def stored_source_seqs(self) -> dict[int, int]:
+        """How many copies of each source sequence the read-back found after the
+        position."""
         position = self.position or self.claim()
-        seqs: set[int] = set()
+        found: dict[int, int] = {}
         for copy_id in position.stored_ids:
-            parts = copy_id[len(self.prefix) :].rsplit(":", 2)
-            if len(parts) == 3 and parts[1].isdigit():
-                seqs.add(int(parts[1]))
-        return seqs
+            match = _COPY_ID.match(copy_id[len(self.prefix) :])
+            if match is not None:
+                seq = int(match["seq"])
+                found[seq] = found.get(seq, 0) + 1
+        return found
 
     def publish(self, batches: Iterable[pa.RecordBatch], *, close: bool = True) -> Iterator[Sent]:
         """Publish the copied rows of ``batches`` not yet in the stream, yielding each
         publish's result; the position follows the source sequences acknowledged.
         ``close``: free the identity after the last row (a copy that goes on later,
-        such as a streaming query's next micro-batch, keeps it)."""
+        such as a streaming query's next micro-batch, keeps it). The rows the
+        stream holds ([`held_copies`][]) are left out."""
         position = self.position or self.claim()
         found = self.stored_source_seqs()
-        found_array = pa.array(sorted(found), pa.uint64())
         # (rows, highest source sequence) of each batch handed to the publisher, so
         # that each result, made of whole batches, tells how far the copy got.
         handed: deque[tuple[int, int]] = deque()
 
         def remaining() -> Iterator[pa.RecordBatch]:
-            for batch in batches:
-                seqs = pc.cast(batch.column("seq"), pa.uint64())
-                keep = pc.greater_equal(seqs, pa.scalar(position.next, pa.uint64()))
-                if found:
-                    keep = pc.and_(keep, pc.invert(pc.is_in(seqs, found_array)))
-                kept = batch.filter(keep)
+            for batch in _whole_messages(batches):
+                held = held_copies(batch.column("seq"), position.next, found)
+                kept = batch.filter(pc.invert(held))
                 self.skipped += batch.num_rows - kept.num_rows
                 if kept.num_rows:
                     top = pc.max(pc.cast(kept.column("seq"), pa.uint64())).as_py()
@@ -287,10 +299,64 @@ class CopiedRows:
             self.positions.close(next_seq)
 
 
+def _whole_messages(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``batches`` re-cut so that the rows of one source message are in one batch
+    (the last message's rows of a batch held back for the next), checked to be in
+    source order: a position says every message before it is copied."""
+    carry: pa.RecordBatch | None = None
+    last = -1
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        seqs = pc.cast(batch.column("seq"), pa.int64())
+        first = seqs[0].as_py()
+        steps = pc.less(seqs.slice(1), seqs.slice(0, len(seqs) - 1))
+        if first is None or first < last or pc.any(steps).as_py() or seqs.null_count:
+            raise BadInputError(
+                "an exactly-once copy takes its rows in source order: column 'seq' "
+                f"goes back (to {first} after {last}) or is null; read the source in "
+                "order, without a shuffle between the read and the write"
+            )
+        if carry is not None:
+            batch = pa.Table.from_batches([carry, batch]).combine_chunks().to_batches()[0]
+            seqs = pc.cast(batch.column("seq"), pa.int64())
+        last = seqs[-1].as_py()
+        tail = pc.equal(seqs, last)
+        cut = len(seqs) - int(pc.sum(pc.cast(tail, pa.int64())).as_py())
+        if cut:
+            yield batch.slice(0, cut)
+        carry = batch.slice(cut)
+    if carry is not None and carry.num_rows:
+        yield carry
+
+
+def held_copies(seq: pa.Array, next_seq: int, found: dict[int, int]) -> pa.Array:
+    """Which copied rows the stream holds already, by their source sequences
+    ``seq`` (rows in source order, each message's rows together): those before the
+    position ``next_seq``, and the first ``found[s]`` rows of each source sequence
+    ``s`` the read-back found after it."""
+    seqs = pc.cast(seq, pa.uint64())
+    held = pc.less(seqs, pa.scalar(next_seq, pa.uint64()))
+    if not found:
+        return held
+    candidates = pc.is_in(seqs, pa.array(sorted(found), pa.uint64()))
+    if not pc.any(candidates).as_py():
+        return held
+    mask = held.to_pylist()
+    taken: dict[int, int] = {}
+    for i in pc.indices_nonzero(candidates).to_pylist():
+        s = seqs[i].as_py()
+        taken[s] = taken.get(s, 0) + 1
+        if taken[s] <= found[s]:
+            mask[i] = True
+    return pa.array(mask, pa.bool_())
+
+
 __all__ = [
     "CopiedRows",
     "ExactlyOnceUnavailableWarning",
     "NumberedRows",
     "Sent",
     "exactly_once_wanted",
+    "held_copies",
 ]

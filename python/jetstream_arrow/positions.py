@@ -269,9 +269,12 @@ class PositionedWriter:
         self._write(start, open_=True)
         # A closed position was written after all the writer's rows: nothing of it
         # can come after. An open one, or one released after a failed row, may have
-        # rows after it.
+        # rows after it. Without any, no attempt of this writer sent a row: each
+        # claims its identity before its first.
         stored = (
-            self._read_back(previous_seq, self._seq) if found is None or found.tail else frozenset()
+            self._read_back(previous_seq, self._seq)
+            if found is not None and found.tail
+            else frozenset()
         )
         return Position(self.writer, start, self._seq, stored)
 
