@@ -84,6 +84,7 @@ from jetstream_arrow.exceptions import (
 from jetstream_arrow.kv import KvColumns
 from jetstream_arrow.management import ConsumerConfig, StreamConfig, StreamSource
 from jetstream_arrow.options import ConnectOptions
+from jetstream_arrow.positions import POSITION_SUBJECT_PREFIX
 from natsserver import NatsServer, start_server, wait_until
 
 __all__ = ["spark"]  # a fixture, imported for pytest
@@ -1586,6 +1587,16 @@ for _option in _STREAM_FIELDS:
         _register("Client.create_stream", _option, "effect", _stream_field(_option))
 
 
+@effect(("Client.create_stream", "exactly_once"))
+def _stream_exactly_once(ctx: Ctx) -> None:
+    name = ctx.name()
+    ctx.client.create_stream(name, [f"{name}.>"], storage="memory", exactly_once=True)
+    ctx.made.append(name)
+    cfg = ctx.client.stream_info(name).config
+    assert cfg.subjects == [f"{name}.>", f"{POSITION_SUBJECT_PREFIX}{name}.>"]
+    assert cfg.allow_rollup is True
+
+
 @effect(("Client.create_stream", "subjects"))
 def _stream_subjects(ctx: Ctx) -> None:
     name = ctx.name()
@@ -2983,6 +2994,41 @@ def _cli_load_compression(ctx: Ctx) -> None:
     assert payloads(ctx, name) == [{"id": "1", "t": text}]
     bad = ctx.cli(*_load_argv(ctx, "--compression", "lz4"))
     assert bad.code == 2 and "--compression" in bad.err
+
+
+@_load_probe("--exactly-once")
+def _cli_load_exactly_once(ctx: Ctx) -> None:
+    name = ctx.stream(exactly_once=True)
+    run, _ = load(ctx, "--subject", f"{name}.x", "--exactly-once", stream=name)
+    assert run.code == 0, run.err
+    # The two rows and the file's position, which reads leave out.
+    assert ctx.client.stream_info(name).state.messages == 3
+    assert len(payloads(ctx, name)) == 2
+    # Into a stream that cannot hold positions: refused, naming how to enable it.
+    refused = ctx.cli(*_load_argv(ctx, "--exactly-once"))
+    assert refused.code == 2 and "--exactly-once" in refused.err, refused.err
+    assert "enable-exactly-once" in refused.err
+
+
+@_load_probe("--no-exactly-once")
+def _cli_load_no_exactly_once(ctx: Ctx) -> None:
+    name = ctx.stream(exactly_once=True)
+    run, _ = load(ctx, "--subject", f"{name}.x", "--no-exactly-once", stream=name)
+    assert run.code == 0, run.err
+    assert ctx.client.stream_info(name).state.messages == 2  # no position
+
+
+@_load_probe("--writer-lease")
+def _cli_load_writer_lease(ctx: Ctx) -> None:
+    name = ctx.stream(exactly_once=True)
+    run, _ = load(ctx, "--subject", f"{name}.x", "--writer-lease", "7.5", stream=name)
+    assert run.code == 0, run.err
+    # The file's last position (closed) is the last message of the stream.
+    last = ctx.client.stream_info(name).state.last_seq
+    position = json.loads(ctx.client.get_message(name, seq=last).data)
+    assert position["lease"] == 7.5
+    refused = ctx.cli(*_load_argv(ctx, "--writer-lease", "0"))
+    assert refused.code == 2 and "--writer-lease" in refused.err, refused.err
 
 
 for _flag_name, _value in (

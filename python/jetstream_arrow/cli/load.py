@@ -210,7 +210,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument(
         "--writer-lease",
-        type=float,
+        type=_positive_seconds,
         metavar="SECONDS",
         help="how long a file's position claims it: a second load of the same file waits "
         f"this long after the last position of one that died (default {DEFAULT_WRITER_LEASE:g})",
@@ -443,6 +443,17 @@ def _why_repeated(args: argparse.Namespace) -> str:
     return "Another publisher gave the same ids to the stream while this load ran."
 
 
+def _positive_seconds(text: str) -> float:
+    """``--writer-lease``: seconds, more than 0."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give seconds, more than 0")
+    return seconds
+
+
 _TTL_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|m|s)")
 
 
@@ -659,7 +670,7 @@ def _exactly_once(client: Any, args: argparse.Namespace) -> bool:
         try:
             wanted = exactly_once_wanted(client, args.stream, args.exactly_once, "load")
         except BadInputError as e:
-            raise UsageError(str(e)) from None
+            raise UsageError(f"--exactly-once: {e}") from None
     for warning in caught:
         if not args.quiet:
             print(f"warning: {warning.message}", file=sys.stderr)
