@@ -25,6 +25,7 @@ driver process of the kill test.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 import warnings
@@ -221,3 +222,84 @@ def test_exactly_once_into_a_stream_without_positions_is_refused_and_the_default
     assert writer.exactly_once is False
     _write(df, url, name)
     assert data_payloads(url, name) == Counter(payload(i) for i in range(100))
+
+
+# -- a streaming copy whose driver is killed ------------------------------------------
+
+
+def copy_driver(url: str, source: str, sink: str, checkpoint: str) -> None:
+    """The driver process of the kill test: a streaming query copying ``source`` into
+    ``sink`` (subjects renamed, ``stream`` and ``seq`` kept: a copy) exactly once, from
+    its checkpoint, until it is killed."""
+    from pyspark.sql import functions as F
+
+    from drivers.driver_session import run_until_killed, spark_session
+
+    spark = spark_session("exactly-once-copy")
+    messages = (
+        spark.readStream.format("jetstream")
+        .option("servers", url)
+        .option("stream", source)
+        .option("startingOffsets", "earliest")
+        .option("maxMessagesPerTrigger", 200)
+        .option("minPartitions", 2)
+        .load()
+    )
+    moved = messages.withColumn("subject", F.regexp_replace("subject", f"^{source}", sink))
+    writer = (
+        moved.writeStream.format("jetstream")
+        .option("servers", url)
+        .option("stream", sink)
+        .option("exactlyOnce", "true")
+        .option("writerLease", LEASE)
+    )
+    run_until_killed(writer, checkpoint)
+
+
+@pytest.mark.spark
+@pytest.mark.fault
+@pytest.mark.timeout(600)
+def test_a_streaming_copy_killed_three_times_mid_batch_stores_each_message_once(
+    shared_nats_server: Any, unique_name: Any, tmp_path: Path
+) -> None:
+    from test_spark_faults import Killer
+
+    url, source, sink = shared_nats_server.url, unique_name("EOS"), unique_name("EOT")
+    n, kills = 2_000, 3
+    make_exactly_once_stream(url, sink)
+
+    class ExactlyOnceKiller(Killer):
+        """The fault tests' driver killer, running :func:`copy_driver` and starting it
+        again only after the sink's duplicate window has passed since the kill."""
+
+        def __init__(self) -> None:
+            super().__init__("jetstream", url, source, sink, tmp_path, n, kills)
+            self.args = [sys.executable, __file__, "driver", url, source, sink]
+            self.args.append(str(self.checkpoint))
+
+        def kill_mid_batch(self) -> None:
+            super().kill_mid_batch()
+            time.sleep(AFTER_WINDOW)
+
+    started = time.monotonic()
+    killer = ExactlyOnceKiller()
+    killer.start()
+    killer.finish()
+    payloads = data_payloads(url, sink)
+    # Rows a re-run found stored and skipped: the reports of committed micro-batches
+    # count them as duplicates (a kill after the publish, before the commit).
+    log = killer.log.read_text(errors="replace")
+    skipped = sum(int(m) for m in re.findall(r"committed: .*?(\d+) duplicates", log))
+    print(
+        f"exactly-once streaming copy of {n} messages, {kills} SIGKILLs mid-batch "
+        f"(committed offsets at the kills {killer.kills}, in micro-batches "
+        f"{killer.interrupted}), each restart {AFTER_WINDOW} s after (window {WINDOW} s): "
+        f"{sum(payloads.values())} messages, {len(payloads)} distinct, {skipped} rows "
+        f"found stored by re-runs ({time.monotonic() - started:.1f} s)"
+    )
+    assert len(killer.kills) == kills
+    assert payloads == Counter(f"m{i}".encode() for i in range(n))
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["driver"]:
+    copy_driver(*sys.argv[2:6])
