@@ -17,7 +17,7 @@ relying on the duplicate window (:class:`ExactlyOnceTask`).
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import itertools
 import logging
 import sys
@@ -460,36 +460,31 @@ def _publish_exactly_once(
     first = next(batches, None)
     if first is None:
         return
-    rows_in = itertools.chain([first], batches)
+    source_failed = _InputFailure()
+    rows_in = source_failed.watched(itertools.chain([first], batches))
     stream = opts.expected_stream
     assert stream is not None, "exactly_once_planned refuses a write without a stream"
     publish_options = {k: v for k, v in options.items() if v is not None}
     lease = opts.writer_lease
+    rows: CopiedRows | NumberedRows
     if isinstance(columns, PublishColumns) and columns.is_copy:
         assert task.copy_writer is not None
         source = first.column("stream")[0].as_py()
         first_seq = first.column("seq")[0].as_py()
         if source is None or first_seq is None:
             raise _out_of_order(0, "its stream or seq is null")
-        copied = CopiedRows(
+        rows = CopiedRows(
             client,
             stream,
             task.copy_writer(source, int(first_seq)),
             msg_id_prefix,
+            source=source,
             lease=lease,
             **publish_options,
         )
-        skipped.rows = copied
-        position = copied.claim()
-        # The read-back finds every copy under the prefix; only this source's
-        # sequences are this writer's (another task may copy another stream).
-        mine = f"{msg_id_prefix}{source}:"
-        copied.position = dataclasses.replace(
-            position, stored_ids=frozenset(i for i in position.stored_ids if i.startswith(mine))
-        )
-        sent = copied.publish(_in_source_order(rows_in, source))
+        sent = rows.publish(_in_source_order(rows_in, source))
     else:
-        numbered = NumberedRows(
+        rows = NumberedRows(
             client,
             stream,
             task.writer,
@@ -498,10 +493,35 @@ def _publish_exactly_once(
             lease=lease,
             **publish_options,
         )
-        skipped.rows = numbered
-        sent = numbered.publish(rows_in)
-    for one in sent:
-        yield one.result
+        sent = rows.publish(rows_in)
+    skipped.rows = rows
+    try:
+        for one in sent:
+            yield one.result
+    except BaseException:
+        if source_failed.failed:
+            # The task's input failed (a Spark error upstream, a UDF): the publisher
+            # raises that only after every row before it is resolved and the position
+            # moved past those acknowledged, so the identity is freed at once and
+            # Spark's retry of the task does not wait out the lease. It reads back
+            # after that position, as rows after a failed one may be stored.
+            with contextlib.suppress(JetStreamArrowError):
+                rows.positions.release(rows.positions.next)
+        raise
+
+
+class _InputFailure:
+    """Whether a task's input raised (as opposed to its publishing)."""
+
+    def __init__(self) -> None:
+        self.failed = False
+
+    def watched(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        try:
+            yield from batches
+        except BaseException:
+            self.failed = True
+            raise
 
 
 def _in_source_order(batches: Iterator[pa.RecordBatch], source: str) -> Iterator[pa.RecordBatch]:
