@@ -2440,6 +2440,44 @@ def _spark_write_id(ctx: Ctx) -> None:
     assert all(i.startswith("probe-write-") for i in msg_ids(ctx, name))
 
 
+@effect(("df.write", "exactlyOnce"), ("df.writeStream", "exactlyOnce"))
+def _spark_exactly_once(ctx: Ctx) -> None:
+    # Into a stream that holds positions a task keeps one (by default, and when
+    # asked); with false none. Into a stream that cannot, true is refused.
+    rows_of = {}
+    for given in ({}, {"exactlyOnce": "true"}, {"exactlyOnce": "false"}):
+        name = ctx.stream(exactly_once=True)
+        assert spark_write(ctx, table(name, 2), stream=name, writeId="eo", **given).stored == 2
+        rows_of[given.get("exactlyOnce", "default")] = ctx.client.stream_info(name).state.messages
+        kept = stream_writer(ctx, table(name, 1), stream=name, **given).exactly_once
+        assert kept is (given.get("exactlyOnce") != "false")
+    # Two rows, and with a position the writer's one (rolled up to its newest).
+    assert rows_of == {"default": 3, "true": 3, "false": 2}
+    plain = ctx.stream()
+    for entry in ("df.write", "df.writeStream"):
+        must_refuse(
+            lambda e=entry: _parsed(ctx, e, stream=plain, exactlyOnce="true"),
+            "exactlyOnce",
+            "exactly once into a stream without positions",
+        )
+
+
+@effect(("df.write", "writerLease"), ("df.writeStream", "writerLease"))
+def _spark_writer_lease(ctx: Ctx) -> None:
+    import json
+
+    from jetstream_arrow.positions import position_subject
+
+    name = ctx.stream(exactly_once=True)
+    spark_write(ctx, table(name, 2), stream=name, writeId="lease", writerLease=7)
+    # The task's position (writer "lease-0-": its msg id prefix) carries the lease.
+    position = ctx.client.get_message(name, last_by_subject=position_subject(name, "lease-0-"))
+    assert json.loads(position.data)["lease"] == 7.0
+    assert _parsed(ctx, "df.writeStream", stream=name, writerLease=7).writer_lease == 7.0
+    for entry in ("df.write", "df.writeStream"):
+        raises(lambda e=entry: _parsed(ctx, e, stream=name, writerLease=0), BadInputError)
+
+
 @effect(("df.write", "publishMode"))
 def _spark_publish_mode(ctx: Ctx) -> None:
     name = ctx.stream()
@@ -2704,6 +2742,19 @@ def _publish_fn_write_id(ctx: Ctx) -> None:
     name = ctx.stream()
     _publish_fn(ctx, table(name, 2), write_id="probe-write")
     assert msg_ids(ctx, name) == ["probe-write-0-0", "probe-write-0-1"]
+
+
+# publish_fn acks every input row, so it keeps no position: refused, naming the option.
+refused(
+    _PUBLISH_FN,
+    "exactly_once",
+    lambda ctx: _publish_fn(ctx, table(ctx.stream(exactly_once=True), 1), exactly_once=True),
+)
+refused(
+    _PUBLISH_FN,
+    "writer_lease",
+    lambda ctx: _publish_fn(ctx, table(ctx.stream(exactly_once=True), 1), writer_lease=5),
+)
 
 
 @effect((_PUBLISH_FN, "publish_mode"))

@@ -73,6 +73,16 @@ def publish_fn(**options: Any) -> ArrowFn:
     check_worker_python()
     explicit_id = any(k.replace("_", "").lower() == "writeid" for k in options)
     opts = parse_write_options(options)
+    for given in options:
+        name = given.replace("_", "").lower()
+        if (name == "exactlyonce" and opts.exactly_once) or name == "writerlease":
+            # Positions skip what the stream holds, and publish_fn owes Spark an ack
+            # for every input row: it is exact within the duplicate window only.
+            raise BadInputError(
+                f"publish_fn: option {given!r} is for df.write and df.writeStream "
+                "(exactly once at any age): publish_fn yields an ack for every input row, "
+                "so it sends every row and is exact within the stream's duplicate window"
+            )
     write_id = opts.write_id if explicit_id else uuid.uuid4().hex
 
     def publish(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
