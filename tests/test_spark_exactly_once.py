@@ -76,6 +76,21 @@ def data_payloads(url: str, stream: str) -> Counter[bytes]:
     return with_jetstream(url, work)
 
 
+def settled_count(url: str, stream: str, timeout: float = 30.0) -> tuple[int, float]:
+    """(data messages in ``stream``, when that count was last seen to change): once
+    it has not changed for a second."""
+    deadline = time.monotonic() + timeout
+    count, since = sum(data_payloads(url, stream).values()), time.monotonic()
+    while time.monotonic() - since < 1.0:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"stream {stream} kept growing for {timeout} s")
+        time.sleep(0.25)
+        now = sum(data_payloads(url, stream).values())
+        if now != count:
+            count, since = now, time.monotonic()
+    return count, since
+
+
 def make_exactly_once_stream(url: str, name: str) -> None:
     with ja.connect(url) as client:
         client.create_stream(
@@ -156,8 +171,9 @@ def _aborted_then_rerun(
     flaky = df.mapInArrow(_fail_while_flagged(url, name, str(flag), n // 2 + 100), df.schema)
     with pytest.raises(SPARK_ERRORS):
         _write(flaky, url, name, writeId="nightly-1", writerLease=LEASE, **options)
-    failed_at = time.monotonic()
-    after_failure = sum(data_payloads(url, name).values())
+    # Spark reports the failure while the last attempt's writer may still be sending
+    # what it was handed: the run has ended when the count stops moving.
+    after_failure, failed_at = settled_count(url, name)
     flag.unlink()
     time.sleep(max(0.0, AFTER_WINDOW - (time.monotonic() - failed_at)))
     waited = time.monotonic() - failed_at
