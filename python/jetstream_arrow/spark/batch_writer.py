@@ -23,9 +23,9 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from .copy_ids import alike_rows_merged, refuse_merged
+from .exactly_once import ExactlyOnceTask
 from .options import WriteOptions
 from .writing import (
-    ExactlyOnceTask,
     JetStreamCommitMessage,
     WriteColumns,
     finished_tasks,

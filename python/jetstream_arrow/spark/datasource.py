@@ -24,19 +24,14 @@ from .columns import arrow_schema
 from .connection_cache import get_client
 from .consumer_stream_reader import ConsumerStreamReader
 from .dead_letters import check_dead_letter_stream, routes_dead_letters
+from .exactly_once import exactly_once_planned
 from .options import WriteOptions, parse_read_options, parse_write_options
 from .pushdown import planning_with_pushdown
 from .reading import checked_schema
 from .stream_reader import JetStreamStreamReader
 from .stream_writer import JetStreamStreamWriter
 from .value_codec import infers_value_schema, read_schema
-from .writing import (
-    WriteColumns,
-    check_expected_stream,
-    exactly_once_planned,
-    refuse_overwrite,
-    write_columns,
-)
+from .writing import WriteColumns, check_expected_stream, refuse_overwrite, write_columns
 
 
 class JetStreamDataSource(DataSource):

@@ -38,9 +38,9 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 
 from ..exceptions import JetStreamArrowError
 from .copy_ids import alike_rows_merged, refuse_merged
+from .exactly_once import ExactlyOnceTask
 from .options import WriteOptions
 from .writing import (
-    ExactlyOnceTask,
     JetStreamCommitMessage,
     WriteColumns,
     finished_tasks,

@@ -8,21 +8,15 @@ stream's duplicate window). The batch writer (:mod:`.batch_writer`), the stream
 writer (:mod:`.stream_writer`) and ``publish_fn`` (:mod:`.functions`) differ only in
 that prefix and in what they tell the user when a write ends.
 
-With option ``exactlyOnce`` (on by default into a stream that holds writers'
-positions) each task is also a writer of :mod:`jetstream_arrow.exactly_once`: it
-keeps its position in the target stream under an identity made of the same things
-as its ids, so a retry or re-run at any age skips what the stream holds instead of
-relying on the duplicate window (:class:`ExactlyOnceTask`).
+With option ``exactlyOnce`` a task also keeps its position in the target stream
+(:mod:`.exactly_once`), so a retry or re-run at any age skips what it holds.
 """
 
 from __future__ import annotations
 
-import contextlib
-import itertools
 import logging
 import sys
-import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -33,12 +27,11 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from .._read_ahead import ReadAhead
 from .._subjects import subject_matches
-from ..exactly_once import CopiedRows, ExactlyOnceUnavailableWarning, NumberedRows
 from ..exceptions import BadInputError, JetStreamArrowError, NotFoundError, PublishError
 from ..kv import KvColumns
-from ..positions import enable_command, holds_positions
 from .columns import PublishColumns
 from .connection_cache import get_client
+from .exactly_once import ExactlyOnceTask, SkippedRows, publish_exactly_once
 from .options import WriteOptions
 from .stream_lookup import PATIENCE
 from .value_codec import write_codec
@@ -90,76 +83,6 @@ def check_expected_stream(opts: WriteOptions) -> None:
             f"{client.options.js_api_prefix}): create it first with the subjects the rows "
             f"are published to, e.g. client.create_stream({name!r}, subjects=[...])"
         ) from None
-
-
-def exactly_once_planned(opts: WriteOptions, columns: WriteColumns, what: str) -> bool:
-    """On the driver, before any task runs: whether the write's tasks keep positions
-    (option ``exactlyOnce``). ``true`` where they cannot is refused, naming the option
-    and how to make the stream hold positions; the default there writes as before,
-    exact within the duplicate window, with one warning. ``what`` names the write."""
-    requested = opts.exactly_once
-    if requested is False:
-        return False
-    not_for = _exactly_once_not_for(opts, columns)
-    if not_for is not None:
-        # Not a stream's rows numbered or copied by this package: nothing to warn of.
-        if requested:
-            raise BadInputError(
-                f"{what}: option 'exactlyOnce' does not go with {not_for}; give "
-                "exactlyOnce=false (the write is then exact within the stream's "
-                "duplicate window)"
-            )
-        return False
-    stream = opts.expected_stream
-    if stream is None:
-        if requested:
-            raise BadInputError(
-                f"{what}: option 'exactlyOnce' needs the stream the rows go to, named by "
-                "option 'stream' (or 'expectedStream', or the path given to save()): each "
-                "task keeps its position there"
-            )
-        _warn_window_only(
-            f"{what}: no stream is named (option 'stream'), so the write cannot keep "
-            "positions and a re-run or retry is exact only within the duplicate window; "
-            "name the stream (made with create_stream(..., exactly_once=True)) to write "
-            "exactly once at any age"
-        )
-        return False
-    client = get_client(opts.connect)
-    why = holds_positions(client.stream_info(stream, resume_timeout=PATIENCE))
-    if why is None:
-        return True
-    if requested:
-        raise BadInputError(
-            f"{what}: option 'exactlyOnce' needs a stream that holds writers' positions, "
-            f"and stream {stream!r} does not ({why}); enable it with "
-            f"{enable_command(stream)}, or give exactlyOnce=false"
-        )
-    _warn_window_only(
-        f"{what}: stream {stream!r} cannot hold writers' positions ({why}), so a re-run "
-        "or retry is exact only within its duplicate window; enable exactly once at any "
-        f"age (option 'exactlyOnce') with {enable_command(stream)}"
-    )
-    return False
-
-
-def _exactly_once_not_for(opts: WriteOptions, columns: WriteColumns) -> str | None:
-    """What makes a write one whose tasks cannot keep positions, or None."""
-    if isinstance(columns, KvColumns) or opts.kv is not None:
-        return "option 'kv' (a KV write's retries are found by its msg ids and revisions)"
-    if columns.increment is not None:
-        return f"counter increments (column {columns.increment!r})"
-    if columns.msg_id is not None:
-        # A task finds what it stored after its position by the ids it makes itself.
-        return (
-            f"rows that carry their own msg ids (column {columns.msg_id!r}; option "
-            "'msgIdColumn' or a 'msg_id' column)"
-        )
-    return None
-
-
-def _warn_window_only(message: str) -> None:
-    warnings.warn(message, ExactlyOnceUnavailableWarning, stacklevel=3)
 
 
 class StreamSubjects:
@@ -323,28 +246,23 @@ def msg_id_prefix(columns: WriteColumns, run: str, place: str) -> str:
     return f"{run}{place}"
 
 
-@dataclass(frozen=True)
-class ExactlyOnceTask:
-    """How a write task keeps its position in the target stream (option
-    ``exactlyOnce``; see :mod:`jetstream_arrow.exactly_once`).
+def publish_batches(
+    opts: WriteOptions,
+    columns: WriteColumns,
+    batches: Iterator[pa.RecordBatch],
+    msg_id_prefix: str,
+    tally: PublishTally,
+    where: str,
+    exactly_once: ExactlyOnceTask | None = None,
+) -> Iterator[Any]:
+    """Publish the batches through one publisher; yield a PublishResult per group of
+    batches (see ``Publisher.publish_batches``), rows in input order; with
+    ``exactly_once`` over the task's position, skipping (as duplicates) what is stored.
 
-    Rows numbered by position: ``writer`` is the identity, the task's msg id prefix,
-    and the rows are numbered from ``start``. A copy of a stream (``stream`` and
-    ``seq`` columns): ``copy_writer(source stream, first source seq)`` is the
-    identity, made when the first row is seen; its position is the next source
-    sequence, so the identity names a part of the source no other task of the write
-    copies at the same time."""
-
-    writer: str
-    start: int = 0
-    copy_writer: Callable[[str, int], str] | None = None
-
-
-def _publish_options(
-    opts: WriteOptions, columns: WriteColumns, client: Any
-) -> tuple[dict[str, Any], StreamSubjects | None]:
-    """The publisher's arguments (besides its msg ids) and, for counter increments
-    into a named stream, the check of each row's subject."""
+    Spark's batches are read a few ahead in a thread, so that Spark handing over the
+    next batch overlaps the publishing of this one, and the ack window stays full
+    across batches. An engine error says what was stored before it."""
+    client = get_client(opts.connect)
     kwargs = opts.publisher_kwargs()
     stored_by: StreamSubjects | None = None
     if isinstance(columns, PublishColumns) and columns.increment is not None:
@@ -360,28 +278,6 @@ def _publish_options(
         "keep_control_headers": True if opts.kv is not None else None,
         **kwargs,
     }
-    return options, stored_by
-
-
-def publish_batches(
-    opts: WriteOptions,
-    columns: WriteColumns,
-    batches: Iterator[pa.RecordBatch],
-    msg_id_prefix: str,
-    tally: PublishTally,
-    where: str,
-    exactly_once: ExactlyOnceTask | None = None,
-) -> Iterator[Any]:
-    """Publish the batches through one publisher; yield a PublishResult per group of
-    batches (see ``Publisher.publish_batches``), rows in input order. With
-    ``exactly_once``, over the task's position: rows the stream holds are skipped
-    and counted as duplicates.
-
-    Spark's batches are read a few ahead in a thread, so that Spark handing over the
-    next batch overlaps the publishing of this one, and the ack window stays full
-    across batches. An engine error says what was stored before it."""
-    client = get_client(opts.connect)
-    options, stored_by = _publish_options(opts, columns, client)
     selected = (
         columns.select_all(b for b in batches if b.num_rows)
         if isinstance(columns, KvColumns)
@@ -390,7 +286,7 @@ def publish_batches(
     if stored_by is not None:
         selected = stored_by.checked(selected)
     read_ahead = ReadAhead(selected, depth=2, name="jetstream-arrow-spark-input")
-    skipped = _Skipped()
+    skipped = SkippedRows()
     publisher = None
     results: Iterator[Any] | None = None
     try:
@@ -400,7 +296,7 @@ def publish_batches(
             )
             results = publisher.publish_batches(read_ahead)
         else:
-            results = _publish_exactly_once(
+            results = publish_exactly_once(
                 client, opts, columns, read_ahead, msg_id_prefix, exactly_once, options, skipped
             )
         while True:
@@ -421,150 +317,10 @@ def publish_batches(
             yield result
     finally:
         if results is not None and hasattr(results, "close"):
-            # Ends a task's publisher (and its position's writer) now, not when the
-            # generator is collected.
-            results.close()
+            results.close()  # the task's publisher and position now, not when collected
         read_ahead.close()
         if publisher is not None:
             publisher.close()
-
-
-class _Skipped:
-    """The rows an exactly-once task did not send because the stream holds them:
-    counted into the tally as duplicates (the rows a retry within the window would
-    have found duplicates)."""
-
-    def __init__(self) -> None:
-        self.rows: Any = None  # the NumberedRows or CopiedRows, once made
-        self.counted = 0
-
-    def count_into(self, tally: PublishTally) -> None:
-        now = 0 if self.rows is None else int(self.rows.skipped)
-        tally.rows += now - self.counted
-        tally.duplicates += now - self.counted
-        self.counted = now
-
-
-def _publish_exactly_once(
-    client: Any,
-    opts: WriteOptions,
-    columns: WriteColumns,
-    batches: Iterator[pa.RecordBatch],
-    msg_id_prefix: str,
-    task: ExactlyOnceTask,
-    options: dict[str, Any],
-    skipped: _Skipped,
-) -> Iterator[Any]:
-    """The task's rows over its position: claimed when the first row is there (an
-    empty task keeps none), closed after the last."""
-    first = next(batches, None)
-    if first is None:
-        return
-    source_failed = _InputFailure()
-    rows_in = source_failed.watched(itertools.chain([first], batches))
-    stream = opts.expected_stream
-    assert stream is not None, "exactly_once_planned refuses a write without a stream"
-    publish_options = {k: v for k, v in options.items() if v is not None}
-    lease = opts.writer_lease
-    rows: CopiedRows | NumberedRows
-    if isinstance(columns, PublishColumns) and columns.is_copy:
-        assert task.copy_writer is not None
-        source = first.column("stream")[0].as_py()
-        first_seq = first.column("seq")[0].as_py()
-        if source is None or first_seq is None:
-            raise _out_of_order(0, "its stream or seq is null")
-        rows = CopiedRows(
-            client,
-            stream,
-            task.copy_writer(source, int(first_seq)),
-            msg_id_prefix,
-            source=source,
-            lease=lease,
-            **publish_options,
-        )
-        sent = rows.publish(_in_source_order(rows_in, source))
-    else:
-        rows = NumberedRows(
-            client,
-            stream,
-            task.writer,
-            msg_id_prefix,
-            start=task.start,
-            lease=lease,
-            **publish_options,
-        )
-        sent = rows.publish(rows_in)
-    skipped.rows = rows
-    try:
-        for one in sent:
-            yield one.result
-    except BaseException:
-        if source_failed.failed:
-            # The task's input failed (a Spark error upstream, a UDF): the publisher
-            # raises that only after every row before it is resolved and the position
-            # moved past those acknowledged, so the identity is freed at once and
-            # Spark's retry of the task does not wait out the lease. It reads back
-            # after that position, as rows after a failed one may be stored.
-            with contextlib.suppress(JetStreamArrowError):
-                rows.positions.release(rows.positions.next)
-        raise
-
-
-class _InputFailure:
-    """Whether a task's input raised (as opposed to its publishing)."""
-
-    def __init__(self) -> None:
-        self.failed = False
-
-    def watched(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        try:
-            yield from batches
-        except BaseException:
-            self.failed = True
-            raise
-
-
-def _in_source_order(batches: Iterator[pa.RecordBatch], source: str) -> Iterator[pa.RecordBatch]:
-    """A copy's rows, checked to come from ``source`` in its order: the position is
-    the next source sequence, which says every row before it is stored only when no
-    earlier one comes after it."""
-    last = 0
-    row = 0
-    for batch in batches:
-        streams = batch.column("stream")
-        seqs = pc.cast(batch.column("seq"), pa.int64())
-        if streams.null_count or seqs.null_count:
-            nulls = pc.or_(pc.is_null(streams), pc.is_null(seqs))
-            raise _out_of_order(
-                row + int(pc.index(nulls, True).as_py()), "its stream or seq is null"
-            )
-        other = pc.not_equal(streams, source)
-        if pc.any(other).as_py():
-            at = int(pc.index(other, True).as_py())
-            raise _out_of_order(
-                row + at, f"it comes from stream {streams[at].as_py()!r}, after {source!r}"
-            )
-        # Each row's seq against the one before it (the previous batch's last first).
-        before = pa.concat_arrays([pa.array([last], pa.int64()), seqs.slice(0, len(seqs) - 1)])
-        back = pc.less(seqs, before)
-        if pc.any(back).as_py():
-            at = int(pc.index(back, True).as_py())
-            raise _out_of_order(
-                row + at, f"its seq {seqs[at].as_py()} comes after seq {before[at].as_py()}"
-            )
-        last = seqs[len(seqs) - 1].as_py()
-        row += batch.num_rows
-        yield batch
-
-
-def _out_of_order(row: int, why: str) -> BadInputError:
-    return BadInputError(
-        f"row {row} of this task's input: option 'exactlyOnce' copies a stream by its "
-        "sequences, so each task's rows must come from one source stream in its order "
-        f"(as a read hands them over, without a shuffle), and {why}; give exactlyOnce=false "
-        "to copy them exact within the duplicate window, or select the 'stream' and 'seq' "
-        "columns away to number the rows by position"
-    )
 
 
 def publish_task(
