@@ -16,7 +16,11 @@ position messages are not counted), as a multiset of payloads.
   every source message once (the driver-kill harness of ``test_spark_faults.py``);
 - ``exactlyOnce=true`` into a stream that cannot hold positions is refused before
   any task runs, naming the option and the command; the default there warns once
-  and writes as before.
+  and writes as before;
+- Spark's batch and streaming reads of a stream with positions first, between rows
+  and last (no deleted message) show the rows only;
+- a streaming write of rows numbered by position over several micro-batches and two
+  runs keeps one position per partition, its rows numbered on across micro-batches.
 
 Run as a script (``python test_spark_exactly_once.py driver ...``) this module is the
 driver process of the kill test.
@@ -36,10 +40,20 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from pyspark.sql import functions as F
 
 import jetstream_arrow as ja
-from conftest_spark import SPARK_ERRORS, error_text, make_stream, spark
+from conftest_spark import (
+    SPARK_ERRORS,
+    error_text,
+    make_stream,
+    read_df,
+    read_stream,
+    run_available_now,
+    spark,
+)
 from jetstream_arrow.exactly_once import ExactlyOnceUnavailableWarning
+from jetstream_arrow.positions import PositionedWriter
 from jetstream_arrow.spark.datasource import JetStreamDataSource
 from natspy import with_jetstream
 
@@ -238,6 +252,77 @@ def test_exactly_once_into_a_stream_without_positions_is_refused_and_the_default
     assert writer.exactly_once is False
     _write(df, url, name)
     assert data_payloads(url, name) == Counter(payload(i) for i in range(100))
+
+
+@pytest.mark.spark
+def test_spark_reads_of_an_exactly_once_stream_show_no_position(
+    spark: Any, shared_nats_server: Any, unique_name: Any, tmp_path: Path
+) -> None:
+    # Positions first, between the rows and last, none rolled up (two writers, one
+    # claim each): the stream has no deleted message, and every range of the batch
+    # read's three partitions and of the streaming read holds a position's sequence.
+    url, name = shared_nats_server.url, unique_name("EOR")
+    make_exactly_once_stream(url, name)
+    rows = pa.table({"subject": [f"{name}.a"] * 3, "data": [b"r0", b"r1", b"r2"]})
+    with ja.connect(url) as client:
+        PositionedWriter(client, name, "first").claim()
+        client.publish(rows)
+        PositionedWriter(client, name, "second").claim()
+        client.publish(rows)
+        PositionedWriter(client, name, "third").claim()
+        state = client.stream_info(name).state
+    assert (state.messages, state.num_deleted, state.last_seq) == (9, 0, 9)
+    want = sorted([b"r0", b"r1", b"r2"] * 2)
+    batch = read_df(spark, url, name, minPartitions=3).select("subject", "data").collect()
+    assert sorted(r["data"] for r in batch) == want
+    assert {r["subject"] for r in batch} == {f"{name}.a"}
+    out = tmp_path / "out"
+    run_available_now(
+        read_stream(spark, url, name, startingOffsets="earliest", maxMessagesPerTrigger=2)
+        .select("subject", "data")
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+    )
+    streamed = spark.read.parquet(str(out)).collect()
+    assert sorted(r["data"] for r in streamed) == want
+    assert {r["subject"] for r in streamed} == {f"{name}.a"}
+
+
+@pytest.mark.spark
+def test_a_streaming_write_keeps_one_position_per_partition(
+    spark: Any, shared_nats_server: Any, unique_name: Any, tmp_path: Path
+) -> None:
+    # Rows numbered by position (the copy's columns selected away), several
+    # micro-batches of two partitions, in two runs of the query on one checkpoint:
+    # every row once, numbered on across micro-batches, and one position per partition.
+    from conftest_spark import publish
+
+    url, source, sink = shared_nats_server.url, unique_name("EOQ"), unique_name("EOP")
+    make_stream(url, source)
+    make_exactly_once_stream(url, sink)
+    for run, count in enumerate((300, 200)):
+        publish(url, source, count, start=300 * run)
+        rows = read_stream(
+            spark, url, source, startingOffsets="earliest", maxMessagesPerTrigger=100
+        ).select(F.concat(F.lit(f"{sink}."), F.col("seq").cast("string")).alias("subject"), "data")
+        run_available_now(
+            rows.repartition(2)
+            .writeStream.format("jetstream")
+            .option("servers", url)
+            .option("stream", sink)
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        )
+    assert data_payloads(url, sink) == Counter(f"m{i}".encode() for i in range(500))
+    with ja.connect(url) as client:
+        stored = client.read(sink, include_headers=True).read_all()
+        state = client.stream_info(sink).state
+    ids = [dict(h)["Nats-Msg-Id"][0] for h in stored.column("headers").to_pylist()]
+    numbers = [int(i.rsplit("-", 1)[1]) for i in ids]
+    # Batch b's rows are numbered from b * 10**12: five micro-batches or more.
+    assert len({n // 10**12 for n in numbers}) >= 5
+    assert {i.rsplit("-", 2)[1] for i in ids} == {"0", "1"}
+    assert state.messages == 500 + 2
 
 
 # -- a streaming copy whose driver is killed ------------------------------------------
