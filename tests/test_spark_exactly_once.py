@@ -359,6 +359,7 @@ def copy_driver(url: str, source: str, sink: str, checkpoint: str) -> None:
 
 @pytest.mark.spark
 @pytest.mark.fault
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_streaming_copy_killed_three_times_mid_batch_stores_each_message_once(
     shared_nats_server: Any, unique_name: Any, tmp_path: Path
