@@ -90,7 +90,7 @@ def exactly_once_planned(opts: WriteOptions, columns: WriteColumns, what: str) -
 def _exactly_once_not_for(opts: WriteOptions, columns: WriteColumns) -> str | None:
     """What makes a write one whose tasks cannot keep positions, or None."""
     if isinstance(columns, KvColumns) or opts.kv is not None:
-        return "option 'kv' (a KV write's retries are found by its msg ids and revisions)"
+        return "option 'kv' (a write into a KV bucket)"
     if columns.increment is not None:
         return f"counter increments (column {columns.increment!r})"
     if columns.msg_id is not None:
