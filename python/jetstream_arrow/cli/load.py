@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import hashlib
+import json
 import re
 import sys
 import time
@@ -233,6 +235,7 @@ class Totals:
     # duplicates of a message this same load stored, and the first of them
     repeated: int = 0
     first_repeated: str = ""
+    writers: set[str] = field(default_factory=set)  # exactly-once files of this load
 
 
 # (message batch, input rows, payload bytes, fraction of the file read)
@@ -523,14 +526,16 @@ def _load_file(
 ) -> None:
     prefix = None
     first_id = 0
+    file_id = ""
     if args.msg_id_column is None:
+        progress.update(label=f"hashing {f.path.name}")
+        file_id = file_identity(f.path, args.file_id)
         if args.msg_id_prefix is not None:
             # numbered across the files of this load, as if they were one file
             prefix = args.msg_id_prefix
             first_id = totals.rows
         else:
-            progress.update(label=f"hashing {f.path.name}")
-            prefix = f"ja-{file_identity(f.path, args.file_id)}-"
+            prefix = f"ja-{file_id}-"
     label = f"load {f.path.name}"
     progress.update(label=label, fraction=0.0)
     # Files are read and converted in a thread while the previous batch is published.
@@ -569,15 +574,19 @@ def _load_file(
         "compression": args.compression,
     }
     once: NumberedRows | None = None
+    repeated = False
     try:
         with contextlib.ExitStack() as stack:
             if args.exactly_once and prefix is not None:
-                # The file is a writer: its id prefix names it, and its rows' numbers
-                # are its position (see jetstream_arrow.exactly_once).
+                # The file is a writer, and its rows' numbers are its position (see
+                # jetstream_arrow.exactly_once).
+                writer = _writer(args, prefix, file_id)
+                repeated = writer in totals.writers
+                totals.writers.add(writer)
                 once = NumberedRows(
                     client,
                     args.stream,
-                    prefix,
+                    writer,
                     prefix,
                     start=first_id,
                     lease=args.writer_lease,
@@ -645,7 +654,35 @@ def _load_file(
             # it): duplicates, as a re-run within the duplicate window reports them.
             totals.rows += once.skipped
             totals.duplicates += once.skipped
+            if repeated and once.skipped and not totals.repeated:
+                totals.first_repeated = (
+                    f"{f.path} row 0, a file this load took before under the same ids"
+                )
+            if repeated:
+                totals.repeated += once.skipped
     totals.files += 1
+
+
+def _writer(args: argparse.Namespace, prefix: str, file_id: str) -> str:
+    """A file's identity as an exactly-once writer: its ids' prefix, the file, and
+    the options that shape its messages. The same file loaded with other options is
+    another writer: its rows are sent, and the duplicate check of the ids (within
+    the window) tells the user, as it always did."""
+    shaping = {
+        name: getattr(args, name, None)
+        for name in (
+            "subject",
+            "subject_column",
+            "format",
+            "data_column",
+            "headers_column",
+            "csv_types",
+            "delimiter",
+            "ttl",
+        )
+    }
+    digest = hashlib.sha256(json.dumps(shaping, sort_keys=True, default=str).encode())
+    return f"load {prefix} file {file_id} options {digest.hexdigest()[:16]}"
 
 
 def _offsets(results: Iterator[Any]) -> Iterator[tuple[Any, int, bool]]:
