@@ -500,6 +500,12 @@ def spark_write_fast(p: Params, clock: Clock) -> Result:
     return spark_write(p, clock, publishMode="fast")
 
 
+def spark_write_exactly_once(p: Params, clock: Clock) -> Result:
+    """``spark-write`` exactly once at any age (option ``exactlyOnce``): each task
+    keeps its position in the stream (the harness makes it one that holds them)."""
+    return spark_write(p, clock, exactlyOnce="true")
+
+
 def spark_read(p: Params, clock: Clock) -> Result:
     spark = _spark()
     try:
@@ -570,6 +576,7 @@ CASES: dict[str, Callable[[Params, Clock], Result]] = {
     "ja-consume-flow-control": ja_consume_flow_control,
     "spark-write": spark_write,
     "spark-write-fast": spark_write_fast,
+    "spark-write-exactly-once": spark_write_exactly_once,
     "spark-write-ceiling": spark_write_ceiling,
     "spark-read": spark_read,
     "spark-read-ceiling": spark_read_ceiling,

@@ -68,6 +68,7 @@ CASES: list[tuple[str, str, bool, str]] = [
     ("extra-publish-atomic", "publish", False, "extra"),
     ("spark-write", "publish", False, "spark"),
     ("spark-write-fast", "publish", False, "spark"),
+    ("spark-write-exactly-once", "publish", False, "spark"),
     # Writes into a data source that drops the batches: Spark's hand-over alone.
     ("spark-write-ceiling", "publish", False, "spark"),
     ("native-fetch", "fetch", True, "native"),
@@ -117,8 +118,9 @@ FAST_INGEST = (
 )
 # Publishes in atomic batches: their stream needs `allow_atomic`.
 ATOMIC = ("ja-publish-atomic-ids", "ja-publish-atomic", "extra-publish-atomic")
-# Exactly-once writers: their stream holds positions, one message besides the rows.
-POSITIONED = ("ja-publish-exactly-once",)
+# Exactly-once writers: their stream holds positions, and keeps one message besides the
+# rows per writer (the Spark write's two tasks are two writers).
+POSITIONED = {"ja-publish-exactly-once": 1, "spark-write-exactly-once": 2}
 NATIVE_FLOW = "native-consume-flow-control"
 SPARK_WRITE_CEILING = "spark-write-ceiling"
 # Publish cases whose stream stays empty by design (not checked for n messages).
@@ -135,6 +137,7 @@ ALSO_COMPARED: dict[str, tuple[str, ...]] = {
         "ja-publish-exactly-once",
         "spark-write",
         "spark-write-fast",
+        "spark-write-exactly-once",
     ),
     # Per-message-acked publishing (the package's default mode): what batching gains.
     "ja-publish": ("ja-publish-fast", "native-raw-publish-fast", "extra-publish-fast"),
@@ -152,6 +155,9 @@ ALSO_COMPARED: dict[str, tuple[str, ...]] = {
     "spark-read-ceiling": ("spark-read", "spark-read-ceiling-message"),
     # A writer that drops what Spark hands it.
     SPARK_WRITE_CEILING: ("spark-write", "spark-write-fast"),
+    # What exactly once at any age costs: the same writes with the writers' positions.
+    "ja-publish-ids": ("ja-publish-exactly-once",),
+    "spark-write": ("spark-write-exactly-once",),
     # The read ceiling yielding the five columns of the message schema: what is left of
     # the gap once the schema's own cost is set aside.
     "spark-read-ceiling-message": ("spark-read",),
@@ -520,7 +526,7 @@ def bench_size(
             run = run_process(cmd, case_timeout(case, n))
             if run.error is None and not NEEDS_DATA[case] and case not in STORES_NOTHING:
                 # An exactly-once writer leaves its (one, rolled up) position besides.
-                stored = admin.count(stream) - (case in POSITIONED)
+                stored = admin.count(stream) - POSITIONED.get(case, 0)
                 if stored != n or run.msgs != n:
                     run.error = f"stream holds {stored} messages, case reported {run.msgs}, of {n}"
             elif run.error is None and run.msgs != n:
