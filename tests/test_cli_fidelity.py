@@ -20,6 +20,8 @@ import pytest
 
 import jetstream_arrow as ja
 from cli_helpers import cli
+from jetstream_arrow.positions import POSITION_SUBJECT_PREFIX
+from natspy import data_messages, first_data_seq
 
 
 def _stored(url: str, stream: str, headers: bool = False) -> list[dict]:
@@ -29,8 +31,9 @@ def _stored(url: str, stream: str, headers: bool = False) -> list[dict]:
 
 
 def _messages(url: str, stream: str) -> int:
-    with ja.connect(url) as client:
-        return int(client.stream_info(stream).state.messages)
+    """The data messages of ``stream`` (a load keeps one position message per file in
+    a stream it made, which is not a row)."""
+    return data_messages(url, stream)
 
 
 def _load(capsys, url: str, *argv: str):
@@ -113,11 +116,18 @@ def test_a_file_is_published_in_one_pipelined_call(nats_server, tmp_path, capsys
     at each batch boundary; the totals still count every batch."""
     from jetstream_arrow.client import Publisher
 
-    calls: list[int] = []
+    # Each call: the rows it took when it is a write of the file's position (one
+    # row on a $JA.POS. subject, its own publish by design), else None.
+    calls: list[int | None] = []
     original = Publisher.publish
 
     def counting(self, data, subject=None):
-        calls.append(1)
+        position = (
+            isinstance(data, pa.Table)
+            and "subject" in data.column_names
+            and all(s.startswith(POSITION_SUBJECT_PREFIX) for s in data["subject"].to_pylist())
+        )
+        calls.append(data.num_rows if position else None)
         return original(self, data, subject)
 
     monkeypatch.setattr(Publisher, "publish", counting)
@@ -137,7 +147,13 @@ def test_a_file_is_published_in_one_pipelined_call(nats_server, tmp_path, capsys
     )
     assert run.code == 0, run.err
     assert "loaded 2,000 rows" in run.out and "2,000 stored" in run.out
-    assert len(calls) == 1, f"{len(calls)} publish calls for 20 batches of one file"
+    # The load keeps the file's position (the default into a stream it made): the
+    # position is written apart from the rows, one message per write, at least when
+    # the file is claimed and when it is closed. The rows are still one publish.
+    positions = [rows for rows in calls if rows is not None]
+    assert len(positions) >= 2 and set(positions) == {1}, calls
+    rows_calls = calls.count(None)
+    assert rows_calls == 1, f"{rows_calls} publish calls for 20 batches of one file"
 
 
 # -- CSV ------------------------------------------------------------------------------
@@ -269,8 +285,10 @@ def test_jsonl_field_first_seen_after_the_first_block(nats_server, tmp_path, cap
     )
     assert run.code == 0, run.err
     assert f"{rows + 1:,} stored" in run.out
+    # the file's last row: the rows follow the file's first position message
+    first = first_data_seq(nats_server.url, "L")
     with ja.connect(nats_server.url) as client:
-        last = client.get_message("L", seq=rows + 1)
+        last = client.get_message("L", seq=first + rows)
     assert last.data == b'{"i": -1, "late": "first seen here"}'
 
 

@@ -15,6 +15,7 @@ import pytest
 import jetstream_arrow as ja
 from cli_helpers import cli
 from jetstream_arrow.cli import value_schema
+from natspy import data_messages, first_data_seq
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -68,7 +69,9 @@ def test_parquet_loaded_and_exported_comes_back_cell_for_cell(nats_server, tmp_p
     with ja.connect(nats_server.url) as client:
         info = client.stream_info("TYPED")
         assert value_schema.recorded(info) == table.schema
-        first = client.read("TYPED", end_seq=1).read_all().column("data")[0].as_py()
+        # the file's first row: after its first position message
+        seq = first_data_seq(nats_server.url, "TYPED")
+        first = client.read("TYPED", end_seq=seq).read_all().column("data")[0].as_py()
     # The payload is JSON of the row, encoded by the core: the date as a date.
     assert first.startswith(b'{"id":0,"day":null,') and b'"later":null' in first
 
@@ -160,8 +163,11 @@ def test_a_second_load_adds_its_columns_to_the_recorded_schema(nats_server, tmp_
     )  # fmt: skip
     assert run.code == 2, run.err
     assert "column 'a' is string here but int32 in the schema an earlier load recorded" in run.err
+    assert data_messages(nats_server.url, "TWO") == 3
+    # and not even a position: the stream holds the 3 rows and one position message
+    # for each of the 2 files loaded before
     with ja.connect(nats_server.url) as client:
-        assert client.stream_info("TWO").state.messages == 3
+        assert client.stream_info("TWO").state.messages == 3 + 2
 
 
 def test_nan_and_infinity_come_back_from_a_load_and_export(nats_server, tmp_path, capsys):

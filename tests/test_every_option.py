@@ -85,6 +85,7 @@ from jetstream_arrow.kv import KvColumns
 from jetstream_arrow.management import ConsumerConfig, StreamConfig, StreamSource
 from jetstream_arrow.options import ConnectOptions
 from jetstream_arrow.positions import POSITION_SUBJECT_PREFIX
+from natspy import data_messages, first_data_seq
 from natsserver import NatsServer, start_server, wait_until
 
 __all__ = ["spark"]  # a fixture, imported for pytest
@@ -2958,15 +2959,20 @@ def _cli_create_stream(ctx: Ctx) -> None:
         "load", write_csv(ctx, _CSV), "--stream", name, "-s", ctx.url, "--subject", f"{name}.x"
     )
     assert run.code == 1 and "--create-stream" in run.err
-    assert _created(ctx).state.messages == 2
+    # the file's 2 rows (its position message, kept in a stream the load made, is not one)
+    assert data_messages(ctx.url, _created(ctx).config.name) == 2
 
 
 @_load_probe("--stream-subjects")
 def _cli_stream_subjects(ctx: Ctx) -> None:
+    # The subjects given (or the load's subject), and the writers' positions' subjects
+    # that --create-stream adds to every stream it makes.
     info = _created(ctx, subjects="{name}.*")
-    assert info.config.subjects == [f"{info.config.name}.*"]
+    name = info.config.name
+    assert info.config.subjects == [f"{name}.*", f"{POSITION_SUBJECT_PREFIX}{name}.>"]
     plain = _created(ctx)
-    assert plain.config.subjects == [f"{plain.config.name}.x"]
+    name = plain.config.name
+    assert plain.config.subjects == [f"{name}.x", f"{POSITION_SUBJECT_PREFIX}{name}.>"]
 
 
 @_load_probe("--storage")
@@ -2985,7 +2991,9 @@ def _cli_duplicate_window(ctx: Ctx) -> None:
 def _cli_ttl(ctx: Ctx) -> None:
     info = _created(ctx, "--ttl", "90s")
     assert info.config.allow_msg_ttl is True
-    stored = ctx.client.get_message(info.config.name, 1)
+    # the file's first row: after its first position message
+    first = first_data_seq(ctx.url, info.config.name)
+    stored = ctx.client.get_message(info.config.name, first)
     assert stored.headers.get("Nats-TTL") == ["90s"], stored.headers
     assert _created(ctx).config.allow_msg_ttl is not True
 

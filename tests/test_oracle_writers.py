@@ -127,6 +127,7 @@ from nats.js.errors import KeyNotFoundError, NoKeysError, NotFoundError
 import jetstream_arrow as ja
 from cli_helpers import cli
 from jetstream_arrow.exceptions import BadInputError, MalformedPayloadError
+from jetstream_arrow.positions import POSITION_SUBJECT_PREFIX as POSITION_PREFIX
 from natsserver import NatsServer
 from oracle_tables import (
     AVRO_NAMES,
@@ -255,6 +256,12 @@ class Oracle:
             return out
 
         return self.run(go())  # type: ignore[no-any-return]
+
+    def data_messages(self, stream: str) -> list[Stored]:
+        """The messages of ``stream`` that are not writers' positions (``load`` keeps
+        one position message per file, on ``$JA.POS.<stream>.<digest>``, in a stream
+        it made; no read shows them)."""
+        return [m for m in self.messages(stream) if not m.subject.startswith(POSITION_PREFIX)]
 
 
 @pytest.fixture
@@ -1821,7 +1828,7 @@ def test_load_of_parquet_stores_json_rows_and_export_gives_the_table_back(
     )  # fmt: skip
     assert run.code == 0, run.err
     try:
-        messages = oracle.messages(stream)
+        messages = oracle.data_messages(stream)
         assert len(messages) == rows
         file_ids = set()
         for i, m in enumerate(messages):
@@ -2562,7 +2569,9 @@ def test_load_and_export_a_file_whose_columns_have_message_names(
     )  # fmt: skip
     assert run.code == 0, run.err
     try:
-        for i, m in enumerate(oracle.messages(stream)):
+        messages = oracle.data_messages(stream)
+        assert len(messages) == table.num_rows
+        for i, m in enumerate(messages):
             cols = [
                 Col(f.name, f.type, True, tuple(table.column(f.name).to_pylist()))
                 for f in table.schema
@@ -2605,15 +2614,18 @@ def test_load_and_export_a_null_struct_with_a_required_field(
     )  # fmt: skip
     assert run.code == 0, run.err
     try:
-        assert [m.data for m in oracle.messages(stream)] == [b'{"a":null}', b'{"a":{"x":1}}']
+        messages = oracle.data_messages(stream)
+        assert [m.data for m in messages] == [b'{"a":null}', b'{"a":{"x":1}}']
         out = tmp_path / "required-back.parquet"
         run = cli(
             capsys, "export", stream, "-o", str(out), "--data-as", "json",
             "--columns", "a", "-s", url,
         )  # fmt: skip
         assert run.code == 1, (run.code, run.err)
+        # the rows' sequences: they follow the file's first position message
         assert run.err == (
-            "jetstream-arrow export: error: cannot write messages 1..2 as parquet: "
+            f"jetstream-arrow export: error: cannot write messages {messages[0].seq}.."
+            f"{messages[-1].seq} as parquet: "
             "Column 'x' is declared non-nullable but contains nulls\n"
         ), run.err
         assert "Traceback" not in run.err + run.out
