@@ -24,6 +24,7 @@ QUICK_CASES = [
     "ja-publish-fast-ids",
     "ja-publish-atomic-ids",
     "ja-publish-atomic",
+    "ja-publish-exactly-once",
     "native-raw-publish-fast",
     "native-fetch",
     "native-raw-fetch",
