@@ -12,8 +12,9 @@ position messages are not counted), as a multiset of payloads.
 - the same with ``exactlyOnce=false``: the re-run stores the failed task's rows
   again (what the option prevents, shown to happen);
 - a streaming copy from a jetstream source whose driver is SIGKILLed three times in
-  the middle of a micro-batch and restarted from its checkpoint after the window:
-  every source message once (the driver-kill harness of ``test_spark_faults.py``);
+  the middle of a micro-batch, once part of it is stored, and restarted from its
+  checkpoint after the window: every source message once (the driver-kill harness of
+  ``test_spark_faults.py``);
 - ``exactlyOnce=true`` into a stream that cannot hold positions is refused before
   any task runs, naming the option and the command; the default there warns once
   and writes as before;
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
 import time
 import warnings
@@ -357,6 +359,44 @@ def copy_driver(url: str, source: str, sink: str, checkpoint: str) -> None:
     run_until_killed(writer, checkpoint)
 
 
+def kill_after_a_publish(
+    driver: Any, checkpoint: Path, url: str, sink: str, describe: Any, timeout: float = 20.0
+) -> int | None:
+    """SIGKILL the process group of ``driver`` at a moment its streaming query has a
+    micro-batch planned, not committed, and part or all of it stored in ``sink`` (so
+    the re-run must skip what is stored), and return that batch's id; None when no
+    such moment came within ``timeout`` seconds (the driver is left running).
+
+    The group is frozen (SIGSTOP) when the sink holds more than the committed
+    micro-batches copied, and killed if the checkpoint still shows the batch
+    uncommitted and the sink still ahead of it; else it runs on."""
+    from fault_helpers import planned_batch
+    from test_spark_faults import committed_end
+
+    def ahead(client: ja.Client) -> bool:
+        # The sink's messages besides its positions (at most one per partition: two)
+        # beyond the source messages the committed micro-batches copied.
+        copied = int(client.stream_info(sink).state.messages) - 2
+        return planned_batch(checkpoint) is not None and copied > committed_end(checkpoint) - 1
+
+    deadline = time.monotonic() + timeout
+    with ja.connect(url) as client:
+        while time.monotonic() < deadline:
+            if driver.poll() is not None:
+                raise AssertionError(f"the driver ended\n{describe()}")
+            if ahead(client):
+                os.killpg(driver.pid, signal.SIGSTOP)
+                time.sleep(0.1)
+                batch = planned_batch(checkpoint)
+                if batch is not None and ahead(client):
+                    os.killpg(driver.pid, signal.SIGKILL)
+                    driver.wait(30)
+                    return batch
+                os.killpg(driver.pid, signal.SIGCONT)
+            time.sleep(0.02)
+    return None
+
+
 @pytest.mark.spark
 @pytest.mark.fault
 @pytest.mark.slow
@@ -380,7 +420,13 @@ def test_a_streaming_copy_killed_three_times_mid_batch_stores_each_message_once(
             self.args.append(str(self.checkpoint))
 
         def kill_mid_batch(self) -> None:
-            super().kill_mid_batch()
+            assert self.process is not None
+            batch = kill_after_a_publish(self.process, self.checkpoint, url, sink, self.tail)
+            if batch is None:
+                super().kill_mid_batch()  # the moment did not come: anywhere mid-batch
+            else:
+                self.interrupted.append(batch)
+                self.kills.append(self.committed())
             time.sleep(AFTER_WINDOW)
 
     started = time.monotonic()
@@ -401,6 +447,9 @@ def test_a_streaming_copy_killed_three_times_mid_batch_stores_each_message_once(
     )
     assert len(killer.kills) == kills
     assert payloads == Counter(f"m{i}".encode() for i in range(n))
+    # The kills fell after part of their micro-batch was stored, which the re-runs
+    # found and skipped (long after the window): the positions were put to work.
+    assert skipped > 0
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["driver"]:
