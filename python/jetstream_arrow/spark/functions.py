@@ -66,6 +66,9 @@ def publish_fn(**options: Any) -> ArrowFn:
     again, in any job, is deduplicated (inside the stream's duplicate window). Rows
     of a copy of a stream (``stream`` and ``seq`` columns) are numbered by their
     source message instead of ``<partition>-<n>``: ``<stream>:<seq>:<digest>``.
+    ``exactly_once=True`` and ``writer_lease`` are refused: the acks are row for row,
+    so every row is sent, exact within the duplicate window (``df.write`` keeps
+    positions).
 
     Raises [`SparkSetupError`][jetstream_arrow.exceptions.SparkSetupError] at once when the active
     session's Python workers cannot import this package.
