@@ -8,7 +8,8 @@ What the target holds is read with nats-py (its data subjects only, so the write
 position messages are not counted), as a multiset of payloads.
 
 - a batch write with a ``writeId`` whose task fails mid-way on every attempt (the
-  write aborts), run again after the window: every row once;
+  write aborts), run again after the window: every row once; the same for a batch
+  copy of a stream (the read's ``stream`` and ``seq`` kept);
 - the same with ``exactlyOnce=false``: the re-run stores the failed task's rows
   again (what the option prevents, shown to happen);
 - a streaming copy from a jetstream source whose driver is SIGKILLed three times in
@@ -175,14 +176,15 @@ def small_batches(spark: Any) -> Iterator[Any]:
 
 
 def _aborted_then_rerun(
-    spark: Any, url: str, name: str, tmp_path: Path, n: int, **options: Any
+    spark: Any, url: str, name: str, tmp_path: Path, n: int, df: Any = None, **options: Any
 ) -> tuple[Counter[bytes], int, float]:
-    """A write of ``n`` rows whose partition 0 fails mid-way on all its attempts, then
-    the same write (same ``writeId``) run again more than the window later: (the
-    target's payloads, the data messages after the failed run, seconds waited)."""
+    """A write of ``n`` rows (``df``, else :func:`_rows`) in two partitions, whose
+    partition 0 fails mid-way on all its attempts, then the same write (same
+    ``writeId``) run again more than the window later: (the target's payloads, the
+    data messages after the failed run, seconds waited)."""
     flag = tmp_path / "fail"
     flag.write_text("fail")
-    df = _rows(spark, name, n)
+    df = _rows(spark, name, n) if df is None else df
     # Partition 1 alone stores at most n / 2: more means partition 0 published too.
     flaky = df.mapInArrow(_fail_while_flagged(url, name, str(flag), n // 2 + 100), df.schema)
     with pytest.raises(SPARK_ERRORS):
@@ -212,6 +214,43 @@ def test_a_write_rerun_after_the_window_stores_each_row_once(
     )
     assert n // 2 < after_failure < n
     assert payloads == Counter(payload(i) for i in range(n))
+
+
+@pytest.mark.spark
+def test_a_copy_rerun_after_the_window_stores_each_message_once(
+    small_batches: Any, shared_nats_server: Any, unique_name: Any, tmp_path: Path
+) -> None:
+    # A batch copy (the read's stream and seq kept): each task the writer of its part
+    # of the source, its position the next source sequence.
+    url, n = shared_nats_server.url, 2_000
+    source, name = unique_name("EOC"), unique_name("EOD")
+    make_stream(url, source)
+    with ja.connect(url) as client:
+        client.publish(
+            pa.table(
+                {
+                    "subject": [f"{source}.a"] * n,
+                    "data": pa.array([payload(i) for i in range(n)], pa.binary()),
+                }
+            )
+        )
+    make_exactly_once_stream(url, name)
+    copy = read_df(small_batches, url, source, minPartitions=2).withColumn(
+        "subject", F.regexp_replace("subject", f"^{source}", name)
+    )
+    payloads, after_failure, waited = _aborted_then_rerun(
+        small_batches, url, name, tmp_path, n, copy
+    )
+    print(
+        f"exactly-once copy of {n} messages: {after_failure} stored by the failed run, "
+        f"re-run {waited:.1f} s after it: {sum(payloads.values())} messages"
+    )
+    assert n // 2 < after_failure < n
+    assert payloads == Counter(payload(i) for i in range(n))
+    with ja.connect(url) as client:
+        headers = client.read(name, include_headers=True).read_all().column("headers")
+    ids = {dict(h)["Nats-Msg-Id"][0] for h in headers.to_pylist()}
+    assert {i.rsplit(":", 2)[0] for i in ids} == {f"nightly-1-{source}"}  # copies' ids
 
 
 @pytest.mark.spark
