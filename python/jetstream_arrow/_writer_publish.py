@@ -11,6 +11,7 @@ results and those skipped rows: one row per input row, as any publish's result.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -241,6 +242,17 @@ def writer_input(client: Any, data: Any, writer: str, settings: PublishOptions) 
     return WriterInput(reader, copy, target_stream(client, settings, reader.schema))
 
 
+def _peek_source(reader: pa.RecordBatchReader) -> tuple[pa.RecordBatchReader, str | None]:
+    """``reader`` as it was, and the source stream its first row was read from."""
+    batches = iter(reader)
+    first = next((b for b in batches if b.num_rows), None)
+    if first is None:
+        return pa.RecordBatchReader.from_batches(reader.schema, []), None
+    source = first.column(_STREAM)[0].as_py()
+    rest = pa.RecordBatchReader.from_batches(reader.schema, itertools.chain([first], batches))
+    return rest, None if source is None else str(source)
+
+
 def publish_as_writer(
     client: Any,
     given_input: WriterInput,
@@ -269,6 +281,13 @@ def publish_as_writer(
             f"{_core.DEFAULT_POSITION_ROWS:,} rows"
         )
     if not exact:
+        if writer_lease is not None or position_rows is not None:
+            given_option = "writer_lease" if writer_lease is not None else "position_rows"
+            raise BadInputError(
+                f"option {given_option!r} is for a writer that keeps its position, and this "
+                "publish does not (exactly_once=False, or its stream cannot hold positions): "
+                "drop the option"
+            )
         window_only = (
             settings
             if copy
@@ -283,8 +302,18 @@ def publish_as_writer(
     sends: Iterator[Any]
     try:
         if copy:
+            # The copy's source stream (its first row's), so its read-back collects
+            # only copies of that source: another source's copies share sequences.
+            reader, source = _peek_source(reader)
+            given = _Input(reader, copy)
             copied = CopiedRows(
-                client, stream, writer, lease=writer_lease, options=options, codec=codec
+                client,
+                stream,
+                writer,
+                source=source,
+                lease=writer_lease,
+                options=options,
+                codec=codec,
             )
             position = copied.claim()
             given.skip_copied(position.next, copied.stored_source_seqs())

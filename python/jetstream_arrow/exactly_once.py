@@ -133,6 +133,7 @@ class NumberedRows:
         tail: list[pa.RecordBatch] = []
         source = iter(batches)
         for batch in source:
+            self.positions.keep_lease()
             first, n = n, n + batch.num_rows
             if n <= resume:
                 self.skipped += batch.num_rows
@@ -162,7 +163,7 @@ class NumberedRows:
             return
         if uncertain_end > resume:
             self.positions.advance(first)
-        yield from self._send_contiguous(first, _chain(tail, source))
+        yield from self._send_contiguous(first, _leased(self.positions, _chain(tail, source)))
 
     def _send_found_gaps(self, batch: pa.RecordBatch, first: int, stored: set[int]) -> Sent | None:
         numbers = pa.array(range(first, first + batch.num_rows), pa.int64())
@@ -199,6 +200,17 @@ class NumberedRows:
         self.positions.close(n)
 
 
+def _leased(
+    positions: PositionedWriter, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """``batches``, each handed on only while the writer holds its identity: its
+    position is written again once half its lease is gone (a slow input, a slow
+    server), and a writer taken over meanwhile stops here, before sending more."""
+    for batch in batches:
+        positions.keep_lease()
+        yield batch
+
+
 def _chain(head: list[pa.RecordBatch], rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     yield from head
     yield from rest
@@ -232,6 +244,7 @@ class CopiedRows:
     ) -> None:
         self.client = client
         self.prefix = msg_id_prefix
+        self.source = source
         self.publish_options = publish_options
         read_back = f"{msg_id_prefix}{source}:" if source is not None else msg_id_prefix
         self.positions = PositionedWriter(client, stream, writer, id_prefix=read_back, lease=lease)
@@ -249,7 +262,7 @@ class CopiedRows:
         found: dict[int, int] = {}
         for copy_id in position.stored_ids:
             match = _COPY_ID.match(copy_id[len(self.prefix) :])
-            if match is not None:
+            if match is not None and self.source in (None, match["stream"]):
                 seq = int(match["seq"])
                 found[seq] = found.get(seq, 0) + 1
         return found
@@ -267,7 +280,7 @@ class CopiedRows:
         handed: deque[tuple[int, int]] = deque()
 
         def remaining() -> Iterator[pa.RecordBatch]:
-            for batch in _whole_messages(batches):
+            for batch in _leased(self.positions, _whole_messages(batches)):
                 held = held_copies(batch.column("seq"), position.next, found)
                 kept = batch.filter(pc.invert(held))
                 self.skipped += batch.num_rows - kept.num_rows

@@ -56,8 +56,19 @@ POSITION_SUBJECT_PREFIX = _core.POSITION_SUBJECT_PREFIX
 #: The header naming the writer on its position messages (the subject holds a digest).
 WRITER_HEADER = "Ja-Writer"
 log = logging.getLogger("jetstream_arrow.positions")
+#: ``after`` of a position written when nothing past ``next`` was sent: its own seq.
+ITSELF = -1
 #: How often a writer waiting out another's lease looks whether it moved, at most.
 _LEASE_POLL = 1.0
+
+
+def _after(body: dict[str, Any], seq: int) -> int | None:
+    """Where rows past a stored position's ``next`` may be: after which sequence."""
+    if "after" in body:
+        after = body["after"]
+        return seq if after == ITSELF else (None if after is None else int(after))
+    # Written before `after` existed: an open position, rows after itself.
+    return seq if body.get("open") else None
 
 
 class WriterFencedError(JetStreamArrowError):
@@ -142,7 +153,9 @@ class _Found:
     session: str
     lease: float
     open: bool
-    tail: bool
+    #: The stream sequence after which the writer's rows past ``next`` may be stored
+    #: (None: none may be, the position was closed after all of them).
+    after: int | None
     time: datetime | None
 
 
@@ -179,6 +192,7 @@ class PositionedWriter:
         self._written = 0  # positions written by this session: their msg ids
         self._seq = 0
         self._next = 0
+        self._after: int | None = None  # the last position's `after`, resolved
         self._written_at = 0.0
 
     # -- reading what the stream holds -------------------------------------------------
@@ -195,7 +209,7 @@ class PositionedWriter:
                 session=str(body.get("session", "")),
                 lease=float(body.get("lease", self.lease)),
                 open=bool(body.get("open", False)),
-                tail=bool(body.get("tail", body.get("open", False))),
+                after=_after(body, message.seq),
                 time=message.time,
             )
         except (ValueError, KeyError, TypeError) as err:
@@ -204,39 +218,41 @@ class PositionedWriter:
                 f"sequence {message.seq} that is not one ({err}): {message.data[:200]!r}"
             ) from None
 
-    def _wait_out_lease(self, found: _Found) -> _Found | None:
-        """Waits while ``found`` is an open position within its lease. Returns the
-        position to resume from; refuses when it moved meanwhile."""
+    def _wait_out_lease(self, found: _Found) -> _Found:
+        """Waits while ``found`` may be the position of a writer at work: an open
+        position no older than two leases by this machine's clock (one lease of
+        clock skew allowed). A writer at work writes its position again every half
+        lease, so watching it for one whole lease tells: it moved (refused) or it
+        did not (the writer died; taken over)."""
         if not found.open or found.time is None:
             return found
         written = found.time if found.time.tzinfo else found.time.replace(tzinfo=timezone.utc)
         age = (datetime.now(timezone.utc) - written).total_seconds()
-        remaining = found.lease - max(age, 0.0)
-        deadline = self._clock() + max(remaining, 0.0)
-        if remaining > 0:
-            log.info(
-                "writer %r on stream %r: its position (sequence %d) is held by another "
-                "session for %.1f s more (a writer at work, or one that died); waiting",
-                self.writer,
-                self.stream,
-                found.seq,
-                remaining,
-            )
+        if age > 2 * found.lease:
+            return found
+        log.info(
+            "writer %r on stream %r: its position (sequence %d, %.1f s old) is open; "
+            "waiting up to its lease (%g s) to see whether its writer is at work",
+            self.writer,
+            self.stream,
+            found.seq,
+            max(age, 0.0),
+            found.lease,
+        )
+        deadline = self._clock() + found.lease
         while True:
             now = self._clock()
             if now >= deadline:
-                break
+                return found
             time.sleep(min(_LEASE_POLL, deadline - now))
             latest = self._found()
             if latest is None or latest.seq != found.seq:
                 raise self._fenced(
                     f"writer {self.writer!r} is at work on stream {self.stream!r}: its "
                     f"position moved (sequence {found.seq} -> "
-                    f"{latest.seq if latest else 'removed'}) while this writer waited for "
-                    f"its lease ({found.lease:g} s) to run out; one writer per identity "
-                    "at a time"
+                    f"{latest.seq if latest else 'removed'}) while this writer watched it "
+                    f"for its lease ({found.lease:g} s); one writer per identity at a time"
                 )
-        return found
 
     def _read_back(self, after: int, before: int) -> frozenset[str]:
         """This writer's msg ids stored in ``(after, before)``."""
@@ -258,39 +274,48 @@ class PositionedWriter:
     # -- writing positions -----------------------------------------------------------
     def claim(self) -> Position:
         """Take the identity: wait out a live lease, write an open position at the
-        previous one's place (fenced by it), then read back what the stream took in
-        between. Raises ``WriterFencedError`` when another writer holds it."""
+        previous one's place (fenced by it), then read back what the stream took
+        after the previous one. Raises ``WriterFencedError`` when another writer
+        holds it."""
         found = self._found()
         if found is not None:
             found = self._wait_out_lease(found)
         previous_seq = found.seq if found else 0
         start = found.next if found else 0
         self._seq = previous_seq
-        self._write(start, open_=True)
-        # A closed position was written after all the writer's rows: nothing of it
-        # can come after. An open one, or one released after a failed row, may have
-        # rows after it. Without any, no attempt of this writer sent a row: each
-        # claims its identity before its first.
-        stored = (
-            self._read_back(previous_seq, self._seq)
-            if found is not None and found.tail
-            else frozenset()
-        )
+        # Rows past `next` may follow a position that is open or was released after
+        # a failed row; the claim keeps saying so until this writer has read them
+        # back and moved on, so a claim that dies leaves the next one the same work.
+        # A closed position was written after all the writer's rows; without any,
+        # no attempt of this writer sent a row (each claims before its first).
+        after = found.after if found is not None else None
+        # This writer's own rows come after its claim.
+        self._write(start, open_=True, after=ITSELF if after is None else after)
+        stored = self._read_back(after, self._seq) if after is not None else frozenset()
         return Position(self.writer, start, self._seq, stored)
 
     def advance(self, next_unit: int) -> None:
-        """Every unit before ``next_unit`` is acknowledged: record it (fenced)."""
-        self._write(next_unit, open_=True)
+        """Every unit before ``next_unit`` is acknowledged and none after it was
+        sent yet: record it (fenced)."""
+        self._write(next_unit, open_=True, after=ITSELF)
 
     def close(self, next_unit: int) -> None:
         """The writer is done: record where, and free the identity."""
-        self._write(next_unit, open_=False)
+        self._write(next_unit, open_=False, after=None)
 
     def release(self, next_unit: int) -> None:
-        """The writer stops with every row it sent resolved (some failed): free the
-        identity at once, but have the next writer read back after ``next_unit``, as
-        rows after a failed one may be stored."""
-        self._write(next_unit, open_=False, tail=True)
+        """The writer stops with every row it sent resolved, some failed: free the
+        identity at once. Rows after the first failed one may be stored before this
+        position, so the next writer reads back from where the last position said."""
+        self._write(next_unit, open_=False, after=self._after)
+
+    def keep_lease(self) -> None:
+        """Before handing on more rows: write the position again (the same place,
+        fenced) once half the lease is gone, so a second writer sees this one at
+        work; raises ``WriterFencedError`` when it was taken over meanwhile (this
+        writer was stopped past its lease), before any more row is sent."""
+        if self.lease_left() <= self.lease / 2:
+            self._write(self._next, open_=True, after=self._after)
 
     def lease_left(self) -> float:
         """Seconds until this writer's last position stops claiming its identity."""
@@ -300,7 +325,10 @@ class PositionedWriter:
     def next(self) -> int:
         return self._next
 
-    def _write(self, next_unit: int, *, open_: bool, tail: bool = False) -> None:
+    def _write(self, next_unit: int, *, open_: bool, after: int | None) -> None:
+        """Write the position: every unit before ``next_unit`` stored; this writer's
+        rows past it may be stored after sequence ``after`` (``ITSELF``: after this
+        position; None: nowhere)."""
         body = json.dumps(
             {
                 "writer": self.writer,
@@ -308,8 +336,7 @@ class PositionedWriter:
                 "session": self.session,
                 "lease": self.lease,
                 "open": open_,
-                # Rows may be stored after `next` (always so while open).
-                "tail": open_ or tail,
+                "after": after,
             },
             separators=(",", ":"),
         ).encode()
@@ -337,6 +364,15 @@ class PositionedWriter:
             # Decided by what the stream holds, not by the error's text: a position
             # other than ours means another writer moved it.
             latest = self._found()
+            if (
+                latest is not None
+                and latest.session == self.session
+                and latest.seq > self._seq
+                and latest.next == int(next_unit)
+            ):
+                # Stored after all (its ack was lost and the resends gave up).
+                self._settle(latest.seq, next_unit, after, written_at)
+                return
             if latest is None or latest.seq != self._seq:
                 raise self._fenced(
                     f"writer {self.writer!r} on stream {self.stream!r} was taken over: its "
@@ -350,9 +386,13 @@ class PositionedWriter:
                 f"stored: {error}",
                 result,
             )
+        self._settle(int(result.acks.column("seq")[0].as_py()), next_unit, after, written_at)
+
+    def _settle(self, seq: int, next_unit: int, after: int | None, written_at: float) -> None:
         self._written += 1
-        self._seq = int(result.acks.column("seq")[0].as_py())
+        self._seq = seq
         self._next = int(next_unit)
+        self._after = seq if after == ITSELF else after
         self._written_at = written_at
 
     def _fenced(self, message: str) -> WriterFencedError:

@@ -580,7 +580,7 @@ def _load_file(
             if args.exactly_once and prefix is not None:
                 # The file is a writer, and its rows' numbers are its position (see
                 # jetstream_arrow.exactly_once).
-                writer = _writer(args, prefix, file_id)
+                writer = _writer(args, prefix, file_id, first_id)
                 repeated = writer in totals.writers
                 totals.writers.add(writer)
                 once = NumberedRows(
@@ -663,7 +663,7 @@ def _load_file(
     totals.files += 1
 
 
-def _writer(args: argparse.Namespace, prefix: str, file_id: str) -> str:
+def _writer(args: argparse.Namespace, prefix: str, file_id: str, first_id: int) -> str:
     """A file's identity as an exactly-once writer: its ids' prefix, the file, and
     the options that shape its messages. The same file loaded with other options is
     another writer: its rows are sent, and the duplicate check of the ids (within
@@ -682,7 +682,10 @@ def _writer(args: argparse.Namespace, prefix: str, file_id: str) -> str:
         )
     }
     digest = hashlib.sha256(json.dumps(shaping, sort_keys=True, default=str).encode())
-    return f"load {prefix} file {file_id} options {digest.hexdigest()[:16]}"
+    # With --msg-id-prefix the rows are numbered across the files from `first_id`:
+    # numbered otherwise (other files before it), it is another writer.
+    start = f" from {first_id}" if args.msg_id_prefix is not None else ""
+    return f"load {prefix}{start} file {file_id} options {digest.hexdigest()[:16]}"
 
 
 def _offsets(results: Iterator[Any]) -> Iterator[tuple[Any, int, bool]]:
@@ -695,6 +698,10 @@ def _offsets(results: Iterator[Any]) -> Iterator[tuple[Any, int, bool]]:
 
 def _exactly_once(client: Any, args: argparse.Namespace) -> bool:
     """Whether this load keeps its files' positions (see --exactly-once)."""
+    if args.writer_lease is not None and args.exactly_once is False:
+        raise UsageError(
+            "--writer-lease is for a load that keeps positions; drop --no-exactly-once"
+        )
     if args.msg_id_column is not None:
         if args.exactly_once:
             raise UsageError(
