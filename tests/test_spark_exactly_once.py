@@ -216,6 +216,32 @@ def test_a_write_rerun_after_the_window_stores_each_row_once(
     assert payloads == Counter(payload(i) for i in range(n))
 
 
+def _positions(url: str, stream: str) -> int:
+    """How many position messages ``stream`` holds, by nats-py."""
+
+    async def work(js: Any) -> int:
+        info = await js.stream_info(stream, subjects_filter="$JA.POS.>")
+        return sum((info.state.subjects or {}).values())
+
+    return with_jetstream(url, work)
+
+
+@pytest.mark.spark
+def test_a_write_without_a_write_id_leaves_no_position_behind(
+    spark: Any, shared_nats_server: Any, unique_name: Any
+) -> None:
+    """A write under a random writeId can never be run again: once it commits, its
+    tasks' positions are removed, so frequent writes do not pile them up. With a
+    writeId they stay (one per task), for a re-run at any age."""
+    url, name = shared_nats_server.url, unique_name("EOFORGET")
+    make_exactly_once_stream(url, name)
+    _write(_rows(spark, name, 300, partitions=3), url, name)
+    assert sum(data_payloads(url, name).values()) == 300
+    assert _positions(url, name) == 0
+    _write(_rows(spark, name, 300, partitions=3), url, name, writeId="kept")
+    assert _positions(url, name) == 3
+
+
 @pytest.mark.spark
 def test_a_copy_rerun_after_the_window_stores_each_message_once(
     small_batches: Any, shared_nats_server: Any, unique_name: Any, tmp_path: Path

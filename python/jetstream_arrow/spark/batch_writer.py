@@ -23,7 +23,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from .copy_ids import alike_rows_merged, refuse_merged
-from .exactly_once import ExactlyOnceTask
+from .exactly_once import ExactlyOnceTask, forget_positions
 from .options import WriteOptions
 from .writing import (
     JetStreamCommitMessage,
@@ -74,6 +74,8 @@ class JetStreamWriter(DataSourceArrowWriter):
             self.merged = True
             refuse_merged(f"write {self.opts.write_id}", merged)
         report_committed(f"write {self.opts.write_id}", done, len(messages))
+        if self.exactly_once and not self.opts.write_id_given:
+            forget_positions(self.opts, [m.writer for m in done if m.writer])
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         done = finished_tasks(messages, JetStreamCommitMessage)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ import pyarrow.compute as pc
 from ..exactly_once import CopiedRows, ExactlyOnceUnavailableWarning, NumberedRows
 from ..exceptions import BadInputError, JetStreamArrowError
 from ..kv import KvColumns
-from ..positions import enable_command, holds_positions
+from ..positions import enable_command, holds_positions, position_subject
 from .columns import PublishColumns
 from .connection_cache import get_client
 from .options import WriteOptions
@@ -137,6 +138,8 @@ class SkippedRows:
         tally.rows += now - self.counted
         tally.duplicates += now - self.counted
         self.counted = now
+        if self.rows is not None:
+            tally.writer = self.rows.positions.writer
 
 
 def publish_exactly_once(
@@ -249,6 +252,23 @@ def _in_source_order(batches: Iterator[pa.RecordBatch], source: str) -> Iterator
         last = seqs[len(seqs) - 1].as_py()
         row += batch.num_rows
         yield batch
+
+
+def forget_positions(opts: WriteOptions, writers: list[str]) -> None:
+    """Remove the positions of a committed write's tasks: a write under a random
+    `writeId` is never run again, so they would only pile up in the stream (one per
+    task). Best effort: a position left behind costs one message, nothing else."""
+    stream = opts.expected_stream
+    if not writers or stream is None:
+        return
+    client = get_client(opts.connect)
+    for writer in dict.fromkeys(writers):
+        try:
+            client.purge_stream(stream, subject=position_subject(stream, writer))
+        except JetStreamArrowError as err:
+            logging.getLogger("jetstream_arrow.spark").warning(
+                "the position of writer %r was left in stream %r: %s", writer, stream, err
+            )
 
 
 def _out_of_order(row: int, why: str) -> BadInputError:

@@ -784,6 +784,9 @@ class WriteOptions:
     protobuf_descriptor_file: str | None = _protobuf_descriptor_file()
     # Read on the driver, as for reads.
     protobuf_descriptor: bytes | None = None
+    # Whether the user gave `writeId`: a write under a random one can never be run
+    # again, so its tasks' positions are removed once it commits.
+    write_id_given: bool = False
 
     def publisher_kwargs(self) -> dict[str, Any]:
         """The :class:`jetstream_arrow.PublishOptions` fields these options set."""

@@ -566,8 +566,9 @@ def parse_write_options(options: Mapping[str, Any], *, queries: str = "batch") -
         values["expected_stream"] = stream
     if values["kv"] is not None:
         _check_kv(values, stream, stream_given_as)
-    write_id = values.pop("write_id") or ("" if queries == "stream" else uuid.uuid4().hex)
+    given_id = values.pop("write_id")
+    write_id = given_id or ("" if queries == "stream" else uuid.uuid4().hex)
     if any(c.isspace() for c in write_id):
         raise BadInputError(f"option 'writeId' may not contain whitespace, got {write_id!r}")
     values["protobuf_descriptor"] = _descriptor_set(values["protobuf_descriptor_file"])
-    return WriteOptions(connect=connect, write_id=write_id, **values)
+    return WriteOptions(connect=connect, write_id=write_id, write_id_given=bool(given_id), **values)

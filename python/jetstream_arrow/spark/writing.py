@@ -138,6 +138,7 @@ class JetStreamCommitMessage(WriterCommitMessage):
     resends: int = 0
     retried: bool = False
     stored_ranges: list[tuple[int, int]] = field(default_factory=list)
+    writer: str | None = None
 
 
 @dataclass
@@ -162,6 +163,7 @@ class PublishTally:
     #: The sequences stored, as inclusive ranges of consecutive ones (a publish of one
     #: writer stores a run; another writer of the stream at the same time splits it).
     stored_ranges: list[tuple[int, int]] = field(default_factory=list)
+    writer: str | None = None  # the identity of its position (option exactlyOnce)
 
     def add(self, result: Any) -> None:
         self.rows += result.rows
