@@ -6,7 +6,7 @@
 //!
 //! Every read path and consumer appends its messages here, so this is where the
 //! messages of exactly-once writers' positions (subjects under
-//! [`POSITION_SUBJECT_PREFIX`]) are left out, unless the read asks for them: they
+//! [`POSITION_SUBJECT_PREFIX`], or holding it after a `.`: [`is_position`]) are left out, unless the read asks for them: they
 //! are the writers' bookkeeping, not the stream's data.
 //!
 //! One module: appending a message is one step (decompress, then every column of
@@ -55,12 +55,27 @@ pub struct BatchBuilder {
     include_positions: bool,
 }
 
-/// Whether `subject` is an exactly-once writer's position: one comparison of its
-/// first bytes, made for every message.
+/// Whether `subject` is an exactly-once writer's position: under
+/// [`POSITION_SUBJECT_PREFIX`], or holding it after a `.` (`agg.$JA.POS.<stream>.<w>`),
+/// as a stream that sources (or mirrors into) another with a subject transform
+/// prefixing a token stores it. Made for every message, so it is cheap: one compare
+/// of the first bytes, then one scan for `$` (which ordinary subjects seldom hold)
+/// and a compare where one follows a `.`; no allocation. The subject decides, not the
+/// `Ja-Writer` header the positions carry: a header lookup hashes a name per
+/// message, every read path has the subject (a `headers` column is optional), and
+/// an application's own message may carry any header. A transform that reorders
+/// the tokens (`$JA.POS.*.*` to `x.{{wildcard(2)}}`) hides a position from this
+/// test; a transform that keeps its tokens in order does not.
 pub fn is_position(subject: &str) -> bool {
-    subject
-        .as_bytes()
-        .starts_with(POSITION_SUBJECT_PREFIX.as_bytes())
+    let s = subject.as_bytes();
+    let p = POSITION_SUBJECT_PREFIX.as_bytes();
+    if s.starts_with(p) {
+        return true;
+    }
+    s.iter()
+        .enumerate()
+        .skip(1)
+        .any(|(i, &b)| b == b'$' && s[i - 1] == b'.' && s[i..].starts_with(p))
 }
 
 fn headers_builder() -> HeadersBuilder {
@@ -441,6 +456,45 @@ mod tests {
             assert_eq!(seq.values().to_vec(), kept);
         }
         assert!(is_position("$JA.POS.S.abc") && !is_position("$JA.PO"));
+    }
+
+    #[test]
+    fn positions_sourced_under_a_transform_that_prefixes_a_token_are_positions() {
+        for subject in [
+            "$JA.POS.S.abc",
+            "agg.$JA.POS.S.abc",
+            "a.b.$JA.POS.S.abc",
+            "x.$JA.POSY.$JA.POS.S.w",
+        ] {
+            assert!(is_position(subject), "{subject}");
+        }
+        for subject in [
+            "",
+            "$",
+            "agg.$JA.POS",
+            "agg$JA.POS.S.abc",
+            "agg.x$JA.POS.S.abc",
+            "agg.$JA.POSX.S.abc",
+            "agg.$JA.pos.S.abc",
+            "orders.$JA.PO",
+            "$JA.PO.$JA",
+        ] {
+            assert!(!is_position(subject), "{subject}");
+        }
+        // A read leaves the transformed one out too.
+        let meta = MessageMetadata {
+            delivered: 1,
+            stream_seq: 1,
+            consumer_seq: 1,
+            timestamp_ns: 0,
+            pending: 0,
+        };
+        let mut b = BatchBuilder::new("AGG", SchemaOptions::default());
+        assert!(!b
+            .append(&msg("agg.$JA.POS.S.w", b"{}", None), &meta)
+            .unwrap());
+        assert!(b.append(&msg("agg.S.rows", b"r", None), &meta).unwrap());
+        assert_eq!(b.len(), 1);
     }
 
     #[test]
