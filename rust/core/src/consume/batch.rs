@@ -1,5 +1,10 @@
 //! A batch of delivered messages as Arrow, with what is needed to acknowledge them:
 //! all at once, by row, by double ack, or through flow control.
+//!
+//! One module: how a batch is built decides how it is acknowledged (rows mapped to
+//! the messages they came from, payloads dropped as malformed terminated, writers'
+//! positions left out and acknowledged with the rows, alone, or held by the
+//! binding's [`AckLedger`]), and each ack form reads that same state.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,6 +20,7 @@ use crate::arrow::builder::BatchBuilder;
 use crate::arrow::metadata::Delivered;
 use crate::connection::Connection;
 use crate::consume::flow_control::FlowControl;
+use crate::consume::ledger::AckLedger;
 use crate::error::{Error, Result};
 
 /// The consumer's ack policy, when the caller knows it.
@@ -72,6 +78,7 @@ pub struct ConsumedBatch {
     pub batch: RecordBatch,
     replies: Vec<Subject>,
     consumer_seqs: Vec<u64>,
+    stream_seqs: Vec<u64>,
     /// (consumer seq, stream seq) of the last message, for flow-control release.
     last: (u64, u64),
     /// The consumer acks everything up to a message with one ack.
@@ -82,11 +89,13 @@ pub struct ConsumedBatch {
     /// Payloads of this batch that did not decode (dropped, or kept as
     /// `_corrupt_record`).
     pub malformed: u64,
-    /// Writers' position messages the batch left out (reply subject, consumer seq),
-    /// still to acknowledge with its rows ([`Self::positions_acked_with`]).
-    positions: Vec<(Subject, u64)>,
+    /// Writers' position messages the batch left out (reply subject, consumer seq,
+    /// stream seq), still to acknowledge with its rows ([`Self::positions_acked_with`]).
+    positions: Vec<(Subject, u64, u64)>,
     /// How many messages of the batch were writers' positions.
     left_out: usize,
+    /// The binding's ledger, with ack policy `all` or an unknown one.
+    ledger: Option<Arc<AckLedger>>,
 }
 
 impl ConsumedBatch {
@@ -98,26 +107,50 @@ impl ConsumedBatch {
     ///
     /// Writers' position messages the builder leaves out are no rows, but they were
     /// delivered and are acknowledged, so they do not come again: at once with ack
-    /// policy `explicit`, and when the batch has no row at all (an ack of one
-    /// message acknowledges nothing else there; with `all` or flow control it
-    /// acknowledges, as any ack does, every earlier delivery); otherwise with the
-    /// batch's ack ([`Self::positions_acked_with`]), as an ack of the batch with
-    /// policy `all` (or an unknown one) must not acknowledge rows not yet handed on.
+    /// policy `explicit` (an ack of one message acknowledges nothing else); with the
+    /// batch's ack where it has rows ([`Self::positions_acked_with`]); and where it
+    /// has nothing else, with `all` (or an unknown policy) as the binding's
+    /// [`AckLedger`] allows, with flow control as [`FlowControl::release_positions`]
+    /// does: there an ack of one message acknowledges every earlier one, so it must
+    /// wait until no row handed out before is unacknowledged.
     pub(crate) async fn build(
         conn: &Connection,
         builder: &mut BatchBuilder,
         delivered: Vec<Delivered>,
         ack_policy: Option<AckPolicy>,
         flow: Option<(Arc<FlowControl>, u64)>,
+        ledger: Option<&Arc<AckLedger>>,
     ) -> Result<Self> {
+        let ledger = ledger
+            .filter(|_| matches!(ack_policy, Some(AckPolicy::All) | None) && flow.is_none())
+            .cloned();
+        if let Some(ledger) = &ledger {
+            ledger.seen(delivered.iter().map(|d| d.meta.consumer_seq));
+        }
         let mut replies = Vec::with_capacity(delivered.len());
         let mut consumer_seqs = Vec::with_capacity(delivered.len());
+        let mut stream_seqs = Vec::with_capacity(delivered.len());
         let mut positions = Vec::new();
         let mut last = (0, 0);
+        let mut top_stream = 0;
         for d in &delivered {
             if d.meta.consumer_seq > last.0 {
                 last = (d.meta.consumer_seq, d.meta.stream_seq);
             }
+            top_stream = top_stream.max(d.meta.stream_seq);
+        }
+        // Messages delivered but not handed out (the batch failed) are not
+        // acknowledged: no position alone may be acknowledged past them.
+        let failed = |e: Error| {
+            if let Some(ledger) = &ledger {
+                ledger.handed(top_stream);
+            }
+            if let Some((flow, epoch)) = &flow {
+                flow.handed_out_rows(*epoch, last.0);
+            }
+            e
+        };
+        for d in &delivered {
             let reply = d
                 .message
                 .reply
@@ -126,7 +159,7 @@ impl ConsumedBatch {
             match builder.append(&d.message, &d.meta) {
                 Ok(true) => {}
                 Ok(false) => {
-                    positions.push((reply, d.meta.consumer_seq));
+                    positions.push((reply, d.meta.consumer_seq, d.meta.stream_seq));
                     continue;
                 }
                 Err(e) => {
@@ -134,14 +167,15 @@ impl ConsumedBatch {
                     // the next batch empty (the messages come again after their ack
                     // wait).
                     builder.clear();
-                    return Err(e);
+                    return Err(failed(e));
                 }
             }
             replies.push(reply);
             consumer_seqs.push(d.meta.consumer_seq);
+            stream_seqs.push(d.meta.stream_seq);
         }
         let malformed_before = builder.malformed();
-        let batch = builder.finish()?;
+        let batch = builder.finish().map_err(failed)?;
         let malformed = builder.malformed() - malformed_before;
         if let Some(origins) = builder.last_origins() {
             let mut has_rows = vec![false; replies.len()];
@@ -163,45 +197,82 @@ impl ConsumedBatch {
                 .map(|&o| replies[o as usize].clone())
                 .collect();
             consumer_seqs = origins.iter().map(|&o| consumer_seqs[o as usize]).collect();
+            stream_seqs = origins.iter().map(|&o| stream_seqs[o as usize]).collect();
         }
         let mut out = Self {
             conn: conn.clone(),
             batch,
             replies,
             consumer_seqs,
+            stream_seqs,
             last,
             ack_all: ack_policy == Some(AckPolicy::All),
             flow,
             malformed,
             left_out: positions.len(),
             positions,
+            ledger,
         };
         if ack_policy == Some(AckPolicy::None) {
             out.positions.clear();
-        } else if !out.positions.is_empty()
-            && (ack_policy == Some(AckPolicy::Explicit) || out.is_empty())
-        {
-            out.ack_positions().await?;
+        } else if ack_policy == Some(AckPolicy::Explicit) {
+            let body = AckKind::Ack.body();
+            for (reply, _, _) in std::mem::take(&mut out.positions) {
+                out.conn.client.publish(reply, body.clone()).await?;
+            }
+        } else if out.only_positions() {
+            out.positions_alone().await?;
+        } else {
+            if let Some(ledger) = &out.ledger {
+                ledger.handed(top_stream);
+            }
+            if let Some((flow, epoch)) = &out.flow {
+                flow.handed_out_rows(*epoch, last.0);
+            }
         }
         Ok(out)
     }
 
-    /// Acknowledge the batch's position messages now (a flow-control consumer
-    /// releases the batch, whose last message is one of them or an earlier one).
-    async fn ack_positions(&mut self) -> Result<()> {
+    /// A batch of nothing but positions, which is not handed out: its positions are
+    /// acknowledged (released) now if that acknowledges no row handed out before and
+    /// not yet acknowledged, else held until it does ([`AckLedger`],
+    /// [`FlowControl::release_positions`]).
+    async fn positions_alone(&mut self) -> Result<()> {
         let positions = std::mem::take(&mut self.positions);
         if let Some((flow, epoch)) = &self.flow {
-            return flow.release(*epoch, self.last.0, self.last.1).await;
+            return flow
+                .release_positions(*epoch, self.last.0, self.last.1)
+                .await;
         }
+        let Some(ledger) = &self.ledger else {
+            return Ok(());
+        };
+        let now = ledger.positions_alone(
+            positions.into_iter().map(|(reply, _, seq)| (reply, seq)),
+            self.ack_all,
+        );
         let body = AckKind::Ack.body();
-        for (reply, _) in positions {
+        for reply in now {
+            self.conn.client.publish(reply, body.clone()).await?;
+        }
+        Ok(())
+    }
+
+    /// After an ack of messages up to `stream_seq`: the positions the ledger held
+    /// that may be acknowledged now.
+    async fn release_held(&self, stream_seq: Option<u64>) -> Result<()> {
+        let (Some(ledger), Some(seq)) = (&self.ledger, stream_seq) else {
+            return Ok(());
+        };
+        let body = AckKind::Ack.body();
+        for reply in ledger.acked(seq, self.ack_all) {
             self.conn.client.publish(reply, body.clone()).await?;
         }
         Ok(())
     }
 
     /// Whether every message of the batch was a writer's position: nothing to hand
-    /// out (they are acknowledged already).
+    /// out (they are acknowledged already, or held until that is safe).
     pub fn only_positions(&self) -> bool {
         self.is_empty() && self.malformed == 0 && self.left_out > 0
     }
@@ -211,7 +282,7 @@ impl ConsumedBatch {
     /// batch's last row is acked. (With ack policy `all`, an ack of a row covers
     /// every earlier delivery anyway; a position after the last row is acked only
     /// with that row, so no row is acked before the application acks it.)
-    fn positions_acked_with(&self, rows: Option<&[usize]>) -> Vec<(Subject, u64)> {
+    fn positions_acked_with(&self, rows: Option<&[usize]>) -> Vec<(Subject, u64, u64)> {
         if self.positions.is_empty() {
             return Vec::new();
         }
@@ -233,7 +304,7 @@ impl ConsumedBatch {
         };
         self.positions
             .iter()
-            .filter(|(_, seq)| *seq <= bound)
+            .filter(|(_, seq, _)| *seq <= bound)
             .cloned()
             .collect()
     }
@@ -261,48 +332,52 @@ impl ConsumedBatch {
         self.replies.is_empty()
     }
 
-    /// The reply subjects the chosen rows are acknowledged on; an `Ack` takes the
-    /// position messages it covers along ([`Self::positions_acked_with`]).
-    fn targets(&self, rows: Option<&[usize]>, kind: &AckKind) -> Result<Vec<Subject>> {
+    /// The reply subjects the chosen rows are acknowledged on, with their stream
+    /// sequences; an `Ack` takes the position messages it covers along
+    /// ([`Self::positions_acked_with`]).
+    fn targets(&self, rows: Option<&[usize]>, kind: &AckKind) -> Result<Vec<(Subject, u64)>> {
         let positions = match kind {
             AckKind::Ack => self.positions_acked_with(rows),
             _ => Vec::new(),
         };
+        let positions = positions.into_iter().map(|(reply, _, seq)| (reply, seq));
+        let rows_with_seqs = self
+            .replies
+            .iter()
+            .cloned()
+            .zip(self.stream_seqs.iter().copied());
         match rows {
             None if self.ack_all && *kind == AckKind::Ack => {
-                // One AckAll for the highest consumer sequence covers the batch.
-                let rows = self.replies.iter().zip(self.consumer_seqs.iter().copied());
-                let positions = positions.iter().map(|(reply, seq)| (reply, *seq));
-                Ok(rows
+                // One AckAll covers the batch: the server acknowledges by stream
+                // sequence, so the ack of the highest one (not of the last delivered,
+                // which may be an earlier message delivered again).
+                Ok(rows_with_seqs
                     .chain(positions)
                     .max_by_key(|(_, seq)| *seq)
-                    .map(|(reply, _)| reply.clone())
                     .into_iter()
                     .collect())
             }
-            None => Ok(self
-                .replies
-                .iter()
-                .cloned()
-                .chain(positions.into_iter().map(|(reply, _)| reply))
-                .collect()),
+            None => Ok(rows_with_seqs.chain(positions).collect()),
             Some(rows) => rows
                 .iter()
-                .map(|&r| {
-                    self.replies.get(r).cloned().ok_or_else(|| {
-                        Error::bad_input(format!(
-                            "row {r} is out of range: the batch has {} rows",
-                            self.len()
-                        ))
-                    })
+                .map(|&r| match (self.replies.get(r), self.stream_seqs.get(r)) {
+                    (Some(reply), Some(seq)) => Ok((reply.clone(), *seq)),
+                    _ => Err(Error::bad_input(format!(
+                        "row {r} is out of range: the batch has {} rows",
+                        self.len()
+                    ))),
                 })
-                .chain(positions.into_iter().map(|(reply, _)| Ok(reply)))
+                .chain(positions.map(Ok))
                 .collect(),
         }
     }
 
     /// Send `kind` for the chosen rows (all when None), pipelined, then flush.
     pub async fn acknowledge(&self, rows: Option<&[usize]>, kind: AckKind) -> Result<()> {
+        if self.only_positions() {
+            // Never handed out; its positions are the ledger's (or flow control's).
+            return Ok(());
+        }
         if let Some((flow, epoch)) = &self.flow {
             if kind != AckKind::Ack || rows.is_some() {
                 self.flow_only("acknowledging chosen rows, nak, term or in_progress")?;
@@ -310,8 +385,13 @@ impl ConsumedBatch {
             return flow.release(*epoch, self.last.0, self.last.1).await;
         }
         let body = kind.body();
-        for reply in self.targets(rows, &kind)? {
+        let targets = self.targets(rows, &kind)?;
+        let acked = targets.iter().map(|(_, seq)| *seq).max();
+        for (reply, _) in targets {
             self.conn.client.publish(reply, body.clone()).await?;
+        }
+        if kind == AckKind::Ack {
+            self.release_held(acked).await?;
         }
         tokio::time::timeout(self.conn.request_timeout, self.conn.client.flush())
             .await
@@ -329,6 +409,8 @@ impl ConsumedBatch {
         if targets.is_empty() {
             return Ok(());
         }
+        let acked = targets.iter().map(|(_, seq)| *seq).max();
+        let targets: Vec<Subject> = targets.into_iter().map(|(reply, _)| reply).collect();
         let inbox = self.conn.client.new_inbox();
         let mut sub = self.conn.client.subscribe(format!("{inbox}.*")).await?;
         let deadline = Instant::now() + timeout;
@@ -365,6 +447,6 @@ impl ConsumedBatch {
             }
         }
         let _ = sub.unsubscribe().await;
-        Ok(())
+        self.release_held(acked).await
     }
 }

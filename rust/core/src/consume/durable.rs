@@ -2,6 +2,7 @@
 //! only use `CONSUMER.MSG.NEXT` and `$JS.ACK` works), fetched or consumed as Arrow
 //! batches ([`ConsumedBatch`]), acknowledged per batch or per row.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -27,6 +28,8 @@ pub struct DurableConsumer {
     /// The group's pin, while this binding holds it: one puller, however many
     /// fetches and loops it runs.
     pin: Pin,
+    /// What this binding handed out and acknowledged, for positions delivered alone.
+    ledger: Arc<AckLedger>,
 }
 
 /// Options of continuous consumption (nats.go's `Messages()` options).
@@ -79,6 +82,7 @@ impl DurableConsumer {
             ack_policy,
             priority: None,
             pin: Pin::default(),
+            ledger: Arc::default(),
         })
     }
 
@@ -123,7 +127,15 @@ impl DurableConsumer {
         let mut builder = BatchBuilder::new(&self.stream, Self::schema_options(include_headers))
             .with_values(values)
             .with_decompression(self.conn.decompression);
-        ConsumedBatch::build(&self.conn, &mut builder, delivered, self.ack_policy, None).await
+        ConsumedBatch::build(
+            &self.conn,
+            &mut builder,
+            delivered,
+            self.ack_policy,
+            None,
+            Some(&self.ledger),
+        )
+        .await
     }
 
     pub async fn messages(&self, options: ConsumeOptions) -> Result<MessageStream> {
@@ -167,7 +179,8 @@ pub struct MessageStream {
 impl MessageStream {
     /// Waits for at least one message, then takes what arrives within
     /// `batch_wait`, up to `batch_rows`. Messages that were all writers' positions
-    /// (acknowledged, no rows) are not handed out: the wait goes on.
+    /// (acknowledged, or held while that could acknowledge a row not yet
+    /// acknowledged: [`AckLedger`]; no rows) are not handed out: the wait goes on.
     pub async fn next_batch(&mut self) -> Result<ConsumedBatch> {
         loop {
             let batch = self.collect_batch().await?;
@@ -199,9 +212,11 @@ impl MessageStream {
             delivered,
             self.consumer.ack_policy,
             None,
+            Some(&self.consumer.ledger),
         )
         .await
     }
 }
 
 pub use crate::consume::batch::{AckKind, AckPolicy, ConsumedBatch};
+pub use crate::consume::ledger::AckLedger;

@@ -44,6 +44,11 @@ struct FlowState {
     answered: u64,
     /// Bumped by every reset of the consumer's delivery sequence.
     epoch: u64,
+    /// The consumer seq of the last batch with rows handed out (or failed).
+    handed: u64,
+    /// (consumer seq, stream seq) of the last writers' position delivered with no
+    /// row and not released yet ([`FlowControl::release_positions`]).
+    held: (u64, u64),
 }
 
 /// Flow-control requests and their answers, shared by a stream and its batches.
@@ -112,6 +117,8 @@ impl FlowControl {
             state.delivered = (0, 0);
             state.released = (0, 0);
             state.answered = 0;
+            state.handed = 0;
+            state.held = (0, 0);
             if let Some((_, covers)) = &mut state.waiting {
                 *covers = 0;
             }
@@ -126,6 +133,48 @@ impl FlowControl {
             let mut state = self.lock();
             if epoch == state.epoch && consumer_seq > state.released.0 {
                 state.released = (consumer_seq, stream_seq);
+            }
+            // Positions held back behind this release go with it once nothing
+            // handed out before them is unreleased.
+            if state.released.0 >= state.handed && state.held.0 > state.released.0 {
+                state.released = state.held;
+            }
+        }
+        self.answer_if_due().await
+    }
+
+    /// A batch with rows (or one that failed) was handed out up to this consumer
+    /// sequence, in `epoch`.
+    pub(crate) fn handed_out_rows(&self, epoch: u64, consumer_seq: u64) {
+        let mut state = self.lock();
+        if epoch == state.epoch {
+            state.handed = state.handed.max(consumer_seq);
+        }
+    }
+
+    /// Writers' positions delivered with no row, up to this message, in `epoch`,
+    /// which are never handed out. An answer naming them acknowledges every message
+    /// before them, so they are released now only when every batch handed out
+    /// before is released; else they are held and go with the release that makes
+    /// it so (a flow-control consumer has no ack wait to deliver them again, and
+    /// positions never released could keep a window from ever being answered).
+    pub(crate) async fn release_positions(
+        &self,
+        epoch: u64,
+        consumer_seq: u64,
+        stream_seq: u64,
+    ) -> Result<()> {
+        {
+            let mut state = self.lock();
+            if epoch != state.epoch {
+                return Ok(());
+            }
+            if state.released.0 >= state.handed {
+                if consumer_seq > state.released.0 {
+                    state.released = (consumer_seq, stream_seq);
+                }
+            } else if consumer_seq > state.held.0 {
+                state.held = (consumer_seq, stream_seq);
             }
         }
         self.answer_if_due().await

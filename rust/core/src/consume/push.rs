@@ -29,7 +29,7 @@ use crate::arrow::metadata::Delivered;
 use crate::arrow::schema::SchemaOptions;
 use crate::codec::{CodecSpec, ValueDecoder};
 use crate::connection::Connection;
-use crate::consume::durable::{AckPolicy, ConsumedBatch};
+use crate::consume::durable::{AckLedger, AckPolicy, ConsumedBatch};
 use crate::consume::flow_control::FlowControl;
 use crate::consume::resync::{Resync, Verdict};
 use crate::defaults;
@@ -46,6 +46,8 @@ pub struct PushConsumer {
     ack_policy: Option<AckPolicy>,
     /// The consumer's idle heartbeat, if known.
     heartbeat: Option<Duration>,
+    /// What this binding handed out and acknowledged, for positions delivered alone.
+    ledger: Arc<AckLedger>,
 }
 
 /// Options of push consumption.
@@ -93,6 +95,7 @@ impl PushConsumer {
                 deliver_group: group.filter(|g| !g.is_empty()),
                 ack_policy,
                 heartbeat: None,
+                ledger: Arc::default(),
             });
         }
         let info: ConsumerInfo = conn
@@ -120,6 +123,7 @@ impl PushConsumer {
             deliver_group: config.deliver_group.filter(|g| !g.is_empty()),
             ack_policy: Some(policy),
             heartbeat: Some(config.idle_heartbeat).filter(|h| !h.is_zero()),
+            ledger: Arc::default(),
         })
     }
 
@@ -393,8 +397,8 @@ impl PushStream {
     /// it was collected: the reset sends them again, numbered afresh (handing them
     /// out would only add duplicates whose release is ignored). The first delivery
     /// of a newer epoch waits for the next batch. Deliveries that were all writers'
-    /// positions (acknowledged or released, no rows) are not handed out: the wait
-    /// goes on.
+    /// positions (acknowledged or released, or held while that could acknowledge a
+    /// row handed out before: no rows) are not handed out: the wait goes on.
     pub async fn next_batch(&mut self) -> Result<ConsumedBatch> {
         loop {
             let batch = self.collect_batch().await?;
@@ -449,6 +453,7 @@ impl PushStream {
             delivered,
             self.consumer.ack_policy,
             flow,
+            Some(&self.consumer.ledger),
         )
         .await;
         if !self.flow.acks {
