@@ -6,10 +6,8 @@ A task publishes its batches through one publisher whose message ids are
 task sends the same ids and the server drops what it already stored (inside the
 stream's duplicate window). The batch writer (:mod:`.batch_writer`), the stream
 writer (:mod:`.stream_writer`) and ``publish_fn`` (:mod:`.functions`) differ only in
-that prefix and in what they tell the user when a write ends.
-
-With option ``exactlyOnce`` a task also keeps its position in the target stream
-(:mod:`.exactly_once`), so a retry or re-run at any age skips what it holds.
+that prefix and in what they tell the user when a write ends. With ``exactlyOnce`` a
+task keeps its position in the stream too (:mod:`.exactly_once`): any age is exact.
 """
 
 from __future__ import annotations
