@@ -480,7 +480,12 @@ def spark_write(p: Params, clock: Clock, **options: Any) -> Result:
         df.cache().count()
         warm = p["stream"] + "_WARM"  # the warm-up's own stream
         with ja.connect(p["url"]) as client:
-            client.create_stream(warm, [warm + ".>"], allow_batched=batched or None)
+            client.create_stream(
+                warm,
+                [warm + ".>"],
+                allow_batched=batched or None,
+                exactly_once="exactlyOnce" in options,
+            )
             try:
                 _spark_write(df.limit(WARM_UP_MESSAGES), p["url"], warm, warm + ".warm", **options)
             finally:
