@@ -119,8 +119,8 @@ FAST_INGEST = (
 # Publishes in atomic batches: their stream needs `allow_atomic`.
 ATOMIC = ("ja-publish-atomic-ids", "ja-publish-atomic", "extra-publish-atomic")
 # Exactly-once writers: their stream holds positions, and keeps one message besides the
-# rows per writer (the Spark write's two tasks are two writers).
-POSITIONED = {"ja-publish-exactly-once": 1, "spark-write-exactly-once": 2}
+# rows per writer (a Spark write without a writeId removes its tasks' when it commits).
+POSITIONED = {"ja-publish-exactly-once": 1, "spark-write-exactly-once": 0}
 NATIVE_FLOW = "native-consume-flow-control"
 SPARK_WRITE_CEILING = "spark-write-ceiling"
 # Publish cases whose stream stays empty by design (not checked for n messages).
