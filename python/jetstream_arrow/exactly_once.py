@@ -276,17 +276,20 @@ class CopiedRows:
         position = self.position or self.claim()
         found = self.stored_source_seqs()
         # (rows, highest source sequence) of each batch handed to the publisher, so
-        # that each result, made of whole batches, tells how far the copy got.
+        # that each result, made of whole batches, tells how far the copy got; the
+        # rows held already count too (they are stored): the position passes them.
         handed: deque[tuple[int, int]] = deque()
+        seen = [position.next]  # past the highest source sequence taken from the input
 
         def remaining() -> Iterator[pa.RecordBatch]:
             for batch in _leased(self.positions, _whole_messages(batches)):
+                top = int(pc.max(pc.cast(batch.column("seq"), pa.uint64())).as_py())
+                seen[0] = max(seen[0], top + 1)
                 held = held_copies(batch.column("seq"), position.next, found)
                 kept = batch.filter(pc.invert(held))
                 self.skipped += batch.num_rows - kept.num_rows
                 if kept.num_rows:
-                    top = pc.max(pc.cast(kept.column("seq"), pa.uint64())).as_py()
-                    handed.append((kept.num_rows, int(top)))
+                    handed.append((kept.num_rows, top))
                     yield kept
 
         next_seq = position.next
@@ -309,7 +312,9 @@ class CopiedRows:
                 self.positions.advance(next_seq)
                 yield Sent(result, first_seq, contiguous=False)
         if close:
-            self.positions.close(next_seq)
+            # Every row taken from the input is stored now: sent and acknowledged, or
+            # held already.
+            self.positions.close(max(next_seq, seen[0]))
 
 
 def _whole_messages(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

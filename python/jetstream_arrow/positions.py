@@ -1,4 +1,6 @@
-"""Exactly once at any age: a writer's position, kept in the stream it writes.
+"""Exactly once at any age: a writer's position, kept in the stream it writes. It is
+one module because a position's claim, fence, lease and read-back are one protocol,
+each step correct only with the others.
 
 A retried publish is safe while the stream's duplicate window (two minutes unless
 configured) still holds its msg ids. A writer restarted later (a night's outage, a
@@ -24,11 +26,13 @@ Positions are not written in the same atomic batch as their rows: atomic batches
 (``mode="atomic"``) publish about a sixth as fast as acked publishing with msg ids
 (benches/README.md), and the read-back makes the rows after a position exact anyway.
 
-A writer's position also claims its identity for ``lease`` seconds. A second writer
-with the same identity waits until the lease of a position it finds open has run
-out, counted from when the server stored it; if the position moved meanwhile the
-holder is at work and the second writer is refused (``WriterFencedError``). A writer
-that finishes writes a closed position, so the next one starts at once. Readers never
+A writer's position also claims its identity for ``lease`` seconds, and a writer at
+work writes it again every half lease. A second writer with the same identity that
+finds an open position watches it for one lease (by its own clock, so clock skew
+does not matter; at once if the position is older than two leases): if it moved,
+the holder is at work and the second writer is refused (``WriterFencedError``);
+if not, the holder died and the second takes over. A writer that finishes writes a
+closed position, so the next one starts at once. Readers never
 see positions (the core leaves ``$JA.POS.`` out of every read unless asked).
 """
 
@@ -372,6 +376,20 @@ class PositionedWriter:
             ):
                 # Stored after all (its ack was lost and the resends gave up).
                 self._settle(latest.seq, next_unit, after, written_at)
+                return
+            if latest is None and self._seq:
+                # Removed by the stream's limits (max_msgs, max_bytes, max_age) or a
+                # purge, not moved: written again as a first position, fenced by there
+                # being none, so a writer that claimed it meanwhile still wins.
+                log.warning(
+                    "writer %r: its position (sequence %d) is gone from stream %r (its "
+                    "limits or a purge); writing it again",
+                    self.writer,
+                    self._seq,
+                    self.stream,
+                )
+                self._seq = 0
+                self._write(next_unit, open_=open_, after=after)
                 return
             if latest is None or latest.seq != self._seq:
                 raise self._fenced(

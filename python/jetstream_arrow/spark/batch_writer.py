@@ -62,7 +62,9 @@ class JetStreamWriter(DataSourceArrowWriter):
         if self.exactly_once:
             task = ExactlyOnceTask(
                 writer=prefix,
-                copy_writer=lambda source, first_seq: f"{run}copy:{source}:{first_seq}",
+                # The partition, as the read planned it: a re-run of the same read
+                # plans the same ranges, whatever became of their first messages.
+                copy_writer=lambda source, _: f"{run}copy:{source}:{partition}",
             )
         tally = publish_task(self.opts, self.columns, iterator, prefix, where, task)
         return JetStreamCommitMessage(partition, attempt, **asdict(tally))

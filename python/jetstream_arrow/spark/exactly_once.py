@@ -42,6 +42,17 @@ def exactly_once_planned(opts: WriteOptions, columns: WriteColumns, what: str) -
     (option ``exactlyOnce``). ``true`` where they cannot is refused, naming the option
     and how to make the stream hold positions; the default there writes as before,
     exact within the duplicate window, with one warning. ``what`` names the write."""
+    planned = _planned(opts, columns, what)
+    if not planned and opts.writer_lease is not None:
+        raise BadInputError(
+            f"{what}: option 'writerLease' is for tasks that keep positions, and this "
+            "write keeps none (exactlyOnce=false, or its stream cannot hold them): drop it"
+        )
+    return planned
+
+
+def _planned(opts: WriteOptions, columns: WriteColumns, what: str) -> bool:
+    """Whether the write's tasks keep positions (see ``exactly_once_planned``)."""
     requested = opts.exactly_once
     if requested is False:
         return False

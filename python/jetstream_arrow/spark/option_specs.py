@@ -705,12 +705,12 @@ class WriteOptions:
         nullable=True,
         meaning="store each row exactly once at any age: every task keeps its position in the target stream (`$JA.POS.<stream>.>`), so a re-run with the same `writeId`, a retried task or a restarted query skips what is stored even after the duplicate window. Default: on where the stream named by `stream` holds positions (`create_stream(..., exactly_once=True)`), else off with one warning per write naming `jetstream-arrow streams enable-exactly-once`; `true` into a stream that cannot is refused before any task runs",
     )
-    writer_lease: float = option(
+    writer_lease: float | None = option(
         kind="float",
-        default=DEFAULT_WRITER_LEASE,
+        nullable=True,
         minimum=0.001,
         maximum=MAX_SECONDS,
-        meaning="with `exactlyOnce`: seconds a task's position claims its identity after its last position; a retry or restart of a task killed mid-way waits out the rest of it before it resumes (shorter: faster restarts, but a task that stalls longer can be taken over)",
+        meaning=f"with `exactlyOnce`: seconds a task's position claims its identity (default {DEFAULT_WRITER_LEASE:g}; written again every half lease while the task works); a retry or restart of a task killed mid-way watches its position for one lease before it resumes (shorter: faster restarts, but a task whose input stalls longer can be taken over); refused where no position is kept",
     )
     publish_mode: str = option(
         default=DEFAULT_PUBLISH_MODE,

@@ -16,7 +16,7 @@ query id (from the checkpoint) and partition, not per micro-batch, so the stream
 holds one position per partition of the query, not one per task ever run:
 
 * rows numbered by position are the writer ``<query id>-<partition>-``, and their
-  msg ids ``<query id>-<partition>-<n>`` with ``n = batch id * 10**12 + row``, so the
+  msg ids ``<query id>-<partition>-<n>`` with ``n = batch id * 10**9 + row``, so the
   rows of one partition are numbered on across micro-batches and a position is
   "every row before this one of this partition";
 * a copy of a stream is the writer ``<query id>-copy:<source stream>:<partition>``,
@@ -54,8 +54,10 @@ from .writing import (
 _QUERY_ID_PROPERTY = "sql.streaming.queryId"
 _BATCH_ID_PROPERTY = "streaming.sql.batchId"
 #: Rows an exactly-once partition numbers per micro-batch: row ``r`` of batch ``b`` is
-#: ``b * ROWS_PER_MICRO_BATCH + r`` (no partition of a micro-batch holds 10**12 rows).
-ROWS_PER_MICRO_BATCH = 10**12
+#: ``b * ROWS_PER_MICRO_BATCH + r``. A billion rows per partition of a micro-batch;
+#: the numbers stay within int64 for 9.2 billion micro-batches (29 years at ten a
+#: second).
+ROWS_PER_MICRO_BATCH = 10**9
 
 
 @dataclass
