@@ -25,8 +25,8 @@ WINDOW = 1.0
 AFTER_WINDOW = 2.5
 
 
-def _exact_stream(client: ja.Client, name: str) -> str:
-    client.create_stream(name, [f"{name}.>"], duplicate_window=WINDOW, exactly_once=True)
+def _exact_stream(client: ja.Client, name: str, **config: Any) -> str:
+    client.create_stream(name, [f"{name}.>"], duplicate_window=WINDOW, exactly_once=True, **config)
     return name
 
 
@@ -190,3 +190,60 @@ def test_writer_lease_and_position_rows_are_refused_when_exactly_once_is_off(
         except BadInputError:
             pass
     assert ignored == [], ignored
+
+
+# A copy whose read-back finds every remaining row stored closes its position past
+# them, so the next run with the same identity does not copy them again.
+def test_a_copy_rerun_that_finds_everything_stored_closes_past_it(
+    client, shared_nats_server, unique_name
+):
+    url = shared_nats_server.url
+    source = unique_name("SRC")
+    client.create_stream(source, [f"{source}.>"])
+    client.publish(pa.table({"data": [f"m{i}".encode() for i in range(5)]}), f"{source}.x")
+    target = _exact_stream(client, unique_name("T"))
+    writer = f"copy of {source}"
+
+    def copy() -> Any:
+        rows = client.read(source).read_all().drop_columns(["subject"])
+        return client.publish(rows, f"{target}.x", writer=writer, writer_lease=1.0)
+
+    # Run 1 is killed after all its rows are acknowledged, before its position moved:
+    # its claim (open) and its rows, with their copy ids, are in the stream.
+    PositionedWriter(client, target, writer, id_prefix=f"{source}:", lease=1.0).claim()
+    client.publish(client.read(source).read_all().drop_columns(["subject"]), f"{target}.x")
+    assert sum(_payloads(url, target).values()) == 5
+    time.sleep(AFTER_WINDOW)  # past the lease and the window
+    second = copy()  # finds all 5 by its read-back: stores none (right)
+    assert sum(_payloads(url, target).values()) == 5, second.stored
+    time.sleep(AFTER_WINDOW)
+    third = copy()  # the same copy once more: should store none
+    payloads = _payloads(url, target)
+    assert payloads == Counter(f"m{i}".encode() for i in range(5)), (third.stored, payloads)
+
+
+# A writer whose own position the stream's limits removed writes it again (fenced by
+# there being none) rather than stopping as if taken over.
+def test_a_writer_whose_position_the_stream_limits_remove_writes_it_again(
+    client, shared_nats_server, unique_name
+):
+    target = _exact_stream(client, unique_name("T"), max_msgs=50)
+    rows = pa.table({"data": [f"r{i}".encode() for i in range(500)]})
+    result = client.publish(rows, f"{target}.x", writer="ring", position_rows=100)
+    assert result.stored == 500
+
+
+# A streaming partition's row numbers (batch * 10^9 + row) stay within the core's
+# and int64's range for billions of micro-batches.
+def test_a_streaming_partition_numbers_rows_of_micro_batch_twenty_million(client, unique_name):
+    from jetstream_arrow.exactly_once import NumberedRows
+    from jetstream_arrow.spark.stream_writer import ROWS_PER_MICRO_BATCH
+
+    target = _exact_stream(client, unique_name("T"))
+    batch_id = 20_000_000
+    rows = NumberedRows(
+        client, target, "query-0-", "query-0-", start=batch_id * ROWS_PER_MICRO_BATCH
+    )
+    batch = pa.record_batch({"subject": [f"{target}.x"] * 3, "data": [b"a", b"b", b"c"]})
+    results = list(rows.publish([batch]))
+    assert sum(r.result.stored for r in results) == 3

@@ -58,6 +58,7 @@ from conftest_spark import (
 from jetstream_arrow.exactly_once import ExactlyOnceUnavailableWarning
 from jetstream_arrow.positions import PositionedWriter
 from jetstream_arrow.spark.datasource import JetStreamDataSource
+from jetstream_arrow.spark.stream_writer import ROWS_PER_MICRO_BATCH
 from natspy import with_jetstream
 
 __all__ = ["spark"]  # a fixture, imported for pytest
@@ -187,15 +188,17 @@ def _aborted_then_rerun(
     df = _rows(spark, name, n) if df is None else df
     # Partition 1 alone stores at most n / 2: more means partition 0 published too.
     flaky = df.mapInArrow(_fail_while_flagged(url, name, str(flag), n // 2 + 100), df.schema)
+    if options.get("exactlyOnce") != "false":  # refused where no position is kept
+        options = {**options, "writerLease": LEASE}
     with pytest.raises(SPARK_ERRORS):
-        _write(flaky, url, name, writeId="nightly-1", writerLease=LEASE, **options)
+        _write(flaky, url, name, writeId="nightly-1", **options)
     # Spark reports the failure while the last attempt's writer may still be sending
     # what it was handed: the run has ended when the count stops moving.
     after_failure, failed_at = settled_count(url, name)
     flag.unlink()
     time.sleep(max(0.0, AFTER_WINDOW - (time.monotonic() - failed_at)))
     waited = time.monotonic() - failed_at
-    _write(flaky, url, name, writeId="nightly-1", writerLease=LEASE, **options)
+    _write(flaky, url, name, writeId="nightly-1", **options)
     return data_payloads(url, name), after_failure, waited
 
 
@@ -386,8 +389,9 @@ def test_a_streaming_write_keeps_one_position_per_partition(
         state = client.stream_info(sink).state
     ids = [dict(h)["Nats-Msg-Id"][0] for h in stored.column("headers").to_pylist()]
     numbers = [int(i.rsplit("-", 1)[1]) for i in ids]
-    # Batch b's rows are numbered from b * 10**12: five micro-batches or more.
-    assert len({n // 10**12 for n in numbers}) >= 5
+    # Batch b's rows are numbered from b * ROWS_PER_MICRO_BATCH: five micro-batches
+    # or more.
+    assert len({n // ROWS_PER_MICRO_BATCH for n in numbers}) >= 5
     assert {i.rsplit("-", 2)[1] for i in ids} == {"0", "1"}
     assert state.messages == 500 + 2
 
@@ -519,3 +523,64 @@ def test_a_streaming_copy_killed_three_times_mid_batch_stores_each_message_once(
 
 if __name__ == "__main__" and sys.argv[1:2] == ["driver"]:
     copy_driver(*sys.argv[2:6])
+
+
+# A batch copy's task is named by its partition: a re-run of the same read whose
+# partition lost its first source message meanwhile is still the same writer.
+@pytest.mark.spark
+def test_a_spark_copy_rerun_after_its_first_source_message_is_gone_copies_once(
+    spark, shared_nats_server, unique_name
+):
+    from pyspark.sql import functions as F
+
+    from conftest_spark import read_df
+
+    url = shared_nats_server.url
+    with ja.connect(url) as client:
+        source = unique_name("SRC")
+        client.create_stream(source, [f"{source}.>"])
+        client.publish(pa.table({"data": [f"m{i}".encode() for i in range(20)]}), f"{source}.x")
+        target = unique_name("T")
+        make_exactly_once_stream(url, target)
+
+        def copy() -> None:
+            df = read_df(
+                spark, url, source, startingSequence="1", endingSequence="20", minPartitions="2"
+            ).withColumn("subject", F.lit(f"{target}.x"))
+            (
+                df.write.format("jetstream")
+                .mode("append")
+                .option("servers", url)
+                .option("stream", target)
+                .option("writeId", "nightly")
+                .option("writerLease", "1")
+                .save()
+            )
+
+        copy()
+        assert sum(data_payloads(url, target).values()) == 20
+        # The first message of partition 1 (sequences 11..20) is deleted.
+        client.delete_message(source, 11)
+        time.sleep(AFTER_WINDOW)
+        copy()  # the same write again: every message it reads is stored already
+    payloads = data_payloads(url, target)
+    assert payloads == Counter(f"m{i}".encode() for i in range(20)), payloads
+
+
+@pytest.mark.spark
+def test_spark_writer_lease_without_positions_is_refused_naming_it(
+    spark, shared_nats_server, unique_name
+):
+    url, target = shared_nats_server.url, unique_name("T")
+    make_exactly_once_stream(url, target)
+    df = spark.createDataFrame([(f"{target}.x", b"a")], "subject string, data binary")
+    with pytest.raises(SPARK_ERRORS, match="writerLease"):
+        (
+            df.write.format("jetstream")
+            .mode("append")
+            .option("servers", url)
+            .option("stream", target)
+            .option("exactlyOnce", "false")
+            .option("writerLease", "5")
+            .save()
+        )
