@@ -219,10 +219,12 @@ def run(args: argparse.Namespace) -> int:
             )
         except NotFoundError:
             pass
-        client.create_stream(stream, subjects=["demo.>"])
+        # A stream that holds writers' positions: the write is exactly once at any age,
+        # as writes into a new stream should be (docs/reliability.md).
+        client.create_stream(stream, subjects=["demo.>"], exactly_once=True)
         if not args.keep_stream and args.servers is not None:
             stack.callback(_delete_stream, client, stream)
-        _say(f"created stream {stream} (subjects demo.>)", quiet)
+        _say(f"created stream {stream} (subjects demo.>, exactly once at any age)", quiet)
 
         _say(f"starting Spark ({args.master}) ...", quiet)
         started = time.monotonic()
