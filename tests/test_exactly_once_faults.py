@@ -7,6 +7,7 @@ exact; what a stream holds is read with nats-py."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import Counter
@@ -247,3 +248,18 @@ def test_a_streaming_partition_numbers_rows_of_micro_batch_twenty_million(client
     batch = pa.record_batch({"subject": [f"{target}.x"] * 3, "data": [b"a", b"b", b"c"]})
     results = list(rows.publish([batch]))
     assert sum(r.result.stored for r in results) == 3
+
+
+# A copy's batches are re-cut so that no source message's rows (an explode) span two
+# batches, which a position could fall between; rows and their order are kept.
+def test_a_copys_batches_keep_each_messages_rows_together():
+    from jetstream_arrow.exactly_once import _whole_messages
+
+    cuts = [[1, 2, 2], [2, 3], [4], [4, 4, 5], [6]]
+    batches = [pa.record_batch({"seq": pa.array(c, pa.uint64())}) for c in cuts]
+    out = [b.column("seq").to_pylist() for b in _whole_messages(batches)]
+    assert [s for b in out for s in b] == [s for c in cuts for s in c]
+    for before, after in itertools.pairwise(out):
+        assert before[-1] != after[0], out
+    with pytest.raises(BadInputError, match="column 'seq'"):
+        list(_whole_messages([pa.record_batch({"seq": pa.array([3, 2], pa.uint64())})]))

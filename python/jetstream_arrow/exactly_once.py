@@ -335,9 +335,15 @@ def _whole_messages(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatc
                 f"goes back (to {first} after {last}) or is null; read the source in "
                 "order, without a shuffle between the read and the write"
             )
-        if carry is not None:
-            batch = pa.Table.from_batches([carry, batch]).combine_chunks().to_batches()[0]
-            seqs = pc.cast(batch.column("seq"), pa.int64())
+        if carry is not None and carry.num_rows:
+            if first != last:
+                # The held-back message ended with its batch: handed on as it is,
+                # without copying this batch's rows behind it.
+                yield carry
+            else:
+                # It goes on here (an explode cut by the batch size): one batch.
+                batch = pa.Table.from_batches([carry, batch]).combine_chunks().to_batches()[0]
+                seqs = pc.cast(batch.column("seq"), pa.int64())
         last = seqs[-1].as_py()
         tail = pc.equal(seqs, last)
         cut = len(seqs) - int(pc.sum(pc.cast(tail, pa.int64())).as_py())
