@@ -53,6 +53,7 @@ POSITION_SUBJECT_PREFIX: str
 # ("permissive"), the columns never a value's, and the names each setting takes.
 VALUE_COLUMN: str
 CORRUPT_RECORD_COLUMN: str
+CORRUPT_REASON_COLUMN: str
 MESSAGE_COLUMNS: list[str]
 TTL_COLUMN: str
 VALUE_FORMATS: list[str]
@@ -94,6 +95,7 @@ API_CONSUMER_PAUSE: str
 API_CONSUMER_UNPIN: str
 API_CONSUMER_MSG_NEXT: str
 ERR_CONSUMER_NOT_FOUND: int
+ERR_STREAM_NOT_MATCH: int
 ERR_MESSAGE_TTL_INVALID: int
 ERR_MESSAGE_TTL_DISABLED: int
 ERR_MESSAGE_INCR_DISABLED: int
@@ -157,10 +159,20 @@ def infer_value_schema(codec: Any, payloads: list[bytes | None]) -> Any | None:
     given no schema (JSON, Arrow) infers from `payloads`, as a read infers it from
     the payloads it samples; None when no payload holds a value to infer from."""
 
-def check_publish_input(batch: Any, subject: str | None = None) -> None:
+def check_publish_input(
+    batch: Any, subject: str | None = None, names: dict[str, str] | None = None
+) -> None:
     """Checks publish input as a publish would, on `batch`'s columns (an empty batch
     will do): the columns that steer a message, their types, and the constant
-    `subject`; raises BadInputError naming the column or option."""
+    `subject`; raises BadInputError naming the column or option. `names` maps a
+    publish column to the caller's name for it: an error names that column so."""
+
+def no_value_reasons(
+    codec: Any, stream: str, seqs: list[int], payloads: list[bytes | None]
+) -> list[str | None]:
+    """For each payload sampled (`seqs` of `stream`), why it holds no value a schema
+    could be inferred from, in the words of a read's `_corrupt_reason`; None for one
+    that holds a value."""
 
 def encode_values(batch: Any, codec: Any) -> _ArrowBatch:
     """`batch` with its value columns encoded by a jetstream_arrow.ValueCodec into a
@@ -176,6 +188,13 @@ class _ArrowBatch(Protocol):
         self, requested_schema: object | None = None
     ) -> tuple[object, object]: ...
     def __arrow_c_schema__(self) -> object: ...
+
+class _ArrowArray(Protocol):
+    """An array exported through the PyCapsule interface (pa.array takes it)."""
+
+    def __arrow_c_array__(
+        self, requested_schema: object | None = None
+    ) -> tuple[object, object]: ...
 
 class _ArrowSchema(Protocol):
     """A schema exported through the PyCapsule interface (pa.schema takes it)."""
@@ -322,6 +341,8 @@ class PublishOutcome:
     late_replies: int
     def acks(self) -> _ArrowBatch:
         """seq int64 (null unless stored/duplicate), duplicate bool, error utf8 (null when ok), one row per input row."""
+    def error_codes(self) -> _ArrowArray:
+        """Each row's JetStream error code: uint32, null unless the server refused the row with one."""
 
 @final
 class Publisher:

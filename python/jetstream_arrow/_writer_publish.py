@@ -203,6 +203,14 @@ def merged_result(results: list[Any], given: _Input, result_type: Any) -> Any:
         schema=acks.schema,
     )
     merged = pa.concat_tables([acks, rows]).take(index).combine_chunks()
+    error_codes = None
+    if any(r.error_codes is not None for r in results):
+        # Each sent row's code where it failed with one, in the rows' order as above.
+        codes = [
+            r.error_codes if r.error_codes is not None else pa.nulls(r.rows, pa.uint32())
+            for r in results
+        ]
+        error_codes = pa.concat_arrays([*codes, pa.nulls(2, pa.uint32())]).take(index)
     return result_type(
         rows=len(skip),
         stored=sum(r.stored for r in results),
@@ -211,6 +219,7 @@ def merged_result(results: list[Any], given: _Input, result_type: Any) -> Any:
         acks=merged,
         resends=sum(r.resends for r in results),
         late_replies=sum(r.late_replies for r in results),
+        error_codes=error_codes,
     )
 
 

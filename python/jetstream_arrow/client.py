@@ -56,6 +56,10 @@ class PublishResult:
     ``data`` column) adds ``value`` to ``acks``: the counter's value after the row's
     increment as the server's ack says it (decimal text, utf8; null for a duplicate,
     whose increment was counted before, and for a failed row).
+
+    ``error_codes``, when rows failed: each row's JetStream error code (uint32, null
+    unless the server refused the row with one; ``_core.ERR_*`` names those the
+    package acts on), in input order; None when no row failed.
     """
 
     rows: int
@@ -65,6 +69,7 @@ class PublishResult:
     acks: pa.Table
     resends: int = 0
     late_replies: int = 0
+    error_codes: pa.Array | None = None
 
     @classmethod
     def from_outcome(cls, outcome: _core.PublishOutcome) -> PublishResult:
@@ -77,6 +82,9 @@ class PublishResult:
             acks=pa.table(pa.record_batch(outcome.acks())),
             resends=outcome.resends,
             late_replies=outcome.late_replies,
+            # Asked for only when rows failed: a publish that stored every row
+            # builds nothing more.
+            error_codes=pa.array(outcome.error_codes()) if outcome.failed else None,
         )
 
     def failed_rows(self) -> pa.Table:

@@ -86,7 +86,8 @@ class ValueCodec:
                     object.__setattr__(self, "protobuf_descriptor", f.read())
             except OSError as e:
                 raise BadInputError(
-                    f"option 'protobuf_descriptor': cannot read the descriptor set {path!r}: {e}"
+                    f"option 'protobuf_descriptor': cannot read the descriptor set {path!r}: {e}",
+                    options=("protobuf_descriptor",),
                 ) from e
         if isinstance(self.avro_schema, Mapping):
             object.__setattr__(self, "avro_schema", json.dumps(self.avro_schema))

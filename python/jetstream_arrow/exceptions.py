@@ -10,6 +10,7 @@ one hierarchy whether an error starts in Rust or in Python.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -77,11 +78,30 @@ class BadInputError(JetStreamArrowError, ValueError):
     """Input that cannot be sent as asked: a missing or mistyped column, a bad subject,
     a payload over the server's limit, an invalid option. The message names the
     option, column and row. ``result`` holds what an interrupted publish had already
-    stored (or None when nothing was sent)."""
+    stored (or None when nothing was sent).
 
-    def __init__(self, message: str, result: Any = None) -> None:
+    ``options``: the options at fault, by their Python names, in the order the
+    message names them (two that exclude each other, one that needs another); empty
+    when the error is of no option. ``column``: the input column at fault, by the
+    name the message gives it; None when the error is of no column. A caller that
+    calls them otherwise (Spark's option names, the command line's flags) tells them
+    by these attributes, never by the message's words."""
+
+    options: tuple[str, ...] = ()
+    column: str | None = None
+
+    def __init__(
+        self,
+        message: str,
+        result: Any = None,
+        *,
+        options: Sequence[str] = (),
+        column: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.result = result
+        self.options = tuple(options)
+        self.column = column
 
 
 class MalformedPayloadError(BadInputError):

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._core import DEFAULT_CONNECT_TIMEOUT, DEFAULT_SERVERS
+from ..exceptions import BadInputError
 from ..options import ConnectOptions
 from .errors import CliError, UsageError
 
@@ -188,18 +189,22 @@ def connect_options(args: argparse.Namespace) -> ConnectOptions:
     try:
         return ConnectOptions(**options)
     except ValueError as e:
-        raise UsageError(_flag_names(str(e))) from None
+        flags = _flags_of(e.options if isinstance(e, BadInputError) else ())
+        raise UsageError(f"{e} (flags: {', '.join(flags)})" if flags else str(e)) from None
 
 
-def _flag_names(message: str) -> str:
-    for field, flag in (
-        ("'user'", "--user"),
-        ("'password'", "--password"),
-        ("'tls_cert'", "--tls-cert"),
-        ("'tls_key'", "--tls-key"),
-        ("'domain'", "--domain"),
-        ("'api_prefix'", "--api-prefix"),
-        ("'connect_timeout'", "--connect-timeout"),
-    ):
-        message = message.replace(f"option {field}", f"option {field} ({flag})")
-    return message
+#: The flags of the connect options a person may give wrong on the command line.
+_OPTION_FLAGS = {
+    "user": "--user",
+    "password": "--password",
+    "tls_cert": "--tls-cert",
+    "tls_key": "--tls-key",
+    "domain": "--domain",
+    "api_prefix": "--api-prefix",
+    "connect_timeout": "--connect-timeout",
+}
+
+
+def _flags_of(options: tuple[str, ...]) -> list[str]:
+    """The flags of connect ``options`` (an error's), in their order."""
+    return [_OPTION_FLAGS[o] for o in options if o in _OPTION_FLAGS]

@@ -63,9 +63,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         try:
             server.start()
-        except ServerStartError as e:
-            if args.port and "address already in use" in str(e):
-                raise _port_taken(args.port) from None
+        except ServerStartError:
+            if args.port:
+                # Taken meanwhile, by the OS's word (errno), not nats-server's log.
+                _check_port_free(args.port)
             raise
         if args.port:
             _check_listening(server, args.port)

@@ -236,7 +236,9 @@ def _codec(args: argparse.Namespace, info: Any, settings: dict[str, Any]) -> Val
             return ValueCodec("json", schema=value_schema.recorded(info))
         return ValueCodec(args.value_format, **settings)
     except BadInputError as e:
-        raise CliError(str(e).replace("'protobuf_descriptor'", "--protobuf-descriptor")) from None
+        if "protobuf_descriptor" in e.options:
+            raise CliError(f"--protobuf-descriptor: {e}") from None
+        raise CliError(str(e)) from None
 
 
 @contextmanager

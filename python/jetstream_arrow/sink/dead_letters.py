@@ -17,10 +17,7 @@ be read; one the read decompressed goes plain.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
-import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,7 +26,7 @@ import pyarrow.compute as pc
 
 from .. import _core
 from ..codec import ValueCodec
-from ..exceptions import BadInputError, JetStreamArrowError, MalformedPayloadError
+from ..exceptions import BadInputError, JetStreamArrowError
 from ..positions import POSITION_SUBJECT_PREFIX, Position, PositionedWriter
 
 ERROR_HEADER = "Jetstream-Arrow-Error"
@@ -64,78 +61,32 @@ def dead_letter_subject(
     return ".".join(tokens)
 
 
-_READ_MODE_ADVICE = re.compile(r" \(mode 'failfast'; .*\)$")
-
-#: How many payloads of a commit that parse (as JSON) or are not JSON have their
-#: error told by the decoder itself, each read again alone: on a large stream each such
-#: read costs tens of milliseconds (the server counts what a consumer has pending).
-DECODER_ERRORS_PER_COMMIT = 10
-
-
-_JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number"}
-_JSON_KINDS.update({bool: "a boolean", type(None): "null"})
+def error_texts(malformed: pa.Table) -> list[str]:
+    """Why each of the ``malformed`` rows did not decode: its ``_corrupt_reason``,
+    the decoder's own words as the read that set it aside gave them (or, for a
+    payload a sink sampled itself, as :func:`no_value_reasons` gives them)."""
+    return [str(reason) for reason in malformed.column(_core.CORRUPT_REASON_COLUMN).to_pylist()]
 
 
-def error_texts(
-    client: Any,
-    malformed: pa.Table,
-    codec: ValueCodec,
-    value: pa.DataType,
-    budget: list[int],
-) -> list[str]:
-    """Why each of the ``malformed`` rows did not decode. A JSON payload that does not
-    parse is told by Python's parser, at no cost; the others by the decoder, reading
-    the message again, for as many as ``budget[0]`` allows (it is spent), then in
-    general words."""
-    texts = []
-    for stream, seq, payload in zip(
-        malformed.column("stream").to_pylist(),
-        malformed.column("seq").to_pylist(),
-        malformed.column(_core.CORRUPT_RECORD_COLUMN).to_pylist(),
-        strict=True,
-    ):
-        if codec.format == "json":
-            try:
-                value = json.loads(payload)
-            except ValueError as e:
-                texts.append(f"stream {stream!r} seq {seq}: the payload is not JSON: {e}")
-                continue
-            if not isinstance(value, dict):
-                texts.append(
-                    f"stream {stream!r} seq {seq}: the payload is JSON but not an object: "
-                    f"it is {_JSON_KINDS.get(type(value), 'a value')}"
-                )
-                continue
-        if budget[0] > 0:
-            budget[0] -= 1
-            texts.append(error_text(client, stream, seq, codec, value))
-        else:
-            texts.append(
-                f"stream {stream!r} seq {seq}: the payload did not decode as {codec.format} "
-                "of the value's schema"
-            )
-    return texts
+def no_value_reasons(codec: ValueCodec, stream: str, messages: pa.Table) -> list[str | None]:
+    """For each of ``messages`` (of ``stream``, read or delivered without a codec),
+    why its payload holds no value a schema could be inferred from, in the words of a
+    read's ``_corrupt_reason``; None for a payload that holds one."""
+    return _core.no_value_reasons(
+        codec,
+        stream,
+        messages.column("seq").to_pylist(),
+        messages.column("data").to_pylist(),
+    )
 
 
-def error_text(client: Any, stream: str, seq: int, codec: ValueCodec, value: pa.DataType) -> str:
-    """What the decoder says of the payload at ``seq``: the message read again alone,
-    failing fast, with the schema the batch was decoded with."""
-    settings: dict[str, Any] = {"on_malformed": "failfast"}
-    if codec.format in ("json", "arrow") and codec.schema is None and pa.types.is_struct(value):
-        settings["schema"] = pa.schema(list(value))
-    try:
-        with client.read(
-            stream, start_seq=seq, end_seq=seq, codec=dataclasses.replace(codec, **settings)
-        ) as reader:
-            reader.read_all()
-    except MalformedPayloadError as e:
-        # The error's advice on the read's modes is about that one read, not the sink.
-        return _READ_MODE_ADVICE.sub("", str(e))
-    except JetStreamArrowError:
-        # The message cannot be read again (a work queue refuses a second consumer,
-        # API error 10084; or it is gone): its error is told in general words.
-        pass
-    return f"stream {stream!r} seq {seq}: the payload did not decode as {codec.format}"
+def as_malformed(messages: pa.Table, reasons: list[str | None], kept: list[str]) -> pa.Table:
+    """``messages``' columns ``kept`` as the malformed rows of a read: ``data`` as
+    ``_corrupt_record``, and ``reasons`` as ``_corrupt_reason``."""
+    table = messages.select(kept).rename_columns(
+        [_core.CORRUPT_RECORD_COLUMN if c == "data" else c for c in kept]
+    )
+    return table.append_column(_core.CORRUPT_REASON_COLUMN, pa.array(reasons, pa.string()))
 
 
 def content_encodings(client: Any, malformed: pa.Table) -> list[str | None]:

@@ -31,8 +31,8 @@ PARTITION_HELP = "date (UTC day of the timestamp) or subject_token_N (the Nth to
 @dataclass(frozen=True)
 class SplitBatch:
     """One read batch: the rows to land, the rows whose payload did not decode
-    (``stream``, ``subject``, ``seq``, ``_corrupt_record``), and the last stream
-    sequence the batch covers."""
+    (``stream``, ``subject``, ``seq``, ``_corrupt_record``, ``_corrupt_reason``), and
+    the last stream sequence the batch covers."""
 
     rows: pa.Table
     malformed: pa.Table
@@ -48,15 +48,15 @@ def split(
     ``include_headers``."""
     through_seq = int(batch.column("seq")[-1].as_py())
     table = pa.Table.from_batches([batch])
-    corrupt = _core.CORRUPT_RECORD_COLUMN
+    corrupt, reason = _core.CORRUPT_RECORD_COLUMN, _core.CORRUPT_REASON_COLUMN
     malformed = table.schema.empty_table().select([])
     if corrupt in table.column_names:
         bad = table.column(corrupt).is_valid()
-        kept = ["stream", "subject", "seq", corrupt]
+        kept = ["stream", "subject", "seq", corrupt, reason]
         if "headers" in table.column_names:
             kept.append("headers")
         malformed = table.filter(bad).select(kept)
-        table = table.filter(pc.invert(bad)).drop_columns([corrupt])
+        table = table.filter(pc.invert(bad)).drop_columns([corrupt, reason])
     if not include_headers and "headers" in table.column_names:
         table = table.drop_columns(["headers"])
     if _core.VALUE_COLUMN in table.column_names:

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._core import CORRUPT_RECORD_COLUMN, DEFAULT_READ_BATCH_ROWS, VALUE_COLUMN
+from .._core import DEFAULT_READ_BATCH_ROWS, VALUE_COLUMN
 from ..codec import ValueCodec
 from ..exactly_once import exactly_once_wanted
 from ..exceptions import (
@@ -36,12 +36,13 @@ from ..exceptions import (
     OperationTimeoutError,
 )
 from .dead_letters import (
-    DECODER_ERRORS_PER_COMMIT,
     DeadLetterPositions,
+    as_malformed,
     content_encodings,
     dead_letter_subject,
     dead_letters,
     error_texts,
+    no_value_reasons,
     reader_tag,
 )
 from .origin import check_same_stream, created_ns, recorded_for
@@ -51,7 +52,6 @@ from .queue import (
     SAMPLE_ROWS,
     QueueReader,
     grown_type,
-    infer_schema,
     open_queue,
 )
 from .rows import (
@@ -141,18 +141,19 @@ class _Pending:
     """The rows read and not yet committed, with the positions they reach."""
 
     rows: list[pa.Table] = field(default_factory=list)
-    malformed: list[tuple[pa.Table, pa.DataType, str]] = field(default_factory=list)
+    #: The rows whose payload did not decode, with their stream.
+    malformed: list[tuple[pa.Table, str]] = field(default_factory=list)
     positions: dict[str, int] = field(default_factory=dict)
     #: Work-queue deliveries to acknowledge once this commit is in the target.
     acks: list[Any] = field(default_factory=list)
     count: int = 0
     since: float | None = None
 
-    def add(self, stream: str, batch: SplitBatch, value_type: pa.DataType) -> None:
+    def add(self, stream: str, batch: SplitBatch) -> None:
         if batch.rows.num_rows:
             self.rows.append(batch.rows)
         if batch.malformed.num_rows:
-            self.malformed.append((batch.malformed, value_type, stream))
+            self.malformed.append((batch.malformed, stream))
         self.count += batch.rows.num_rows + batch.malformed.num_rows
         self.reach(stream, batch.through_seq)
 
@@ -483,17 +484,13 @@ def run_sink(
         if pending.malformed:
             assert dead_letter_stream is not None and dead_subject is not None
             published = 0
-            budget = [DECODER_ERRORS_PER_COMMIT]
-            for malformed, value_type, stream in pending.malformed:
-                stream_codec = codecs[stream]
-                assert stream_codec is not None
-                # A work queue's message cannot be read again alone: it is told in
-                # general words, unless the JSON parser can tell it.
-                errors = error_texts(
-                    client, malformed, stream_codec, value_type, [0] if stream in queues else budget
-                )
+            for malformed, stream in pending.malformed:
                 letters = dead_letters(
-                    malformed, errors, dead_subject, content_encodings(client, malformed), readers
+                    malformed,
+                    error_texts(malformed),
+                    dead_subject,
+                    content_encodings(client, malformed),
+                    readers,
                 )
                 if dead_positions is not None:
                     # Those a run that died before its commit stored already.
@@ -512,7 +509,7 @@ def run_sink(
             if dead_positions is not None:
                 # Every letter up to this commit's positions is stored: said before
                 # the commit, so a run that dies before it does not send them again.
-                for stream in sorted({stream for _, _, stream in pending.malformed}):
+                for stream in sorted({stream for _, stream in pending.malformed}):
                     patience.call(
                         dead_letter_stream,
                         f"position of dead letters in stream {dead_letter_stream}",
@@ -559,10 +556,7 @@ def run_sink(
         grow past ``commit_rows`` and after when they reach it or are due."""
         if pending.count + batch.num_rows > commit_rows:
             commit()
-        value_type = (
-            batch.schema.field(VALUE_COLUMN).type if VALUE_COLUMN in batch.schema.names else None
-        )
-        pending.add(stream, split(_landable(batch), partitions, include_headers), value_type)
+        pending.add(stream, split(_landable(batch), partitions, include_headers))
         read_to[stream] = pending.positions[stream]
         progress()
         if pending.count >= commit_rows or due():
@@ -600,12 +594,10 @@ def run_sink(
             read_to[stream] = end
             return
         messages = pa.Table.from_batches(sample)
-        payloads = messages.column("data").to_pylist()
         value_format = stream_codec.format
-        bad = next(
-            (i for i, p in enumerate(payloads) if infer_schema(value_format, [p]) is not None),
-            len(payloads),
-        )
+        # Why each payload holds no value, in the decoder's words (None: it holds one).
+        reasons = no_value_reasons(stream_codec, stream, messages)
+        bad = next((i for i, r in enumerate(reasons) if r is None), len(reasons))
         if bad == 0:
             # The read sees no value where these checks see one: a schema is needed.
             raise BadInputError(
@@ -622,15 +614,13 @@ def run_sink(
                 "dead-letter stream (option 'dead_letter_stream', --dead-letter-stream) to "
                 "set such payloads aside"
             )
-        malformed = malformed.select(["stream", "subject", "seq", "data"]).rename_columns(
-            ["stream", "subject", "seq", CORRUPT_RECORD_COLUMN]
-        )
+        malformed = as_malformed(malformed, reasons[:bad], ["stream", "subject", "seq", "data"])
         if pending.count + bad > commit_rows:
             commit()
         # Every message of the sample read before the first good one is malformed:
         # the read's subjects filter out the rest.
-        through = seqs[-1] if bad < len(payloads) or taken >= limit else end
-        pending.add(stream, SplitBatch(pa.table({}), malformed, through), pa.null())
+        through = seqs[-1] if bad < len(reasons) or taken >= limit else end
+        pending.add(stream, SplitBatch(pa.table({}), malformed, through))
         read_to[stream] = through
         progress()
         if pending.count >= commit_rows or due():
@@ -689,17 +679,16 @@ def run_sink(
         kept = ["stream", "subject", "seq", "data"]
         if "headers" in data.column_names:
             kept.append("headers")
-        malformed = (
-            data.filter(pc.greater(seqs, read_to[stream]))
-            .select(kept)
-            .rename_columns([CORRUPT_RECORD_COLUMN if c == "data" else c for c in kept])
-        )
+        new = data.filter(pc.greater(seqs, read_to[stream]))
+        stream_codec = codecs[stream]
+        assert stream_codec is not None
+        malformed = as_malformed(new, no_value_reasons(stream_codec, stream, new), kept)
         if pending.count + malformed.num_rows > commit_rows:
             commit()
         pending.acks.append(delivered)
         if malformed.num_rows:
             through = int(pc.max(malformed.column("seq")).as_py())
-            pending.add(stream, SplitBatch(pa.table({}), malformed, through), pa.null())
+            pending.add(stream, SplitBatch(pa.table({}), malformed, through))
             read_to[stream] = pending.positions[stream]
             progress()
             if pending.count >= commit_rows or due():

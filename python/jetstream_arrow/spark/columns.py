@@ -244,10 +244,19 @@ class PublishColumns:
                 empty = pa.record_batch(_core.encode_values(empty, codec))
             except BadInputError as err:
                 raise BadInputError(f"option 'valueFormat' ({codec.format}): {err}") from None
+        # The core names each column as the input does (option `msgIdColumn`,
+        # another case), where that is not the publish's name for it.
+        names = {target: source for source, target in self._renames() if source != target}
         try:
-            _core.check_publish_input(empty, subject)
+            _core.check_publish_input(empty, subject, names)
         except BadInputError as err:
-            raise BadInputError(self._as_named_in_input(str(err))) from None
+            chosen_id = self.msg_id is not None and self.msg_id.lower() != "msg_id"
+            if chosen_id and err.column == self.msg_id:
+                raise BadInputError(
+                    f"{err} (option 'msgIdColumn' chose it for each row's Nats-Msg-Id)",
+                    column=err.column,
+                ) from None
+            raise
 
     def _renames(self) -> list[tuple[str, str]]:
         """(input column, publish column) of each column that steers a message."""
@@ -266,17 +275,6 @@ class PublishColumns:
             (self.source_seq, "seq"),
         )
         return [(source, target) for source, target in pairs if source is not None]
-
-    def _as_named_in_input(self, message: str) -> str:
-        """The core's message with each column under the input's name for it (option
-        ``msgIdColumn``, another case) where that is not the publish's."""
-        for source, target in self._renames():
-            if source != target:
-                message = message.replace(f"column '{target}", f"column '{source}")
-        chosen_id = self.msg_id is not None and self.msg_id.lower() != "msg_id"
-        if chosen_id and f"column '{self.msg_id}'" in message:
-            message += " (option 'msgIdColumn' chose it for each row's Nats-Msg-Id)"
-        return message
 
     def select(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The publish input: the chosen columns under the engine's names, plain

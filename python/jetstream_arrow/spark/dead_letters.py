@@ -6,7 +6,7 @@ Batch reads, streaming reads and ``read_fn`` all read through
 hands each batch to :class:`DeadLetterRouter`: the rows whose ``_corrupt_record`` is
 set are published, acknowledged, before the good rows are yielded. The messages are
 the continuous sink's (:mod:`jetstream_arrow.sink.dead_letters`): the payload's bytes,
-the decoder's error and the source stream, subject and sequence in headers, under msg
+the decoder's error (the read's ``_corrupt_reason``) and the source stream, subject and sequence in headers, under msg
 id ``<stream>:<seq>:<reader>``, ``<reader>`` a digest of Spark and the stream's
 creation, so a retried task, or the same read run again, adds nothing within the
 dead-letter stream's duplicate window, while a stream made again under its name, and a
@@ -22,10 +22,8 @@ import pyarrow.compute as pc
 
 from .. import _core
 from ..client import Client
-from ..codec import ValueCodec
 from ..exceptions import BadInputError, JetStreamArrowError, NotFoundError, PublishError
 from ..sink.dead_letters import (
-    DECODER_ERRORS_PER_COMMIT,
     content_encodings,
     dead_letter_subject,
     dead_letters,
@@ -36,7 +34,6 @@ from ..sink.origin import created_ns
 from .option_specs import DEAD_LETTER_MODE
 from .options import ReadOptions
 from .stream_lookup import PATIENCE
-from .value_codec import not_value_columns
 
 OPTION = "option 'deadLetterStream'"
 
@@ -79,16 +76,11 @@ class DeadLetterRouter:
     """In a task: publishes a decoded batch's malformed rows to the dead-letter stream
     and gives back its good rows, without ``_corrupt_record``'s payloads."""
 
-    def __init__(self, client: Client, opts: ReadOptions, codec: ValueCodec) -> None:
+    def __init__(self, client: Client, opts: ReadOptions) -> None:
         assert opts.dead_letter_stream is not None
         self.client = client
         self.stream = opts.dead_letter_stream
-        self.codec = codec
-        self.include_ttl = opts.include_ttl
         self.subject = dead_letter_subject(client, self.stream, OPTION)
-        # How many errors this task has the decoder tell (each a read of the message
-        # alone); the rest are told in general words.
-        self.budget = [DECODER_ERRORS_PER_COMMIT]
         self.published = 0
         self.readers: dict[str, str] = {}
 
@@ -98,13 +90,8 @@ class DeadLetterRouter:
             return batch
         bad = pc.is_valid(corrupt)
         malformed = pa.Table.from_batches([batch.filter(bad)])
-        errors = error_texts(
-            self.client,
-            malformed,
-            self.codec,
-            self._value_type(batch, self.include_ttl),
-            self.budget,
-        )
+        # The decoder's reasons, from the read's `_corrupt_reason`.
+        errors = error_texts(malformed)
         try:
             # A payload still compressed as stored keeps its Content-Encoding.
             encodings = content_encodings(self.client, malformed)
@@ -128,11 +115,3 @@ class DeadLetterRouter:
             info = self.client.stream_info(stream, resume_timeout=PATIENCE)
             self.readers[stream] = reader_tag("spark", created_ns(info))
         return self.readers
-
-    @staticmethod
-    def _value_type(batch: pa.RecordBatch, include_ttl: bool) -> pa.DataType:
-        """The value's type as decoded: column ``value``, or the flattened fields."""
-        if _core.VALUE_COLUMN in batch.schema.names:
-            return batch.schema.field(_core.VALUE_COLUMN).type
-        not_value = not_value_columns(include_ttl)
-        return pa.struct([f for f in batch.schema if f.name not in not_value])

@@ -346,7 +346,9 @@ def _connect_options(values: dict[str, Any]) -> ConnectOptions:
         return ConnectOptions(**given)
     except BadInputError as err:
         # ConnectOptions names options in Python spelling; add the Spark one.
-        raise BadInputError(f"{err} (Spark option names: {_spark_names_in(str(err))})") from None
+        raise BadInputError(
+            f"{err} (Spark option names: {_spark_names(err.options)})", options=err.options
+        ) from None
 
 
 def _descriptor_set(path: str | None) -> bytes | None:
@@ -362,8 +364,10 @@ def _descriptor_set(path: str | None) -> bytes | None:
         ) from None
 
 
-def _spark_names_in(message: str) -> str:
-    names = [s.spark for s in CONNECT_SPECS if f"'{s.python}'" in message]
+def _spark_names(options: tuple[str, ...]) -> str:
+    """The Spark names of connect ``options`` (Python names), in their order."""
+    spark = {s.python: s.spark for s in CONNECT_SPECS}
+    names = [spark[o] for o in options if o in spark]
     return ", ".join(names) or "see the option table"
 
 

@@ -186,9 +186,7 @@ def read_range(
         return
     codec = read_codec(opts, target, inferred)
     router = (
-        DeadLetterRouter(client, opts, codec)
-        if codec is not None and routes_dead_letters(opts)
-        else None
+        DeadLetterRouter(client, opts) if codec is not None and routes_dead_letters(opts) else None
     )
     reader = client.read(
         stream,

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import WriterCommitMessage
 
+from .. import _core
 from .._read_ahead import ReadAhead
 from .._subjects import subject_matches
 from ..exceptions import BadInputError, JetStreamArrowError, NotFoundError, PublishError
@@ -339,9 +340,13 @@ def publish_task(
     for result in results:
         if not result.failed:
             continue
-        first_error = result.failed_rows().column("error")[0].as_py()
+        first = result.failed_rows().slice(0, 1).to_pylist()[0]
+        first_error = first["error"]
+        first_code = (
+            result.error_codes[first["row"]].as_py() if result.error_codes is not None else None
+        )
         cause = ""
-        if opts.expected_stream and "expected stream" in str(first_error):
+        if opts.expected_stream and first_code == _core.ERR_STREAM_NOT_MATCH:
             # The server's words name neither stream: say which one the write expects.
             cause = (
                 f" (the write expects every row in stream {opts.expected_stream!r}, named "

@@ -79,13 +79,15 @@ impl ConnectConfig {
     pub fn validate(&self) -> Result<()> {
         let given = |o: &Option<String>| o.as_deref().is_some_and(|s| !s.is_empty());
         if self.max_decompressed_bytes == 0 {
-            return Err(Error::bad_input(
+            return Err(Error::bad_option(
+                "max_decompressed_bytes",
                 "option 'max_decompressed_bytes' must be at least 1 (bytes a compressed \
                  payload may decompress to)",
             ));
         }
         if given(&self.domain) && given(&self.api_prefix) {
-            return Err(Error::bad_input(
+            return Err(Error::bad_options(
+                &["domain", "api_prefix"],
                 "options 'domain' and 'api_prefix' exclude each other: a domain D means \
                  api_prefix '$JS.D.API'; give one of them",
             ));
@@ -96,9 +98,19 @@ impl ConnectConfig {
         )?;
         self.tls_options().check()?;
         match (&self.user, &self.password) {
-            (Some(_), None) => return Err(Error::bad_input("option 'user' needs 'password'")),
+            (Some(_), None) => {
+                return Err(Error::bad_options(
+                    &["user", "password"],
+                    "option 'user' needs 'password'",
+                ))
+            }
             // A password alone is sent nowhere: the server takes it only with a user.
-            (None, Some(_)) => return Err(Error::bad_input("option 'password' needs 'user'")),
+            (None, Some(_)) => {
+                return Err(Error::bad_options(
+                    &["password", "user"],
+                    "option 'password' needs 'user'",
+                ))
+            }
             _ => {}
         }
         for (option, duration) in [
@@ -108,9 +120,10 @@ impl ConnectConfig {
             ("ping_interval", self.ping_interval),
         ] {
             if duration.is_zero() {
-                return Err(Error::bad_input(format!(
-                    "option '{option}' must be a positive number of seconds, got 0"
-                )));
+                return Err(Error::bad_option(
+                    option,
+                    format!("option '{option}' must be a positive number of seconds, got 0"),
+                ));
             }
         }
         Ok(())
@@ -233,12 +246,16 @@ impl Connection {
             .map(|s| {
                 s.parse().map_err(|e| {
                     let s = redact_url(s);
-                    Error::bad_input(format!("option 'servers': cannot parse {s:?}: {e}"))
+                    Error::bad_option(
+                        "servers",
+                        format!("option 'servers': cannot parse {s:?}: {e}"),
+                    )
                 })
             })
             .collect::<Result<_>>()?;
         if servers.is_empty() {
-            return Err(Error::bad_input(
+            return Err(Error::bad_option(
+                "servers",
                 "option 'servers' is empty: give a URL such as nats://127.0.0.1:4222",
             ));
         }

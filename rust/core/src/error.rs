@@ -46,6 +46,11 @@ pub struct Error {
     api: Option<ApiErrorCode>,
     /// The message and field of a [`ErrorKind::NewField`] error.
     new_field: Option<NewFieldAt>,
+    /// The input column at fault, by the name the message gives it.
+    column: Option<String>,
+    /// The options at fault, by their names (Python's spelling), in the order the
+    /// message names them.
+    options: Vec<String>,
 }
 
 /// Where a payload holds a field its value schema lacks: the message's stream
@@ -70,6 +75,9 @@ pub struct ApiErrorCode {
 /// `jetstream_arrow._core.ERR_<NAME>`.
 pub mod err_codes {
     pub const CONSUMER_NOT_FOUND: u32 = 10014;
+    /// A publish's `Nats-Expected-Stream` names another stream than the one that
+    /// stores its subject.
+    pub const STREAM_NOT_MATCH: u32 = 10060;
     /// `CONSUMER.RESET` refused: the consumer's deliver policy does not allow it.
     pub const CONSUMER_INVALID_RESET: u32 = 10204;
     pub const NO_MESSAGE_FOUND: u32 = 10037;
@@ -129,6 +137,7 @@ pub mod err_codes {
     /// Every code above by its exported name.
     pub const EXPORTED: &[(&str, u32)] = &[
         ("CONSUMER_NOT_FOUND", CONSUMER_NOT_FOUND),
+        ("STREAM_NOT_MATCH", STREAM_NOT_MATCH),
         ("MESSAGE_TTL_INVALID", MESSAGE_TTL_INVALID),
         ("MESSAGE_TTL_DISABLED", MESSAGE_TTL_DISABLED),
         ("MESSAGE_INCR_DISABLED", MESSAGE_INCR_DISABLED),
@@ -185,7 +194,52 @@ impl Error {
             message: message.into(),
             api: None,
             new_field: None,
+            column: None,
+            options: Vec::new(),
         }
+    }
+
+    /// A [`ErrorKind::BadInput`] error of option `option`, which `message` names.
+    pub fn bad_option(option: &str, message: impl Into<String>) -> Self {
+        Self::bad_options(&[option], message)
+    }
+
+    /// A [`ErrorKind::BadInput`] error of `options` together (two that exclude each
+    /// other, one that needs another), which `message` names.
+    pub fn bad_options(options: &[&str], message: impl Into<String>) -> Self {
+        Self {
+            options: options.iter().map(|o| o.to_string()).collect(),
+            ..Self::bad_input(message)
+        }
+    }
+
+    /// The options at fault, when the error is of options.
+    pub fn options(&self) -> &[String] {
+        &self.options
+    }
+
+    /// This error as one of input column `column`, which its message names as
+    /// `'<column>'`.
+    pub fn in_column(mut self, column: &str) -> Self {
+        self.column = Some(column.to_string());
+        self
+    }
+
+    /// The input column at fault, when the error is of a column.
+    pub fn column(&self) -> Option<&str> {
+        self.column.as_deref()
+    }
+
+    /// This error with its column called `name`, as the caller calls it (a column
+    /// taken under another name for the publish): the message names it so.
+    pub fn column_named(mut self, name: &str) -> Self {
+        if let Some(column) = self.column.take() {
+            self.message = self
+                .message
+                .replace(&format!("'{column}'"), &format!("'{name}'"));
+            self.column = Some(name.to_string());
+        }
+        self
     }
 
     /// A [`ErrorKind::NewField`] error at `at`.
@@ -218,6 +272,8 @@ impl Error {
             ),
             api: Some(code),
             new_field: None,
+            column: None,
+            options: Vec::new(),
         }
     }
 
@@ -295,5 +351,36 @@ impl From<async_nats::SubscribeError> for Error {
 impl From<arrow_schema::ArrowError> for Error {
     fn from(err: arrow_schema::ArrowError) -> Self {
         Error::bad_input(format!("arrow: {err}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_column_error_names_the_column_as_the_caller_calls_it() {
+        let err = Error::bad_input("column 'msg_id' must be utf8 (string), got int64")
+            .in_column("msg_id")
+            .column_named("order_id");
+        assert_eq!(err.column(), Some("order_id"));
+        assert_eq!(
+            err.message(),
+            "column 'order_id' must be utf8 (string), got int64"
+        );
+        // An error of no column is left as it is.
+        let plain = Error::bad_input("column 'x' is wrong").column_named("y");
+        assert_eq!(
+            (plain.column(), plain.message()),
+            (None, "column 'x' is wrong")
+        );
+    }
+
+    #[test]
+    fn option_errors_name_their_options() {
+        let err = Error::bad_options(&["user", "password"], "option 'user' needs 'password'");
+        assert_eq!(err.kind(), ErrorKind::BadInput);
+        assert_eq!(err.options(), ["user", "password"]);
+        assert!(Error::bad_input("x").options().is_empty());
     }
 }

@@ -27,11 +27,14 @@ impl Count for usize {
 /// refused naming the option (callers may give any integer).
 pub fn count<T: Count>(value: i128, option: &str) -> Result<T> {
     T::try_from(value).map_err(|_| {
-        Error::bad_input(format!(
-            "option '{option}' ({value}) out of range: counts and sequences are \
+        Error::bad_option(
+            option,
+            format!(
+                "option '{option}' ({value}) out of range: counts and sequences are \
              non-negative integers up to {}",
-            T::MAX
-        ))
+                T::MAX
+            ),
+        )
     })
 }
 
@@ -43,15 +46,19 @@ pub fn opt_count<T: Count>(value: Option<i128>, option: &str) -> Result<Option<T
 /// A duration given in seconds as option `option`.
 pub fn seconds(value: f64, option: &str) -> Result<Duration> {
     if value > crate::limits::MAX_SECONDS {
-        return Err(Error::bad_input(format!(
-            "option '{option}' must be at most {:e} seconds, got {value}",
-            crate::limits::MAX_SECONDS
-        )));
+        return Err(Error::bad_option(
+            option,
+            format!(
+                "option '{option}' must be at most {:e} seconds, got {value}",
+                crate::limits::MAX_SECONDS
+            ),
+        ));
     }
     Duration::try_from_secs_f64(value).map_err(|_| {
-        Error::bad_input(format!(
-            "option '{option}' must be a non-negative number of seconds, got {value}"
-        ))
+        Error::bad_option(
+            option,
+            format!("option '{option}' must be a non-negative number of seconds, got {value}"),
+        )
     })
 }
 
@@ -60,9 +67,10 @@ pub fn seconds(value: f64, option: &str) -> Result<Duration> {
 /// as given.
 pub fn positive_seconds(value: f64, option: &str) -> Result<Duration> {
     let refused = || {
-        Error::bad_input(format!(
-            "option '{option}' must be a positive number of seconds, got {value}"
-        ))
+        Error::bad_option(
+            option,
+            format!("option '{option}' must be a positive number of seconds, got {value}"),
+        )
     };
     if value.is_nan() || value <= 0.0 {
         return Err(refused());

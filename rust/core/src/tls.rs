@@ -38,10 +38,10 @@ impl Pem<'_> {
     fn bytes(&self) -> Result<Vec<u8>> {
         match self {
             Pem::File(option, path) => std::fs::read(path).map_err(|e| {
-                Error::bad_input(format!(
-                    "option '{option}': cannot read {}: {e}",
-                    path.display()
-                ))
+                Error::bad_option(
+                    option,
+                    format!("option '{option}': cannot read {}: {e}", path.display()),
+                )
             }),
             Pem::Content(_, text) => Ok(text.as_bytes().to_vec()),
         }
@@ -52,14 +52,18 @@ impl Pem<'_> {
         let certs = CertificateDer::pem_slice_iter(&self.bytes()?)
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|_| {
-                Error::bad_input(format!(
-                    "option '{option}': not PEM certificates (-----BEGIN CERTIFICATE----- ...)"
-                ))
+                Error::bad_option(
+                    option,
+                    format!(
+                        "option '{option}': not PEM certificates (-----BEGIN CERTIFICATE----- ...)"
+                    ),
+                )
             })?;
         if certs.is_empty() {
-            return Err(Error::bad_input(format!(
-                "option '{option}': holds no PEM certificate"
-            )));
+            return Err(Error::bad_option(
+                option,
+                format!("option '{option}': holds no PEM certificate"),
+            ));
         }
         Ok(certs)
     }
@@ -67,9 +71,10 @@ impl Pem<'_> {
     fn private_key(&self) -> Result<PrivateKeyDer<'static>> {
         let option = self.option();
         PrivateKeyDer::from_pem_slice(&self.bytes()?).map_err(|_| {
-            Error::bad_input(format!(
-                "option '{option}': holds no PEM private key (PKCS#8, PKCS#1 or SEC1)"
-            ))
+            Error::bad_option(
+                option,
+                format!("option '{option}': holds no PEM private key (PKCS#8, PKCS#1 or SEC1)"),
+            )
         })
     }
 }
@@ -84,10 +89,13 @@ pub(crate) struct TlsMaterial<'a> {
 /// A file option and its text twin: one of them at most.
 pub(crate) fn one_of<F, C>(file: (&str, &Option<F>), content: (&str, &Option<C>)) -> Result<()> {
     if file.1.is_some() && content.1.is_some() {
-        return Err(Error::bad_input(format!(
-            "options '{}' and '{}' exclude each other: give the file or its content",
-            file.0, content.0
-        )));
+        return Err(Error::bad_options(
+            &[file.0, content.0],
+            format!(
+                "options '{}' and '{}' exclude each other: give the file or its content",
+                file.0, content.0
+            ),
+        ));
     }
     Ok(())
 }
@@ -105,7 +113,8 @@ impl TlsOptions<'_> {
         let has_cert = self.cert.is_some() || self.cert_content.is_some();
         let has_key = self.key.is_some() || self.key_content.is_some();
         if has_cert != has_key {
-            return Err(Error::bad_input(
+            return Err(Error::bad_options(
+                &["tls_cert", "tls_key", "tls_cert_content", "tls_key_content"],
                 "options 'tls_cert' and 'tls_key' (or 'tls_cert_content' and \
                  'tls_key_content') go together: give both or neither",
             ));
@@ -125,11 +134,10 @@ fn either<'a>(
             // A file that cannot be read would otherwise leave TLS off without a
             // word, and the connection in plain text.
             std::fs::metadata(path).map_err(|e| {
-                Error::bad_input(format!(
-                    "option '{}': cannot read {}: {e}",
+                Error::bad_option(
                     file.0,
-                    path.display()
-                ))
+                    format!("option '{}': cannot read {}: {e}", file.0, path.display()),
+                )
             })?;
             Ok(Some(Pem::File(file.0, path)))
         }

@@ -20,7 +20,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use pyo3_arrow::input::AnyRecordBatch;
-use pyo3_arrow::PyRecordBatch;
+use pyo3_arrow::{PyArray, PyRecordBatch};
 
 use crate::aio::{awaitable, StopSignal, Stoppable};
 use crate::codec::codec_spec;
@@ -585,5 +585,10 @@ impl PublishOutcome {
     }
     fn acks(&self) -> PyRecordBatch {
         PyRecordBatch::new(self.inner.to_record_batch())
+    }
+    /// Each row's JetStream error code: uint32, null unless the server refused the
+    /// row with one.
+    fn error_codes(&self) -> PyArray {
+        PyArray::from_array_ref(Arc::new(self.inner.error_codes()))
     }
 }

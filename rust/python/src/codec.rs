@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use arrow_schema::Schema;
 use jetstream_arrow_core::codec::{
-    ArrowIpc, Avro, AvroFraming, Codec, CodecSpec, Json, OnMalformed, OnNewField, Protobuf,
-    ValueDecoder, ValueEncoder, ValueFormat,
+    malformed_reason, ArrowIpc, Avro, AvroFraming, Codec, CodecSpec, Json, OnMalformed, OnNewField,
+    Protobuf, ValueDecoder, ValueEncoder, ValueFormat,
 };
 use jetstream_arrow_core::option_values::opt_count;
 use jetstream_arrow_core::read::{resolve_value_schema, ReadOptions};
@@ -153,11 +153,14 @@ fn refuse_settings_of_other_formats(a: &CodecArgs, format: ValueFormat) -> GlueR
                 }
                 Json | Arrow => "",
             };
-            return Err(Error::bad_input(format!(
-                "option '{name}' is for format {} and the codec's format is {}{instead}",
-                takes.join(" or "),
-                format.as_str()
-            ))
+            return Err(Error::bad_option(
+                name,
+                format!(
+                    "option '{name}' is for format {} and the codec's format is {}{instead}",
+                    takes.join(" or "),
+                    format.as_str()
+                ),
+            )
             .into());
         }
     }
@@ -215,6 +218,35 @@ pub fn infer_value_schema(
     Ok(Some(PySchema::new(Arc::new(Schema::new(
         decoder.value_fields().clone(),
     )))))
+}
+
+/// For each of the payloads a consumer sampled itself (`seqs` of `stream`), why it
+/// holds no value a schema could be inferred from (JSON: it is not an object), in
+/// the words of a read's `_corrupt_reason`; None for one that holds a value.
+#[pyfunction]
+pub fn no_value_reasons(
+    codec: &Bound<'_, PyAny>,
+    stream: &str,
+    seqs: Vec<i64>,
+    payloads: Vec<Option<Vec<u8>>>,
+) -> GlueResult<Vec<Option<String>>> {
+    let spec = codec_spec(Some(codec))?.ok_or_else(|| Error::bad_input("no codec given"))?;
+    if seqs.len() != payloads.len() {
+        return Err(Error::bad_input(format!(
+            "{} sequences for {} payloads",
+            seqs.len(),
+            payloads.len()
+        ))
+        .into());
+    }
+    Ok(seqs
+        .iter()
+        .zip(&payloads)
+        .map(|(seq, payload)| {
+            let why = spec.no_value(payload.as_deref().unwrap_or(&[]))?;
+            Some(malformed_reason(stream, *seq, spec.format(), &why))
+        })
+        .collect())
 }
 
 /// `batch` with its value columns encoded by `codec` into a `data` column, as a

@@ -9,6 +9,7 @@ use jetstream_arrow_core::retry::is_transient;
 use jetstream_arrow_core::{Error, ErrorKind};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
+use pyo3::types::PyTuple;
 
 /// An error on its way to Python: a core error (with the value an interrupted
 /// publish attaches, if any) or an exception already raised by Python.
@@ -94,6 +95,16 @@ fn core_to_py(err: Error, result: Option<Py<PyAny>>) -> PyErr {
             if let Some(at) = err.new_field_at() {
                 exc.setattr("seq", at.seq)?;
                 exc.setattr("field", at.field.as_str())?;
+            }
+            // The options and the column at fault, by name: callers that name them
+            // otherwise (Spark's options, the command line's flags, a DataFrame's
+            // columns) tell them by these, never by the message's words.
+            if !err.options().is_empty() {
+                let options = PyTuple::new(py, err.options())?;
+                exc.setattr("options", options)?;
+            }
+            if let Some(column) = err.column() {
+                exc.setattr("column", column)?;
             }
             // The core's one rule for what a retry may cure, so callers that retry
             // (Spark's planning) do not restate it.

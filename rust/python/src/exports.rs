@@ -9,6 +9,8 @@ use jetstream_arrow_core::defaults::{Exported, EXPORTED};
 use jetstream_arrow_core::error::err_codes;
 use jetstream_arrow_core::publish::input::PublishBatch;
 use jetstream_arrow_core::Error;
+use std::collections::HashMap;
+
 use pyo3::prelude::*;
 use pyo3_arrow::PyRecordBatch;
 
@@ -36,11 +38,23 @@ fn validate_name(value: &Bound<'_, PyAny>, option: &str) -> GlueResult<String> {
 
 /// Checks publish input as a publish would, on `batch`'s columns (an empty batch
 /// will do): which columns steer a message and their types, and the constant
-/// `subject`. For planners that refuse a write before any row is sent.
+/// `subject`. For planners that refuse a write before any row is sent. `names`
+/// maps a publish column to the caller's name for it (a column taken under another
+/// name): an error of that column names it so, and its `column` attribute too.
 #[pyfunction]
-#[pyo3(signature = (batch, subject=None))]
-fn check_publish_input(batch: PyRecordBatch, subject: Option<String>) -> GlueResult<()> {
-    PublishBatch::new(&batch.into_inner(), subject.as_deref(), usize::MAX)?;
+#[pyo3(signature = (batch, subject=None, names=None))]
+fn check_publish_input(
+    batch: PyRecordBatch,
+    subject: Option<String>,
+    names: Option<HashMap<String, String>>,
+) -> GlueResult<()> {
+    PublishBatch::new(&batch.into_inner(), subject.as_deref(), usize::MAX).map_err(|err| {
+        let theirs = err.column().and_then(|c| names.as_ref()?.get(c)).cloned();
+        match theirs {
+            Some(name) => err.column_named(&name),
+            None => err,
+        }
+    })?;
     Ok(())
 }
 
@@ -93,6 +107,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add("VALUE_COLUMN", codec::VALUE)?;
     m.add("CORRUPT_RECORD_COLUMN", codec::CORRUPT_RECORD)?;
+    m.add("CORRUPT_REASON_COLUMN", codec::CORRUPT_REASON)?;
     m.add("MESSAGE_COLUMNS", codec::MESSAGE_COLUMNS.to_vec())?;
     m.add("TTL_COLUMN", jetstream_arrow_core::arrow::schema::TTL)?;
     m.add("VALUE_FORMATS", codec::ValueFormat::NAMES.to_vec())?;
@@ -113,6 +128,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(crate::codec::value_schema, m)?)?;
     m.add_function(wrap_pyfunction!(crate::codec::encode_values, m)?)?;
     m.add_function(wrap_pyfunction!(crate::codec::infer_value_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::codec::no_value_reasons, m)?)?;
     m.add_function(wrap_pyfunction!(crate::options::check_connect_options, m)?)?;
     Ok(())
 }

@@ -112,9 +112,10 @@ fn wrong_type(
         Err(_) => "nothing".to_string(),
     };
     let or_none = if optional { ", or None" } else { "" };
-    Error::bad_input(format!(
-        "option '{field}' must be {must_be}{or_none}, got {got}"
-    ))
+    Error::bad_option(
+        field,
+        format!("option '{field}' must be {must_be}{or_none}, got {got}"),
+    )
 }
 
 fn type_name(value: &Bound<'_, PyAny>) -> String {
@@ -188,7 +189,8 @@ pub fn connect_config(options: &Bound<'_, PyAny>) -> GlueResult<ConnectConfig> {
         .getattr("max_reconnects")?
         .is_instance_of::<pyo3::types::PyBool>()
     {
-        return Err(Error::bad_input(
+        return Err(Error::bad_option(
+            "max_reconnects",
             "option 'max_reconnects' must be a whole number >= 0, or None to reconnect forever",
         )
         .into());

@@ -225,7 +225,9 @@ impl BatchBuilder {
                 }
                 Err(Failure::Corrupt(why)) => match &mut self.values {
                     Some(values) if values.on_malformed() != OnMalformed::FailFast => {
-                        values.mark_malformed(self.rows, format!("{}: {why}", c.as_str()));
+                        // Its reason is the error mode `failfast` gives.
+                        let failfast = compression::corrupt(&self.stream, meta.stream_seq, c, &why);
+                        values.mark_malformed(self.rows, failfast.message().to_string());
                         None
                     }
                     _ => return Err(compression::corrupt(&self.stream, meta.stream_seq, c, &why)),

@@ -8,15 +8,17 @@
 
 use std::sync::Arc;
 
-use arrow_array::builder::BinaryBuilder;
+use arrow_array::builder::{BinaryBuilder, StringBuilder};
 use arrow_array::cast::AsArray;
 use arrow_array::{
-    new_null_array, Array, ArrayRef, BinaryArray, BooleanArray, RecordBatch, StructArray,
-    UInt32Array,
+    new_null_array, Array, ArrayRef, BinaryArray, BooleanArray, RecordBatch, StringArray,
+    StructArray, UInt32Array,
 };
 use arrow_schema::{DataType, Field, FieldRef, Fields, Schema, SchemaRef};
 
-use super::{CodecSpec, OnMalformed, CORRUPT_RECORD, MESSAGE_COLUMNS, VALUE};
+use super::{
+    CodecSpec, OnMalformed, ValueFormat, CORRUPT_REASON, CORRUPT_RECORD, MESSAGE_COLUMNS, VALUE,
+};
 use crate::arrow::schema::{DATA, SEQ};
 use crate::error::{Error, ErrorKind, NewFieldAt, Result};
 
@@ -61,9 +63,22 @@ pub struct ValueDecoder {
     /// one, so it is derived once.
     schemas: Option<(SchemaRef, SchemaRef)>,
     /// Rows of the batch being built already known malformed (a payload that does
-    /// not decompress), by index: decoded as a payload that does not fit.
-    marked: Vec<usize>,
+    /// not decompress), by index, with why: decoded as a payload that does not fit.
+    marked: Vec<(usize, String)>,
 }
+
+/// Why the payload at `seq` of `stream` did not decode as `format`, `why` the
+/// decoder's words: the `_corrupt_reason` of its row (`permissive`), and the error
+/// of mode `failfast` before its advice on the modes.
+pub fn malformed_reason(stream: &str, seq: i64, format: ValueFormat, why: &str) -> String {
+    format!(
+        "stream '{stream}' seq {seq}: the payload is not {} of the value's schema: {why}",
+        format.as_str()
+    )
+}
+
+/// The `(_corrupt_record, _corrupt_reason)` columns of a decoded batch.
+type Corrupt = (BinaryArray, StringArray);
 
 impl std::fmt::Debug for ValueDecoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -106,10 +121,11 @@ impl ValueDecoder {
         self.spec.on_malformed
     }
 
-    /// Row `row` of the batch being built is malformed whatever its bytes (`why`:
-    /// it does not decompress), as a payload that does not decode is.
-    pub fn mark_malformed(&mut self, row: usize, _why: String) {
-        self.marked.push(row);
+    /// Row `row` of the batch being built is malformed whatever its bytes, as a
+    /// payload that does not decode is; `reason` (it does not decompress) is its
+    /// `_corrupt_reason`.
+    pub fn mark_malformed(&mut self, row: usize, reason: String) {
+        self.marked.push((row, reason));
     }
 
     /// Forgets the rows marked malformed: the batch they were of is dropped.
@@ -183,6 +199,7 @@ impl ValueDecoder {
             }
             if self.spec.on_malformed == OnMalformed::Permissive {
                 fields.push(Arc::new(Field::new(CORRUPT_RECORD, DataType::Binary, true)));
+                fields.push(Arc::new(Field::new(CORRUPT_REASON, DataType::Utf8, true)));
             }
         }
         Arc::new(Schema::new(fields))
@@ -272,32 +289,34 @@ impl ValueDecoder {
         stream: &str,
         batch: &RecordBatch,
         payloads: &[&[u8]],
-        marked: &[usize],
+        marked: &[(usize, String)],
     ) -> Result<(
         StructArray,
         Option<Vec<u32>>,
         Option<Vec<bool>>,
-        Option<BinaryArray>,
+        Option<Corrupt>,
     )> {
         let mut good: Vec<&[u8]> = Vec::with_capacity(payloads.len());
-        let mut bad: Vec<bool> = Vec::with_capacity(payloads.len());
+        // Per message: None when it decoded, else why not.
+        let mut bad: Vec<Option<String>> = Vec::with_capacity(payloads.len());
+        let seqs = batch
+            .column_by_name(SEQ)
+            .expect("message batches have a seq column")
+            .as_primitive::<arrow_array::types::Int64Type>()
+            .clone();
         for (row, payload) in payloads.iter().enumerate() {
-            let decoded = if marked.contains(&row) {
-                Err("it does not decompress".to_string())
-            } else {
-                self.rows.decode(&[payload]).map(drop)
-            };
-            match decoded {
+            if let Some((_, reason)) = marked.iter().find(|(r, _)| *r == row) {
+                self.malformed += 1;
+                bad.push(Some(reason.clone()));
+                continue;
+            }
+            match self.rows.decode(&[payload]) {
                 Ok(_) => {
                     good.push(payload);
-                    bad.push(false);
+                    bad.push(None);
                 }
                 Err(why) => {
-                    let seq = batch
-                        .column_by_name(SEQ)
-                        .expect("message batches have a seq column")
-                        .as_primitive::<arrow_array::types::Int64Type>()
-                        .value(row);
+                    let seq = seqs.value(row);
                     if let Some(field) = self.rows.new_field(payload) {
                         // Not malformed: the schema is behind the stream. The whole
                         // batch fails, as with `failfast`, so a consumer acknowledges
@@ -315,19 +334,18 @@ impl ValueDecoder {
                             ),
                         ));
                     }
+                    let reason = malformed_reason(stream, seq, self.spec.format(), &why);
                     if self.spec.on_malformed == OnMalformed::FailFast {
                         return Err(Error::new(
                             ErrorKind::MalformedPayload,
                             format!(
-                                "stream '{stream}' seq {seq}: the payload is not {} of the \
-                                 value's schema: {why} (mode 'failfast'; 'permissive' or \
-                                 'dropmalformed' keep reading)",
-                                self.spec.format().as_str()
+                                "{reason} (mode 'failfast'; 'permissive' or 'dropmalformed' \
+                                 keep reading)"
                             ),
                         ));
                     }
                     self.malformed += 1;
-                    bad.push(true);
+                    bad.push(Some(reason));
                 }
             }
         }
@@ -341,7 +359,7 @@ impl ValueDecoder {
         };
         match self.spec.on_malformed {
             OnMalformed::DropMalformed => {
-                let kept = bad.iter().map(|b| !b).collect();
+                let kept = bad.iter().map(Option::is_none).collect();
                 Ok((good_values, counts, Some(kept), None))
             }
             _ => {
@@ -351,11 +369,13 @@ impl ValueDecoder {
                 let mut indices = Vec::with_capacity(payloads.len());
                 let mut counts_all = counts.as_ref().map(|_| Vec::new());
                 let mut corrupt = BinaryBuilder::new();
+                let mut reasons = StringBuilder::new();
                 let mut row_in_good = 0usize;
-                for (i, is_bad) in bad.iter().enumerate() {
-                    if *is_bad {
+                for (i, reason) in bad.iter().enumerate() {
+                    if let Some(reason) = reason {
                         indices.push((1, 0));
                         corrupt.append_value(payloads[i]);
+                        reasons.append_value(reason);
                         if let Some(c) = &mut counts_all {
                             c.push(1);
                         }
@@ -365,6 +385,7 @@ impl ValueDecoder {
                             indices.push((0, next));
                             next += 1;
                             corrupt.append_null();
+                            reasons.append_null();
                         }
                         if let Some(c) = &mut counts_all {
                             c.push(n as u32);
@@ -379,7 +400,7 @@ impl ValueDecoder {
                 .map_err(|e| Error::bad_input(e.to_string()))?;
                 // The corrupt column is per row of output; with multi-row payloads
                 // it is rebuilt per message below instead.
-                let corrupt = corrupt.finish();
+                let corrupt = (corrupt.finish(), reasons.finish());
                 Ok((values.as_struct().clone(), counts_all, None, Some(corrupt)))
             }
         }
@@ -390,7 +411,7 @@ impl ValueDecoder {
         schema: SchemaRef,
         messages: &RecordBatch,
         values: StructArray,
-        corrupt: Option<BinaryArray>,
+        corrupt: Option<Corrupt>,
     ) -> Result<RecordBatch> {
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
         let n = messages.num_rows();
@@ -405,10 +426,18 @@ impl ValueDecoder {
                 columns.push(Arc::new(values.clone()));
             }
             if self.spec.on_malformed == OnMalformed::Permissive {
-                columns.push(match &corrupt {
-                    Some(c) => Arc::new(c.clone()),
-                    None => new_null_array(&DataType::Binary, n),
-                });
+                // A batch whose payloads all decoded has both columns null, made
+                // without a look at its rows.
+                match &corrupt {
+                    Some((record, reason)) => {
+                        columns.push(Arc::new(record.clone()));
+                        columns.push(Arc::new(reason.clone()));
+                    }
+                    None => {
+                        columns.push(new_null_array(&DataType::Binary, n));
+                        columns.push(new_null_array(&DataType::Utf8, n));
+                    }
+                }
             }
         }
         RecordBatch::try_new(schema, columns).map_err(|e| {

@@ -57,6 +57,17 @@ impl Format for ArrowIpc {
         )));
         Ok(())
     }
+
+    fn no_value(&self, payload: &[u8]) -> Option<String> {
+        StreamReader::try_new(Cursor::new(payload), None)
+            .err()
+            .map(not_a_stream)
+    }
+}
+
+/// The decoder's words for a payload that is no Arrow IPC stream.
+fn not_a_stream(e: arrow_schema::ArrowError) -> String {
+    format!("not an Arrow IPC stream: {e}")
 }
 
 struct IpcRows {
@@ -65,8 +76,7 @@ struct IpcRows {
 
 impl IpcRows {
     fn read_one(&self, payload: &[u8], into: &mut Vec<RecordBatch>) -> Result<u32, String> {
-        let reader = StreamReader::try_new(Cursor::new(payload), None)
-            .map_err(|e| format!("not an Arrow IPC stream: {e}"))?;
+        let reader = StreamReader::try_new(Cursor::new(payload), None).map_err(not_a_stream)?;
         // The value's fields are found by name, in any order, and each must hold the
         // same values: types equal up to view types (string_view for utf8),
         // dictionary encoding and nullability, at any depth. Such a column is cast to

@@ -34,7 +34,7 @@ use crate::arrow::schema::{
 };
 use crate::error::{Error, Result};
 
-pub use decode::ValueDecoder;
+pub use decode::{malformed_reason, ValueDecoder};
 pub use encode::ValueEncoder;
 
 use decode::RowsDecoder;
@@ -44,6 +44,9 @@ use encode::RowsEncoder;
 pub const VALUE: &str = "value";
 /// The column holding the raw bytes of payloads that did not decode (`permissive`).
 pub const CORRUPT_RECORD: &str = "_corrupt_record";
+/// The column holding, beside `_corrupt_record`, why each of those payloads did not
+/// decode: the decoder's own words, as mode `failfast` would have raised them.
+pub const CORRUPT_REASON: &str = "_corrupt_reason";
 
 /// Columns of publish input that steer a message (where it goes, its id, its
 /// checks): never a value's, whatever else the table holds. So is a `ttl` column of
@@ -66,6 +69,7 @@ pub const READ_COLUMNS: &[&str] = &[
     DELIVERED,
     CONSUMER_SEQ,
     CORRUPT_RECORD,
+    CORRUPT_REASON,
 ];
 
 /// Every column of the message schema: a decoded value's field may not take one of
@@ -83,6 +87,7 @@ pub const MESSAGE_COLUMNS: &[&str] = &[
     DELIVERED,
     CONSUMER_SEQ,
     CORRUPT_RECORD,
+    CORRUPT_REASON,
 ];
 
 /// An option's closed set of names: `parse` (any case, with aliases), `as_str` and
@@ -138,7 +143,8 @@ named_choices!(ValueFormat, "format", {
 pub enum OnMalformed {
     /// Stop with an error naming the stream, the sequence and the field.
     FailFast,
-    /// A null value and the payload's bytes in `_corrupt_record`.
+    /// A null value, the payload's bytes in `_corrupt_record` and why it did not
+    /// decode in `_corrupt_reason`.
     Permissive,
     /// Leave the message out, and count it.
     DropMalformed,
@@ -201,6 +207,12 @@ trait Format {
     /// [`Self::needs_inference`]).
     fn infer(&mut self, _sample: &[&[u8]]) -> Result<()> {
         Ok(())
+    }
+    /// Why `payload` shows no value to infer a schema from (JSON: it is not an
+    /// object), in the decoder's words; None when it shows one, or the format infers
+    /// nothing.
+    fn no_value(&self, _payload: &[u8]) -> Option<String> {
+        None
     }
 }
 
@@ -292,6 +304,12 @@ impl CodecSpec {
     /// Protobuf values carry theirs in the schema or descriptor given.
     pub fn needs_inference(&self) -> bool {
         self.codec.as_format().needs_inference()
+    }
+
+    /// Why `payload` shows no value a schema could be inferred from (see
+    /// [`Self::inferred`]), in the decoder's words; None when it shows one.
+    pub fn no_value(&self, payload: &[u8]) -> Option<String> {
+        self.codec.as_format().no_value(payload)
     }
 
     /// This spec with the value schema `sample`'s payloads show filled in, where

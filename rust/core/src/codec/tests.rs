@@ -186,11 +186,80 @@ fn permissive_keeps_bad_payloads_bytes_and_dropmalformed_counts_them() {
 
     let batch = messages(payloads, Some(json(OnMalformed::DropMalformed, false))).unwrap();
     assert_eq!(ids(&batch), [Some(1), Some(5)]);
+    assert!(batch.column_by_name(CORRUPT_REASON).is_none());
     let seqs = batch
         .column_by_name("seq")
         .unwrap()
         .as_primitive::<Int64Type>();
     assert_eq!(seqs.values().to_vec(), vec![10, 14]);
+}
+
+#[test]
+fn permissive_says_why_each_payload_did_not_decode_as_failfast_would() {
+    let payloads: &[&[u8]] = &[
+        br#"{"id": 1}"#,
+        b"{not json",
+        br#"[{"id": 2}]"#,
+        br#"{"id": "x"}"#,
+        br#"{"id": 2.5}"#,
+        b"  ",
+        br#"{"id": 5}"#,
+    ];
+    let batch = messages(payloads, Some(json(OnMalformed::Permissive, false))).unwrap();
+    let reasons = batch
+        .column_by_name(CORRUPT_REASON)
+        .unwrap()
+        .as_string::<i32>();
+    assert!(reasons.is_null(0) && reasons.is_null(6));
+    // Each is the error of a failfast read of that payload alone, without its advice.
+    for row in 1..6 {
+        let alone = messages(&[payloads[row]], Some(json(OnMalformed::FailFast, false)));
+        let failfast = alone
+            .unwrap_err()
+            .message()
+            .replace("seq 10", &format!("seq {}", 10 + row));
+        let advice = " (mode 'failfast'; 'permissive' or 'dropmalformed' keep reading)";
+        assert_eq!(
+            Some(reasons.value(row)),
+            failfast.strip_suffix(advice),
+            "row {row}"
+        );
+    }
+    let expected = [
+        "it is not JSON: key must be a string at line 1 column 2",
+        "it is JSON but not an object: it is an array",
+        "field 'id'",
+        "field 'id': 2.5 is not an integer",
+        "the payload is empty",
+    ];
+    for (row, words) in (1..6).zip(expected) {
+        assert!(reasons
+            .value(row)
+            .starts_with(&format!("stream 'S' seq {}: ", 10 + row)));
+        assert!(reasons.value(row).contains(words), "{}", reasons.value(row));
+    }
+    // A batch whose payloads all decode has both columns, null.
+    let good = messages(&payloads[..1], Some(json(OnMalformed::Permissive, false))).unwrap();
+    assert_eq!(good.column_by_name(CORRUPT_REASON).unwrap().null_count(), 1);
+}
+
+#[test]
+fn a_payload_with_no_value_to_infer_from_is_told_why() {
+    let spec = CodecSpec::new(Codec::new(ValueFormat::Json));
+    assert_eq!(spec.no_value(br#"{"a": 1}"#), None);
+    assert_eq!(
+        spec.no_value(b"[1]").as_deref(),
+        Some("it is JSON but not an object: it is an array")
+    );
+    assert!(spec
+        .no_value(b"{x")
+        .unwrap()
+        .starts_with("it is not JSON: "));
+    let arrow = CodecSpec::new(Codec::new(ValueFormat::Arrow));
+    assert!(arrow
+        .no_value(b"nope")
+        .unwrap()
+        .starts_with("not an Arrow IPC stream"));
 }
 
 fn input(values: Vec<(&str, ArrayRef)>) -> RecordBatch {

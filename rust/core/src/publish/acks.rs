@@ -34,7 +34,8 @@ enum AckResult {
     PushedBack(String),
     /// Not stored: an expected-last check found the stream elsewhere.
     Conflict(String),
-    Failed(String),
+    /// Not stored, for good; with the server's JetStream error code when it gave one.
+    Failed(String, Option<u32>),
 }
 
 fn classify(message: &async_nats::Message, subject: &str) -> AckResult {
@@ -48,7 +49,7 @@ fn classify(message: &async_nats::Message, subject: &str) -> AckResult {
                 "429 {}",
                 message.description.as_deref().unwrap_or_default()
             )),
-            other => AckResult::Failed(format!("status {other:?}")),
+            other => AckResult::Failed(format!("status {other:?}"), None),
         };
     }
     match serde_json::from_slice::<PublishReply>(&message.payload) {
@@ -105,7 +106,7 @@ fn classify(message: &async_nats::Message, subject: &str) -> AckResult {
             ) {
                 AckResult::Conflict(why)
             } else {
-                AckResult::Failed(why)
+                AckResult::Failed(why, Some(e.err_code).filter(|&c| c != 0))
             }
         }
         Ok(PublishReply {
@@ -118,10 +119,13 @@ fn classify(message: &async_nats::Message, subject: &str) -> AckResult {
             duplicate,
             value: val,
         },
-        _ => AckResult::Failed(format!(
-            "unexpected publish reply: {}",
-            String::from_utf8_lossy(&message.payload)
-        )),
+        _ => AckResult::Failed(
+            format!(
+                "unexpected publish reply: {}",
+                String::from_utf8_lossy(&message.payload)
+            ),
+            None,
+        ),
     }
 }
 
@@ -286,7 +290,9 @@ impl PublishRun<'_> {
                     self.outcome.fail(entry.row, conflict);
                 }
             }
-            AckResult::Failed(why) => self.outcome.fail(entry.row, why),
+            AckResult::Failed(why, err_code) => {
+                self.outcome.fail_with_code(entry.row, why, err_code)
+            }
         }
     }
 
@@ -311,7 +317,9 @@ impl PublishRun<'_> {
                 self.outcome.pushed_back(&why);
                 self.retry_or_fail(entry, why);
             }
-            AckResult::Conflict(_) | AckResult::Failed(_) => self.outcome.fail(entry.row, conflict),
+            AckResult::Conflict(_) | AckResult::Failed(..) => {
+                self.outcome.fail(entry.row, conflict)
+            }
         }
     }
 
@@ -499,7 +507,10 @@ mod tests {
             ),
             "a",
         ) {
-            AckResult::Failed(why) => assert!(why.contains("10054"), "{why}"),
+            AckResult::Failed(why, code) => {
+                assert!(why.contains("10054"), "{why}");
+                assert_eq!(code, Some(10054));
+            }
             _ => panic!("a 400 is final"),
         }
     }

@@ -335,6 +335,10 @@ fn header_value(value: &str, column: &str, row: u64) -> Result<HeaderValue> {
 }
 
 fn to_utf8(array: &ArrayRef, column: &str) -> Result<StringArray> {
+    utf8_of(array, column).map_err(|e| e.in_column(column))
+}
+
+fn utf8_of(array: &ArrayRef, column: &str) -> Result<StringArray> {
     match array.data_type() {
         DataType::Utf8 => Ok(array.as_string::<i32>().clone()),
         DataType::LargeUtf8 | DataType::Utf8View | DataType::Dictionary(..) => {
@@ -352,6 +356,10 @@ fn to_utf8(array: &ArrayRef, column: &str) -> Result<StringArray> {
 /// An integer column of stream sequences (nulls: no check); a negative value is
 /// refused where its row is read, which knows the row's number in the call.
 fn to_sequences(array: &ArrayRef, column: &str) -> Result<PrimitiveArray<Int64Type>> {
+    sequences_of(array, column).map_err(|e| e.in_column(column))
+}
+
+fn sequences_of(array: &ArrayRef, column: &str) -> Result<PrimitiveArray<Int64Type>> {
     if !array.data_type().is_integer() {
         return Err(Error::bad_input(format!(
             "column '{column}' must be an integer (a stream sequence), got {}",
@@ -528,7 +536,7 @@ impl PublishBatch {
                     .and_then(|()| subject_too_long(constant, max_subject).map_or(Ok(()), Err))
                     .map_err(|why| {
                         let shown = shown_subject(constant);
-                        Error::bad_input(format!("option 'subject' {shown}: {why}"))
+                        Error::bad_option("subject", format!("option 'subject' {shown}: {why}"))
                     })?;
                 SubjectColumn::Constant(Subject::from(constant))
             }
@@ -542,7 +550,7 @@ impl PublishBatch {
             }
         };
         let increment = match (column(INCREMENT), column(DATA)) {
-            (Some(a), None) => Some(IncrementColumn::new(&a)?),
+            (Some(a), None) => Some(IncrementColumn::new(&a).map_err(|e| e.in_column(INCREMENT))?),
             _ => None,
         };
         let schedule = match (column(SCHEDULE), column(SCHEDULE_TARGET)) {
@@ -550,7 +558,7 @@ impl PublishBatch {
             _ => None,
         };
         let data = match column(DATA) {
-            Some(array) => to_data(&array)?,
+            Some(array) => to_data(&array).map_err(|e| e.in_column(DATA))?,
             // A counter increment has no payload.
             None if increment.is_some() => {
                 DataColumn::binary(BinaryArray::new_null(batch.num_rows()))
@@ -564,7 +572,8 @@ impl PublishBatch {
         };
         let headers = column(HEADERS)
             .map(|a| HeadersColumn::new(&a))
-            .transpose()?;
+            .transpose()
+            .map_err(|e| e.in_column(HEADERS))?;
         let msg_id = column(MSG_ID).map(|a| to_utf8(&a, MSG_ID)).transpose()?;
         let expected_last_subject_seq = column(EXPECTED_LAST_SUBJECT_SEQ)
             .map(|a| to_sequences(&a, EXPECTED_LAST_SUBJECT_SEQ))
@@ -573,7 +582,7 @@ impl PublishBatch {
             .map(|a| to_utf8(&a, EXPECTED_LAST_MSG_ID))
             .transpose()?;
         let ttl = match column(TTL) {
-            Some(a) => TtlColumn::new(&a)?,
+            Some(a) => TtlColumn::new(&a).map_err(|e| e.in_column(TTL))?,
             None => None,
         };
         let source = is_read(&schema)

@@ -20,6 +20,8 @@ pub struct PublishOutcome {
     /// Rows acked or failed; the others are still in flight or not yet sent.
     resolved: Vec<bool>,
     errors: HashMap<usize, String>,
+    /// The JetStream error code of each failed row the server refused with one.
+    error_codes: HashMap<usize, u32>,
     /// A publish of counter increments: each row's new counter value, as the ack
     /// said it (decimal text), is reported in a `value` column.
     values: Option<HashMap<usize, String>>,
@@ -116,6 +118,26 @@ impl PublishOutcome {
     pub(super) fn fail(&mut self, row: usize, why: String) {
         self.resolved[row] = true;
         self.errors.insert(row, why);
+        self.error_codes.remove(&row);
+    }
+
+    /// Row `row` failed for `why`, refused by the server with `err_code`.
+    pub(super) fn fail_with_code(&mut self, row: usize, why: String, err_code: Option<u32>) {
+        self.fail(row, why);
+        if let Some(code) = err_code {
+            self.error_codes.insert(row, code);
+        }
+    }
+
+    /// The JetStream error code `row` failed with, when the server gave one.
+    pub fn error_code(&self, row: usize) -> Option<u32> {
+        self.error_codes.get(&row).copied()
+    }
+
+    /// Each row's JetStream error code (uint32, null unless the row failed with
+    /// one), for callers that act on why rows failed without reading the words.
+    pub fn error_codes(&self) -> arrow_array::UInt32Array {
+        (0..self.rows()).map(|row| self.error_code(row)).collect()
     }
 
     /// Every row neither acked nor failed yet fails for `why`: the call is over, so

@@ -66,7 +66,15 @@ fn utf8(array: &ArrayRef, name: &str) -> Result<StringArray> {
 
 impl ScheduleColumns {
     pub(super) fn new(schedule: &ArrayRef, target: &ArrayRef) -> Result<Self> {
-        let when = match schedule.data_type() {
+        Ok(Self {
+            when: Self::when(schedule).map_err(|e| e.in_column(SCHEDULE))?,
+            target: utf8(target, SCHEDULE_TARGET).map_err(|e| e.in_column(SCHEDULE_TARGET))?,
+        })
+    }
+
+    /// When each row fires, from column `schedule`.
+    fn when(schedule: &ArrayRef) -> Result<When> {
+        Ok(match schedule.data_type() {
             DataType::Timestamp(_, _) | DataType::Date32 | DataType::Date64 => {
                 let ns = arrow_cast::cast(
                     schedule,
@@ -93,10 +101,6 @@ impl ScheduleColumns {
                      timestamp (fired at that instant), got {other}"
                 )))
             }
-        };
-        Ok(Self {
-            when,
-            target: utf8(target, SCHEDULE_TARGET)?,
         })
     }
 

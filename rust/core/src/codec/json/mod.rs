@@ -62,6 +62,32 @@ impl Format for Json {
         self.schema = Some(infer::json_schema(sample)?);
         Ok(())
     }
+
+    fn no_value(&self, payload: &[u8]) -> Option<String> {
+        not_an_object(payload)
+    }
+}
+
+/// Why `payload` is not a JSON object: it does not parse (where, in `serde_json`'s
+/// words: line and column), or it is another kind of JSON value. None for an
+/// object. Asked only of a payload that failed, so rows that decode pay nothing.
+fn not_an_object(payload: &[u8]) -> Option<String> {
+    if payload.iter().all(u8::is_ascii_whitespace) {
+        return Some("the payload is empty".to_string());
+    }
+    let value = match serde_json::from_slice::<serde::de::IgnoredAny>(payload) {
+        Ok(_) => payload.iter().find(|b| !b.is_ascii_whitespace()),
+        Err(e) => return Some(format!("it is not JSON: {e}")),
+    };
+    let kind = match value {
+        Some(b'{') => return None,
+        Some(b'[') => "an array",
+        Some(b'"') => "a string",
+        Some(b't' | b'f') => "a boolean",
+        Some(b'n') => "null",
+        _ => "a number",
+    };
+    Some(format!("it is JSON but not an object: it is {kind}"))
 }
 
 struct JsonRows {
@@ -108,21 +134,30 @@ impl JsonRows {
                     check.check(payload)?;
                 }
                 let before = self.decoder.len();
-                let read = self.decoder.decode(payload).map_err(|e| e.to_string())?;
+                // The decoder's own words for a payload that is an object; for one
+                // that is not, what it is instead (the decoder would speak of its tape).
+                let read = self
+                    .decoder
+                    .decode(payload)
+                    .map_err(|e| not_an_object(payload).unwrap_or_else(|| e.to_string()))?;
                 let rows = self.decoder.len() - before;
                 if read != payload.len() || rows != 1 || self.decoder.has_partial_record() {
-                    return Err(match rows {
-                        0 if payload.iter().all(u8::is_ascii_whitespace) => {
-                            "the payload is empty".to_string()
-                        }
-                        _ if self.decoder.has_partial_record() => {
+                    return Err(match not_an_object(payload) {
+                        Some(why) => why,
+                        None if self.decoder.has_partial_record() => {
                             "the payload ends inside a JSON value".to_string()
                         }
-                        n => format!("the payload holds {n} JSON values, not one"),
+                        None => format!("the payload holds {rows} JSON values, not one"),
                     });
                 }
             }
-            if let Some(batch) = self.decoder.flush().map_err(|e| e.to_string())? {
+            // A value that is no object fails only here, where the decoder reads its
+            // rows: a payload decoded alone is told what it is instead.
+            let flushed = self.decoder.flush().map_err(|e| match chunk {
+                [payload] => not_an_object(payload).unwrap_or_else(|| e.to_string()),
+                _ => e.to_string(),
+            })?;
+            if let Some(batch) = flushed {
                 parts.push(batch.into());
             }
         }

@@ -49,7 +49,10 @@ impl Format for Protobuf {
 const TIMESTAMP: &str = "google.protobuf.Timestamp";
 
 pub(super) fn bad_descriptor(e: impl std::fmt::Display) -> Error {
-    Error::bad_input(format!("option 'protobuf_descriptor': {e}"))
+    Error::bad_option(
+        "protobuf_descriptor",
+        format!("option 'protobuf_descriptor': {e}"),
+    )
 }
 
 /// The message the settings name, from their descriptor set.
