@@ -833,13 +833,33 @@ def test_rows_of_one_commit_take_a_type_over_null_and_missing_columns():
     assert rows.to_pylist() == [{"n": None, "m": None}, {"n": 7, "m": "x"}, {"n": None, "m": None}]
 
 
-def test_a_work_queue_message_that_cannot_be_read_again_is_told_in_general_words(nats_server):
-    from jetstream_arrow.sink.dead_letters import error_text
-
+def test_a_work_queue_message_that_cannot_be_read_again_has_the_decoders_words(
+    nats_server, tmp_path
+):
+    """A work queue's message cannot be read again alone; its dead letter's error is
+    the decoder's own, from the read that set it aside (once told in general words)."""
     with ja.connect(nats_server.url) as client:
         client.create_stream("JOBS", ["jobs.>"], retention="workqueue")
+        client.create_stream("DEAD", ["dead.>"])
         client.create_consumer("JOBS", durable_name="lake", ack_policy="explicit")
-        client.publish(pa.table({"subject": ["jobs.x"], "data": [b'{"n": "one"}']}))
+        client.publish(
+            pa.table({"subject": ["jobs.x"] * 2, "data": [b'{"n": "one"}', b'{"n": 2}']})
+        )
         codec = ja.ValueCodec("json", schema=pa.schema([("n", pa.int64())]))
-        text = error_text(client, "JOBS", 1, codec, pa.struct([("n", pa.int64())]))
-        assert text == "stream 'JOBS' seq 1: the payload did not decode as json"
+        report = ja.run_sink(
+            client,
+            ["JOBS"],
+            ja.ParquetTarget(tmp_path / "t"),
+            codec=codec,
+            durable="lake",
+            dead_letter_stream="DEAD",
+            commit_rows=100,
+            batch_rows=10,
+        )
+        assert (report.rows, report.dead_letters) == (1, 1)
+        dead = client.read("DEAD", include_headers=True).read_all()
+        [error] = [dict(h)["Jetstream-Arrow-Error"][0] for h in dead["headers"].to_pylist()]
+        assert error == (
+            "stream 'JOBS' seq 1: the payload is not json of the value's schema: "
+            "field 'n': the string \"one\" is not an integer"
+        ), error
