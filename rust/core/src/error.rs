@@ -44,6 +44,15 @@ pub struct Error {
     kind: ErrorKind,
     message: String,
     api: Option<ApiErrorCode>,
+    /// What is at fault by name, when the error says: boxed, so that a `Result` of
+    /// the core stays small where errors are rare.
+    at_fault: Option<Box<AtFault>>,
+}
+
+/// What an error names as at fault, for callers that act on it without reading the
+/// message.
+#[derive(Debug, Clone, Default)]
+struct AtFault {
     /// The message and field of a [`ErrorKind::NewField`] error.
     new_field: Option<NewFieldAt>,
     /// The input column at fault, by the name the message gives it.
@@ -193,9 +202,7 @@ impl Error {
             kind,
             message: message.into(),
             api: None,
-            new_field: None,
-            column: None,
-            options: Vec::new(),
+            at_fault: None,
         }
     }
 
@@ -208,36 +215,39 @@ impl Error {
     /// other, one that needs another), which `message` names.
     pub fn bad_options(options: &[&str], message: impl Into<String>) -> Self {
         Self {
-            options: options.iter().map(|o| o.to_string()).collect(),
+            at_fault: Some(Box::new(AtFault {
+                options: options.iter().map(|o| o.to_string()).collect(),
+                ..AtFault::default()
+            })),
             ..Self::bad_input(message)
         }
     }
 
     /// The options at fault, when the error is of options.
     pub fn options(&self) -> &[String] {
-        &self.options
+        self.at_fault.as_ref().map_or(&[], |f| &f.options)
     }
 
     /// This error as one of input column `column`, which its message names as
     /// `'<column>'`.
     pub fn in_column(mut self, column: &str) -> Self {
-        self.column = Some(column.to_string());
+        self.at_fault.get_or_insert_default().column = Some(column.to_string());
         self
     }
 
     /// The input column at fault, when the error is of a column.
     pub fn column(&self) -> Option<&str> {
-        self.column.as_deref()
+        self.at_fault.as_ref()?.column.as_deref()
     }
 
     /// This error with its column called `name`, as the caller calls it (a column
     /// taken under another name for the publish): the message names it so.
     pub fn column_named(mut self, name: &str) -> Self {
-        if let Some(column) = self.column.take() {
+        if let Some(column) = self.at_fault.as_mut().and_then(|f| f.column.as_mut()) {
             self.message = self
                 .message
                 .replace(&format!("'{column}'"), &format!("'{name}'"));
-            self.column = Some(name.to_string());
+            *column = name.to_string();
         }
         self
     }
@@ -245,14 +255,17 @@ impl Error {
     /// A [`ErrorKind::NewField`] error at `at`.
     pub fn new_field(at: NewFieldAt, message: impl Into<String>) -> Self {
         Self {
-            new_field: Some(at),
+            at_fault: Some(Box::new(AtFault {
+                new_field: Some(at),
+                ..AtFault::default()
+            })),
             ..Self::new(ErrorKind::NewField, message)
         }
     }
 
     /// Where a [`ErrorKind::NewField`] error's payload is.
     pub fn new_field_at(&self) -> Option<&NewFieldAt> {
-        self.new_field.as_ref()
+        self.at_fault.as_ref()?.new_field.as_ref()
     }
 
     /// An error reply of the JetStream API to `what` (e.g. "stream info of ORDERS").
@@ -271,9 +284,7 @@ impl Error {
                 code.description, code.code, code.err_code
             ),
             api: Some(code),
-            new_field: None,
-            column: None,
-            options: Vec::new(),
+            at_fault: None,
         }
     }
 

@@ -212,8 +212,8 @@ fn permissive_says_why_each_payload_did_not_decode_as_failfast_would() {
         .as_string::<i32>();
     assert!(reasons.is_null(0) && reasons.is_null(6));
     // Each is the error of a failfast read of that payload alone, without its advice.
-    for row in 1..6 {
-        let alone = messages(&[payloads[row]], Some(json(OnMalformed::FailFast, false)));
+    for (row, payload) in payloads.iter().enumerate().take(6).skip(1) {
+        let alone = messages(&[payload], Some(json(OnMalformed::FailFast, false)));
         let failfast = alone
             .unwrap_err()
             .message()
