@@ -96,6 +96,7 @@ def test_a_row_refused_for_its_expected_stream_has_that_error_code(
     assert result.failed == 2 and result.error_codes is not None
     assert result.error_codes.type == pa.uint32()
     assert result.error_codes.to_pylist() == [_core.ERR_STREAM_NOT_MATCH] * 2 == [10060] * 2
+    assert result.first_failure() == (result.acks["error"][0].as_py(), 10060)
 
 
 def test_a_row_failed_without_an_error_code_has_none(

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import _core
 from ._input import importable
@@ -86,6 +87,13 @@ class PublishResult:
             # builds nothing more.
             error_codes=pa.array(outcome.error_codes()) if outcome.failed else None,
         )
+
+    def first_failure(self) -> tuple[str, int | None]:
+        """The first failed row's error, and its JetStream error code (None when the
+        server gave none). Only for a result with failed rows."""
+        row = int(pc.index(self.acks["error"].is_valid(), True).as_py())
+        code = None if self.error_codes is None else self.error_codes[row].as_py()
+        return str(self.acks["error"][row].as_py()), code
 
     def failed_rows(self) -> pa.Table:
         """The rows that were not stored, with their index and error."""

@@ -337,14 +337,8 @@ def publish_task(
     same ids; with ``exactly_once``, it resumes after what the stream holds)."""
     tally = PublishTally(retried=task_retried())
     results = publish_batches(opts, columns, batches, msg_id_prefix, tally, where, exactly_once)
-    for result in results:
-        if not result.failed:
-            continue
-        first = result.failed_rows().slice(0, 1).to_pylist()[0]
-        first_error = first["error"]
-        first_code = (
-            result.error_codes[first["row"]].as_py() if result.error_codes is not None else None
-        )
+    for result in (r for r in results if r.failed):
+        first_error, first_code = result.first_failure()
         cause = ""
         if opts.expected_stream and first_code == _core.ERR_STREAM_NOT_MATCH:
             # The server's words name neither stream: say which one the write expects.
