@@ -38,7 +38,8 @@ class ValueCodec:
       Avro values are read with ``avro_schema``.
     - ``on_malformed``: ``"failfast"`` (the default: an error naming the stream,
       sequence and field), ``"permissive"`` (a null value, the payload's bytes in
-      ``_corrupt_record``) or ``"dropmalformed"`` (the message left out; a
+      ``_corrupt_record`` and why it did not decode, the decoder's words, in
+      ``_corrupt_reason``) or ``"dropmalformed"`` (the message left out; a
       consumer's is terminated so it is not delivered again).
     - ``flatten``: the value's fields as top-level columns instead of one struct
       column ``value``.
