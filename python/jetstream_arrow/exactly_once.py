@@ -44,11 +44,15 @@ class Sent:
     contiguous: bool
 
 
-def exactly_once_wanted(client: Any, stream: str, requested: bool | None, what: str) -> bool:
+def exactly_once_wanted(
+    client: Any, stream: str, requested: bool | None, what: str, *, stacklevel: int = 3
+) -> bool:
     """Whether a write into ``stream`` runs exactly once: ``requested`` True needs a
     stream that holds positions (refused, naming how to enable it); None (the
     default) means yes where the stream can, else the window only with one warning;
-    False never."""
+    False never. The warning names the frame ``stacklevel`` (counted as
+    ``warnings.warn`` counts it from here; 3: the caller's caller), the user's code
+    that asked for the write."""
     if requested is False:
         return False
     why = holds_positions(client.stream_info(stream))
@@ -64,7 +68,7 @@ def exactly_once_wanted(client: Any, stream: str, requested: bool | None, what: 
         "exact only within its duplicate window; enable it with "
         f"{enable_command(stream)}",
         ExactlyOnceUnavailableWarning,
-        stacklevel=3,
+        stacklevel=stacklevel,
     )
     return False
 
