@@ -2,9 +2,12 @@
 and commit the rows with the new positions every ``commit_rows`` rows or
 ``commit_seconds`` seconds. A work-queue or interest stream, whose messages go once
 acknowledged, is consumed through a durable pull consumer instead (see ``queue.py``),
-its messages acknowledged after the commit that holds them. Its steps (read, consume,
-land, commit, acknowledge) are the methods of one type, because they share the state
-of one run: the rows pending, the positions and the totals.
+its messages acknowledged after the commit that holds them. It is one module, the
+sink one type, because its steps (read, consume, land, commit, acknowledge: its
+methods) share the state of one run: the rows pending, the positions and the totals.
+What they use apart from that state lives beside it: the options (``settings.py``),
+the rows pending (``pending.py``), the value schema (``value_schema.py``), the work
+queue (``queue.py``), the dead letters (``dead_letters.py``), the target (``target.py``).
 
 Memory is bounded by one commit: a read's batches are at most ``commit_rows`` rows,
 and the rows pending are committed before a batch that would take them past it.
