@@ -56,7 +56,7 @@ class DeltaTarget(LakeTarget):
     against the log before each commit, and a sink that finds another one's there
     stops rather than write rows twice."""
 
-    kind = "table"
+    _kind = "table"
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)

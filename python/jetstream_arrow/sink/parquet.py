@@ -114,7 +114,7 @@ def _partition_value(value: Any) -> str:
 class ParquetTarget(LakeTarget):
     """A partitioned Parquet dataset in the directory ``path`` (made if missing)."""
 
-    kind = "dataset"
+    _kind = "dataset"
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.root = Path(path)

@@ -57,7 +57,7 @@ class LakeTarget(ABC):
     :meth:`_write`."""
 
     #: What the table is called in errors: ``table``, ``dataset``.
-    kind: str
+    _kind: str
 
     @abstractmethod
     def _location(self) -> str:
@@ -84,12 +84,12 @@ class LakeTarget(ABC):
     ) -> None:
         """Append ``rows`` and move each stream's position to ``positions`` in one
         transaction, with the ``created`` time of each such stream."""
-        where = f"{self.kind} {self._location()}"
+        where = f"{self._kind} {self._location()}"
         partitioning = self._partitioning()
         if partitioning is not None and partitioning != list(partition_by):
             raise BadInputError(
                 f"option 'partition_by' {list(partition_by)}: {where} is partitioned by "
-                f"{partitioning}; a {self.kind} keeps its partitioning"
+                f"{partitioning}; a {self._kind} keeps its partitioning"
             )
         self._write(
             TargetCommit(
