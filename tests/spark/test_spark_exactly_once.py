@@ -440,7 +440,8 @@ def kill_after_a_publish(
     micro-batches copied, and killed if the checkpoint still shows the batch
     uncommitted and the sink still ahead of it; else it runs on."""
     from fault_helpers import planned_batch
-    from test_spark_faults import committed_end
+
+    from .test_spark_faults import committed_end
 
     def ahead(client: ja.Client) -> bool:
         # The sink's messages besides its positions (at most one per partition: two)
@@ -473,7 +474,7 @@ def kill_after_a_publish(
 def test_a_streaming_copy_killed_three_times_mid_batch_stores_each_message_once(
     shared_nats_server: Any, unique_name: Any, tmp_path: Path
 ) -> None:
-    from test_spark_faults import Killer
+    from .test_spark_faults import Killer
 
     url, source, sink = shared_nats_server.url, unique_name("EOS"), unique_name("EOT")
     n, kills = 2_000, 3
