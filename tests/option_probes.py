@@ -736,6 +736,9 @@ def dead_letter_probes(probes: ProbeTable, entries: Iterable[str]) -> None:
         )
 
 
+# -- what the probes of several entry points share ----------------------------------------
+
+
 def stored_encodings(ctx: Ctx, name: str, count: int) -> list[str | None]:
     """Each message's Content-Encoding as stored: a read (decompress off) hands the
     header out as the server holds it."""
@@ -845,6 +848,9 @@ def pull(ctx: Ctx, count: int = 4, **config: Any) -> tuple[str, str]:
     config.setdefault("ack_policy", "explicit")
     ctx.client.create_consumer(name, durable_name="C", **config)
     return name, "C"
+
+
+# -- the connection and output flags of a command (load, export, sink) ---------------------
 
 
 def reach_command(ctx: Ctx, command: str, url: str, *flags: str) -> Any:
@@ -1042,6 +1048,9 @@ def reach_argv(ctx: Ctx, command: str) -> list[str]:
     if command == "sink":
         return ["sink", name, "--parquet", str(ctx.tmp / name), "-s", ctx.url]
     return ["export", name, "-o", str(ctx.tmp / f"{name}.parquet"), "-s", ctx.url]
+
+
+# -- the mapInArrow helper read_fn, called as Spark calls it on a worker; the CLI's files ----
 
 
 def call_read_fn(ctx: Ctx, rows: list[tuple[str, int, int | None]], **options: Any) -> pa.Table:

@@ -1,6 +1,8 @@
-"""The option probes of the command line: jetstream-arrow, load, export, server and demo: each option changes what happens, or is refused
-naming it. tests/option_probes.py says what a probe is; tests/project/test_every_option.py
-checks that every option of every entry point has one."""
+"""The option probes of the command line (jetstream-arrow, load, export, server, demo; the
+flags of sink are in tests/sink/), and the options taken where they do nothing: each
+option changes what happens, or is refused naming it. tests/option_probes.py says what a
+probe is and holds what the probes share; tests/project/test_every_option.py checks that
+every option of every entry point has a probe."""
 
 from __future__ import annotations
 
@@ -429,7 +431,7 @@ def _cli_export_batch_rows(ctx: Ctx) -> None:
     assert pq.ParquetFile(out).metadata.num_row_groups == 3
 
 
-# -- connection and output flags, per command -----------------------------------------
+# -- connection and output flags, per command (sink's: tests/sink/) -------------------------
 
 
 connection_probes(probes, "load")

@@ -1,6 +1,8 @@
-"""The option probes of spark.read and spark.readStream: each option changes what happens, or is refused
-naming it. tests/option_probes.py says what a probe is; tests/project/test_every_option.py
-checks that every option of every entry point has one."""
+"""The option probes of spark.read and spark.readStream (the data source driven as Spark
+drives it): each option changes what happens, or is refused naming it.
+tests/option_probes.py says what a probe is and holds what the probes share;
+tests/project/test_every_option.py checks that every option of every entry point has a
+probe."""
 
 from __future__ import annotations
 

@@ -48,6 +48,7 @@ from pyspark.sql import functions as F
 import jetstream_arrow as ja
 from conftest_spark import (
     SPARK_ERRORS,
+    TESTS,
     error_text,
     make_stream,
     read_df,
@@ -472,10 +473,14 @@ def kill_after_a_publish(
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_streaming_copy_killed_three_times_mid_batch_stores_each_message_once(
-    shared_nats_server: Any, unique_name: Any, tmp_path: Path
+    shared_nats_server: Any, unique_name: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from .test_spark_faults import Killer
 
+    # The driver is this file run as a script, from tests/spark/: the helpers it imports
+    # are at the top of tests/.
+    path = os.environ.get("PYTHONPATH", "")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(TESTS), path) if p))
     url, source, sink = shared_nats_server.url, unique_name("EOS"), unique_name("EOT")
     n, kills = 2_000, 3
     make_exactly_once_stream(url, sink)
