@@ -34,7 +34,8 @@ from jetstream_arrow.spark.options import parse_read_options
 from jetstream_arrow.spark.reading import DataLossError
 from jetstream_arrow.spark.stream_reader import JetStreamStreamReader
 from jetstream_arrow.spark.triggers import share_by_backlog
-from test_spark_streaming import _fail_while, _messages, _write_stream
+
+from .test_spark_streaming import _fail_while, _messages, _write_stream
 
 pytestmark = pytest.mark.spark
 __all__ = ["spark"]

@@ -5,7 +5,7 @@ Unicode payloads and headers with repeated names, interior deletes, purges of a
 subject); the oracle is what nats-py then sees stored in the source
 (``STREAM.MSG.GET`` of every sequence, ``tests/oracle_histories.py``) and, after the
 copy, in the target. The package only reads the source (``client.read(...,
-include_headers=True)``, itself checked by ``tests/test_oracle_readers.py``) and
+include_headers=True)``, itself checked by ``tests/read/test_oracle_readers.py``) and
 publishes the copy; what the target holds is never read back with the package.
 
 The copy is transformed the way a user transforms a read before publishing it: rows

@@ -53,7 +53,7 @@ pytestmark = [
     # tests/conftest.py).
 ]
 
-DRIVER = Path(__file__).parent / "drivers" / "local_cluster_jobs.py"
+DRIVER = Path(__file__).resolve().parents[1] / "drivers" / "local_cluster_jobs.py"
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 #: Seconds for the driver to start its JVM and both executors.
 START_TIMEOUT = 180.0

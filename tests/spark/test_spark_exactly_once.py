@@ -48,6 +48,7 @@ from pyspark.sql import functions as F
 import jetstream_arrow as ja
 from conftest_spark import (
     SPARK_ERRORS,
+    TESTS,
     error_text,
     make_stream,
     read_df,
@@ -440,7 +441,8 @@ def kill_after_a_publish(
     micro-batches copied, and killed if the checkpoint still shows the batch
     uncommitted and the sink still ahead of it; else it runs on."""
     from fault_helpers import planned_batch
-    from test_spark_faults import committed_end
+
+    from .test_spark_faults import committed_end
 
     def ahead(client: ja.Client) -> bool:
         # The sink's messages besides its positions (at most one per partition: two)
@@ -471,10 +473,14 @@ def kill_after_a_publish(
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_streaming_copy_killed_three_times_mid_batch_stores_each_message_once(
-    shared_nats_server: Any, unique_name: Any, tmp_path: Path
+    shared_nats_server: Any, unique_name: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from test_spark_faults import Killer
+    from .test_spark_faults import Killer
 
+    # The driver is this file run as a script, from tests/spark/: the helpers it imports
+    # are at the top of tests/.
+    path = os.environ.get("PYTHONPATH", "")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(TESTS), path) if p))
     url, source, sink = shared_nats_server.url, unique_name("EOS"), unique_name("EOT")
     n, kills = 2_000, 3
     make_exactly_once_stream(url, sink)

@@ -771,7 +771,7 @@ def test_spark_writes_and_streams_hide_secrets(
     with AuthorizationError naming no secret; a streaming read with a password shows no
     secret in its progress reports or its plans. (The package's log is checked in this
     process; a write's commit and abort reports are made in a Spark Python worker and
-    checked by tests/test_spark_write.py.)"""
+    checked by tests/spark/test_spark_write.py.)"""
     s = spark_servers
     df = spark.createDataFrame([("SPARK.w", b"w")] * 3, "subject string, data binary")
 

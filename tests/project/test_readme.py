@@ -15,7 +15,7 @@ import pytest
 from jetstream_arrow import Client, PullConsumer, __version__, _core
 from jetstream_arrow.options import ConnectOptions
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def guide(page: str) -> str:

@@ -59,7 +59,7 @@ from natsserver import NatsCluster, NatsServer, wait_until
 pytestmark = [pytest.mark.fault, pytest.mark.spark, pytest.mark.slow]
 __all__ = ["spark"]
 
-DRIVER = Path(__file__).parent / "drivers" / "stream_copy_query.py"
+DRIVER = Path(__file__).resolve().parents[1] / "drivers" / "stream_copy_query.py"
 
 # -- an R3 stream whose leader is killed -------------------------------------------------
 

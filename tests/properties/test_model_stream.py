@@ -341,7 +341,7 @@ class Figures:
         steps = sum(self.steps.values())
         return (
             f"seed {SEED} (replay: JETSTREAM_ARROW_MODEL_SEED={SEED} pytest "
-            f"tests/test_model_stream.py, or @seed({SEED}) on StreamMachine): "
+            f"tests/properties/test_model_stream.py, or @seed({SEED}) on StreamMachine): "
             f"{self.examples} runs, {steps} steps ({dict(self.steps)}); "
             f"{self.rows_sent} rows sent, {self.rows_acked} acknowledged, "
             f"{self.rows_failed} reported failed of which {self.failed_found_stored} "

@@ -14,7 +14,8 @@ from deltalake import DeltaTable
 
 import jetstream_arrow as ja
 from conftest_spark import spark
-from test_cli_sink import _expected, _fill, _same_rows
+
+from .test_cli_sink import _expected, _fill, _same_rows
 
 pytestmark = pytest.mark.spark
 __all__ = ["spark"]

@@ -36,7 +36,7 @@ from jetstream_arrow.spark.reading import DataLossError
 pytestmark = pytest.mark.spark
 __all__ = ["spark"]
 
-DRIVER = Path(__file__).parent / "drivers" / "work_queue_query.py"
+DRIVER = Path(__file__).resolve().parents[1] / "drivers" / "work_queue_query.py"
 
 
 def wait_for(what: str, condition: Callable[[], bool], timeout: float) -> None:

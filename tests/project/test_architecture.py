@@ -26,7 +26,7 @@ import pytest
 import jetstream_arrow
 import pyspark_jetstream
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PYTHON = ROOT / "python"
 PACKAGES = ("jetstream_arrow", "pyspark_jetstream")
 LONG_MODULE_LINES = 400

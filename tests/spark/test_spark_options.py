@@ -176,7 +176,7 @@ def test_split_range_sizes() -> None:
 
 def _guide_rows() -> list[tuple[str, str, str]]:
     """The rows of the option tables of the Spark guide (docs/spark.md)."""
-    guide = (Path(__file__).resolve().parent.parent / "docs" / "spark.md").read_text()
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "spark.md").read_text()
     options = guide[guide.index("\n## Options\n") :]
     options = options[: options.index("\n## ", 1)]
     return re.findall(r"^\| `(\w+)` \| `(\w+)` \| ([^|]+) \|", options, re.MULTILINE)
