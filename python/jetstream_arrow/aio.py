@@ -31,7 +31,7 @@ import asyncio
 import functools
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import pyarrow as pa
 
@@ -59,6 +59,9 @@ from .exceptions import BadInputError, JetStreamArrowError
 from .options import ConnectOptions, ConsumeOptions, PublishOptions, ReadOptions
 
 _R = TypeVar("_R")
+_Native = TypeVar("_Native", _core.ReadBatches, _core.MessageStream)
+_Item = TypeVar("_Item")
+_Steps = TypeVar("_Steps", bound="AsyncSteps[Any, Any]")
 
 
 async def connect_async(servers: str | Sequence[str] | None = None, **options: Any) -> AsyncClient:
@@ -201,10 +204,81 @@ def _partial(err: JetStreamArrowError) -> PublishResult | None:
     return result if isinstance(result, PublishResult) else None
 
 
-class AsyncBatches:
+class AsyncSteps(Generic[_Native, _Item]):
+    """A native iterator's steps as an async iterator: it opens at the first step (or
+    on entering ``async with``) and ends, releasing what it holds on the server, at
+    its end, on an error, on [`aclose`][] or when the task awaiting a step is
+    cancelled."""
+
+    def __init__(self, opening: Callable[[], _core.Call[_Native]]) -> None:
+        self._opening: Callable[[], _core.Call[_Native]] | None = opening
+        self._native: _Native | None = None
+
+    def _item(self, native: Any) -> _Item:
+        """A native step's item as this iterator yields it."""
+        raise NotImplementedError
+
+    def _opened(self, native: _Native) -> None:
+        """Called once the iterator is open."""
+
+    def _closed(self, native: _Native) -> None:
+        """Called once the iterator is closed."""
+
+    async def _open(self) -> _Native | None:
+        if self._opening is not None:
+            opening, self._opening = self._opening, None
+            # Shielded: an opening cancelled midway would drop its request (for a
+            # read's consumer), which the server may still grant. It runs on, and what
+            # it opened is closed before the cancellation goes on.
+            call = asyncio.ensure_future(opening())
+            try:
+                self._native = await asyncio.shield(call)
+            except asyncio.CancelledError:
+                await _closed_when_done(call)
+                raise
+            self._opened(self._native)
+        return self._native
+
+    def __aiter__(self: _Steps) -> _Steps:
+        return self
+
+    async def __anext__(self) -> _Item:
+        native = await self._open()
+        if native is None:
+            raise StopAsyncIteration
+        try:
+            item = await native.next_batch()
+        except BaseException:
+            await self.aclose()
+            raise
+        if item is None:
+            await self.aclose()
+            raise StopAsyncIteration
+        return self._item(item)
+
+    async def aclose(self) -> None:
+        """Stop, and release what the iterator holds on the server (a read's consumer
+        is deleted)."""
+        self._opening = None
+        native, self._native = self._native, None
+        if native is not None:
+            try:
+                await _close(native)
+            finally:
+                self._closed(native)
+
+    async def __aenter__(self: _Steps) -> _Steps:
+        await self._open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class AsyncBatches(AsyncSteps[_core.ReadBatches, pa.RecordBatch]):
     """Record batches of a read or an ordered consumer, as an async iterator. The
     read opens at the first step (or on entering ``async with``); it ends, and its
-    consumer is deleted, at its end, on an error, on [`aclose`][] or when the task
+    consumer is deleted, at its end, on an error, on [`aclose`][jetstream_arrow.AsyncBatches.aclose] or when the task
     awaiting a step is cancelled."""
 
     def __init__(
@@ -213,44 +287,20 @@ class AsyncBatches:
         stream: str,
         codec: ValueCodec | None,
     ) -> None:
-        self._opening: Callable[[], _core.Call[_core.ReadBatches]] | None = opening
-        self._native: _core.ReadBatches | None = None
+        super().__init__(opening)
         self._stream = stream
         self._codec = codec
         self.schema: pa.Schema | None = None
         """The schema of every batch, once the read is open."""
 
-    async def _open(self) -> _core.ReadBatches | None:
-        if self._opening is not None:
-            opening, self._opening = self._opening, None
-            # Shielded: an opening cancelled midway would drop its request for the
-            # consumer, which the server may still grant. It runs on, and what it
-            # opened is closed (its consumer deleted) before the cancellation goes on.
-            call = asyncio.ensure_future(opening())
-            try:
-                self._native = await asyncio.shield(call)
-            except asyncio.CancelledError:
-                await _closed_when_done(call)
-                raise
-            self.schema = pa.schema(self._native.schema())
-        return self._native
+    def _item(self, native: Any) -> pa.RecordBatch:
+        return pa.record_batch(native)
 
-    def __aiter__(self) -> AsyncBatches:
-        return self
+    def _opened(self, native: _core.ReadBatches) -> None:
+        self.schema = pa.schema(native.schema())
 
-    async def __anext__(self) -> pa.RecordBatch:
-        native = await self._open()
-        if native is None:
-            raise StopAsyncIteration
-        try:
-            batch = await native.next_batch()
-        except BaseException:
-            await self.aclose()
-            raise
-        if batch is None:
-            await self.aclose()
-            raise StopAsyncIteration
-        return pa.record_batch(batch)
+    def _closed(self, native: _core.ReadBatches) -> None:
+        report_malformed(self._stream, self._codec, native.malformed)
 
     async def read_all(self) -> pa.Table:
         """Every remaining batch as one table."""
@@ -263,23 +313,6 @@ class AsyncBatches:
     def malformed(self) -> int:
         """Payloads that did not decode so far (a codec's ``on_malformed``)."""
         return 0 if self._native is None else self._native.malformed
-
-    async def aclose(self) -> None:
-        """Stop reading and delete the read's consumer on the server."""
-        self._opening = None
-        native, self._native = self._native, None
-        if native is not None:
-            try:
-                await _close(native)
-            finally:
-                report_malformed(self._stream, self._codec, native.malformed)
-
-    async def __aenter__(self) -> AsyncBatches:
-        await self._open()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 class AsyncConsumedBatch(DeliveredBatch):
@@ -310,39 +343,15 @@ class AsyncConsumedBatch(DeliveredBatch):
         await self._native.in_progress(rows_arg(rows))
 
 
-class AsyncMessages:
+class AsyncMessages(AsyncSteps[_core.MessageStream, "AsyncConsumedBatch"]):
     """The batches of a pull or push consumer, without end, as an async iterator of
     [`AsyncConsumedBatch`][]es. Consumption starts at the first step (or on entering
-    ``async with``) and stops on [`aclose`][], on an error or when the task awaiting a
-    step is cancelled (what that step had received is delivered again after the
-    consumer's ack wait)."""
+    ``async with``) and stops on [`aclose`][jetstream_arrow.AsyncMessages.aclose], on an
+    error or when the task awaiting a step is cancelled (what that step had received
+    is delivered again after the consumer's ack wait)."""
 
-    def __init__(self, opening: Callable[[], _core.Call[_core.MessageStream]]) -> None:
-        self._opening: Callable[[], _core.Call[_core.MessageStream]] | None = opening
-        self._native: _core.MessageStream | None = None
-
-    async def _open(self) -> _core.MessageStream | None:
-        if self._opening is not None:
-            opening, self._opening = self._opening, None
-            self._native = await opening()
-        return self._native
-
-    def __aiter__(self) -> AsyncMessages:
-        return self
-
-    async def __anext__(self) -> AsyncConsumedBatch:
-        native = await self._open()
-        if native is None:
-            raise StopAsyncIteration
-        try:
-            batch = await native.next_batch()
-        except BaseException:
-            await self.aclose()
-            raise
-        if batch is None:
-            await self.aclose()
-            raise StopAsyncIteration
-        return AsyncConsumedBatch(batch)
+    def _item(self, native: Any) -> AsyncConsumedBatch:
+        return AsyncConsumedBatch(native)
 
     @property
     def flow_control_answers(self) -> int:
@@ -353,20 +362,6 @@ class AsyncMessages:
     def consumer_resets(self) -> int:
         """Resets of a flow-control push consumer to its ack floor; 0 for pull."""
         return 0 if self._native is None else self._native.consumer_resets
-
-    async def aclose(self) -> None:
-        """Stop consuming."""
-        self._opening = None
-        native, self._native = self._native, None
-        if native is not None:
-            await _close(native)
-
-    async def __aenter__(self) -> AsyncMessages:
-        await self._open()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 class AsyncPullConsumer(PullBinding):
