@@ -176,7 +176,9 @@ impl Call {
                 Ok(to_python(py)?)
             }
             Err(Unfinished { error, output }) => {
-                if let Some(Ok(to_python)) = output {
+                // Only a stopped call ends by itself with what it did; an aborted one
+                // is gone, whatever it had done.
+                if let (Some(_), Some(Ok(to_python))) = (&self.stop, output) {
                     error.value(py).setattr("result", to_python(py)?)?;
                 }
                 Err(error.into())
