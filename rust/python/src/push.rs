@@ -11,11 +11,10 @@ use std::future::Future;
 
 use jetstream_arrow_core::Error;
 
-use crate::aio::awaitable;
+use crate::aio::Call;
 use crate::codec::{codec_spec, resolve_consumer_codec};
 use crate::consumer::{Deliveries, MessageStream};
 use crate::errors::GlueResult;
-use crate::runtime::wait;
 use jetstream_arrow_core::option_values::{count, opt_seconds, seconds};
 
 #[pyclass(module = "jetstream_arrow._core", frozen)]
@@ -59,24 +58,20 @@ impl PushConsumer {
         self.inner.deliver_subject.clone()
     }
 
-    /// Continuous consumption from the deliver subject; with `asyncio`, an asyncio
-    /// awaitable of the stream.
+    /// Continuous consumption from the deliver subject.
     #[pyo3(signature = (
         *, batch_rows=defaults::CONSUME_BATCH_ROWS as i128,
         batch_wait=defaults::CONSUME_BATCH_WAIT.as_secs_f64(), include_headers=false,
-        heartbeat=None, codec=None, asyncio=false
+        heartbeat=None, codec=None
     ))]
-    #[allow(clippy::too_many_arguments)]
-    fn messages<'py>(
+    fn messages(
         &self,
-        py: Python<'py>,
         batch_rows: i128,
         batch_wait: f64,
         include_headers: bool,
         heartbeat: Option<f64>,
-        codec: Option<&Bound<'py, PyAny>>,
-        asyncio: bool,
-    ) -> GlueResult<Bound<'py, PyAny>> {
+        codec: Option<&Bound<'_, PyAny>>,
+    ) -> GlueResult<Call> {
         let values = codec_spec(codec)?;
         let mut options = PushOptions {
             batch_rows: count(batch_rows, "batch_rows")?,
@@ -86,15 +81,11 @@ impl PushConsumer {
             values: None,
         };
         let consumer = self.inner.clone();
-        let opening = async move {
+        Ok(Call::new(async move {
             options.values =
                 resolve_consumer_codec(consumer.connection(), &consumer.stream, values).await?;
             let stream = consumer.messages(options).await?;
             Ok::<_, Error>(MessageStream::new(Deliveries::Push(Box::new(stream))))
-        };
-        if asyncio {
-            return Ok(awaitable(py, async move { Ok(opening.await?) })?);
-        }
-        Ok(Bound::new(py, wait(py, opening)??)?.into_any())
+        }))
     }
 }
