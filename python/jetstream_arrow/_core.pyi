@@ -123,17 +123,16 @@ ERR_ATOMIC_PUBLISH_TOO_MANY_INFLIGHT: int
 ERR_WRONG_LAST_MSG_ID: int
 ERR_WRONG_LAST_SEQUENCE: int
 
-# The fields ConnectOptions must have: the native core reads exactly these.
-CONNECT_FIELDS: list[str]
-PUBLISH_FIELDS: list[str]
-# What each PublishOptions field left None means: the core's default.
-PUBLISH_DEFAULTS: dict[str, Any]
-READ_FIELDS: list[str]
-# What each ReadOptions field left None means: the core's default.
-READ_DEFAULTS: dict[str, Any]
-CONSUME_FIELDS: list[str]
-# What each ConsumeOptions field left None means: the core's default.
-CONSUME_DEFAULTS: dict[str, Any]
+# Every native option, declared once in the core (rust/core/src/options/): per options
+# dataclass ("connect", "publish", "read", "consume", "follow", "push", "fetch") and per
+# value format ("codec" for what every format shares, then "json", "avro", "arrow",
+# "protobuf"), one dict per option, in declaration order, with exactly the keys
+# name (str), kind ("count", "seconds", "bool", "text", "choice", "texts", "path",
+# "time", "bytes" or "number"), default (the Python value; None when there is none or
+# it depends on other options), minimum and maximum (int, float or None), choices
+# (tuple of str, empty unless a choice) and doc (one line). The dataclasses read by the
+# core have exactly these fields; each is read by its kind and checked by the core.
+OPTION_TABLES: dict[str, tuple[dict[str, Any], ...]]
 
 def validate_name(value: object, option: str = "name") -> str:
     """Return a valid stream or consumer name, or raise BadInputError naming `option`."""
@@ -222,45 +221,14 @@ class Client:
     ) -> Awaitable[ReadBatches]: ...
     @overload
     def follow(
-        self,
-        stream: str,
-        *,
-        subjects: list[str] | None = None,
-        start_seq: int | None = None,
-        start_time_ns: int | None = None,
-        deliver_new: bool = False,
-        include_headers: bool = False,
-        include_ttl: bool = False,
-        include_positions: bool = False,
-        batch_rows: int = ...,
-        batch_wait: float = ...,
-        max_bytes: int = ...,
-        heartbeat: float = ...,
-        resume_timeout: float = ...,
-        codec: Any = None,
-        asyncio: Literal[True],
+        self, stream: str, options: Any, codec: Any = None, *, asyncio: Literal[True]
     ) -> Awaitable[ReadBatches]: ...
     @overload
     def follow(
-        self,
-        stream: str,
-        *,
-        subjects: list[str] | None = None,
-        start_seq: int | None = None,
-        start_time_ns: int | None = None,
-        deliver_new: bool = False,
-        include_headers: bool = False,
-        include_ttl: bool = False,
-        include_positions: bool = False,
-        batch_rows: int = ...,
-        batch_wait: float = ...,
-        max_bytes: int = ...,
-        heartbeat: float = ...,
-        resume_timeout: float = ...,
-        codec: Any = None,
-        asyncio: Literal[False] = False,
+        self, stream: str, options: Any, codec: Any = None, *, asyncio: Literal[False] = False
     ) -> ReadBatches:
-        """An open-ended ordered consumer of `stream`: its batches never end."""
+        """An open-ended ordered consumer of `stream` as a jetstream_arrow.FollowOptions
+        says: its batches never end."""
     def pull_consumer(
         self,
         stream: str,
@@ -410,30 +378,13 @@ class PullConsumer:
     def pin_id(self) -> str | None: ...
     @overload
     def fetch(
-        self,
-        max_messages: int = ...,
-        *,
-        max_bytes: int | None = None,
-        expires: float = ...,
-        no_wait: bool = False,
-        heartbeat: float | None = None,
-        include_headers: bool = False,
-        codec: Any = None,
-        asyncio: Literal[True],
+        self, options: Any, codec: Any = None, *, asyncio: Literal[True]
     ) -> Awaitable[ConsumedBatch]: ...
     @overload
     def fetch(
-        self,
-        max_messages: int = ...,
-        *,
-        max_bytes: int | None = None,
-        expires: float = ...,
-        no_wait: bool = False,
-        heartbeat: float | None = None,
-        include_headers: bool = False,
-        codec: Any = None,
-        asyncio: Literal[False] = False,
-    ) -> ConsumedBatch: ...
+        self, options: Any, codec: Any = None, *, asyncio: Literal[False] = False
+    ) -> ConsumedBatch:
+        """One pull request as a jetstream_arrow.FetchOptions says."""
     @overload
     def messages(
         self, options: Any, codec: Any = None, *, asyncio: Literal[True]
@@ -489,23 +440,10 @@ class PushConsumer:
     def deliver_subject(self) -> str: ...
     @overload
     def messages(
-        self,
-        *,
-        batch_rows: int = ...,
-        batch_wait: float = ...,
-        include_headers: bool = False,
-        heartbeat: float | None = None,
-        codec: Any = None,
-        asyncio: Literal[True],
+        self, options: Any, codec: Any = None, *, asyncio: Literal[True]
     ) -> Awaitable[MessageStream]: ...
     @overload
     def messages(
-        self,
-        *,
-        batch_rows: int = ...,
-        batch_wait: float = ...,
-        include_headers: bool = False,
-        heartbeat: float | None = None,
-        codec: Any = None,
-        asyncio: Literal[False] = False,
-    ) -> MessageStream: ...
+        self, options: Any, codec: Any = None, *, asyncio: Literal[False] = False
+    ) -> MessageStream:
+        """Continuous consumption as a jetstream_arrow.PushOptions says."""

@@ -22,6 +22,7 @@ hands out the others.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from datetime import datetime
@@ -31,11 +32,18 @@ import pyarrow as pa
 
 from . import _core
 from ._input import importable
-from ._time import to_epoch_ns
 from .client import BatchGroups, Client, PublishResult, connect_options, raise_if_failed
 from .codec import ValueCodec, report_malformed
 from .exceptions import BadInputError, JetStreamArrowError
-from .options import ConnectOptions, ConsumeOptions, PublishOptions, ReadOptions
+from .options import (
+    ConnectOptions,
+    ConsumeOptions,
+    FetchOptions,
+    FollowOptions,
+    PublishOptions,
+    PushOptions,
+    ReadOptions,
+)
 
 _R = TypeVar("_R")
 
@@ -401,16 +409,15 @@ class AsyncPullConsumer:
     ) -> AsyncConsumedBatch:
         """One pull request: up to ``max_messages`` (or ``max_bytes``) within
         ``expires`` seconds, as the sync ``fetch``."""
-        native = await self._native.fetch(
-            max_messages,
+        options = FetchOptions(
+            max_messages=max_messages,
             max_bytes=max_bytes,
             expires=expires,
             no_wait=no_wait,
             heartbeat=heartbeat,
             include_headers=include_headers,
-            codec=ValueCodec.of(codec),
-            asyncio=True,
         )
+        native = await self._native.fetch(options, ValueCodec.of(codec), asyncio=True)
         return AsyncConsumedBatch(native)
 
     def messages(
@@ -464,18 +471,15 @@ class AsyncPushConsumer:
     ) -> AsyncMessages:
         """Continuous consumption from the deliver subject, as the sync ``messages``;
         the subscription starts at the first step (or on entering ``async with``)."""
+        options = PushOptions(
+            batch_rows=batch_rows,
+            batch_wait=batch_wait,
+            include_headers=include_headers,
+            heartbeat=heartbeat,
+        )
         value_codec = ValueCodec.of(codec)
         native = self._native
-        return AsyncMessages(
-            lambda: native.messages(
-                batch_rows=batch_rows,
-                batch_wait=batch_wait,
-                include_headers=include_headers,
-                heartbeat=heartbeat,
-                codec=value_codec,
-                asyncio=True,
-            )
-        )
+        return AsyncMessages(lambda: native.messages(options, value_codec, asyncio=True))
 
     def __aiter__(self) -> AsyncMessages:
         return self.messages()
@@ -485,10 +489,17 @@ class AsyncOrderedConsumer:
     """An open-ended ordered consumer (the asyncio
     [`OrderedConsumer`][jetstream_arrow.OrderedConsumer])."""
 
-    def __init__(self, native_client: _core.Client, stream: str, **config: Any) -> None:
+    def __init__(
+        self,
+        native_client: _core.Client,
+        stream: str,
+        options: FollowOptions,
+        codec: ValueCodec | None,
+    ) -> None:
         self._client = native_client
         self.stream = stream
-        self._config = config
+        self._options = options
+        self._codec = codec
 
     def messages(
         self,
@@ -501,20 +512,19 @@ class AsyncOrderedConsumer:
         """Batches in stream order, without end, as the sync ``messages``; the
         consumer is created at the first step (or on entering ``async with``, so
         ``deliver="new"`` starts there) and deleted when the iterator closes."""
-        client, stream, config = self._client, self.stream, self._config
+        client, stream, codec = self._client, self.stream, self._codec
+        options = dataclasses.replace(
+            self._options,
+            batch_rows=batch_rows,
+            batch_wait=batch_wait,
+            max_bytes=max_bytes,
+            include_headers=include_headers,
+        )
 
         def opening() -> Awaitable[_core.ReadBatches]:
-            return client.follow(
-                stream,
-                batch_rows=batch_rows,
-                batch_wait=batch_wait,
-                max_bytes=max_bytes,
-                include_headers=include_headers,
-                asyncio=True,
-                **config,
-            )
+            return client.follow(stream, options, codec, asyncio=True)
 
-        return AsyncBatches(opening, stream, config.get("codec"))
+        return AsyncBatches(opening, stream, codec)
 
     def __aiter__(self) -> AsyncBatches:
         return self.messages()
@@ -660,19 +670,15 @@ class AsyncClient:
         """An open-ended ordered consumer, as the sync ``ordered_consumer``."""
         if deliver not in ("all", "new"):
             raise BadInputError(f"option 'deliver' must be 'all' or 'new', got {deliver!r}")
-        if isinstance(subjects, str):
-            subjects = [subjects]
-        return AsyncOrderedConsumer(
-            self._native,
-            stream,
-            subjects=None if subjects is None else list(subjects),
+        options = FollowOptions(
+            subjects=subjects,
             start_seq=start_seq,
-            start_time_ns=to_epoch_ns(start_time, "start_time"),
+            start_time=start_time,
             deliver_new=deliver == "new",
             heartbeat=heartbeat,
             resume_timeout=resume_timeout,
-            codec=ValueCodec.of(codec),
         )
+        return AsyncOrderedConsumer(self._native, stream, options, ValueCodec.of(codec))
 
     # -- consumers -----------------------------------------------------------------
     def pull_consumer(

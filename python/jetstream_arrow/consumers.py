@@ -6,6 +6,7 @@ use only ``CONSUMER.MSG.NEXT`` and ``$JS.ACK`` works.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -13,7 +14,7 @@ import pyarrow as pa
 
 from . import _core
 from .codec import ValueCodec, report_malformed
-from .options import ConsumeOptions
+from .options import ConsumeOptions, FetchOptions, FollowOptions, PushOptions
 
 
 def _rows_arg(rows: Sequence[int] | None) -> list[int] | None:
@@ -108,17 +109,15 @@ class PullConsumer(_BoundConsumer):
         With ``heartbeat``, the server sends an idle heartbeat each period while the
         request waits, and two silent periods raise ``MissedHeartbeatsError`` (or
         return what was delivered before them) instead of waiting for ``expires``."""
-        return ConsumedBatch(
-            self._native.fetch(
-                max_messages,
-                max_bytes=max_bytes,
-                expires=expires,
-                no_wait=no_wait,
-                heartbeat=heartbeat,
-                include_headers=include_headers,
-                codec=ValueCodec.of(codec),
-            )
+        options = FetchOptions(
+            max_messages=max_messages,
+            max_bytes=max_bytes,
+            expires=expires,
+            no_wait=no_wait,
+            heartbeat=heartbeat,
+            include_headers=include_headers,
         )
+        return ConsumedBatch(self._native.fetch(options, ValueCodec.of(codec)))
 
     def messages(
         self,
@@ -173,15 +172,13 @@ class PushConsumer(_BoundConsumer):
         next flow-control answer acknowledges everything released, one ack message
         per window; the subscription starts here, before the first ``next()``.
         """
-        return Messages(
-            self._native.messages(
-                batch_rows=batch_rows,
-                batch_wait=batch_wait,
-                include_headers=include_headers,
-                heartbeat=heartbeat,
-                codec=ValueCodec.of(codec),
-            )
+        options = PushOptions(
+            batch_rows=batch_rows,
+            batch_wait=batch_wait,
+            include_headers=include_headers,
+            heartbeat=heartbeat,
         )
+        return Messages(self._native.messages(options, ValueCodec.of(codec)))
 
 
 class Messages:
@@ -226,10 +223,17 @@ class OrderedConsumer:
     """An open-ended ordered consumer (see ``Client.ordered_consumer``). Nothing to
     acknowledge: it keeps no state on the server beyond an ephemeral consumer."""
 
-    def __init__(self, native_client: _core.Client, stream: str, **config: Any) -> None:
+    def __init__(
+        self,
+        native_client: _core.Client,
+        stream: str,
+        options: FollowOptions,
+        codec: ValueCodec | None,
+    ) -> None:
         self._client = native_client
         self.stream = stream
-        self._config = config
+        self._options = options
+        self._codec = codec
 
     def messages(
         self,
@@ -244,15 +248,15 @@ class OrderedConsumer:
         rows and ``max_bytes`` payload bytes. The consumer is created here, before the
         first ``next()`` (so ``deliver="new"`` starts now); closing the iterator
         deletes it."""
-        stream = self._client.follow(
-            self.stream,
+        options = dataclasses.replace(
+            self._options,
             batch_rows=batch_rows,
             batch_wait=batch_wait,
             max_bytes=max_bytes,
             include_headers=include_headers,
-            **self._config,
         )
-        return _batches(stream, self.stream, self._config.get("codec"))
+        stream = self._client.follow(self.stream, options, self._codec)
+        return _batches(stream, self.stream, self._codec)
 
 
 def _batches(

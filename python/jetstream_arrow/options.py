@@ -311,3 +311,68 @@ class ConsumeOptions(NativeOptions):
     batch_rows: int | None = None
     batch_wait: float | None = None
     include_headers: bool | None = None
+
+
+@dataclass(frozen=True)
+class FollowOptions(NativeOptions):
+    """An open-ended ordered read (``Client.ordered_consumer``): what it delivers and
+    how it batches. A field left None takes the native core's default; the core checks
+    every value and names the option.
+
+    Every message of ``subjects`` (all when None) from ``start_seq``, ``start_time``,
+    the first, or (``deliver_new``) the next one stored, then each new one. Batches
+    hold up to ``batch_rows`` rows and ``max_bytes`` payload bytes: after the first
+    message, what arrives within ``batch_wait`` seconds. ``heartbeat``: the consumer's
+    idle heartbeat; ``resume_timeout``: how long it keeps recreating its consumer after
+    losing it.
+    """
+
+    what: ClassVar[str] = "follow"
+    subjects: Sequence[str] | str | None = None
+    start_seq: int | None = None
+    start_time: datetime | str | float | None = None
+    deliver_new: bool | None = None
+    include_headers: bool | None = None
+    include_ttl: bool | None = None
+    include_positions: bool | None = None
+    batch_rows: int | None = None
+    batch_wait: float | None = None
+    max_bytes: int | None = None
+    heartbeat: float | None = None
+    resume_timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class PushOptions(NativeOptions):
+    """Consumption of a durable push consumer (``PushConsumer.messages``). A field left
+    None takes the native core's default; the core checks every value.
+
+    Batches hold up to ``batch_rows`` messages: after the first, what arrives within
+    ``batch_wait`` seconds. ``heartbeat``: the consumer's idle heartbeat, when it was
+    bound without an info lookup. ``include_headers`` adds the headers column.
+    """
+
+    what: ClassVar[str] = "push"
+    batch_rows: int | None = None
+    batch_wait: float | None = None
+    include_headers: bool | None = None
+    heartbeat: float | None = None
+
+
+@dataclass(frozen=True)
+class FetchOptions(NativeOptions):
+    """One pull request of a durable pull consumer (``PullConsumer.fetch``). A field
+    left None takes the native core's default; the core checks every value.
+
+    Up to ``max_messages`` (or ``max_bytes``) within ``expires`` seconds; with
+    ``no_wait``, at once with what is there. ``heartbeat``: the request's idle
+    heartbeat. ``include_headers`` adds the headers column.
+    """
+
+    what: ClassVar[str] = "fetch"
+    max_messages: int | None = None
+    max_bytes: int | None = None
+    expires: float | None = None
+    no_wait: bool | None = None
+    heartbeat: float | None = None
+    include_headers: bool | None = None

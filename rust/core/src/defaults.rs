@@ -31,6 +31,10 @@ pub const WINDOW: usize = 8192;
 pub const ACK_TIMEOUT: Duration = Duration::from_secs(5);
 pub const MAX_RETRIES: u32 = 5;
 pub const RETRY_BACKOFF: Duration = Duration::from_millis(50);
+/// When the window is full: "wait" for acks, or "fail" the call's remaining rows.
+pub const ON_FULL: &str = "wait";
+/// The number generated msg ids (`msg_id_prefix`) start from.
+pub const MSG_ID_START: u64 = 0;
 /// How rows are sent: "acked" (an ack per message), "fast" (fast-ingest batches,
 /// acked every N messages; the stream needs `allow_batched`, nats-server 2.14+) or
 /// "atomic" (batches stored whole or not at all; `allow_atomic`, nats-server 2.12+).

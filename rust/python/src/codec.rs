@@ -9,7 +9,7 @@ use jetstream_arrow_core::codec::{
     ArrowIpc, Avro, AvroFraming, Codec, CodecSpec, Json, OnMalformed, OnNewField, Protobuf,
     ValueDecoder, ValueEncoder, ValueFormat,
 };
-use jetstream_arrow_core::option_values::opt_count;
+use jetstream_arrow_core::options::values::opt_count;
 use jetstream_arrow_core::read::{resolve_value_schema, ReadOptions};
 use jetstream_arrow_core::{Connection, Error, ErrorKind};
 use pyo3::prelude::*;

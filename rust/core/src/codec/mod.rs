@@ -89,6 +89,16 @@ pub const MESSAGE_COLUMNS: &[&str] = &[
 /// `NAMES`, the one place each name is spelled.
 macro_rules! named_choices {
     ($ty:ident, $option:literal, { $($variant:ident => $name:literal $(| $alias:literal)*),+ $(,)? }) => {
+        impl $crate::options::Choice for $ty {
+            const NAMES: &'static [&'static str] = &[$($name),+];
+
+            fn parse(name: &str) -> Result<Self> {
+                Self::parse(name)
+            }
+        }
+
+        $crate::choice_option!($ty);
+
         impl $ty {
             pub const NAMES: &'static [&'static str] = &[$($name),+];
 
