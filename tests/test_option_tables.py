@@ -152,3 +152,51 @@ def test_a_dataclass_field_the_table_lacks_is_refused(client: ja.Client, stream:
     native = client.push_consumer(stream, "p")._native
     with pytest.raises(BadInputError, match="push option 'surprise' is not known"):
         native.messages(Extended())
+
+
+# -- the value codec: one table per format, what every format shares first ---------------
+
+# The codec's fields that are no option values: its format, an Arrow schema, a map of
+# Avro schemas (read beside the tables).
+CODEC_VALUE_FIELDS = {"format", "schema", "avro_schemas_by_id"}
+
+
+def test_each_value_format_has_a_table_that_starts_with_the_shared_settings() -> None:
+    formats = list(_core.VALUE_FORMATS)
+    assert set(formats) <= set(_core.OPTION_TABLES)
+    shared = [row["name"] for row in _core.OPTION_TABLES[formats[0]]][:2]
+    assert shared == ["on_malformed", "flatten"]
+    for fmt in formats:
+        assert [row["name"] for row in _core.OPTION_TABLES[fmt]][:2] == shared, fmt
+
+
+def test_the_value_codec_has_exactly_the_settings_of_the_format_tables() -> None:
+    names = {row["name"] for fmt in _core.VALUE_FORMATS for row in _core.OPTION_TABLES[fmt]}
+    fields = {f.name for f in dataclasses.fields(ja.ValueCodec)}
+    assert fields == names | CODEC_VALUE_FIELDS
+    hints = typing.get_type_hints(ja.ValueCodec, vars(codec))
+    for fmt in _core.VALUE_FORMATS:
+        for row in _core.OPTION_TABLES[fmt]:
+            literals = [
+                arg
+                for arg in typing.get_args(hints[row["name"]])
+                if typing.get_origin(arg) is typing.Literal
+            ]
+            if row["kind"] == "choice":
+                assert [typing.get_args(lit) for lit in literals] == [row["choices"]], row
+    assert table("json")["on_malformed"]["default"] == _core.DEFAULT_ON_MALFORMED
+    assert table("avro")["avro_framing"]["default"] == _core.DEFAULT_AVRO_FRAMING
+    assert table("json")["sample_rows"]["default"] == _core.DEFAULT_VALUE_SAMPLE_ROWS
+
+
+def test_a_setting_of_another_format_is_refused_naming_the_formats_that_take_it() -> None:
+    with pytest.raises(BadInputError, match="option 'sample_rows' is for format json or arrow"):
+        ja.ValueCodec("avro", sample_rows=5, avro_schema='"long"').value_schema()
+    with pytest.raises(BadInputError, match="option 'avro_framing' is for format avro"):
+        ja.ValueCodec(
+            "json", avro_framing="raw", schema=pa.schema([("a", pa.int64())])
+        ).value_schema()
+    with pytest.raises(BadInputError, match="option 'sample_rows' must be a whole number"):
+        ja.ValueCodec(
+            "json", sample_rows="many", schema=pa.schema([("a", pa.int64())])
+        ).value_schema()  # type: ignore[arg-type]

@@ -203,6 +203,10 @@ class PublishOptions(NativeOptions):
     the payloads it decompressed, so a copy (read, then published) stores them plain,
     or compressed again by its own ``compression``; a payload read as stored
     (``decompress=False``) keeps its header and is copied as it is.
+    ``max_bytes_in_flight``: payload bytes sent and not yet acknowledged at most,
+    whatever ``window`` says (default 32 MiB): a publisher holds every payload in
+    flight until its ack, so this bounds its memory with large messages; lower it
+    where many publishers share a process, raise it for a distant server.
     """
 
     what: ClassVar[str] = "publish"
@@ -222,6 +226,7 @@ class PublishOptions(NativeOptions):
     batch_rows: int | None = None
     keep_control_headers: bool | None = None
     compression: Compression | None = None
+    max_bytes_in_flight: int | None = None
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ use crate::options::table_to_python;
 /// Every declared options struct's table, by the name Python knows it by
 /// (`_core.OPTION_TABLES`): the facade's dataclasses, Spark's native options, the
 /// CLI's flags and the documentation's option tables are checked against or made
-/// from these.
+/// from these. Each value format's table (the codec's settings) is added after.
 const OPTION_TABLES: &[(&str, &[OptionDecl])] = &[
     ("connect", ConnectConfig::TABLE),
     ("publish", PublishOptions::TABLE),
@@ -39,6 +39,9 @@ fn option_tables(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let tables = PyDict::new(py);
     for (name, table) in OPTION_TABLES {
         tables.set_item(name, table_to_python(py, table)?)?;
+    }
+    for (format, table) in crate::codec::format_tables() {
+        tables.set_item(format, table_to_python(py, &table)?)?;
     }
     Ok(tables)
 }

@@ -15,7 +15,14 @@ use crate::errors::GlueResult;
 /// from the attribute of that name ("connect", "publish", ... name the options in
 /// errors).
 pub fn read_declared<T: Declared>(options: &Bound<'_, PyAny>, what: &str) -> GlueResult<T> {
-    check_fields(options, T::TABLE, what)?;
+    let names: Vec<&str> = T::TABLE.iter().map(|d| d.name).collect();
+    check_fields(options, &names, what)?;
+    read_table(options)
+}
+
+/// The struct `T` read from the attributes of `options` its table names (the caller
+/// checked that `options` has no other field).
+pub fn read_table<T: Declared>(options: &Bound<'_, PyAny>) -> GlueResult<T> {
     let mut declared = T::default();
     for decl in T::TABLE {
         let value = options.getattr(decl.name)?;
@@ -104,9 +111,9 @@ fn wrong_type(value: &Bound<'_, PyAny>, decl: &OptionDecl) -> Error {
     ))
 }
 
-/// Refuse a dataclass with a field the table does not have: it would be silently
-/// ignored (a field missing on the Python side fails the reading by attribute).
-fn check_fields(options: &Bound<'_, PyAny>, table: &[OptionDecl], what: &str) -> GlueResult<()> {
+/// Refuse a dataclass with a field not `known`: it would be silently ignored (a
+/// field missing on the Python side fails the reading by attribute).
+pub fn check_fields(options: &Bound<'_, PyAny>, known: &[&str], what: &str) -> GlueResult<()> {
     let fields: Bound<'_, PyTuple> = options
         .py()
         .import("dataclasses")?
@@ -114,7 +121,7 @@ fn check_fields(options: &Bound<'_, PyAny>, table: &[OptionDecl], what: &str) ->
         .extract()?;
     for field in fields.iter() {
         let name: String = field.getattr("name")?.extract()?;
-        if !table.iter().any(|d| d.name == name) {
+        if !known.contains(&name.as_str()) {
             return Err(Error::bad_input(format!(
                 "{what} option '{name}' is not known to the native core"
             ))

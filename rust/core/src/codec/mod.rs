@@ -124,6 +124,7 @@ macro_rules! named_choices {
 
 // After the macro, which it uses.
 pub mod compression;
+pub mod settings;
 
 /// How payloads are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -290,7 +291,7 @@ impl CodecSpec {
             on_malformed: OnMalformed::parse(crate::defaults::ON_MALFORMED).expect("a known mode"),
             flatten: false,
             sample_rows: crate::defaults::VALUE_SAMPLE_ROWS,
-            on_new_field: OnNewField::Ignore,
+            on_new_field: OnNewField::parse(crate::defaults::ON_NEW_FIELD).expect("a known mode"),
         }
     }
 

@@ -29,7 +29,7 @@ impl Publisher {
             options: &self.options,
             conn: &self.conn,
             probe_last_id: &self.probe_last_id,
-            in_flight: Window::default(),
+            in_flight: Window::new(self.options.max_bytes_in_flight),
             congestion: Congestion::new(self.options.window),
             retries: RetryQueue::default(),
             // With expected-last-* checks, the first row goes alone; the rest follows

@@ -44,7 +44,7 @@ use crate::publish::input::{
 };
 
 use options::MAX_ACK_TIMEOUT;
-pub use options::{OnFull, PublishMode, PublishOptions, MAX_BYTES_IN_FLIGHT, MAX_WINDOW};
+pub use options::{OnFull, PublishMode, PublishOptions, MAX_WINDOW};
 pub use outcome::PublishOutcome;
 use rows::RowSource;
 

@@ -13,12 +13,6 @@ use crate::publish::input::{MessageDefaults, PublishBatch};
 /// The largest window: acks must fit the client's subscription buffer (64 Ki).
 pub const MAX_WINDOW: usize = 65_536;
 
-/// Payload bytes in flight at most, whatever the window. With large messages the
-/// count alone would hold window × size in memory (8192 × 16 KiB = 128 MiB), while
-/// 32 MiB in flight already keeps a server busy: at 1 GB/s it allows 30 ms from
-/// sending a message to its ack.
-pub const MAX_BYTES_IN_FLIGHT: usize = 32 << 20;
-
 /// The longest ack timeout honoured: a deadline is an instant, and one too far ahead
 /// overflows it. Thirty years is "never" for a publish, and what tokio itself uses.
 pub(super) const MAX_ACK_TIMEOUT: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
@@ -60,6 +54,8 @@ crate::declare_options! {
         keep_control_headers: Option<bool>;
         /// Each payload compressed with this algorithm and marked Content-Encoding.
         compression: Option<Compression>;
+        /// Payload bytes awaiting acks at most, whatever the window: bounds a publisher's memory.
+        max_bytes_in_flight: usize = defaults::MAX_BYTES_IN_FLIGHT, min 1;
     }
     extra {
         /// The input's value columns encoded into each row's payload (none: the input
