@@ -37,15 +37,11 @@ from datetime import datetime
 from typing import Any
 
 from .._core import (
-    AVRO_FRAMINGS,
-    DEFAULT_AVRO_FRAMING,
-    DEFAULT_ON_MALFORMED,
     DEFAULT_SPARK_BATCH_ROWS,
     DEFAULT_SPARK_MAX_MESSAGES_PER_PARTITION,
     DEFAULT_SPARK_MAX_TRIGGER_DELAY,
     DEFAULT_WRITER_LEASE,
     MAX_SECONDS,
-    ON_MALFORMED_MODES,
     VALUE_FORMATS,
 )
 from ..option_tables import (
@@ -407,10 +403,11 @@ def _protobuf_message() -> Any:
 
 
 def _avro_framing() -> Any:
+    core = native_option("avro", "avro_framing")
     return option(
         formats=("avro",),
-        default=DEFAULT_AVRO_FRAMING,
-        choices=tuple(AVRO_FRAMINGS),
+        default=core["default"],
+        choices=tuple(core["choices"]),
         meaning={
             "read": "how each Avro payload is framed: `raw` (the datum), `single-object` (Avro's single-object encoding) or `confluent` (a zero byte and a 4-byte schema id)",
             "write": "how each Avro payload is framed: `raw`, `single-object` or `confluent`",
@@ -676,8 +673,9 @@ class ReadOptions:
     value_schema: str | None = _value_schema(tuple(VALUE_FORMATS))
     on_malformed: str = option(
         spark="mode",
-        default=DEFAULT_ON_MALFORMED,
-        choices=(*ON_MALFORMED_MODES, DEAD_LETTER_MODE),
+        # Every format's decoder takes the same modes: the JSON codec's say them.
+        default=native_option("json", "on_malformed")["default"],
+        choices=(*native_option("json", "on_malformed")["choices"], DEAD_LETTER_MODE),
         meaning="a payload that does not decode: `failfast` (fail naming stream, sequence and field), `permissive` (a null value and the payload in `_corrupt_record`) or `dropmalformed` (left out) -- Spark's JSON reader's modes -- or `deadletter` (left out, and published to `deadLetterStream` first)",
     )
     dead_letter_stream: str | None = option(
@@ -805,8 +803,8 @@ class WriteOptions:
         formats=("avro",),
         kind="int",
         nullable=True,
-        minimum=0,
-        maximum=4_294_967_295,
+        minimum=native_option("avro", "avro_schema_id")["minimum"],
+        maximum=native_option("avro", "avro_schema_id")["maximum"],
         meaning="`confluent` framing: the schema id each payload starts with",
     )
     protobuf_message: str | None = _protobuf_message()
