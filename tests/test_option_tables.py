@@ -200,3 +200,10 @@ def test_a_setting_of_another_format_is_refused_naming_the_formats_that_take_it(
         ja.ValueCodec(
             "json", sample_rows="many", schema=pa.schema([("a", pa.int64())])
         ).value_schema()  # type: ignore[arg-type]
+
+
+def test_a_count_beyond_any_integer_the_core_takes_is_out_of_range() -> None:
+    with pytest.raises(BadInputError, match=r"option 'max_reconnects' \(\d+\) out of range"):
+        ja.ConnectOptions(max_reconnects=2**200)
+    with pytest.raises(BadInputError, match=r"option 'max_reconnects' \(-1\) out of range"):
+        ja.ConnectOptions(max_reconnects=-1)

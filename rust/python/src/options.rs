@@ -40,7 +40,19 @@ fn option_value(value: &Bound<'_, PyAny>, decl: &OptionDecl) -> GlueResult<Optio
     let converted = match decl.kind {
         // A bool is an int to Python: True would be read as 1.
         Kind::Count if value.is_instance_of::<PyInt>() && !value.is_instance_of::<PyBool>() => {
-            value.extract::<i128>().ok().map(OptionValue::Int)
+            match value.extract::<i128>() {
+                Ok(n) => Some(OptionValue::Int(n)),
+                // Beyond any count the core takes: named as the core names one too large.
+                Err(_) => {
+                    return Err(Error::bad_input(format!(
+                        "option '{}' ({}) out of range: counts and sequences are \
+                         non-negative integers",
+                        decl.name,
+                        value.repr()?
+                    ))
+                    .into())
+                }
+            }
         }
         Kind::Seconds | Kind::Number
             if (value.is_instance_of::<PyInt>() || value.is_instance_of::<PyFloat>())
