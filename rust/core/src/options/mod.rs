@@ -7,15 +7,19 @@
 //!
 //! - `table.rs`: what a declared option is ([`OptionDecl`], [`Kind`], [`Limit`]);
 //! - `declare.rs`: the declaration macro;
-//! - `values.rs`: option values as callers give them, checked and converted into a
-//!   field's Rust type ([`OptionValue`], [`OptionType`]), naming the option.
+//! - `values.rs`: option values as callers give them ([`OptionValue`]; counts of any
+//!   integer size and seconds checked once, naming the option);
+//! - `convert.rs`: a value converted into a field's Rust type ([`OptionType`]),
+//!   checked against the declaration's bounds and choices.
 
+pub mod convert;
 pub mod declare;
 pub mod table;
 pub mod values;
 
+pub use convert::{Choice, OptionType};
 pub use table::{IntoLimit, Kind, Limit, OptionDecl};
-pub use values::{Choice, OptionType, OptionValue};
+pub use values::OptionValue;
 
 use crate::error::{Error, Result};
 
