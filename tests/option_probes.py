@@ -611,6 +611,49 @@ def spark_connect_probes(probes: ProbeTable, entries: Iterable[str]) -> None:
             probes.register(entry, spec.spark, "delegated", run)
 
 
+def _a_value_not_the_default(spec: Any) -> Any:
+    """A value the option takes that is not its default."""
+    if spec.kind == "bool":
+        return not spec.default
+    if spec.choices:
+        return next(c for c in spec.choices if c != spec.default)
+    if spec.kind in ("int", "float"):
+        low = spec.minimum if spec.minimum is not None else 0
+        value = low + 1 if low + 1 != spec.default else low + 2
+        return int(value) if spec.kind == "int" else float(value)
+    return "probe"
+
+
+def native_spark_probes(probes: ProbeTable, entries: Iterable[str]) -> None:
+    """A Spark option that Spark takes from the core's read or publish table by its
+    rule (every such option it does not list as not taken, see
+    jetstream_arrow.spark.option_specs) and that no probe of the module names is
+    delegated: its value arrives unchanged at the native option, whose effect the
+    Python entry's probe shows. Called last in each Spark probe module."""
+    from jetstream_arrow.spark.option_specs import READ_SPECS, WRITE_SPECS
+    from jetstream_arrow.spark.options import parse_read_options, parse_write_options
+
+    kinds = {**spark_kinds(), **{f"spark.functions.{fn}": k for fn, k in MAP_IN_ARROW.items()}}
+    for entry in entries:
+        scope, queries = kinds[entry]
+        for spec in READ_SPECS if scope == "read" else WRITE_SPECS:
+            name = spec.python if entry.startswith("spark.functions.") else spec.spark
+            taken = spec.native_field == spec.python and spec.queries in ("both", queries)
+            if not taken or key(entry, name) in ALL_PROBES:
+                continue
+
+            def run(ctx: Ctx, spec: Any = spec, name: str = name, scope: str = scope) -> None:
+                value = _a_value_not_the_default(spec)
+                if scope == "read":
+                    opts = parse_read_options({"stream": "S", name: value}, queries=None)
+                    native = opts.reader_kwargs()
+                else:
+                    native = parse_write_options({name: value}).publisher_kwargs()
+                assert native[spec.native_field] == value != spec.default
+
+            probes.register(entry, name, "delegated", run)
+
+
 def camel(snake: str) -> str:
     head, *rest = snake.split("_")
     return head + "".join(part.title() for part in rest)

@@ -35,10 +35,12 @@ DEFAULT_MAX_RETRIES: int
 # The longest duration any option takes, in seconds.
 MAX_SECONDS: float
 DEFAULT_RETRY_BACKOFF: float
+DEFAULT_MAX_BYTES_IN_FLIGHT: int
 DEFAULT_ROWS_PER_RESULT: int
 DEFAULT_POSITION_ROWS: int
 DEFAULT_WRITER_LEASE: float
 DEFAULT_ON_MALFORMED: str
+DEFAULT_ON_NEW_FIELD: str
 DEFAULT_VALUE_SAMPLE_ROWS: int
 DEFAULT_AVRO_FRAMING: str
 DEFAULT_READ_BATCH_ROWS: int
@@ -125,17 +127,16 @@ ERR_ATOMIC_PUBLISH_TOO_MANY_INFLIGHT: int
 ERR_WRONG_LAST_MSG_ID: int
 ERR_WRONG_LAST_SEQUENCE: int
 
-# The fields ConnectOptions must have: the native core reads exactly these.
-CONNECT_FIELDS: list[str]
-PUBLISH_FIELDS: list[str]
-# What each PublishOptions field left None means: the core's default.
-PUBLISH_DEFAULTS: dict[str, Any]
-READ_FIELDS: list[str]
-# What each ReadOptions field left None means: the core's default.
-READ_DEFAULTS: dict[str, Any]
-CONSUME_FIELDS: list[str]
-# What each ConsumeOptions field left None means: the core's default.
-CONSUME_DEFAULTS: dict[str, Any]
+# Every native option, declared once in the core (rust/core/src/options/): per options
+# dataclass ("connect", "publish", "read", "consume", "follow", "push", "fetch") and per
+# value format ("codec" for what every format shares, then "json", "avro", "arrow",
+# "protobuf"), one dict per option, in declaration order, with exactly the keys
+# name (str), kind ("count", "seconds", "bool", "text", "choice", "texts", "path",
+# "time", "bytes" or "number"), default (the Python value; None when there is none or
+# it depends on other options), minimum and maximum (int, float or None), choices
+# (tuple of str, empty unless a choice) and doc (one line). The dataclasses read by the
+# core have exactly these fields; each is read by its kind and checked by the core.
+OPTION_TABLES: dict[str, tuple[dict[str, Any], ...]]
 
 def validate_name(value: object, option: str = "name") -> str:
     """Return a valid stream or consumer name, or raise BadInputError naming `option`."""
@@ -217,25 +218,9 @@ class Client:
     def read(self, stream: str, options: Any, codec: Any = None) -> Call[ReadBatches]:
         """Open a read as a jetstream_arrow.ReadOptions says (None: defaults); errors of
         the opening raise here, batches follow in sequence order."""
-    def follow(
-        self,
-        stream: str,
-        *,
-        subjects: list[str] | None = None,
-        start_seq: int | None = None,
-        start_time_ns: int | None = None,
-        deliver_new: bool = False,
-        include_headers: bool = False,
-        include_ttl: bool = False,
-        include_positions: bool = False,
-        batch_rows: int = ...,
-        batch_wait: float = ...,
-        max_bytes: int = ...,
-        heartbeat: float = ...,
-        resume_timeout: float = ...,
-        codec: Any = None,
-    ) -> Call[ReadBatches]:
-        """An open-ended ordered consumer of `stream`: its batches never end."""
+    def follow(self, stream: str, options: Any, codec: Any = None) -> Call[ReadBatches]:
+        """An open-ended ordered consumer of `stream` as a jetstream_arrow.FollowOptions
+        says: its batches never end."""
     def pull_consumer(
         self,
         stream: str,
@@ -325,17 +310,8 @@ class PullConsumer:
     def name(self) -> str: ...
     @property
     def pin_id(self) -> str | None: ...
-    def fetch(
-        self,
-        max_messages: int = ...,
-        *,
-        max_bytes: int | None = None,
-        expires: float = ...,
-        no_wait: bool = False,
-        heartbeat: float | None = None,
-        include_headers: bool = False,
-        codec: Any = None,
-    ) -> Call[ConsumedBatch]: ...
+    def fetch(self, options: Any, codec: Any = None) -> Call[ConsumedBatch]:
+        """One pull request as a jetstream_arrow.FetchOptions says."""
     def messages(self, options: Any, codec: Any = None) -> Call[MessageStream]:
         """Continuous consumption as a jetstream_arrow.ConsumeOptions says (None: defaults)."""
 
@@ -376,12 +352,5 @@ class PushConsumer:
     def name(self) -> str: ...
     @property
     def deliver_subject(self) -> str: ...
-    def messages(
-        self,
-        *,
-        batch_rows: int = ...,
-        batch_wait: float = ...,
-        include_headers: bool = False,
-        heartbeat: float | None = None,
-        codec: Any = None,
-    ) -> Call[MessageStream]: ...
+    def messages(self, options: Any, codec: Any = None) -> Call[MessageStream]:
+        """Continuous consumption as a jetstream_arrow.PushOptions says."""

@@ -56,7 +56,14 @@ from .consumers import (
     rows_arg,
 )
 from .exceptions import BadInputError, JetStreamArrowError
-from .options import ConnectOptions, ConsumeOptions, PublishOptions, ReadOptions
+from .options import (
+    ConnectOptions,
+    ConsumeOptions,
+    FetchOptions,
+    PublishOptions,
+    PushOptions,
+    ReadOptions,
+)
 
 _R = TypeVar("_R")
 _Native = TypeVar("_Native", _core.ReadBatches, _core.MessageStream)
@@ -382,15 +389,15 @@ class AsyncPullConsumer(PullBinding):
     ) -> AsyncConsumedBatch:
         """One pull request: up to ``max_messages`` (or ``max_bytes``) within
         ``expires`` seconds, as the sync ``fetch``."""
-        native = await self._native.fetch(
-            max_messages,
+        options = FetchOptions(
+            max_messages=max_messages,
             max_bytes=max_bytes,
             expires=expires,
             no_wait=no_wait,
             heartbeat=heartbeat,
             include_headers=include_headers,
-            codec=ValueCodec.of(codec),
         )
+        native = await self._native.fetch(options, ValueCodec.of(codec))
         return AsyncConsumedBatch(native)
 
     def messages(
@@ -426,17 +433,15 @@ class AsyncPushConsumer(PushBinding):
     ) -> AsyncMessages:
         """Continuous consumption from the deliver subject, as the sync ``messages``;
         the subscription starts at the first step (or on entering ``async with``)."""
+        options = PushOptions(
+            batch_rows=batch_rows,
+            batch_wait=batch_wait,
+            include_headers=include_headers,
+            heartbeat=heartbeat,
+        )
         value_codec = ValueCodec.of(codec)
         native = self._native
-        return AsyncMessages(
-            lambda: native.messages(
-                batch_rows=batch_rows,
-                batch_wait=batch_wait,
-                include_headers=include_headers,
-                heartbeat=heartbeat,
-                codec=value_codec,
-            )
-        )
+        return AsyncMessages(lambda: native.messages(options, value_codec))
 
     def __aiter__(self) -> AsyncMessages:
         return self.messages()

@@ -37,7 +37,7 @@ from .kv import (
 )
 from .kv import SUBJECT_PREFIX as KV_SUBJECT_PREFIX
 from .management import ManagementMixin
-from .options import ConnectOptions, PublishOptions, ReadOptions
+from .options import ConnectOptions, FollowOptions, PublishOptions, ReadOptions
 
 
 @dataclass(frozen=True)
@@ -578,19 +578,15 @@ class Client(Connection, ManagementMixin):
         order, through server restarts and leader changes (see [`read`][])."""
         if deliver not in ("all", "new"):
             raise BadInputError(f"option 'deliver' must be 'all' or 'new', got {deliver!r}")
-        if isinstance(subjects, str):
-            subjects = [subjects]
-        return OrderedConsumer(
-            self._native,
-            stream,
-            subjects=None if subjects is None else list(subjects),
+        options = FollowOptions(
+            subjects=subjects,
             start_seq=start_seq,
-            start_time_ns=to_epoch_ns(start_time, "start_time"),
+            start_time=start_time,
             deliver_new=deliver == "new",
             heartbeat=heartbeat,
             resume_timeout=resume_timeout,
-            codec=ValueCodec.of(codec),
         )
+        return OrderedConsumer(self._native, stream, options, ValueCodec.of(codec))
 
     # -- consumers -----------------------------------------------------------------
     def push_consumer(

@@ -10,6 +10,7 @@ asyncio twins in ``aio.py``: every member that does not wait.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
@@ -18,7 +19,7 @@ import pyarrow as pa
 
 from . import _core
 from .codec import ValueCodec, report_malformed
-from .options import ConsumeOptions
+from .options import ConsumeOptions, FetchOptions, FollowOptions, PushOptions
 
 _Bound = TypeVar("_Bound", bound="BoundConsumer")
 _Ordered = TypeVar("_Ordered", bound="OrderedBinding")
@@ -133,17 +134,15 @@ class PullConsumer(PullBinding):
         With ``heartbeat``, the server sends an idle heartbeat each period while the
         request waits, and two silent periods raise ``MissedHeartbeatsError`` (or
         return what was delivered before them) instead of waiting for ``expires``."""
-        return ConsumedBatch(
-            self._native.fetch(
-                max_messages,
-                max_bytes=max_bytes,
-                expires=expires,
-                no_wait=no_wait,
-                heartbeat=heartbeat,
-                include_headers=include_headers,
-                codec=ValueCodec.of(codec),
-            ).wait()
+        options = FetchOptions(
+            max_messages=max_messages,
+            max_bytes=max_bytes,
+            expires=expires,
+            no_wait=no_wait,
+            heartbeat=heartbeat,
+            include_headers=include_headers,
         )
+        return ConsumedBatch(self._native.fetch(options, ValueCodec.of(codec)).wait())
 
     def messages(
         self,
@@ -202,15 +201,13 @@ class PushConsumer(PushBinding):
         next flow-control answer acknowledges everything released, one ack message
         per window; the subscription starts here, before the first ``next()``.
         """
-        return Messages(
-            self._native.messages(
-                batch_rows=batch_rows,
-                batch_wait=batch_wait,
-                include_headers=include_headers,
-                heartbeat=heartbeat,
-                codec=ValueCodec.of(codec),
-            ).wait()
+        options = PushOptions(
+            batch_rows=batch_rows,
+            batch_wait=batch_wait,
+            include_headers=include_headers,
+            heartbeat=heartbeat,
         )
+        return Messages(self._native.messages(options, ValueCodec.of(codec)).wait())
 
 
 class Messages:
@@ -258,24 +255,27 @@ class OrderedBinding:
     """An open-ended ordered consumer's stream and settings, which each of its
     ``messages()`` iterators opens a consumer with."""
 
-    def __init__(self, native_client: _core.Client, stream: str, **config: Any) -> None:
+    def __init__(
+        self,
+        native_client: _core.Client,
+        stream: str,
+        options: FollowOptions,
+        codec: ValueCodec | None,
+    ) -> None:
         self._client = native_client
         self.stream = stream
-        self._config = config
+        self._options = options
+        self._codec = codec
 
     def _follow(self, **batching: Any) -> _core.Call[_core.ReadBatches]:
         """The call opening one iterator's consumer, batched as ``batching`` says."""
-        return self._client.follow(self.stream, **batching, **self._config)
+        options = dataclasses.replace(self._options, **batching)
+        return self._client.follow(self.stream, options, self._codec)
 
     @classmethod
     def _of(cls: type[_Ordered], other: OrderedBinding) -> _Ordered:
         """The consumer ``other`` describes, as this class (the other facade's twin)."""
-        return cls(other._client, other.stream, **other._config)
-
-    @property
-    def _codec(self) -> ValueCodec | None:
-        codec: ValueCodec | None = self._config.get("codec")
-        return codec
+        return cls(other._client, other.stream, other._options, other._codec)
 
 
 class OrderedConsumer(OrderedBinding):

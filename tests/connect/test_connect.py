@@ -178,4 +178,6 @@ def test_the_native_core_reads_exactly_the_fields_of_connect_options() -> None:
 
     from jetstream_arrow import _core
 
-    assert [f.name for f in dataclasses.fields(ja.ConnectOptions)] == list(_core.CONNECT_FIELDS)
+    assert [f.name for f in dataclasses.fields(ja.ConnectOptions)] == [
+        option["name"] for option in _core.OPTION_TABLES["connect"]
+    ]

@@ -20,15 +20,23 @@ from jetstream_arrow.spark.option_specs import READ_SPECS, WRITE_SPECS
 from jetstream_arrow.spark.options import parse_write_options
 
 
+def table_names(key: str) -> list[str]:
+    return [option["name"] for option in _core.OPTION_TABLES[key]]
+
+
+def table_defaults(key: str) -> dict[str, object]:
+    return {option["name"]: option["default"] for option in _core.OPTION_TABLES[key]}
+
+
 def field_names(cls: type) -> list[str]:
     return [f.name for f in dataclasses.fields(cls)]
 
 
 def test_the_native_core_reads_exactly_the_fields_of_each_options_dataclass() -> None:
-    assert field_names(ja.ConnectOptions) == list(_core.CONNECT_FIELDS)
-    assert field_names(ja.PublishOptions) == list(_core.PUBLISH_FIELDS)
-    assert field_names(ja.ReadOptions) == list(_core.READ_FIELDS)
-    assert field_names(ja.ConsumeOptions) == list(_core.CONSUME_FIELDS)
+    assert field_names(ja.ConnectOptions) == table_names("connect")
+    assert field_names(ja.PublishOptions) == table_names("publish")
+    assert field_names(ja.ReadOptions) == table_names("read")
+    assert field_names(ja.ConsumeOptions) == table_names("consume")
 
 
 @pytest.mark.parametrize("cls", [ja.PublishOptions, ja.ReadOptions, ja.ConsumeOptions])
@@ -52,7 +60,7 @@ def test_every_spark_read_option_that_sets_a_read_option_names_its_field() -> No
     # Each has the core's default for that field.
     for spec in READ_SPECS:
         if spec.native_field is not None:
-            assert spec.default == _core.READ_DEFAULTS[spec.native_field], spec
+            assert spec.default == table_defaults("read")[spec.native_field], spec
 
 
 @pytest.mark.parametrize(

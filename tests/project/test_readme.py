@@ -67,6 +67,11 @@ def option_table(page: str, after: str = "") -> dict[str, str]:
     return rows
 
 
+def table_defaults(key: str) -> dict[str, Any]:
+    """The core's default of each option of a table (None: none, or it depends)."""
+    return {option["name"]: option["default"] for option in _core.OPTION_TABLES[key]}
+
+
 def defaults_of(function: Callable[..., Any]) -> dict[str, Any]:
     defaults = {
         name: p.default
@@ -75,9 +80,9 @@ def defaults_of(function: Callable[..., Any]) -> dict[str, Any]:
     }
     # Their options are the fields of an options dataclass, each None (the core's default).
     core_defaults = {
-        Client.publisher: _core.PUBLISH_DEFAULTS,
-        Client.read: _core.READ_DEFAULTS,
-        PullConsumer.messages: _core.CONSUME_DEFAULTS,
+        Client.publisher: table_defaults("publish"),
+        Client.read: table_defaults("read"),
+        PullConsumer.messages: table_defaults("consume"),
     }
     if function in core_defaults:
         del defaults["options"]

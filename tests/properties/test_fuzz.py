@@ -34,14 +34,8 @@ from hypothesis import strategies as st
 import jetstream_arrow as ja
 from engine_helpers import as_dicts, read_all
 from jetstream_arrow.exceptions import BadInputError, NotFoundError
-from jetstream_arrow.spark.option_specs import (
-    CONNECT_SPECS,
-    MAX_RETRIES,
-    MAX_WINDOW,
-    READ_SPECS,
-    WRITE_SPECS,
-    OptionSpec,
-)
+from jetstream_arrow.option_tables import native_option
+from jetstream_arrow.spark.option_specs import CONNECT_SPECS, READ_SPECS, WRITE_SPECS, OptionSpec
 from jetstream_arrow.spark.options import parse_read_options, parse_write_options
 from natsserver import NatsServer
 
@@ -826,7 +820,10 @@ WRITE = CONNECT_SPECS + WRITE_SPECS
 SPECS_BY_NAME = {spec.python: spec for spec in READ + WRITE}
 INT64_MAX = 2**63 - 1
 # What the engine takes beyond the table's minimum: the publisher's window, a u32 of
-# retries; every other count and sequence is an int64 (Spark's LongType).
+# retries (as the core's table declares them); every other count and sequence is an
+# int64 (Spark's LongType).
+MAX_WINDOW = native_option("publish", "window")["maximum"]
+MAX_RETRIES = native_option("publish", "max_retries")["maximum"]
 MAXIMUM = {"window": MAX_WINDOW, "max_retries": MAX_RETRIES}
 _ALNUM = "abcXYZ019"
 _names = st.text(alphabet=_ALNUM + "_-", min_size=1, max_size=8)
@@ -1117,7 +1114,8 @@ def test_valid_options_in_any_spelling_parse_to_the_documented_values(case: Opti
 
 
 def test_the_option_tables_bounds_are_the_publishers(fuzz_client: ja.Client) -> None:
-    """MAX_WINDOW and MAX_RETRIES of the option table repeat the engine's bounds."""
+    """The core's table declares the publisher's bounds: MAX_WINDOW and MAX_RETRIES are
+    what a publisher takes, and one more is refused."""
     fuzz_client.publisher(window=MAX_WINDOW, max_retries=MAX_RETRIES).close()
     with pytest.raises(BadInputError, match="'window'"):
         fuzz_client.publisher(window=MAX_WINDOW + 1)

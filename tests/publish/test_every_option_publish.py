@@ -93,7 +93,13 @@ def _publisher_probes(entry: str) -> None:
         )
         assert waits.stored == 50 and fails.failed > 0, (waits, fails)
 
-    for option, bad in (("ack_timeout", 0), ("max_retries", -1), ("retry_backoff", -1)):
+    # max_bytes_in_flight's effect is watched on the wire by test_publish_bytes_in_flight.py.
+    for option, bad in (
+        ("ack_timeout", 0),
+        ("max_retries", -1),
+        ("retry_backoff", -1),
+        ("max_bytes_in_flight", 0),
+    ):
         probes.refused(
             entry, option, lambda ctx, o=option, b=bad: _publish(ctx, entry, None, **{o: b})
         )

@@ -29,6 +29,7 @@ from option_probes import (
     ctx,
     dead_letter_probes,
     msg_ids,
+    native_spark_probes,
     probe_descriptor,
     raises,
     rides_through_a_pause,
@@ -368,6 +369,9 @@ def _map_in_arrow_value_probes() -> None:
 _map_in_arrow_value_probes()
 
 dead_letter_probes(probes, (READ_FN,))
+
+
+native_spark_probes(probes, ("spark.functions.read_fn", "spark.functions.publish_fn"))
 
 
 @pytest.mark.parametrize("probe_key", probes.params())

@@ -30,6 +30,7 @@ from option_probes import (
     json_stream,
     key,
     micro_batch,
+    native_spark_probes,
     parsed_options,
     probe_descriptor,
     raises,
@@ -476,6 +477,7 @@ def _spark_value_probes() -> None:
 _spark_value_probes()
 
 spark_connect_probes(probes, ("spark.read", "spark.readStream"))
+native_spark_probes(probes, ("spark.read", "spark.readStream"))
 dead_letter_probes(probes, ("spark.read", "spark.readStream"))
 
 

@@ -30,6 +30,7 @@ from option_probes import (
     key,
     msg_ids,
     must_refuse,
+    native_spark_probes,
     parsed_options,
     probe_descriptor,
     raises,
@@ -374,6 +375,7 @@ probes.refused(
 )
 
 spark_connect_probes(probes, ("df.write", "df.writeStream"))
+native_spark_probes(probes, ("df.write", "df.writeStream"))
 
 
 @pytest.mark.parametrize("probe_key", probes.params(starting_spark={key("df.write", "path")}))

@@ -10,10 +10,8 @@ use std::sync::{Arc, Mutex};
 use arrow_array::RecordBatch;
 use jetstream_arrow_core::connection::Connection;
 use jetstream_arrow_core::consume::pull::PriorityGroup;
-use jetstream_arrow_core::defaults;
 use jetstream_arrow_core::publish::{PublishOutcome as CoreOutcome, Publisher as CorePublisher};
 use jetstream_arrow_core::read::msg_get;
-use jetstream_arrow_core::read::ordered::Start;
 use jetstream_arrow_core::read::{FollowOptions, OrderedStream as CoreOrderedStream};
 use jetstream_arrow_core::Error;
 use pyo3::exceptions::PyTypeError;
@@ -26,11 +24,13 @@ use crate::aio::{Call, StopSignal, Stoppable};
 use crate::codec::codec_spec;
 use crate::consumer::PullConsumer;
 use crate::errors::{GlueError, GlueResult};
-use crate::options::{connect_config, publish_options, read_options};
+use crate::options::{connect_config, read_declared};
 use crate::push::PushConsumer;
 use crate::reader::{Batches, ReadBatches};
 use crate::runtime::BlockingIter;
-use jetstream_arrow_core::option_values::{count, opt_count, opt_seconds, seconds};
+use jetstream_arrow_core::options::values::{opt_count, opt_seconds};
+use jetstream_arrow_core::publish::PublishOptions;
+use jetstream_arrow_core::read::ReadOptions;
 
 /// A live connection. Not picklable, and usable only in the process that made it.
 #[pyclass(module = "jetstream_arrow._core", frozen)]
@@ -141,7 +141,7 @@ impl Client {
         options: &Bound<'_, PyAny>,
         codec: Option<&Bound<'_, PyAny>>,
     ) -> GlueResult<Call> {
-        let mut options = publish_options(options)?;
+        let mut options: PublishOptions = read_declared(options, "publish")?;
         options.values = codec_spec(codec)?;
         let conn = self.connection()?;
         Ok(Call::new(async move {
@@ -158,7 +158,7 @@ impl Client {
         options: &Bound<'_, PyAny>,
         codec: Option<&Bound<'_, PyAny>>,
     ) -> GlueResult<Call> {
-        let mut options = read_options(options)?;
+        let mut options: ReadOptions = read_declared(options, "read")?;
         options.values = codec_spec(codec)?;
         Ok(Call::new(crate::reader::opening(
             self.connection()?,
@@ -167,65 +167,18 @@ impl Client {
         )))
     }
 
-    /// An open-ended ordered consumer: `deliver` is "all", "new", or (with
-    /// `start_seq` / `start_time_ns`) where to start.
-    #[pyo3(signature = (
-        stream, *, subjects=None, start_seq=None, start_time_ns=None, deliver_new=false,
-        include_headers=false, include_ttl=false, include_positions=false,
-        batch_rows=defaults::READ_BATCH_ROWS as i128,
-        batch_wait=defaults::FOLLOW_BATCH_WAIT.as_secs_f64(), max_bytes=defaults::READ_MAX_BYTES as i128,
-        heartbeat=defaults::HEARTBEAT.as_secs_f64(),
-        resume_timeout=defaults::RESUME_TIMEOUT.as_secs_f64(), codec=None
-    ))]
-    #[allow(clippy::too_many_arguments)]
+    /// An open-ended ordered consumer of `stream` as `options` (a
+    /// `jetstream_arrow.FollowOptions`) say, payloads decoded by `codec`.
+    #[pyo3(signature = (stream, options, codec=None))]
     fn follow(
         &self,
         stream: &str,
-        subjects: Option<Vec<String>>,
-        start_seq: Option<i128>,
-        start_time_ns: Option<i64>,
-        deliver_new: bool,
-        include_headers: bool,
-        include_ttl: bool,
-        include_positions: bool,
-        batch_rows: i128,
-        batch_wait: f64,
-        max_bytes: i128,
-        heartbeat: f64,
-        resume_timeout: f64,
+        options: &Bound<'_, PyAny>,
         codec: Option<&Bound<'_, PyAny>>,
     ) -> GlueResult<Call> {
-        let start_seq = opt_count::<u64>(start_seq, "start_seq")?;
-        let start = match (start_seq, start_time_ns, deliver_new) {
-            (Some(0), _, _) => {
-                return Err(
-                    Error::bad_input("option 'start_seq': stream sequences start at 1").into(),
-                )
-            }
-            (Some(seq), None, false) => Start::Sequence(seq),
-            (None, Some(ns), false) => Start::Time(ns),
-            (None, None, true) => Start::New,
-            (None, None, false) => Start::All,
-            _ => {
-                return Err(Error::bad_input(
-                    "options 'start_seq', 'start_time' and deliver='new' exclude each other",
-                )
-                .into())
-            }
-        };
-        let options = FollowOptions {
-            subjects: subjects.unwrap_or_default(),
-            start,
-            include_headers,
-            include_ttl,
-            include_positions,
-            batch_rows: count(batch_rows, "batch_rows")?,
-            batch_wait: seconds(batch_wait, "batch_wait")?,
-            max_bytes: count(max_bytes, "max_bytes")?,
-            heartbeat: seconds(heartbeat, "heartbeat")?,
-            resume_timeout: seconds(resume_timeout, "resume_timeout")?,
-            values: codec_spec(codec)?,
-        };
+        let mut options: FollowOptions = read_declared(options, "follow")?;
+        options.start()?;
+        options.values = codec_spec(codec)?;
         Ok(Call::new(following(
             self.connection()?,
             stream.to_string(),

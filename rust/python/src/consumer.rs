@@ -4,11 +4,11 @@ use std::sync::Arc;
 
 use jetstream_arrow_core::connection::Connection;
 use jetstream_arrow_core::consume::durable::{
-    AckKind, AckPolicy, ConsumedBatch as CoreBatch, DurableConsumer, MessageStream as CoreStream,
+    AckKind, AckPolicy, ConsumeOptions, ConsumedBatch as CoreBatch, DurableConsumer, FetchOptions,
+    MessageStream as CoreStream,
 };
-use jetstream_arrow_core::consume::pull::{FetchRequest, PriorityGroup};
+use jetstream_arrow_core::consume::pull::PriorityGroup;
 use jetstream_arrow_core::consume::push::PushStream;
-use jetstream_arrow_core::defaults;
 use jetstream_arrow_core::Error;
 use pyo3::prelude::*;
 use pyo3_arrow::PyRecordBatch;
@@ -16,9 +16,10 @@ use pyo3_arrow::PyRecordBatch;
 use crate::aio::Call;
 use crate::codec::{codec_spec, resolve_consumer_codec};
 use crate::errors::GlueResult;
-use crate::options::consume_options;
+use crate::options::read_declared;
 use crate::runtime::{Slot, Steps};
-use jetstream_arrow_core::option_values::{count, opt_count, opt_seconds, seconds};
+use jetstream_arrow_core::defaults;
+use jetstream_arrow_core::options::values::{opt_seconds, seconds};
 
 #[pyclass(module = "jetstream_arrow._core", frozen)]
 pub struct PullConsumer {
@@ -58,35 +59,19 @@ impl PullConsumer {
         self.inner.pin_id()
     }
 
-    /// One pull request.
-    #[pyo3(signature = (
-        max_messages=defaults::FETCH_MAX_MESSAGES as i128, *, max_bytes=None,
-        expires=defaults::FETCH_EXPIRES.as_secs_f64(), no_wait=false, heartbeat=None,
-        include_headers=false, codec=None
-    ))]
-    #[allow(clippy::too_many_arguments)]
+    /// One pull request as `options` (a `jetstream_arrow.FetchOptions`) say, payloads
+    /// decoded by `codec`.
+    #[pyo3(signature = (options, codec=None))]
     fn fetch(
         &self,
-        max_messages: i128,
-        max_bytes: Option<i128>,
-        expires: f64,
-        no_wait: bool,
-        heartbeat: Option<f64>,
-        include_headers: bool,
+        options: &Bound<'_, PyAny>,
         codec: Option<&Bound<'_, PyAny>>,
     ) -> GlueResult<Call> {
+        let options: FetchOptions = read_declared(options, "fetch")?;
         let values = codec_spec(codec)?;
-        let expires = seconds(expires, "expires")?;
-        let heartbeat = opt_seconds(heartbeat, "heartbeat")?;
-        let request = FetchRequest {
-            max_messages: count(max_messages, "max_messages")?,
-            max_bytes: opt_count(max_bytes, "max_bytes")?,
-            expires,
-            no_wait,
-            heartbeat,
-            priority: None, // the binding's own (DurableConsumer::fetch)
-            pin: Default::default(),
-        };
+        // The binding adds its own priority group (DurableConsumer::fetch).
+        let request = options.request();
+        let include_headers = options.include_headers;
         let consumer = self.inner.clone();
         Ok(Call::new(async move {
             let values =
@@ -107,7 +92,7 @@ impl PullConsumer {
         options: &Bound<'_, PyAny>,
         codec: Option<&Bound<'_, PyAny>>,
     ) -> GlueResult<Call> {
-        let mut options = consume_options(options)?;
+        let mut options: ConsumeOptions = read_declared(options, "consume")?;
         let values = codec_spec(codec)?;
         let consumer = self.inner.clone();
         Ok(Call::new(async move {

@@ -89,6 +89,16 @@ pub const MESSAGE_COLUMNS: &[&str] = &[
 /// `NAMES`, the one place each name is spelled.
 macro_rules! named_choices {
     ($ty:ident, $option:literal, { $($variant:ident => $name:literal $(| $alias:literal)*),+ $(,)? }) => {
+        impl $crate::options::Choice for $ty {
+            const NAMES: &'static [&'static str] = &[$($name),+];
+
+            fn parse(name: &str) -> Result<Self> {
+                Self::parse(name)
+            }
+        }
+
+        $crate::choice_option!($ty);
+
         impl $ty {
             pub const NAMES: &'static [&'static str] = &[$($name),+];
 
@@ -114,6 +124,7 @@ macro_rules! named_choices {
 
 // After the macro, which it uses.
 pub mod compression;
+pub mod settings;
 
 /// How payloads are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -280,7 +291,7 @@ impl CodecSpec {
             on_malformed: OnMalformed::parse(crate::defaults::ON_MALFORMED).expect("a known mode"),
             flatten: false,
             sample_rows: crate::defaults::VALUE_SAMPLE_ROWS,
-            on_new_field: OnNewField::Ignore,
+            on_new_field: OnNewField::parse(crate::defaults::ON_NEW_FIELD).expect("a known mode"),
         }
     }
 

@@ -50,17 +50,24 @@ pub struct PushConsumer {
     ledger: Arc<AckLedger>,
 }
 
-/// Options of push consumption.
-#[derive(Debug, Clone)]
-pub struct PushOptions {
-    pub batch_rows: usize,
-    /// After the first message of a batch, how long to wait for more.
-    pub batch_wait: Duration,
-    pub include_headers: bool,
-    /// The consumer's idle heartbeat when it was not looked up (no info request).
-    pub heartbeat: Option<Duration>,
-    /// Payloads decoded into typed columns, the schema resolved (none: `data` as bytes).
-    pub values: Option<CodecSpec>,
+crate::declare_options! {
+    /// Options of push consumption. Every field but `values` is an option callers give
+    /// by name (Python's `PushOptions`).
+    #[derive(Debug, Clone)]
+    pub struct PushOptions (none_is_default) {
+        /// Rows per batch, at most.
+        batch_rows: usize = defaults::CONSUME_BATCH_ROWS, min 1;
+        /// After the first message of a batch, how long to wait for more.
+        batch_wait: Duration = defaults::CONSUME_BATCH_WAIT;
+        /// A headers column.
+        include_headers: bool = false;
+        /// The consumer's idle heartbeat when it was not looked up (no info request).
+        heartbeat: Option<Duration>;
+    }
+    extra {
+        /// Payloads decoded into typed columns, the schema resolved (none: `data` as bytes).
+        values: Option<CodecSpec> = None;
+    }
 }
 
 impl PushConsumer {

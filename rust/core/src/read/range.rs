@@ -89,9 +89,9 @@ impl StreamReader {
             .unwrap_or(1)
             .max(info.state.first_sequence);
         let owed_last = end_seq.min(info.state.last_sequence);
-        let by_time = options.start_time_ns.is_some() || options.end_time_ns.is_some();
+        let by_time = options.start_time.is_some() || options.end_time.is_some();
         let progress = Progress {
-            start: options.start_time_ns.is_none().then_some(start),
+            start: options.start_time.is_none().then_some(start),
             last: owed_last,
             next: None,
             received: 0,
@@ -107,8 +107,8 @@ impl StreamReader {
                     start_seq: options.start_seq,
                     end_seq: options.end_seq,
                     subjects: options.subjects.clone(),
-                    start_time_ns: options.start_time_ns,
-                    end_time_ns: options.end_time_ns,
+                    start_time: options.start_time,
+                    end_time: options.end_time,
                     // The sample sees the rows the read will decode.
                     include_positions: options.include_positions,
                     ..ReadOptions::default()
@@ -132,7 +132,7 @@ impl StreamReader {
                 .with_decompression(decompression)
                 .with_positions(options.include_positions),
             end_seq,
-            end_time_ns: options.end_time_ns,
+            end_time_ns: options.end_time,
             batch_rows: options.batch_rows,
             max_bytes: options.max_bytes,
             carry: None,
@@ -167,7 +167,7 @@ impl StreamReader {
             chosen => chosen,
         };
         let ordered_start = options.start();
-        let direct_start = match options.start_time_ns {
+        let direct_start = match options.start_time {
             Some(ns) => DirectStart::Time(ns),
             None => DirectStart::Sequence(start),
         };

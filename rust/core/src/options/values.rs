@@ -1,11 +1,13 @@
 //! Option values as a caller gives them, checked once here: counts of any integer size
 //! and durations in seconds become the engine's types, or an error naming the option.
+//! [`OptionValue`] is a value of any kind, as the bindings hand it to a declared
+//! struct's setter (`convert.rs` turns it into a field's Rust type).
 
 use std::fmt::Display;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-
 /// An unsigned count or sequence type an option may have.
 pub trait Count: TryFrom<i128> + Display + Copy {
     const MAX: Self;
@@ -77,6 +79,56 @@ pub fn positive_seconds(value: f64, option: &str) -> Result<Duration> {
 /// An optional duration in seconds.
 pub fn opt_seconds(value: Option<f64>, option: &str) -> Result<Option<Duration>> {
     value.map(|v| seconds(v, option)).transpose()
+}
+
+/// A value of any kind, as a caller gives it (the bindings convert by the declared
+/// [`Kind`]: a time to nanoseconds, one string of a list to a list of one).
+#[derive(Debug, Clone, PartialEq)]
+pub enum OptionValue {
+    /// Not given: an optional option's None, or another's default.
+    None,
+    Int(i128),
+    Float(f64),
+    Bool(bool),
+    Text(String),
+    Texts(Vec<String>),
+    Path(PathBuf),
+    Bytes(Vec<u8>),
+}
+
+macro_rules! int_values {
+    ($($ty:ty),*) => {$(
+        impl From<$ty> for OptionValue {
+            fn from(n: $ty) -> Self {
+                Self::Int(n as i128)
+            }
+        }
+    )*};
+}
+int_values!(u32, u64, usize, i64);
+
+impl From<Duration> for OptionValue {
+    fn from(d: Duration) -> Self {
+        Self::Float(d.as_secs_f64())
+    }
+}
+
+impl From<f64> for OptionValue {
+    fn from(f: f64) -> Self {
+        Self::Float(f)
+    }
+}
+
+impl From<bool> for OptionValue {
+    fn from(b: bool) -> Self {
+        Self::Bool(b)
+    }
+}
+
+impl From<&str> for OptionValue {
+    fn from(s: &str) -> Self {
+        Self::Text(s.to_string())
+    }
 }
 
 #[cfg(test)]
