@@ -12,7 +12,7 @@ use std::time::Duration;
 use async_nats::{Client, ConnectOptions, Event, ServerError};
 use bytes::Bytes;
 
-use crate::codec::compression::Decompression;
+use crate::compression::Decompression;
 use crate::defaults;
 use crate::error::{Error, ErrorKind, Result};
 use crate::server_urls::{redact_servers, redact_url, url_credentials, UrlCredentials};
@@ -52,7 +52,7 @@ pub struct ConnectConfig {
     pub api_prefix: Option<String>,
     pub inbox_prefix: Option<String>,
     /// The most bytes a compressed payload may decompress to on a read
-    /// ([`crate::codec::compression`]).
+    /// ([`crate::compression`]).
     pub max_decompressed_bytes: usize,
     /// Reads decompress payloads marked `Content-Encoding` (else hand them out as
     /// stored, the header kept).

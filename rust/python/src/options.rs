@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use jetstream_arrow_core::codec::compression::Compression;
+use jetstream_arrow_core::compression::Compression;
 use jetstream_arrow_core::connection::ConnectConfig;
 use jetstream_arrow_core::consume::durable::ConsumeOptions;
 use jetstream_arrow_core::consume::pull::PullSettings;

@@ -24,7 +24,7 @@ use crate::arrow::schema::{
     is_read, DATA, EXPECTED_LAST_MSG_ID, EXPECTED_LAST_SUBJECT_SEQ, HEADERS, INCREMENT, MSG_ID,
     SCHEDULE, SCHEDULE_TARGET, SEQ, STREAM, SUBJECT, TTL,
 };
-use crate::codec::compression::{self, Compression};
+use crate::compression::{self, Compression};
 use crate::error::{Error, Result};
 
 /// One message ready to send.
@@ -116,7 +116,7 @@ pub struct MessageDefaults {
     /// whose control headers would steer the stream it goes to.
     pub keep_control_headers: Option<bool>,
     /// Each payload compressed, after the codec encoded it, and marked
-    /// `Content-Encoding` ([`crate::codec::compression`]).
+    /// `Content-Encoding` ([`crate::compression`]).
     pub compression: Option<Compression>,
 }
 
