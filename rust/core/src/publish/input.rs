@@ -426,20 +426,12 @@ pub struct PublishBatch {
     packed: Option<CompressedAhead>,
 }
 
-/// A row's message as its controls build it: subject and payload first, then the
-/// headers each control adds.
-struct Draft {
-    subject: Subject,
-    payload: Bytes,
-    headers: Option<HeaderMap>,
-    has_msg_id: bool,
-    has_expectation: bool,
-}
-
-impl Draft {
+/// A row's message as its controls build it ([`PublishBatch::message`]): subject and
+/// payload first, then the headers each control adds.
+impl OutgoingMessage {
     /// The headers, made when the first control adds one: a row with none sends
     /// none, and costs no map.
-    fn headers(&mut self) -> &mut HeaderMap {
+    fn headers_mut(&mut self) -> &mut HeaderMap {
         self.headers.get_or_insert_with(HeaderMap::new)
     }
 
@@ -453,7 +445,7 @@ impl Draft {
         column: &str,
         global_row: u64,
     ) -> Result<()> {
-        let headers = self.headers();
+        let headers = self.headers_mut();
         if headers.get(name).is_some() {
             return Err(Error::bad_input(format!(
                 "row {global_row}: column '{column}' and the row's headers both give {name}; \
@@ -465,7 +457,7 @@ impl Draft {
     }
 
     /// The message, if it fits the server's `max_payload` with subject and headers.
-    fn finish(self, global_row: u64, max_payload: usize) -> Result<OutgoingMessage> {
+    fn within(self, global_row: u64, max_payload: usize) -> Result<Self> {
         let headers = self.headers.as_ref().map_or(0, header_size);
         let size = self.payload.len() + self.subject.len() + headers;
         if size > max_payload {
@@ -474,13 +466,7 @@ impl Draft {
                  the server's max_payload of {max_payload} bytes"
             )));
         }
-        Ok(OutgoingMessage {
-            subject: self.subject,
-            headers: self.headers,
-            payload: self.payload,
-            has_msg_id: self.has_msg_id,
-            has_expectation: self.has_expectation,
-        })
+        Ok(self)
     }
 }
 
@@ -524,7 +510,7 @@ enum Control {
 }
 
 impl Control {
-    fn apply(&self, at: &mut RowCall<'_>, message: &mut Draft) -> Result<()> {
+    fn apply(&self, at: &mut RowCall<'_>, message: &mut OutgoingMessage) -> Result<()> {
         let (row, global_row) = (at.row, at.global_row);
         match self {
             Self::Headers { column, copy } => {
@@ -548,7 +534,7 @@ impl Control {
                     )));
                 };
                 message.has_expectation = true;
-                message.headers().insert(
+                message.headers_mut().insert(
                     async_nats::header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
                     HeaderValue::from(seq),
                 );
@@ -557,7 +543,7 @@ impl Control {
                 message.has_expectation = true;
                 let id = header_value(ids.value(row), EXPECTED_LAST_MSG_ID, global_row)?;
                 message
-                    .headers()
+                    .headers_mut()
                     .insert(async_nats::header::NATS_EXPECTED_LAST_MESSAGE_ID, id);
             }
             Self::Ttl(ttl) => {
@@ -582,7 +568,7 @@ impl Control {
                     // Checked for line breaks by `PublishOptions::validate`.
                     let stream = header_value(stream, "expected_stream", global_row)?;
                     message
-                        .headers()
+                        .headers_mut()
                         .insert(async_nats::header::NATS_EXPECTED_STREAM, stream);
                 }
             }
@@ -609,7 +595,7 @@ struct MsgIds {
 }
 
 impl MsgIds {
-    fn apply(&self, at: &mut RowCall<'_>, message: &mut Draft) -> Result<()> {
+    fn apply(&self, at: &mut RowCall<'_>, message: &mut OutgoingMessage) -> Result<()> {
         let (row, global_row) = (at.row, at.global_row);
         let msg_id = match self
             .column
@@ -657,7 +643,7 @@ impl MsgIds {
                 .is_some_and(|h| h.get(header_names::MSG_ID).is_some());
         if let Some(id) = msg_id {
             message
-                .headers()
+                .headers_mut()
                 .insert(async_nats::header::NATS_MESSAGE_ID, id);
         }
         Ok(())
@@ -667,7 +653,11 @@ impl MsgIds {
 /// The row's payload compressed and marked `Content-Encoding`. An empty payload
 /// stays empty (a KV delete); one that does not shrink is sent plain: a reader goes
 /// by each message's header.
-fn compress(compression: Compression, at: &RowCall<'_>, message: &mut Draft) -> Result<()> {
+fn compress(
+    compression: Compression,
+    at: &RowCall<'_>,
+    message: &mut OutgoingMessage,
+) -> Result<()> {
     // Any spelling: a payload marked encoded for any reader is not wrapped in
     // another encoding that a reader would undo first.
     if let Some((name, _)) = message.headers.as_ref().and_then(|h| {
@@ -692,7 +682,7 @@ fn compress(compression: Compression, at: &RowCall<'_>, message: &mut Draft) -> 
     if let Some(packed) = packed {
         message.payload = packed;
         message
-            .headers()
+            .headers_mut()
             .insert(compression::HEADER, compression.as_str());
     }
     Ok(())
@@ -859,7 +849,7 @@ impl PublishBatch {
         max_payload: usize,
         repeats: &mut CopyRepeats,
     ) -> Result<OutgoingMessage> {
-        let mut message = Draft {
+        let mut message = OutgoingMessage {
             subject: self.row_subject(row, global_row)?,
             payload: self.data.payload(row),
             headers: None,
@@ -877,7 +867,7 @@ impl PublishBatch {
         for control in &self.controls {
             control.apply(&mut at, &mut message)?;
         }
-        message.finish(global_row, max_payload)
+        message.within(global_row, max_payload)
     }
 
     /// The subject of `row`, checked as the server would.
