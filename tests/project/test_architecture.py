@@ -11,6 +11,8 @@
 - Only the core's ``retry.rs`` pauses between attempts: no other module of the core,
   the glue or the Python package sleeps, except the few waits listed below that are
   not retries (each says what it waits for).
+- The core's top-level modules import each other only as ARCHITECTURE.md's layer
+  table says, and in no circle.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import ast
 import importlib
 import pkgutil
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -139,11 +142,11 @@ CORE = ROOT / "rust" / "core" / "src"
 _RUST_PATH = r"((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)"
 
 
-def core_modules() -> dict[str, Path]:
+def core_modules(root: Path = CORE) -> dict[str, Path]:
     """The core's modules by path (``consume::pull``), each with its file."""
     modules = {}
-    for file in CORE.rglob("*.rs"):
-        parts = list(file.relative_to(CORE).with_suffix("").parts)
+    for file in root.rglob("*.rs"):
+        parts = list(file.relative_to(root).with_suffix("").parts)
         if parts[-1] == "mod":
             parts.pop()
         if parts != ["lib"]:
@@ -151,11 +154,11 @@ def core_modules() -> dict[str, Path]:
     return modules
 
 
-def core_imports() -> dict[str, list[str]]:
+def core_imports(root: Path = CORE) -> dict[str, list[str]]:
     """Which of the core's modules each module's code (not its comments or its unit
     tests) names, through ``crate::`` or ``super::`` paths. A module naming its own
     parent or child is not counted: that is how a folder's files share their home."""
-    modules = core_modules()
+    modules = core_modules(root)
 
     def resolve(path: str) -> str | None:
         parts = path.split("::")
@@ -192,6 +195,103 @@ def test_the_core_has_no_module_cycle() -> None:
     assert {"connection", "consume::pull", "publish", "read"} <= set(graph), sorted(graph)
     cycles = find_cycles(graph)
     assert not cycles, "module cycles in the core:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
+LAYER_TABLE_HEADER = "| module of the core | imports of the core |"
+
+
+def documented_core_rows() -> list[tuple[list[str], set[str]]]:
+    """ARCHITECTURE.md's table of the core's top-level modules (a file or a folder
+    of ``rust/core/src``) and the ones each imports, row by row: the modules of a row
+    and what they import (``nothing`` for none)."""
+    lines = ARCHITECTURE.read_text().splitlines()
+    start = lines.index(LAYER_TABLE_HEADER) + 2  # past the header and its rule
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        modules, imports = (cell.strip() for cell in line.strip("|").split("|"))
+        imported = set(re.findall(r"`(\w+)`", imports))
+        assert imported or imports == "nothing", line
+        rows.append((re.findall(r"`(\w+)`", modules), imported))
+    return rows
+
+
+def documented_core_layers() -> dict[str, set[str]]:
+    """What each of the core's top-level modules imports, as the table says."""
+    layers: dict[str, set[str]] = {}
+    for modules, imported in documented_core_rows():
+        for module in modules:
+            assert module not in layers, f"{module} has two rows in the table"
+            layers[module] = imported
+    return layers
+
+
+def core_layers(root: Path = CORE) -> dict[str, dict[str, list[str]]]:
+    """For each top-level module of the core, the top-level modules its code imports,
+    each with the modules (``codec::encode -> publish::ttl``) that do."""
+
+    def top(module: str) -> str:
+        return module.split("::")[0]
+
+    layers: dict[str, dict[str, list[str]]] = {top(m): {} for m in core_modules(root)}
+    for module, imported in core_imports(root).items():
+        for target in imported:
+            if top(target) != top(module):
+                layers[top(module)].setdefault(top(target), []).append(f"{module} -> {target}")
+    return layers
+
+
+def layer_departures(root: Path = CORE) -> list[str]:
+    """Where the core's imports depart from ARCHITECTURE.md's table, either way."""
+    documented = documented_core_layers()
+    found = core_layers(root)
+    departures = [f"{m}: a module of the core not in the table" for m in found.keys() - documented]
+    departures += [f"{m}: in the table, not in the core" for m in documented.keys() - found]
+    for module in sorted(found.keys() & documented.keys()):
+        for target, by in sorted(found[module].items()):
+            if target not in documented[module]:
+                departures.append(f"{module} imports {target}, which the table forbids: {by}")
+        for target in sorted(documented[module] - found[module].keys()):
+            departures.append(f"{module} no longer imports {target}: take it out of the table")
+    return departures
+
+
+def test_the_core_imports_as_its_layer_table_says() -> None:
+    """ARCHITECTURE.md's table is the rule and the record: a module imports only what
+    its row lists, and its row lists only what it imports."""
+    assert {"arrow", "codec", "compression", "publish"} <= documented_core_layers().keys()
+    departures = layer_departures()
+    assert not departures, "\n".join(departures)
+
+
+def test_the_core_layers_have_no_cycle() -> None:
+    """No two of the core's folders or files import each other, directly or in a
+    circle: in the table, each row imports only rows above it."""
+    above: set[str] = set()
+    upward = []
+    for modules, imported in documented_core_rows():
+        upward += [f"{modules} import {m}, not of a row above" for m in sorted(imported - above)]
+        above.update(modules)
+    assert not upward, "\n".join(upward)
+    found = {m: sorted(targets) for m, targets in core_layers().items()}
+    cycles = find_cycles(found)
+    assert not cycles, "the core has cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_an_import_against_the_layers_is_found(tmp_path: Path) -> None:
+    """The check reads the code: a codec module naming the publisher is caught."""
+    root = tmp_path / "src"
+    shutil.copytree(CORE, root)
+    encode = root / "codec" / "encode.rs"
+    encode.write_text("use crate::publish::input::OutgoingMessage;\n" + encode.read_text())
+    departures = layer_departures(root)
+    assert any(
+        d.startswith("codec imports publish") and "codec::encode -> publish::input" in d
+        for d in departures
+    ), departures
+    assert find_cycles({m: sorted(t) for m, t in core_layers(root).items()})
 
 
 def test_no_private_names_cross_modules() -> None:

@@ -12,7 +12,7 @@ use std::time::Duration;
 use async_nats::{Client, ConnectOptions, Event, ServerError};
 use bytes::Bytes;
 
-use crate::codec::compression::Decompression;
+use crate::compression::Decompression;
 use crate::defaults;
 use crate::error::{Error, ErrorKind, Result};
 use crate::limits::MIN_SECONDS;

@@ -18,7 +18,7 @@ pub const MAX_RECONNECTS: usize = 60;
 pub const RECONNECT_DELAY: Duration = Duration::from_secs(2);
 pub const PING_INTERVAL: Duration = Duration::from_secs(60);
 /// The most bytes one compressed payload may decompress to on any read of the
-/// connection (`Content-Encoding`, [`crate::codec::compression`]): 64 MiB, the
+/// connection (`Content-Encoding`, [`crate::compression`]): 64 MiB, the
 /// largest `max_payload` nats-server accepts, so every value that could be stored
 /// plain can be stored compressed and read back, while a payload that expands past
 /// anything a server could have held plain (a zip bomb) is refused, naming its seq.

@@ -20,9 +20,14 @@
 //!
 //! See docs/ARCHITECTURE.md.
 
+// First: its macro is used by the modules below it.
+#[macro_use]
+mod named_choices;
+
 pub mod api;
 pub mod arrow;
 pub mod codec;
+pub mod compression;
 pub mod connection;
 pub mod consume;
 pub mod defaults;

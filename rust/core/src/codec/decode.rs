@@ -17,6 +17,7 @@ use arrow_array::{
 use arrow_schema::{DataType, Field, FieldRef, Fields, Schema, SchemaRef};
 
 use super::{CodecSpec, OnMalformed, CORRUPT_RECORD, MESSAGE_COLUMNS, VALUE};
+use crate::arrow::builder::PayloadDecoder;
 use crate::arrow::schema::{DATA, SEQ};
 use crate::error::{Error, ErrorKind, NewFieldAt, Result};
 
@@ -63,6 +64,37 @@ pub struct ValueDecoder {
     /// Rows of the batch being built already known malformed (a payload that does
     /// not decompress), by index: decoded as a payload that does not fit.
     marked: Vec<usize>,
+}
+
+/// The builder decodes each batch it finishes with this decoder.
+impl PayloadDecoder for ValueDecoder {
+    fn schema(&self, message: &Schema) -> SchemaRef {
+        ValueDecoder::schema(self, message)
+    }
+
+    fn tolerates_malformed(&self) -> bool {
+        self.on_malformed() != OnMalformed::FailFast
+    }
+
+    fn mark_malformed(&mut self, row: usize, why: String) {
+        ValueDecoder::mark_malformed(self, row, why)
+    }
+
+    fn clear_marked(&mut self) {
+        ValueDecoder::clear_marked(self)
+    }
+
+    fn malformed(&self) -> u64 {
+        ValueDecoder::malformed(self)
+    }
+
+    fn last_origins(&self) -> Option<&[u32]> {
+        ValueDecoder::last_origins(self)
+    }
+
+    fn decode(&mut self, stream: &str, batch: RecordBatch) -> Result<RecordBatch> {
+        ValueDecoder::decode(self, stream, batch)
+    }
 }
 
 impl std::fmt::Debug for ValueDecoder {

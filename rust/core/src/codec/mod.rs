@@ -47,7 +47,7 @@ pub const CORRUPT_RECORD: &str = "_corrupt_record";
 
 /// Columns of publish input that steer a message (where it goes, its id, its
 /// checks): never a value's, whatever else the table holds. So is a `ttl` column of
-/// durations ([`crate::publish::ttl::is_ttl_column`]).
+/// durations ([`crate::arrow::schema::is_ttl_column`]).
 pub const PUBLISH_COLUMNS: &[&str] = &[
     SUBJECT,
     HEADERS,
@@ -85,45 +85,6 @@ pub const MESSAGE_COLUMNS: &[&str] = &[
     CORRUPT_RECORD,
 ];
 
-/// An option's closed set of names: `parse` (any case, with aliases), `as_str` and
-/// `NAMES`, the one place each name is spelled.
-macro_rules! named_choices {
-    ($ty:ident, $option:literal, { $($variant:ident => $name:literal $(| $alias:literal)*),+ $(,)? }) => {
-        impl $crate::options::Choice for $ty {
-            const NAMES: &'static [&'static str] = &[$($name),+];
-
-            fn parse(name: &str) -> Result<Self> {
-                Self::parse(name)
-            }
-        }
-
-        $crate::choice_option!($ty);
-
-        impl $ty {
-            pub const NAMES: &'static [&'static str] = &[$($name),+];
-
-            pub fn parse(name: &str) -> Result<Self> {
-                match name.to_ascii_lowercase().as_str() {
-                    $($name $(| $alias)* => Ok(Self::$variant),)+
-                    _ => Err(Error::bad_input(format!(
-                        "option '{}' ({name:?}) must be one of {}",
-                        $option,
-                        Self::NAMES.join(", ")
-                    ))),
-                }
-            }
-
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    $(Self::$variant => $name,)+
-                }
-            }
-        }
-    };
-}
-
-// After the macro, which it uses.
-pub mod compression;
 pub mod settings;
 
 /// How payloads are written.

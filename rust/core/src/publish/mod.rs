@@ -20,6 +20,7 @@ mod acked;
 mod acks;
 mod ahead;
 mod atomic;
+pub mod copy_identity;
 pub mod counter;
 mod fast;
 pub mod input;
@@ -39,9 +40,8 @@ use std::time::Duration;
 use crate::codec::ValueEncoder;
 use crate::connection::Connection;
 use crate::error::{Error, ErrorKind, Result};
-use crate::publish::input::{
-    max_subject_len, CopyRepeats, MessageDefaults, OutgoingMessage, PublishBatch,
-};
+use crate::publish::copy_identity::CopyRepeats;
+use crate::publish::input::{max_subject_len, MessageDefaults, OutgoingMessage, PublishBatch};
 
 use options::MAX_ACK_TIMEOUT;
 pub use options::{OnFull, PublishMode, PublishOptions, MAX_WINDOW};

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use crate::codec::compression::Compression;
 use crate::codec::CodecSpec;
+use crate::compression::Compression;
 use crate::defaults;
 use crate::error::{Error, Result};
 use crate::limits::MIN_SECONDS;

@@ -4,8 +4,8 @@ use arrow_array::cast::AsArray;
 use arrow_array::{Array, MapArray};
 
 use crate::arrow::schema::{DATA, HEADERS};
-use crate::codec::compression::{self, Compression};
 use crate::codec::CodecSpec;
+use crate::compression::{self, Compression};
 use crate::connection::Connection;
 use crate::error::Result;
 use crate::read::{ReadOptions, StreamReader};
