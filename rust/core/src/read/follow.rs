@@ -9,12 +9,13 @@ use arrow_schema::SchemaRef;
 use crate::api::validate_name;
 use crate::arrow::builder::BatchBuilder;
 use crate::arrow::metadata::Delivered;
-use crate::arrow::schema::{message_schema, SchemaOptions};
-use crate::codec::{CodecSpec, ValueDecoder};
+use crate::arrow::schema::SchemaOptions;
+use crate::codec::CodecSpec;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::read::ordered::{OrderedPull, Start};
-use crate::read::{resolve_value_schema, ReadOptions};
+use crate::read::value_schema::value_decoder;
+use crate::read::ReadOptions;
 
 /// What to follow with an open-ended ordered consumer.
 #[derive(Debug, Clone)]
@@ -73,10 +74,16 @@ impl OrderedStream {
                     include_positions: options.include_positions,
                     ..ReadOptions::default()
                 };
-                let spec = resolve_value_schema(&conn, stream, spec, sample).await?;
                 Some(
-                    ValueDecoder::new(&spec, options.batch_rows)?
-                        .beside(&message_schema(schema_options))?,
+                    value_decoder(
+                        &conn,
+                        stream,
+                        spec,
+                        sample,
+                        options.batch_rows,
+                        schema_options,
+                    )
+                    .await?,
                 )
             }
             None => None,

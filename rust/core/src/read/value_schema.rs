@@ -3,12 +3,28 @@
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, MapArray};
 
-use crate::arrow::schema::{DATA, HEADERS};
+use crate::arrow::schema::{message_schema, SchemaOptions, DATA, HEADERS};
 use crate::codec::compression::{self, Compression};
-use crate::codec::CodecSpec;
+use crate::codec::{CodecSpec, ValueDecoder};
 use crate::connection::Connection;
 use crate::error::Result;
 use crate::read::{ReadOptions, StreamReader};
+
+/// The decoder of a read's payloads into `spec`'s columns, beside the message columns
+/// of `schema_options`, for batches of up to `batch_rows` rows; its value schema as
+/// given or inferred from `sample` ([`resolve_value_schema`]), which is to read the
+/// rows the read will decode.
+pub async fn value_decoder(
+    conn: &Connection,
+    stream: &str,
+    spec: &CodecSpec,
+    sample: ReadOptions,
+    batch_rows: usize,
+    schema_options: SchemaOptions,
+) -> Result<ValueDecoder> {
+    let spec = resolve_value_schema(conn, stream, spec, sample).await?;
+    ValueDecoder::new(&spec, batch_rows)?.beside(&message_schema(schema_options))
+}
 
 /// `spec` with its value schema: as given, or inferred from the first
 /// `spec.sample_rows` messages that `sample` (a range, subjects) reads.
