@@ -7,6 +7,9 @@ the read-back found after it, publishes the rest as one pipelined stream of
 batches, and records the position after every ``position_rows`` rows once all of
 them are acknowledged. The window drains once per position; that and one request
 per position are the whole cost (benches: ``ja-publish-exactly-once``).
+``CopiedRows`` does the same for a copy of a stream, its position a source
+sequence. One module because both are writers over one claimed position, with its
+state and claim in common, and move it the same way as their results come back.
 """
 
 from __future__ import annotations
