@@ -54,7 +54,12 @@ impl OrderedStream {
         if options.batch_rows == 0 {
             return Err(Error::bad_input("option 'batch_rows' must be at least 1"));
         }
+        // The read from `start` on, as a range read takes it: its pulls, and what its
+        // values' sample reads.
         let read = ReadOptions {
+            subjects: options.subjects.clone(),
+            include_positions: options.include_positions,
+            values: options.values.clone(),
             batch_rows: options.batch_rows,
             max_bytes: options.max_bytes,
             heartbeat: options.heartbeat,
@@ -66,28 +71,7 @@ impl OrderedStream {
             consumer_columns: false,
             payload_views: false,
         };
-        let values = match &options.values {
-            Some(spec) => {
-                let sample = ReadOptions {
-                    subjects: options.subjects.clone(),
-                    // The sample sees the rows the read will decode.
-                    include_positions: options.include_positions,
-                    ..ReadOptions::default()
-                };
-                Some(
-                    value_decoder(
-                        &conn,
-                        stream,
-                        spec,
-                        sample,
-                        options.batch_rows,
-                        schema_options,
-                    )
-                    .await?,
-                )
-            }
-            None => None,
-        };
+        let values = value_decoder(&conn, stream, &read, schema_options).await?;
         let decompression = conn.decompression;
         let (ordered, _) = OrderedPull::open(
             conn,

@@ -101,32 +101,7 @@ impl StreamReader {
                 && !by_time
                 && Holding::from(&info).holds_every_sequence(start, owed_last),
         };
-        let values = match &options.values {
-            Some(spec) => {
-                let sample = ReadOptions {
-                    start_seq: options.start_seq,
-                    end_seq: options.end_seq,
-                    subjects: options.subjects.clone(),
-                    start_time_ns: options.start_time_ns,
-                    end_time_ns: options.end_time_ns,
-                    // The sample sees the rows the read will decode.
-                    include_positions: options.include_positions,
-                    ..ReadOptions::default()
-                };
-                Some(
-                    value_decoder(
-                        &conn,
-                        stream,
-                        spec,
-                        sample,
-                        options.batch_rows,
-                        schema_options,
-                    )
-                    .await?,
-                )
-            }
-            None => None,
-        };
+        let values = value_decoder(&conn, stream, &options, schema_options).await?;
         let decompression = conn.decompression;
         let mut reader = Self {
             conn,

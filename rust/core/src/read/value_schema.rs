@@ -10,20 +10,32 @@ use crate::connection::Connection;
 use crate::error::Result;
 use crate::read::{ReadOptions, StreamReader};
 
-/// The decoder of a read's payloads into `spec`'s columns, beside the message columns
-/// of `schema_options`, for batches of up to `batch_rows` rows; its value schema as
-/// given or inferred from `sample` ([`resolve_value_schema`]), which is to read the
-/// rows the read will decode.
+/// The decoder of `read`'s payloads into its `values` columns (None without them),
+/// beside the message columns of `schema_options`, for batches of up to its
+/// `batch_rows` rows. The value schema is as given or inferred
+/// ([`resolve_value_schema`]) from a sample of the rows the read will decode: its
+/// range, subjects and positions.
 pub async fn value_decoder(
     conn: &Connection,
     stream: &str,
-    spec: &CodecSpec,
-    sample: ReadOptions,
-    batch_rows: usize,
+    read: &ReadOptions,
     schema_options: SchemaOptions,
-) -> Result<ValueDecoder> {
+) -> Result<Option<ValueDecoder>> {
+    let Some(spec) = &read.values else {
+        return Ok(None);
+    };
+    let sample = ReadOptions {
+        start_seq: read.start_seq,
+        end_seq: read.end_seq,
+        subjects: read.subjects.clone(),
+        start_time_ns: read.start_time_ns,
+        end_time_ns: read.end_time_ns,
+        include_positions: read.include_positions,
+        ..ReadOptions::default()
+    };
     let spec = resolve_value_schema(conn, stream, spec, sample).await?;
-    ValueDecoder::new(&spec, batch_rows)?.beside(&message_schema(schema_options))
+    let decoder = ValueDecoder::new(&spec, read.batch_rows)?;
+    Ok(Some(decoder.beside(&message_schema(schema_options))?))
 }
 
 /// `spec` with its value schema: as given, or inferred from the first
