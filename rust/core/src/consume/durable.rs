@@ -12,6 +12,7 @@ use crate::arrow::builder::BatchBuilder;
 use crate::arrow::schema::SchemaOptions;
 use crate::codec::{CodecSpec, ValueDecoder};
 use crate::connection::Connection;
+use crate::consume::batch::{first_with_rows, CollectBatch};
 use crate::consume::pull::{fetch_once, FetchRequest, Pin, PriorityGroup, PullLoop, PullSettings};
 use crate::defaults;
 use crate::error::{Error, Result};
@@ -238,14 +239,11 @@ impl MessageStream {
     /// (acknowledged, or held while that could acknowledge a row not yet
     /// acknowledged: [`AckLedger`]; no rows) are not handed out: the wait goes on.
     pub async fn next_batch(&mut self) -> Result<ConsumedBatch> {
-        loop {
-            let batch = self.collect_batch().await?;
-            if !batch.only_positions() {
-                return Ok(batch);
-            }
-        }
+        first_with_rows(self).await
     }
+}
 
+impl CollectBatch for MessageStream {
     async fn collect_batch(&mut self) -> Result<ConsumedBatch> {
         let mut delivered = Vec::new();
         let first = loop {

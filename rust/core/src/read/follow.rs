@@ -9,13 +9,14 @@ use arrow_schema::SchemaRef;
 use crate::api::validate_name;
 use crate::arrow::builder::BatchBuilder;
 use crate::arrow::metadata::Delivered;
-use crate::arrow::schema::{message_schema, SchemaOptions};
-use crate::codec::{CodecSpec, ValueDecoder};
+use crate::arrow::schema::SchemaOptions;
+use crate::codec::CodecSpec;
 use crate::connection::Connection;
 use crate::defaults;
 use crate::error::{Error, Result};
 use crate::read::ordered::{OrderedPull, Start};
-use crate::read::{resolve_value_schema, ReadOptions};
+use crate::read::value_schema::value_decoder;
+use crate::read::ReadOptions;
 
 crate::declare_options! {
     /// What to follow with an open-ended ordered consumer. Every field but `values` is
@@ -89,7 +90,12 @@ impl OrderedStream {
             return Err(Error::bad_input("option 'batch_rows' must be at least 1"));
         }
         let start = options.start()?;
+        // The read from `start` on, as a range read takes it: its pulls, and what its
+        // values' sample reads.
         let read = ReadOptions {
+            subjects: options.subjects.clone(),
+            include_positions: options.include_positions,
+            values: options.values.clone(),
             batch_rows: options.batch_rows,
             max_bytes: options.max_bytes,
             heartbeat: options.heartbeat,
@@ -101,22 +107,7 @@ impl OrderedStream {
             consumer_columns: false,
             payload_views: false,
         };
-        let values = match &options.values {
-            Some(spec) => {
-                let sample = ReadOptions {
-                    subjects: options.subjects.clone(),
-                    // The sample sees the rows the read will decode.
-                    include_positions: options.include_positions,
-                    ..ReadOptions::default()
-                };
-                let spec = resolve_value_schema(&conn, stream, spec, sample).await?;
-                Some(
-                    ValueDecoder::new(&spec, options.batch_rows)?
-                        .beside(&message_schema(schema_options))?,
-                )
-            }
-            None => None,
-        };
+        let values = value_decoder(&conn, stream, &read, schema_options).await?;
         let decompression = conn.decompression;
         let (ordered, _) = OrderedPull::open(
             conn,

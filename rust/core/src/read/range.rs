@@ -9,15 +9,15 @@ use crate::api::types::{StreamAlternate, StreamInfo, StreamInfoWithAlternates};
 use crate::api::{subjects, validate_name};
 use crate::arrow::builder::BatchBuilder;
 use crate::arrow::metadata::Delivered;
-use crate::arrow::schema::{message_schema, SchemaOptions};
-use crate::codec::ValueDecoder;
+use crate::arrow::schema::SchemaOptions;
 use crate::connection::Connection;
 use crate::defaults;
 use crate::error::{Error, Result};
 use crate::read::completeness::{incomplete, Holding, Progress};
 use crate::read::direct::{DirectRange, DirectStart};
 use crate::read::ordered::{OrderedPull, Start};
-use crate::read::{refuse_unmatched_filters, resolve_value_schema, ReadMethod, ReadOptions};
+use crate::read::value_schema::value_decoder;
+use crate::read::{refuse_unmatched_filters, ReadMethod, ReadOptions};
 
 /// Whether only `info`'s stream leader answers its direct gets. Replicas and mirrors
 /// with `mirror_direct` answer them too, from what they have applied so far; a direct
@@ -101,26 +101,7 @@ impl StreamReader {
                 && !by_time
                 && Holding::from(&info).holds_every_sequence(start, owed_last),
         };
-        let values = match &options.values {
-            Some(spec) => {
-                let sample = ReadOptions {
-                    start_seq: options.start_seq,
-                    end_seq: options.end_seq,
-                    subjects: options.subjects.clone(),
-                    start_time: options.start_time,
-                    end_time: options.end_time,
-                    // The sample sees the rows the read will decode.
-                    include_positions: options.include_positions,
-                    ..ReadOptions::default()
-                };
-                let spec = resolve_value_schema(&conn, stream, spec, sample).await?;
-                Some(
-                    ValueDecoder::new(&spec, options.batch_rows)?
-                        .beside(&message_schema(schema_options))?,
-                )
-            }
-            None => None,
-        };
+        let values = value_decoder(&conn, stream, &options, schema_options).await?;
         let decompression = conn.decompression;
         let mut reader = Self {
             conn,
