@@ -18,7 +18,7 @@ Every native call that waits is one ``_core.Call``: the sync facade waits for it
 this one awaits it. Each class here is the twin of a sync class, sharing its base
 (what does not wait: ``Connection``, ``DeliveredBatch``, the consumers' bindings)
 and declaring each call with the sync method's parameters and defaults, which
-``tests/test_facade_twins.py`` holds equal, so neither facade can drift.
+``tests/aio/test_facade_twins.py`` holds equal, so neither facade can drift.
 
 It is one module because it is one facade, the asyncio twin of ``client.py`` and
 ``consumers.py``: each class wraps one native class's calls, and the client hands
