@@ -75,16 +75,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 #: so at most two such tests load the two cores at once. The executor-loss module
 #: also shares one local cluster (a module-scoped fixture) among its tests.
 WORKER_GROUPS = {
-    "tests/test_spark_executor_loss.py::": "spark-cluster",
-    "tests/test_spark_faults.py::test_streaming_drivers_killed": "spark-drivers",
-    "tests/test_spark_work_queue.py::test_a_driver_killed": "spark-drivers",
+    "tests/spark/test_spark_executor_loss.py::": "spark-cluster",
+    "tests/spark/test_spark_faults.py::test_streaming_drivers_killed": "spark-drivers",
+    "tests/spark/test_spark_work_queue.py::test_a_driver_killed": "spark-drivers",
     # The option probes of `jetstream-arrow demo` share one demo run (a Spark job in a
     # JVM of its own), kept by the module's context: one worker runs them all.
-    "tests/test_every_option.py::test_option[jetstream-arrow demo ::": "demo",
+    "tests/cli/test_every_option_cli.py::test_option[jetstream-arrow demo ::": "demo",
     # One Spark Connect server (a module fixture) per worker that runs its tests: all
     # on one. The test of remote("local[2]") in its own interpreter goes anywhere.
     **{
-        f"tests/test_spark_connect.py::test_{name}": "spark-connect"
+        f"tests/spark/test_spark_connect.py::test_{name}": "spark-connect"
         for name in (
             "batch_read",
             "batch_write",

@@ -1,8 +1,8 @@
-"""The Spark tests' session (local[2]) and helpers; imported by tests/test_spark_*.py.
+"""The Spark tests' session (local[2]) and helpers; imported by the Spark tests.
 
 One SparkSession serves the whole test session (a JVM start takes seconds). Python
 workers run this interpreter, with tests/ on their path so functions defined in test
-modules unpickle there. Task failures are retried (``local[2,4]``: two threads, four
+modules (``spark.test_...``: the folders of tests/ are packages) unpickle there. Task failures are retried (``local[2,4]``: two threads, four
 attempts per task), as on a cluster.
 """
 

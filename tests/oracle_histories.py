@@ -1,7 +1,7 @@
 """Stream histories applied with an independent client (nats-py), and the oracle: what
 that client sees stored afterwards, message by message.
 
-Used by ``tests/test_oracle_readers.py``. Nothing here uses the package under test:
+Used by ``tests/read/test_oracle_readers.py``. Nothing here uses the package under test:
 
 - :class:`PyNats` is a nats-py connection driven by its own event loop (one per
   history), with the JetStream API spoken as JSON, so every field the server sends

@@ -1,4 +1,4 @@
-"""Hypothesis strategies for ``tests/test_oracle_writers.py``: Arrow tables of the value
+"""Hypothesis strategies for ``tests/publish/test_oracle_writers.py``: Arrow tables of the value
 types each payload format takes, raw message tables, and KV writes.
 
 A table is drawn as :class:`Col` objects: a name, an Arrow type, a nullability and the

@@ -18,7 +18,15 @@ from .aio import (
 from .client import Client, Publisher, PublishResult, connect
 from .codec import ValueCodec
 from .consumers import ConsumedBatch, Messages, OrderedConsumer, PullConsumer, PushConsumer
-from .options import ConnectOptions, ConsumeOptions, PublishOptions, ReadOptions
+from .options import (
+    ConnectOptions,
+    ConsumeOptions,
+    FetchOptions,
+    FollowOptions,
+    PublishOptions,
+    PushOptions,
+    ReadOptions,
+)
 from .sink import DeltaTarget, ParquetTarget, SinkReport, run_sink
 
 __all__ = [
@@ -34,10 +42,13 @@ __all__ = [
     "ConnectOptions",
     "ConsumeOptions",
     "ConsumedBatch",
+    "FetchOptions",
+    "FollowOptions",
     "DeltaTarget",
     "OrderedConsumer",
     "ParquetTarget",
     "PublishOptions",
+    "PushOptions",
     "PublishResult",
     "Publisher",
     "PullConsumer",

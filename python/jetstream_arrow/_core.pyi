@@ -6,13 +6,15 @@
 # that implement them (turn them into pyarrow with pa.record_batch / pa.schema).
 # Durations are seconds (float), timestamps nanoseconds since the epoch (int).
 #
-# The `*_async` methods, and those called with `asyncio=True`, return an asyncio
-# awaitable of the running event loop, completed by a task of the native runtime;
-# they must be called while a loop runs. Cancelling the awaitable drops the task's
-# future, except for a publish (see StopSignal).
+# Every method that waits returns a `Call`, declared once for both facades: the sync
+# one calls `.wait()`, the asyncio one awaits it (an asyncio future of the running
+# loop, completed by a task of the native runtime). Cancelling the awaiting task
+# drops the call's work, except for a publish given a StopSignal.
 
-from collections.abc import Awaitable
-from typing import Any, Literal, Protocol, final, overload
+from collections.abc import Generator
+from typing import Any, Generic, Literal, Protocol, TypeVar, final
+
+_T = TypeVar("_T", covariant=True)
 
 __version__: str
 
@@ -33,10 +35,12 @@ DEFAULT_MAX_RETRIES: int
 # The longest duration any option takes, in seconds.
 MAX_SECONDS: float
 DEFAULT_RETRY_BACKOFF: float
+DEFAULT_MAX_BYTES_IN_FLIGHT: int
 DEFAULT_ROWS_PER_RESULT: int
 DEFAULT_POSITION_ROWS: int
 DEFAULT_WRITER_LEASE: float
 DEFAULT_ON_MALFORMED: str
+DEFAULT_ON_NEW_FIELD: str
 DEFAULT_VALUE_SAMPLE_ROWS: int
 DEFAULT_AVRO_FRAMING: str
 DEFAULT_READ_BATCH_ROWS: int
@@ -125,17 +129,16 @@ ERR_ATOMIC_PUBLISH_TOO_MANY_INFLIGHT: int
 ERR_WRONG_LAST_MSG_ID: int
 ERR_WRONG_LAST_SEQUENCE: int
 
-# The fields ConnectOptions must have: the native core reads exactly these.
-CONNECT_FIELDS: list[str]
-PUBLISH_FIELDS: list[str]
-# What each PublishOptions field left None means: the core's default.
-PUBLISH_DEFAULTS: dict[str, Any]
-READ_FIELDS: list[str]
-# What each ReadOptions field left None means: the core's default.
-READ_DEFAULTS: dict[str, Any]
-CONSUME_FIELDS: list[str]
-# What each ConsumeOptions field left None means: the core's default.
-CONSUME_DEFAULTS: dict[str, Any]
+# Every native option, declared once in the core (rust/core/src/options/): per options
+# dataclass ("connect", "publish", "read", "consume", "follow", "push", "fetch") and per
+# value format ("codec" for what every format shares, then "json", "avro", "arrow",
+# "protobuf"), one dict per option, in declaration order, with exactly the keys
+# name (str), kind ("count", "seconds", "bool", "text", "choice", "texts", "path",
+# "time", "bytes" or "number"), default (the Python value; None when there is none or
+# it depends on other options), minimum and maximum (int, float or None), choices
+# (tuple of str, empty unless a choice) and doc (one line). The dataclasses read by the
+# core have exactly these fields; each is read by its kind and checked by the core.
+OPTION_TABLES: dict[str, tuple[dict[str, Any], ...]]
 
 def validate_name(value: object, option: str = "name") -> str:
     """Return a valid stream or consumer name, or raise BadInputError naming `option`."""
@@ -202,12 +205,18 @@ class _ArrowSchema(Protocol):
     def __arrow_c_schema__(self) -> object: ...
 
 @final
+class Call(Generic[_T]):
+    """A native call that waits, started once by `wait()` or by awaiting it."""
+
+    def wait(self) -> _T:
+        """Run the call and return its value, the GIL released; Ctrl-C interrupts it."""
+    def __await__(self) -> Generator[Any, None, _T]: ...
+
+@final
 class Client:
     @staticmethod
-    def connect(options: Any) -> Client:
+    def connect(options: Any) -> Call[Client]:
         """Connect with a jetstream_arrow.ConnectOptions; waits at most connect_timeout."""
-    @staticmethod
-    def connect_async(options: Any) -> Awaitable[Client]: ...
     @property
     def api_prefix(self) -> str: ...
     def server_info(self) -> dict[str, Any]:
@@ -218,68 +227,19 @@ class Client:
         body: bytes | None = None,
         timeout: float | None = None,
         resume_timeout: float | None = None,
-    ) -> bytes:
+    ) -> Call[bytes]:
         """Request `<api_prefix>.<subject>` and return the raw JSON reply. Raises ApiError
         (or NotFoundError, JetStreamNotEnabledError) when the reply is an error. With
         resume_timeout, asked again while it fails transiently (no reply, a lost
         connection, 503) for up to that many seconds."""
-    def api_request_async(
-        self,
-        subject: str,
-        body: bytes | None = None,
-        timeout: float | None = None,
-        resume_timeout: float | None = None,
-    ) -> Awaitable[bytes]: ...
-    def publisher(self, options: Any, codec: Any = None) -> Publisher:
+    def publisher(self, options: Any, codec: Any = None) -> Call[Publisher]:
         """A publisher sending as a jetstream_arrow.PublishOptions says (None: defaults)."""
-    def publisher_async(self, options: Any, codec: Any = None) -> Awaitable[Publisher]: ...
-    def read(self, stream: str, options: Any, codec: Any = None) -> ReadBatches:
+    def read(self, stream: str, options: Any, codec: Any = None) -> Call[ReadBatches]:
         """Open a read as a jetstream_arrow.ReadOptions says (None: defaults); errors of
         the opening raise here, batches follow in sequence order."""
-    def read_async(
-        self, stream: str, options: Any, codec: Any = None
-    ) -> Awaitable[ReadBatches]: ...
-    @overload
-    def follow(
-        self,
-        stream: str,
-        *,
-        subjects: list[str] | None = None,
-        start_seq: int | None = None,
-        start_time_ns: int | None = None,
-        deliver_new: bool = False,
-        include_headers: bool = False,
-        include_ttl: bool = False,
-        include_positions: bool = False,
-        batch_rows: int = ...,
-        batch_wait: float = ...,
-        max_bytes: int = ...,
-        heartbeat: float = ...,
-        resume_timeout: float = ...,
-        codec: Any = None,
-        asyncio: Literal[True],
-    ) -> Awaitable[ReadBatches]: ...
-    @overload
-    def follow(
-        self,
-        stream: str,
-        *,
-        subjects: list[str] | None = None,
-        start_seq: int | None = None,
-        start_time_ns: int | None = None,
-        deliver_new: bool = False,
-        include_headers: bool = False,
-        include_ttl: bool = False,
-        include_positions: bool = False,
-        batch_rows: int = ...,
-        batch_wait: float = ...,
-        max_bytes: int = ...,
-        heartbeat: float = ...,
-        resume_timeout: float = ...,
-        codec: Any = None,
-        asyncio: Literal[False] = False,
-    ) -> ReadBatches:
-        """An open-ended ordered consumer of `stream`: its batches never end."""
+    def follow(self, stream: str, options: Any, codec: Any = None) -> Call[ReadBatches]:
+        """An open-ended ordered consumer of `stream` as a jetstream_arrow.FollowOptions
+        says: its batches never end."""
     def pull_consumer(
         self,
         stream: str,
@@ -292,7 +252,6 @@ class Client:
         priority: int | None = None,
     ) -> PullConsumer:
         """Bind to an existing durable pull consumer without any info lookup."""
-    @overload
     def push_consumer(
         self,
         stream: str,
@@ -301,19 +260,7 @@ class Client:
         deliver_subject: str | None = None,
         deliver_group: str | None = None,
         ack_policy: str | None = None,
-        asyncio: Literal[True],
-    ) -> Awaitable[PushConsumer]: ...
-    @overload
-    def push_consumer(
-        self,
-        stream: str,
-        name: str,
-        *,
-        deliver_subject: str | None = None,
-        deliver_group: str | None = None,
-        ack_policy: str | None = None,
-        asyncio: Literal[False] = False,
-    ) -> PushConsumer:
+    ) -> Call[PushConsumer]:
         """Bind to a durable push consumer (info lookup unless deliver_subject is given)."""
     def first_seq_at(
         self,
@@ -321,14 +268,13 @@ class Client:
         time_ns: int,
         subjects: list[str] = ...,
         resume_timeout: float | None = None,
-    ) -> int | None:
+    ) -> Call[int | None]:
         """The sequence of the first message stored at or after time_ns on any of
         subjects (all when empty); None when there is none. Asked again while the
         server restarts, for up to resume_timeout seconds (default: a read's)."""
-    def flush(self, timeout: float | None = None) -> None: ...
-    def flush_async(self, timeout: float | None = None) -> Awaitable[None]: ...
-    def close(self) -> None: ...
-    def close_async(self) -> Awaitable[None]: ...
+    def flush(self, timeout: float | None = None) -> Call[None]: ...
+    def close(self) -> Call[None]:
+        """Closed from now on; the call ends once the connection has flushed and closed."""
     def is_closed(self) -> bool: ...
 
 @final
@@ -346,14 +292,13 @@ class PublishOutcome:
 
 @final
 class Publisher:
-    def publish(self, data: object, subject: str | None = None) -> PublishOutcome:
-        """Publish every row of an Arrow batch, table or stream; returns when every row
-        is acknowledged, failed or (on_full="fail") refused."""
-    def publish_async(
+    def publish(
         self, data: object, subject: str | None = None, stop: StopSignal | None = None
-    ) -> Awaitable[PublishOutcome]:
-        """`publish` as an awaitable; once `stop` is set it takes no more rows and
-        resolves to the outcome of those it took."""
+    ) -> Call[PublishOutcome]:
+        """Publish every row of an Arrow batch, table or stream; ends when every row is
+        acknowledged, failed or (on_full="fail") refused. Without `stop`, Ctrl-C stops
+        it before the input's next batch; once `stop` is set (looked at every 1,024
+        rows) it takes no more rows and resolves to the outcome of those it took."""
     def close(self) -> None: ...
 
 @final
@@ -371,55 +316,12 @@ class ConsumedBatch:
     def malformed(self) -> int:
         """Payloads of this batch that did not decode (dropped, or kept as _corrupt_record)."""
     def __len__(self) -> int: ...
-    @overload
-    def ack(self, rows: list[int] | None = None, *, asyncio: Literal[True]) -> Awaitable[None]: ...
-    @overload
-    def ack(self, rows: list[int] | None = None, *, asyncio: Literal[False] = False) -> None: ...
-    @overload
-    def ack_sync(
-        self, rows: list[int] | None = None, timeout: float = ..., *, asyncio: Literal[True]
-    ) -> Awaitable[None]: ...
-    @overload
-    def ack_sync(
-        self,
-        rows: list[int] | None = None,
-        timeout: float = ...,
-        *,
-        asyncio: Literal[False] = False,
-    ) -> None:
+    def ack(self, rows: list[int] | None = None) -> Call[None]: ...
+    def ack_sync(self, rows: list[int] | None = None, timeout: float = ...) -> Call[None]:
         """Double ack: each ack is confirmed by the server, retried until confirmed or timeout."""
-    @overload
-    def nak(
-        self, rows: list[int] | None = None, delay: float | None = None, *, asyncio: Literal[True]
-    ) -> Awaitable[None]: ...
-    @overload
-    def nak(
-        self,
-        rows: list[int] | None = None,
-        delay: float | None = None,
-        *,
-        asyncio: Literal[False] = False,
-    ) -> None: ...
-    @overload
-    def term(
-        self, rows: list[int] | None = None, reason: str | None = None, *, asyncio: Literal[True]
-    ) -> Awaitable[None]: ...
-    @overload
-    def term(
-        self,
-        rows: list[int] | None = None,
-        reason: str | None = None,
-        *,
-        asyncio: Literal[False] = False,
-    ) -> None: ...
-    @overload
-    def in_progress(
-        self, rows: list[int] | None = None, *, asyncio: Literal[True]
-    ) -> Awaitable[None]: ...
-    @overload
-    def in_progress(
-        self, rows: list[int] | None = None, *, asyncio: Literal[False] = False
-    ) -> None: ...
+    def nak(self, rows: list[int] | None = None, delay: float | None = None) -> Call[None]: ...
+    def term(self, rows: list[int] | None = None, reason: str | None = None) -> Call[None]: ...
+    def in_progress(self, rows: list[int] | None = None) -> Call[None]: ...
 
 @final
 class PullConsumer:
@@ -429,40 +331,9 @@ class PullConsumer:
     def name(self) -> str: ...
     @property
     def pin_id(self) -> str | None: ...
-    @overload
-    def fetch(
-        self,
-        max_messages: int = ...,
-        *,
-        max_bytes: int | None = None,
-        expires: float = ...,
-        no_wait: bool = False,
-        heartbeat: float | None = None,
-        include_headers: bool = False,
-        codec: Any = None,
-        asyncio: Literal[True],
-    ) -> Awaitable[ConsumedBatch]: ...
-    @overload
-    def fetch(
-        self,
-        max_messages: int = ...,
-        *,
-        max_bytes: int | None = None,
-        expires: float = ...,
-        no_wait: bool = False,
-        heartbeat: float | None = None,
-        include_headers: bool = False,
-        codec: Any = None,
-        asyncio: Literal[False] = False,
-    ) -> ConsumedBatch: ...
-    @overload
-    def messages(
-        self, options: Any, codec: Any = None, *, asyncio: Literal[True]
-    ) -> Awaitable[MessageStream]: ...
-    @overload
-    def messages(
-        self, options: Any, codec: Any = None, asyncio: Literal[False] = False
-    ) -> MessageStream:
+    def fetch(self, options: Any, codec: Any = None) -> Call[ConsumedBatch]:
+        """One pull request as a jetstream_arrow.FetchOptions says."""
+    def messages(self, options: Any, codec: Any = None) -> Call[MessageStream]:
         """Continuous consumption as a jetstream_arrow.ConsumeOptions says (None: defaults)."""
 
 @final
@@ -473,12 +344,9 @@ class MessageStream:
     @property
     def consumer_resets(self) -> int:
         """Resets of a flow-control push consumer to its ack floor (0 for pull)."""
-    def __iter__(self) -> MessageStream: ...
-    def __next__(self) -> ConsumedBatch: ...
-    def next_async(self) -> Awaitable[ConsumedBatch | None]:
-        """The next batch; None once closed (a cancelled call closes it)."""
-    def close(self) -> None: ...
-    def close_async(self) -> Awaitable[None]: ...
+    def next_batch(self) -> Call[ConsumedBatch | None]:
+        """The next batch; None once closed (an interrupted call closes it)."""
+    def close(self) -> Call[None]: ...
 
 @final
 class ReadBatches:
@@ -492,13 +360,10 @@ class ReadBatches:
     @property
     def malformed(self) -> int:
         """Payloads that did not decode so far (dropped, or kept as _corrupt_record)."""
-    def __iter__(self) -> ReadBatches: ...
-    def __next__(self) -> _ArrowBatch: ...
-    def next_async(self) -> Awaitable[_ArrowBatch | None]:
-        """The next batch; None at the end (a cancelled call ends the read)."""
-    def close(self) -> None:
+    def next_batch(self) -> Call[_ArrowBatch | None]:
+        """The next batch; None at the end (an interrupted call ends the read)."""
+    def close(self) -> Call[None]:
         """Stop reading and delete the read's consumer."""
-    def close_async(self) -> Awaitable[None]: ...
 
 @final
 class PushConsumer:
@@ -508,25 +373,5 @@ class PushConsumer:
     def name(self) -> str: ...
     @property
     def deliver_subject(self) -> str: ...
-    @overload
-    def messages(
-        self,
-        *,
-        batch_rows: int = ...,
-        batch_wait: float = ...,
-        include_headers: bool = False,
-        heartbeat: float | None = None,
-        codec: Any = None,
-        asyncio: Literal[True],
-    ) -> Awaitable[MessageStream]: ...
-    @overload
-    def messages(
-        self,
-        *,
-        batch_rows: int = ...,
-        batch_wait: float = ...,
-        include_headers: bool = False,
-        heartbeat: float | None = None,
-        codec: Any = None,
-        asyncio: Literal[False] = False,
-    ) -> MessageStream: ...
+    def messages(self, options: Any, codec: Any = None) -> Call[MessageStream]:
+        """Continuous consumption as a jetstream_arrow.PushOptions says."""

@@ -14,30 +14,61 @@ cancelled publish stops taking rows, sees the acks of the messages in flight, an
 raises the ``CancelledError`` with ``.result``: the [`PublishResult`][] of the rows
 it took (see docs/asyncio.md).
 
+Every native call that waits is one ``_core.Call``: the sync facade waits for it,
+this one awaits it. Each class here is the twin of a sync class, sharing its base
+(what does not wait: ``Connection``, ``DeliveredBatch``, the consumers' bindings)
+and declaring each call with the sync method's parameters and defaults, which
+``tests/aio/test_facade_twins.py`` holds equal, so neither facade can drift.
+
 It is one module because it is one facade, the asyncio twin of ``client.py`` and
-``consumers.py``: each class wraps one native class's awaitables, and the client
-hands out the others.
+``consumers.py``: each class wraps one native class's calls, and the client hands
+out the others.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import pyarrow as pa
 
 from . import _core
 from ._input import importable
-from ._time import to_epoch_ns
-from .client import BatchGroups, Client, PublishResult, connect_options, raise_if_failed
+from .client import (
+    BatchGroups,
+    Client,
+    Connection,
+    PublishResult,
+    connect_options,
+    push_binding,
+    raise_if_failed,
+    refuse_writer_options,
+)
 from .codec import ValueCodec, report_malformed
+from .consumers import (
+    DeliveredBatch,
+    OrderedBinding,
+    PullBinding,
+    PushBinding,
+    rows_arg,
+)
 from .exceptions import BadInputError, JetStreamArrowError
-from .options import ConnectOptions, ConsumeOptions, PublishOptions, ReadOptions
+from .options import (
+    ConnectOptions,
+    ConsumeOptions,
+    FetchOptions,
+    PublishOptions,
+    PushOptions,
+    ReadOptions,
+)
 
 _R = TypeVar("_R")
+_Native = TypeVar("_Native", _core.ReadBatches, _core.MessageStream)
+_Item = TypeVar("_Item")
+_Steps = TypeVar("_Steps", bound="AsyncSteps[Any, Any]")
 
 
 async def connect_async(servers: str | Sequence[str] | None = None, **options: Any) -> AsyncClient:
@@ -45,32 +76,27 @@ async def connect_async(servers: str | Sequence[str] | None = None, **options: A
     [`connect`][jetstream_arrow.connect] (the fields of [`ConnectOptions`][], or
     ``options=ConnectOptions(...)``); at most ``connect_timeout`` seconds."""
     opts = connect_options(servers, **options)
-    native: _core.Client = await _core.Client.connect_async(opts)
+    native = await _core.Client.connect(opts)
     return AsyncClient(native, opts)
 
 
 def _in_thread(method: Callable[..., _R]) -> Callable[..., Coroutine[Any, Any, _R]]:
     """A method of the sync client as a coroutine of the async one (same arguments,
-    same result), run in a worker thread: the native request inside it releases the
-    GIL."""
+    same result, same signature and docstring), run in a worker thread: the native
+    request inside it releases the GIL."""
 
+    @functools.wraps(method)
     async def call(self: AsyncClient, *args: Any, **kwargs: Any) -> _R:
         return await asyncio.to_thread(method, self.sync_client, *args, **kwargs)
 
-    call.__name__ = method.__name__
     call.__qualname__ = f"AsyncClient.{method.__name__}"
-    call.__doc__ = method.__doc__
     return call
 
 
-def _rows_arg(rows: Sequence[int] | None) -> list[int] | None:
-    return None if rows is None else [int(r) for r in rows]
-
-
-async def _close(native: Any) -> None:
+async def _close(native: _core.ReadBatches | _core.MessageStream) -> None:
     """Close a native iterator, to the end even when the awaiting task is cancelled
     meanwhile (deleting a read's consumer is one request)."""
-    await asyncio.shield(native.close_async())
+    await asyncio.shield(native.close())
 
 
 #: Closes scheduled by callbacks, referenced until done (the loop keeps weak ones).
@@ -117,7 +143,7 @@ class AsyncPublisher:
         sent. Cancelling it again while it waits abandons the wait (``.result`` is
         then None, and the publisher is closed)."""
         stop = _core.StopSignal()
-        call = asyncio.ensure_future(self._native.publish_async(importable(data), subject, stop))
+        call = asyncio.ensure_future(self._native.publish(importable(data), subject, stop))
         try:
             outcome = await asyncio.shield(call)
         except asyncio.CancelledError as cancelled:
@@ -185,56 +211,103 @@ def _partial(err: JetStreamArrowError) -> PublishResult | None:
     return result if isinstance(result, PublishResult) else None
 
 
-class AsyncBatches:
-    """Record batches of a read or an ordered consumer, as an async iterator. The
-    read opens at the first step (or on entering ``async with``); it ends, and its
-    consumer is deleted, at its end, on an error, on [`aclose`][] or when the task
-    awaiting a step is cancelled."""
+class AsyncSteps(Generic[_Native, _Item]):
+    """A native iterator's steps as an async iterator: it opens at the first step (or
+    on entering ``async with``) and ends, releasing what it holds on the server, at
+    its end, on an error, on [`aclose`][] or when the task awaiting a step is
+    cancelled."""
 
-    def __init__(
-        self,
-        opening: Callable[[], Awaitable[_core.ReadBatches]],
-        stream: str,
-        codec: ValueCodec | None,
-    ) -> None:
-        self._opening: Callable[[], Awaitable[_core.ReadBatches]] | None = opening
-        self._native: _core.ReadBatches | None = None
-        self._stream = stream
-        self._codec = codec
-        self.schema: pa.Schema | None = None
-        """The schema of every batch, once the read is open."""
+    def __init__(self, opening: Callable[[], _core.Call[_Native]]) -> None:
+        self._opening: Callable[[], _core.Call[_Native]] | None = opening
+        self._native: _Native | None = None
 
-    async def _open(self) -> _core.ReadBatches | None:
+    def _item(self, native: Any) -> _Item:
+        """A native step's item as this iterator yields it."""
+        raise NotImplementedError
+
+    def _opened(self, native: _Native) -> None:
+        """Called once the iterator is open."""
+
+    def _closed(self, native: _Native) -> None:
+        """Called once the iterator is closed."""
+
+    async def _open(self) -> _Native | None:
         if self._opening is not None:
             opening, self._opening = self._opening, None
-            # Shielded: an opening cancelled midway would drop its request for the
-            # consumer, which the server may still grant. It runs on, and what it
-            # opened is closed (its consumer deleted) before the cancellation goes on.
+            # Shielded: an opening cancelled midway would drop its request (for a
+            # read's consumer), which the server may still grant. It runs on, and what
+            # it opened is closed before the cancellation goes on.
             call = asyncio.ensure_future(opening())
             try:
                 self._native = await asyncio.shield(call)
             except asyncio.CancelledError:
                 await _closed_when_done(call)
                 raise
-            self.schema = pa.schema(self._native.schema())
+            self._opened(self._native)
         return self._native
 
-    def __aiter__(self) -> AsyncBatches:
+    def __aiter__(self: _Steps) -> _Steps:
         return self
 
-    async def __anext__(self) -> pa.RecordBatch:
+    async def __anext__(self) -> _Item:
         native = await self._open()
         if native is None:
             raise StopAsyncIteration
         try:
-            batch = await native.next_async()
+            item = await native.next_batch()
         except BaseException:
             await self.aclose()
             raise
-        if batch is None:
+        if item is None:
             await self.aclose()
             raise StopAsyncIteration
-        return pa.record_batch(batch)
+        return self._item(item)
+
+    async def aclose(self) -> None:
+        """Stop, and release what the iterator holds on the server (a read's consumer
+        is deleted)."""
+        self._opening = None
+        native, self._native = self._native, None
+        if native is not None:
+            try:
+                await _close(native)
+            finally:
+                self._closed(native)
+
+    async def __aenter__(self: _Steps) -> _Steps:
+        await self._open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class AsyncBatches(AsyncSteps[_core.ReadBatches, pa.RecordBatch]):
+    """Record batches of a read or an ordered consumer, as an async iterator. The
+    read opens at the first step (or on entering ``async with``); it ends, and its
+    consumer is deleted, at its end, on an error, on [`aclose`][jetstream_arrow.AsyncBatches.aclose] or when the task
+    awaiting a step is cancelled."""
+
+    def __init__(
+        self,
+        opening: Callable[[], _core.Call[_core.ReadBatches]],
+        stream: str,
+        codec: ValueCodec | None,
+    ) -> None:
+        super().__init__(opening)
+        self._stream = stream
+        self._codec = codec
+        self.schema: pa.Schema | None = None
+        """The schema of every batch, once the read is open."""
+
+    def _item(self, native: Any) -> pa.RecordBatch:
+        return pa.record_batch(native)
+
+    def _opened(self, native: _core.ReadBatches) -> None:
+        self.schema = pa.schema(native.schema())
+
+    def _closed(self, native: _core.ReadBatches) -> None:
+        report_malformed(self._stream, self._codec, native.malformed)
 
     async def read_all(self) -> pa.Table:
         """Every remaining batch as one table."""
@@ -248,97 +321,44 @@ class AsyncBatches:
         """Payloads that did not decode so far (a codec's ``on_malformed``)."""
         return 0 if self._native is None else self._native.malformed
 
-    async def aclose(self) -> None:
-        """Stop reading and delete the read's consumer on the server."""
-        self._opening = None
-        native, self._native = self._native, None
-        if native is not None:
-            try:
-                await _close(native)
-            finally:
-                report_malformed(self._stream, self._codec, native.malformed)
 
-    async def __aenter__(self) -> AsyncBatches:
-        await self._open()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-
-class AsyncConsumedBatch:
+class AsyncConsumedBatch(DeliveredBatch):
     """Messages delivered by a durable consumer, as one Arrow record batch; the ack
     methods are coroutines (see [`ConsumedBatch`][jetstream_arrow.ConsumedBatch])."""
 
-    def __init__(self, native: _core.ConsumedBatch) -> None:
-        self._native = native
-        self.data: pa.RecordBatch = pa.record_batch(native.batch())
-
-    def __len__(self) -> int:
-        return len(self._native)
-
-    @property
-    def malformed(self) -> int:
-        """Payloads of this batch that did not decode (a codec's ``on_malformed``)."""
-        return self._native.malformed
-
     async def ack(self, rows: Sequence[int] | None = None) -> None:
         """Acknowledge (one AckAll for the whole batch where the policy allows)."""
-        await self._native.ack(_rows_arg(rows), asyncio=True)
+        await self._native.ack(rows_arg(rows))
 
     async def ack_sync(
         self, rows: Sequence[int] | None = None, timeout: float = _core.DEFAULT_ACK_SYNC_TIMEOUT
     ) -> None:
         """Double ack: returns once the server confirmed every ack (retried until then,
         within ``timeout`` seconds)."""
-        await self._native.ack_sync(_rows_arg(rows), timeout, asyncio=True)
+        await self._native.ack_sync(rows_arg(rows), timeout)
 
     async def nak(self, rows: Sequence[int] | None = None, delay: float | None = None) -> None:
         """Ask for redelivery, after ``delay`` seconds if given."""
-        await self._native.nak(_rows_arg(rows), delay, asyncio=True)
+        await self._native.nak(rows_arg(rows), delay)
 
     async def term(self, rows: Sequence[int] | None = None, reason: str | None = None) -> None:
         """Stop redelivery of these messages for good."""
-        await self._native.term(_rows_arg(rows), reason, asyncio=True)
+        await self._native.term(rows_arg(rows), reason)
 
     async def in_progress(self, rows: Sequence[int] | None = None) -> None:
         """Reset the ack timer: still working on these."""
-        await self._native.in_progress(_rows_arg(rows), asyncio=True)
+        await self._native.in_progress(rows_arg(rows))
 
 
-class AsyncMessages:
+class AsyncMessages(AsyncSteps[_core.MessageStream, "AsyncConsumedBatch"]):
     """The batches of a pull or push consumer, without end, as an async iterator of
     [`AsyncConsumedBatch`][]es. Consumption starts at the first step (or on entering
-    ``async with``) and stops on [`aclose`][], on an error or when the task awaiting a
-    step is cancelled (what that step had received is delivered again after the
-    consumer's ack wait)."""
+    ``async with``) and stops on [`aclose`][jetstream_arrow.AsyncMessages.aclose], on an
+    error or when the task awaiting a step is cancelled (what that step had received
+    is delivered again after the consumer's ack wait)."""
 
-    def __init__(self, opening: Callable[[], Awaitable[_core.MessageStream]]) -> None:
-        self._opening: Callable[[], Awaitable[_core.MessageStream]] | None = opening
-        self._native: _core.MessageStream | None = None
-
-    async def _open(self) -> _core.MessageStream | None:
-        if self._opening is not None:
-            opening, self._opening = self._opening, None
-            self._native = await opening()
-        return self._native
-
-    def __aiter__(self) -> AsyncMessages:
-        return self
-
-    async def __anext__(self) -> AsyncConsumedBatch:
-        native = await self._open()
-        if native is None:
-            raise StopAsyncIteration
-        try:
-            batch = await native.next_async()
-        except BaseException:
-            await self.aclose()
-            raise
-        if batch is None:
-            await self.aclose()
-            raise StopAsyncIteration
-        return AsyncConsumedBatch(batch)
+    def _item(self, native: Any) -> AsyncConsumedBatch:
+        return AsyncConsumedBatch(native)
 
     @property
     def flow_control_answers(self) -> int:
@@ -350,43 +370,11 @@ class AsyncMessages:
         """Resets of a flow-control push consumer to its ack floor; 0 for pull."""
         return 0 if self._native is None else self._native.consumer_resets
 
-    async def aclose(self) -> None:
-        """Stop consuming."""
-        self._opening = None
-        native, self._native = self._native, None
-        if native is not None:
-            await _close(native)
 
-    async def __aenter__(self) -> AsyncMessages:
-        await self._open()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-
-class AsyncPullConsumer:
+class AsyncPullConsumer(PullBinding):
     """A durable pull consumer, bound by name with no info lookup on the server (the
     asyncio [`PullConsumer`][jetstream_arrow.PullConsumer]). ``async for batch in
     consumer`` consumes with the default [`ConsumeOptions`][]."""
-
-    def __init__(self, native: _core.PullConsumer) -> None:
-        self._native = native
-
-    @property
-    def stream(self) -> str:
-        """The consumer's stream."""
-        return self._native.stream
-
-    @property
-    def name(self) -> str:
-        """The consumer's name."""
-        return self._native.name
-
-    @property
-    def pin_id(self) -> str | None:
-        """The pin this binding holds in its ``pinned_client`` priority group, if any."""
-        return self._native.pin_id
 
     async def fetch(
         self,
@@ -401,16 +389,15 @@ class AsyncPullConsumer:
     ) -> AsyncConsumedBatch:
         """One pull request: up to ``max_messages`` (or ``max_bytes``) within
         ``expires`` seconds, as the sync ``fetch``."""
-        native = await self._native.fetch(
-            max_messages,
+        options = FetchOptions(
+            max_messages=max_messages,
             max_bytes=max_bytes,
             expires=expires,
             no_wait=no_wait,
             heartbeat=heartbeat,
             include_headers=include_headers,
-            codec=ValueCodec.of(codec),
-            asyncio=True,
         )
+        native = await self._native.fetch(options, ValueCodec.of(codec))
         return AsyncConsumedBatch(native)
 
     def messages(
@@ -426,32 +413,14 @@ class AsyncPullConsumer:
         settings = ConsumeOptions.from_kwargs(options, **kwargs)
         value_codec = ValueCodec.of(codec)
         native = self._native
-        return AsyncMessages(lambda: native.messages(settings, value_codec, asyncio=True))
+        return AsyncMessages(lambda: native.messages(settings, value_codec))
 
     def __aiter__(self) -> AsyncMessages:
         return self.messages()
 
 
-class AsyncPushConsumer:
+class AsyncPushConsumer(PushBinding):
     """A durable push consumer (the asyncio [`PushConsumer`][jetstream_arrow.PushConsumer])."""
-
-    def __init__(self, native: _core.PushConsumer) -> None:
-        self._native = native
-
-    @property
-    def stream(self) -> str:
-        """The consumer's stream."""
-        return self._native.stream
-
-    @property
-    def name(self) -> str:
-        """The consumer's name."""
-        return self._native.name
-
-    @property
-    def deliver_subject(self) -> str:
-        """The subject the server delivers this consumer's messages to."""
-        return self._native.deliver_subject
 
     def messages(
         self,
@@ -464,31 +433,23 @@ class AsyncPushConsumer:
     ) -> AsyncMessages:
         """Continuous consumption from the deliver subject, as the sync ``messages``;
         the subscription starts at the first step (or on entering ``async with``)."""
+        options = PushOptions(
+            batch_rows=batch_rows,
+            batch_wait=batch_wait,
+            include_headers=include_headers,
+            heartbeat=heartbeat,
+        )
         value_codec = ValueCodec.of(codec)
         native = self._native
-        return AsyncMessages(
-            lambda: native.messages(
-                batch_rows=batch_rows,
-                batch_wait=batch_wait,
-                include_headers=include_headers,
-                heartbeat=heartbeat,
-                codec=value_codec,
-                asyncio=True,
-            )
-        )
+        return AsyncMessages(lambda: native.messages(options, value_codec))
 
     def __aiter__(self) -> AsyncMessages:
         return self.messages()
 
 
-class AsyncOrderedConsumer:
+class AsyncOrderedConsumer(OrderedBinding):
     """An open-ended ordered consumer (the asyncio
     [`OrderedConsumer`][jetstream_arrow.OrderedConsumer])."""
-
-    def __init__(self, native_client: _core.Client, stream: str, **config: Any) -> None:
-        self._client = native_client
-        self.stream = stream
-        self._config = config
 
     def messages(
         self,
@@ -501,43 +462,34 @@ class AsyncOrderedConsumer:
         """Batches in stream order, without end, as the sync ``messages``; the
         consumer is created at the first step (or on entering ``async with``, so
         ``deliver="new"`` starts there) and deleted when the iterator closes."""
-        client, stream, config = self._client, self.stream, self._config
-
-        def opening() -> Awaitable[_core.ReadBatches]:
-            return client.follow(
-                stream,
+        return AsyncBatches(
+            lambda: self._follow(
                 batch_rows=batch_rows,
                 batch_wait=batch_wait,
                 max_bytes=max_bytes,
                 include_headers=include_headers,
-                asyncio=True,
-                **config,
-            )
-
-        return AsyncBatches(opening, stream, config.get("codec"))
+            ),
+            self.stream,
+            self._codec,
+        )
 
     def __aiter__(self) -> AsyncBatches:
         return self.messages()
 
 
-class AsyncClient:
+class AsyncClient(Connection):
     """A connection to NATS with JetStream whose calls are coroutines (see
     [`connect_async`][]). ``sync_client`` is the same connection's
     [`Client`][jetstream_arrow.Client], for calls not offered here."""
 
     def __init__(self, native: _core.Client, options: ConnectOptions) -> None:
-        self._native = native
-        self.options = options
+        super().__init__(native, options)
         self.sync_client = Client(native, options)
 
     # -- lifecycle -----------------------------------------------------------------
     async def close(self) -> None:
         """Flush and close the connection. Safe to call twice."""
-        await self._native.close_async()
-
-    def is_closed(self) -> bool:
-        """Whether [`close`][] was called (a lost connection reconnects by itself)."""
-        return self._native.is_closed()
+        await self._native.close()
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -545,23 +497,10 @@ class AsyncClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    def __repr__(self) -> str:
-        servers = _core.redact_servers(self.options.servers)
-        return f"AsyncClient(servers={servers!r}, api_prefix={self.api_prefix!r})"
-
-    @property
-    def api_prefix(self) -> str:
-        """The subject prefix of the JetStream API this client talks to."""
-        return self._native.api_prefix
-
-    def server_info(self) -> dict[str, Any]:
-        """What the connected server announced (no request)."""
-        return self._native.server_info()
-
     async def flush(self, timeout: float | None = None) -> None:
         """Send what is buffered and wait for the server to answer a round trip, within
         ``timeout`` seconds (default: the ``request_timeout`` option)."""
-        await self._native.flush_async(timeout)
+        await self._native.flush(timeout)
 
     # -- publish -------------------------------------------------------------------
     async def publisher(
@@ -578,7 +517,7 @@ class AsyncClient:
         if subject is not None:
             kwargs["subject"] = subject
         settings = PublishOptions.from_kwargs(options, **kwargs)
-        native = await self._native.publisher_async(settings, ValueCodec.of(codec))
+        native = await self._native.publisher(settings, ValueCodec.of(codec))
         return AsyncPublisher(native, raise_on_error)
 
     async def publish(
@@ -615,9 +554,7 @@ class AsyncClient:
                     **options,
                 )
             )
-        for option, value in (("writer_lease", writer_lease), ("position_rows", position_rows)):
-            if value is not None:
-                raise BadInputError(f"option '{option}' is for a publish with 'writer'")
+        refuse_writer_options(exactly_once, writer_lease, position_rows)
         try:
             publisher = await self.publisher(subject, **options)
         except asyncio.CancelledError as cancelled:
@@ -641,9 +578,7 @@ class AsyncClient:
         settings = ReadOptions.from_kwargs(options, **kwargs)
         value_codec = ValueCodec.of(codec)
         native = self._native
-        return AsyncBatches(
-            lambda: native.read_async(stream, settings, value_codec), stream, value_codec
-        )
+        return AsyncBatches(lambda: native.read(stream, settings, value_codec), stream, value_codec)
 
     def ordered_consumer(
         self,
@@ -658,20 +593,17 @@ class AsyncClient:
         codec: ValueCodec | str | None = None,
     ) -> AsyncOrderedConsumer:
         """An open-ended ordered consumer, as the sync ``ordered_consumer``."""
-        if deliver not in ("all", "new"):
-            raise BadInputError(f"option 'deliver' must be 'all' or 'new', got {deliver!r}")
-        if isinstance(subjects, str):
-            subjects = [subjects]
-        return AsyncOrderedConsumer(
-            self._native,
-            stream,
-            subjects=None if subjects is None else list(subjects),
-            start_seq=start_seq,
-            start_time_ns=to_epoch_ns(start_time, "start_time"),
-            deliver_new=deliver == "new",
-            heartbeat=heartbeat,
-            resume_timeout=resume_timeout,
-            codec=ValueCodec.of(codec),
+        return AsyncOrderedConsumer._of(
+            self.sync_client.ordered_consumer(
+                stream,
+                subjects,
+                start_seq=start_seq,
+                start_time=start_time,
+                deliver=deliver,
+                heartbeat=heartbeat,
+                resume_timeout=resume_timeout,
+                codec=codec,
+            )
         )
 
     # -- consumers -----------------------------------------------------------------
@@ -688,11 +620,11 @@ class AsyncClient:
     ) -> AsyncPullConsumer:
         """Bind to a durable pull consumer by name, with no info lookup (no request);
         ``group`` and its options as [`Client.pull_consumer`][jetstream_arrow.Client.pull_consumer]."""
-        return AsyncPullConsumer(
-            self._native.pull_consumer(
+        return AsyncPullConsumer._of(
+            self.sync_client.pull_consumer(
                 stream,
                 name,
-                ack_policy=ack_policy,
+                ack_policy,
                 group=group,
                 min_pending=min_pending,
                 min_ack_pending=min_ack_pending,
@@ -710,23 +642,14 @@ class AsyncClient:
         ack_policy: Literal["none", "all", "explicit", "flow_control"] | None = None,
     ) -> AsyncPushConsumer:
         """Bind to a durable push consumer, as the sync ``push_consumer``."""
-        if deliver_group is not None and deliver_subject is None:
-            raise BadInputError(
-                "option 'deliver_group' is given only with 'deliver_subject' (without it, "
-                "the consumer's own deliver group is looked up)"
-            )
-        native = await self._native.push_consumer(
-            stream,
-            name,
-            deliver_subject=deliver_subject,
-            deliver_group=deliver_group,
-            ack_policy=ack_policy,
-            asyncio=True,
+        binding = push_binding(
+            self._native, stream, name, deliver_subject, deliver_group, ack_policy
         )
-        return AsyncPushConsumer(native)
+        return AsyncPushConsumer(await binding)
 
     # -- management: the sync client's calls, each in a worker thread ----------------
     create_stream = _in_thread(Client.create_stream)
+    enable_exactly_once = _in_thread(Client.enable_exactly_once)
     update_stream = _in_thread(Client.update_stream)
     create_or_update_stream = _in_thread(Client.create_or_update_stream)
     stream_info = _in_thread(Client.stream_info)
@@ -741,6 +664,9 @@ class AsyncClient:
     create_or_update_consumer = _in_thread(Client.create_or_update_consumer)
     consumer_info = _in_thread(Client.consumer_info)
     reset_consumer = _in_thread(Client.reset_consumer)
+    pause_consumer = _in_thread(Client.pause_consumer)
+    resume_consumer = _in_thread(Client.resume_consumer)
+    unpin_consumer = _in_thread(Client.unpin_consumer)
     delete_consumer = _in_thread(Client.delete_consumer)
     list_consumers = _in_thread(Client.list_consumers)
     consumer_names = _in_thread(Client.consumer_names)

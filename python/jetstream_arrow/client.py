@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import logging
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,8 +23,8 @@ from . import _core
 from ._input import importable
 from ._time import to_epoch_ns
 from ._writer_publish import publish_as_writer, writer_input
-from .codec import ValueCodec, report_malformed
-from .consumers import OrderedConsumer, PullConsumer, PushConsumer
+from .codec import ValueCodec
+from .consumers import OrderedConsumer, PullConsumer, PushConsumer, read_batches
 from .counters import counter_table
 from .exactly_once import exactly_once_wanted
 from .exceptions import BadInputError, JetStreamArrowError, PublishError
@@ -39,7 +38,7 @@ from .kv import (
 )
 from .kv import SUBJECT_PREFIX as KV_SUBJECT_PREFIX
 from .management import ManagementMixin
-from .options import ConnectOptions, PublishOptions, ReadOptions
+from .options import ConnectOptions, FollowOptions, PublishOptions, ReadOptions
 
 
 @dataclass(frozen=True)
@@ -190,7 +189,7 @@ class Publisher:
         once the rows taken are acknowledged, their ``PublishResult`` as its
         ``.result`` (absent when they were not within 10 s)."""
         try:
-            outcome = self._native.publish(importable(data), subject)
+            outcome = self._native.publish(importable(data), subject).wait()
         except (JetStreamArrowError, KeyboardInterrupt) as err:
             # Input errors and lost connections stop a publish midway, and so does
             # Ctrl-C (the rows taken before it are acknowledged first): what was
@@ -233,37 +232,28 @@ class Publisher:
         self.close()
 
 
-class Client(ManagementMixin):
-    """A connection to NATS with JetStream. Use [`connect`][] to make one."""
+class Connection:
+    """What a client is without waiting: its connection's options, state and the
+    server's announcement. [`Client`][] and its asyncio twin share it."""
 
     def __init__(self, native: _core.Client, options: ConnectOptions) -> None:
         self._native = native
         self.options = options
 
-    # -- lifecycle -----------------------------------------------------------------
-    def close(self) -> None:
-        """Flush and close the connection. Safe to call twice."""
-        self._native.close()
-
     def is_closed(self) -> bool:
-        """Whether [`close`][] was called (a lost connection reconnects by itself)."""
+        """Whether [`close`][jetstream_arrow.Client.close] was called (a lost
+        connection reconnects by itself)."""
         return self._native.is_closed()
-
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __reduce__(self) -> Any:
         raise TypeError(
-            "a jetstream_arrow Client is a live connection and cannot be pickled; "
-            "pickle its .options (a ConnectOptions) and connect again where needed"
+            f"a jetstream_arrow {type(self).__name__} is a live connection and cannot be "
+            "pickled; pickle its .options (a ConnectOptions) and connect again where needed"
         )
 
     def __repr__(self) -> str:
         servers = _core.redact_servers(self.options.servers)
-        return f"Client(servers={servers!r}, api_prefix={self.api_prefix!r})"
+        return f"{type(self).__name__}(servers={servers!r}, api_prefix={self.api_prefix!r})"
 
     @property
     def api_prefix(self) -> str:
@@ -272,15 +262,30 @@ class Client(ManagementMixin):
         return self._native.api_prefix
 
     def server_info(self) -> dict[str, Any]:
-        """What the connected server announced: ``server_id``, ``server_name``,
-        ``version``, ``max_payload``, ``headers``, ``jetstream``, ``domain``,
-        ``cluster`` and ``client_id``."""
+        """What the connected server announced (no request): ``server_id``,
+        ``server_name``, ``version``, ``max_payload``, ``headers``, ``jetstream``,
+        ``domain``, ``cluster`` and ``client_id``."""
         return self._native.server_info()
+
+
+class Client(Connection, ManagementMixin):
+    """A connection to NATS with JetStream. Use [`connect`][] to make one."""
+
+    # -- lifecycle -----------------------------------------------------------------
+    def close(self) -> None:
+        """Flush and close the connection. Safe to call twice."""
+        self._native.close().wait()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def flush(self, timeout: float | None = None) -> None:
         """Send what is buffered and wait for the server to answer a round trip, within
         ``timeout`` seconds (default: the ``request_timeout`` option)."""
-        self._native.flush(timeout)
+        self._native.flush(timeout).wait()
 
     def _api_json(
         self,
@@ -292,7 +297,7 @@ class Client(ManagementMixin):
             subject,
             None if body is None else json.dumps(body).encode(),
             resume_timeout=resume_timeout,
-        )
+        ).wait()
         reply: dict[str, Any] = json.loads(raw) if raw else {}
         return reply
 
@@ -317,7 +322,8 @@ class Client(ManagementMixin):
         if subject is not None:
             kwargs["subject"] = subject
         settings = PublishOptions.from_kwargs(options, **kwargs)
-        return Publisher(self._native.publisher(settings, ValueCodec.of(codec)), raise_on_error)
+        native = self._native.publisher(settings, ValueCodec.of(codec)).wait()
+        return Publisher(native, raise_on_error)
 
     def publish(
         self,
@@ -362,14 +368,7 @@ class Client(ManagementMixin):
         ``duplicate`` with a null ``seq``. See
         [Exactly once at any age](publishing.md#exactly-once-at-any-age)."""
         if writer is None:
-            if exactly_once:
-                raise BadInputError(
-                    "option 'exactly_once' needs option 'writer': the identity whose "
-                    "position in the stream makes a re-run exact"
-                )
-            for option, value in (("writer_lease", writer_lease), ("position_rows", position_rows)):
-                if value is not None:
-                    raise BadInputError(f"option '{option}' is for a publish with 'writer'")
+            refuse_writer_options(exactly_once, writer_lease, position_rows)
             with self.publisher(subject, **options) as publisher:
                 return publisher.publish(data)
         raise_on_error = options.pop("raise_on_error", True)
@@ -528,7 +527,7 @@ class Client(ManagementMixin):
         if time_ns is None:
             raise BadInputError("option 'when' is required: a datetime, text or epoch seconds")
         filters = [subjects] if isinstance(subjects, str) else list(subjects or [])
-        return self._native.first_seq_at(stream, time_ns, filters, resume_timeout)
+        return self._native.first_seq_at(stream, time_ns, filters, resume_timeout).wait()
 
     def read(
         self,
@@ -568,11 +567,12 @@ class Client(ManagementMixin):
         decoded into the struct column ``value`` in place of ``data``.
         """
         value_codec = ValueCodec.of(codec)
-        native = self._native.read(stream, ReadOptions.from_kwargs(options, **kwargs), value_codec)
-        # Each batch is read natively with the GIL released. An error raised by the
-        # native iterator keeps its class through pyarrow (an Arrow C stream would turn
-        # it into text). Dropping the reader deletes the read's consumer on the server.
-        batches = _read_batches(native, stream, value_codec)
+        settings = ReadOptions.from_kwargs(options, **kwargs)
+        native = self._native.read(stream, settings, value_codec).wait()
+        # An error raised by a native step keeps its class through pyarrow (an Arrow C
+        # stream would turn it into text). Dropping the reader deletes the read's
+        # consumer on the server.
+        batches = read_batches(native, stream, value_codec)
         return pa.RecordBatchReader.from_batches(pa.schema(native.schema()), batches)
 
     def ordered_consumer(
@@ -594,19 +594,15 @@ class Client(ManagementMixin):
         order, through server restarts and leader changes (see [`read`][])."""
         if deliver not in ("all", "new"):
             raise BadInputError(f"option 'deliver' must be 'all' or 'new', got {deliver!r}")
-        if isinstance(subjects, str):
-            subjects = [subjects]
-        return OrderedConsumer(
-            self._native,
-            stream,
-            subjects=None if subjects is None else list(subjects),
+        options = FollowOptions(
+            subjects=subjects,
             start_seq=start_seq,
-            start_time_ns=to_epoch_ns(start_time, "start_time"),
+            start_time=start_time,
             deliver_new=deliver == "new",
             heartbeat=heartbeat,
             resume_timeout=resume_timeout,
-            codec=ValueCodec.of(codec),
         )
+        return OrderedConsumer(self._native, stream, options, ValueCodec.of(codec))
 
     # -- consumers -----------------------------------------------------------------
     def push_consumer(
@@ -623,20 +619,10 @@ class Client(ManagementMixin):
         nothing is (pass ``deliver_group`` if the consumer has one, ``ack_policy``,
         and ``heartbeat`` to ``messages()``). A consumer with a deliver group delivers
         only to that queue group: without it, this client would receive nothing."""
-        if deliver_group is not None and deliver_subject is None:
-            raise BadInputError(
-                "option 'deliver_group' is given only with 'deliver_subject' (without it, "
-                "the consumer's own deliver group is looked up)"
-            )
-        return PushConsumer(
-            self._native.push_consumer(
-                stream,
-                name,
-                deliver_subject=deliver_subject,
-                deliver_group=deliver_group,
-                ack_policy=ack_policy,
-            )
+        binding = push_binding(
+            self._native, stream, name, deliver_subject, deliver_group, ack_policy
         )
+        return PushConsumer(binding.wait())
 
     def pull_consumer(
         self,
@@ -676,24 +662,41 @@ class Client(ManagementMixin):
         )
 
 
-def _read_batches(
-    native: _core.ReadBatches, stream: str, codec: ValueCodec | None
-) -> Iterator[pa.RecordBatch]:
-    # Closing the pyarrow reader drops this generator, and so closes the native read.
-    try:
-        for batch in native:
-            yield pa.record_batch(batch)
-    finally:
-        report_malformed(stream, codec, native.malformed)
-        if native.resets:
-            # Each resume was told as it happened; this is the read's count.
-            logging.getLogger("jetstream_arrow.read").info(
-                "read of stream %r resumed %d times with a new consumer, each after the "
-                "last message it had read",
-                stream,
-                native.resets,
-            )
-        native.close()
+def refuse_writer_options(
+    exactly_once: bool | None, writer_lease: float | None, position_rows: int | None
+) -> None:
+    """Refuse the options of a publish as a writer given without ``writer``."""
+    if exactly_once:
+        raise BadInputError(
+            "option 'exactly_once' needs option 'writer': the identity whose "
+            "position in the stream makes a re-run exact"
+        )
+    for option, value in (("writer_lease", writer_lease), ("position_rows", position_rows)):
+        if value is not None:
+            raise BadInputError(f"option '{option}' is for a publish with 'writer'")
+
+
+def push_binding(
+    native: _core.Client,
+    stream: str,
+    name: str,
+    deliver_subject: str | None,
+    deliver_group: str | None,
+    ack_policy: str | None,
+) -> _core.Call[_core.PushConsumer]:
+    """The call binding a push consumer, its options checked first."""
+    if deliver_group is not None and deliver_subject is None:
+        raise BadInputError(
+            "option 'deliver_group' is given only with 'deliver_subject' (without it, "
+            "the consumer's own deliver group is looked up)"
+        )
+    return native.push_consumer(
+        stream,
+        name,
+        deliver_subject=deliver_subject,
+        deliver_group=deliver_group,
+        ack_policy=ack_policy,
+    )
 
 
 def _refuse_table_options(call: str, columns: str, options: dict[str, Any]) -> None:
@@ -726,4 +729,4 @@ def connect(servers: str | Sequence[str] | None = None, **options: Any) -> Clien
     """Connect to NATS. ``options`` are the fields of [`ConnectOptions`][]
     (or pass ``options=ConnectOptions(...)``)."""
     opts = connect_options(servers, **options)
-    return Client(_core.Client.connect(opts), opts)
+    return Client(_core.Client.connect(opts).wait(), opts)

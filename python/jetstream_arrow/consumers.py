@@ -2,30 +2,36 @@
 
 A consumer is bound by name with no info lookup on the server, so a client that may
 use only ``CONSUMER.MSG.NEXT`` and ``$JS.ACK`` works.
+
+The bases here (``DeliveredBatch``, ``BoundConsumer``, ``PullBinding``,
+``PushBinding``, ``OrderedBinding``) hold what the sync classes share with their
+asyncio twins in ``aio.py``: every member that does not wait.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
 from . import _core
 from .codec import ValueCodec, report_malformed
-from .options import ConsumeOptions
+from .options import ConsumeOptions, FetchOptions, FollowOptions, PushOptions
+
+_Bound = TypeVar("_Bound", bound="BoundConsumer")
+_Ordered = TypeVar("_Ordered", bound="OrderedBinding")
 
 
-def _rows_arg(rows: Sequence[int] | None) -> list[int] | None:
+def rows_arg(rows: Sequence[int] | None) -> list[int] | None:
+    """The row indices an ack call names, as the native call takes them."""
     return None if rows is None else [int(r) for r in rows]
 
 
-class ConsumedBatch:
-    """Messages delivered by a durable consumer, as one Arrow record batch.
-
-    ``data`` has the message schema plus ``delivered`` and ``consumer_seq``.
-    The ack methods act on all rows, or on the chosen row indices.
-    """
+class DeliveredBatch:
+    """Messages delivered by a durable consumer, as one Arrow record batch ``data``."""
 
     def __init__(self, native: _core.ConsumedBatch) -> None:
         self._native = native
@@ -41,33 +47,49 @@ class ConsumedBatch:
         (``permissive``)."""
         return self._native.malformed
 
+
+class ConsumedBatch(DeliveredBatch):
+    """Messages delivered by a durable consumer, as one Arrow record batch.
+
+    ``data`` has the message schema plus ``delivered`` and ``consumer_seq``.
+    The ack methods act on all rows, or on the chosen row indices.
+    """
+
     def ack(self, rows: Sequence[int] | None = None) -> None:
         """Acknowledge (one AckAll for the whole batch where the policy allows)."""
-        self._native.ack(_rows_arg(rows))
+        self._native.ack(rows_arg(rows)).wait()
 
     def ack_sync(
         self, rows: Sequence[int] | None = None, timeout: float = _core.DEFAULT_ACK_SYNC_TIMEOUT
     ) -> None:
         """Double ack: returns once the server confirmed every ack (retried until then)."""
-        self._native.ack_sync(_rows_arg(rows), timeout)
+        self._native.ack_sync(rows_arg(rows), timeout).wait()
 
     def nak(self, rows: Sequence[int] | None = None, delay: float | None = None) -> None:
         """Ask for redelivery, after ``delay`` seconds if given."""
-        self._native.nak(_rows_arg(rows), delay)
+        self._native.nak(rows_arg(rows), delay).wait()
 
     def term(self, rows: Sequence[int] | None = None, reason: str | None = None) -> None:
         """Stop redelivery of these messages for good."""
-        self._native.term(_rows_arg(rows), reason)
+        self._native.term(rows_arg(rows), reason).wait()
 
     def in_progress(self, rows: Sequence[int] | None = None) -> None:
         """Reset the ack timer: still working on these."""
-        self._native.in_progress(_rows_arg(rows))
+        self._native.in_progress(rows_arg(rows)).wait()
 
 
-class _BoundConsumer:
+class BoundConsumer:
     """What every bound durable consumer has: its stream and its name."""
 
     _native: _core.PullConsumer | _core.PushConsumer
+
+    def __init__(self, native: _core.PullConsumer | _core.PushConsumer) -> None:
+        self._native = native
+
+    @classmethod
+    def _of(cls: type[_Bound], other: BoundConsumer) -> _Bound:
+        """The binding ``other`` holds, as this class (the other facade's twin)."""
+        return cls(other._native)
 
     @property
     def stream(self) -> str:
@@ -80,8 +102,8 @@ class _BoundConsumer:
         return self._native.name
 
 
-class PullConsumer(_BoundConsumer):
-    """A durable pull consumer, bound by name with no info lookup on the server."""
+class PullBinding(BoundConsumer):
+    """A bound durable pull consumer."""
 
     def __init__(self, native: _core.PullConsumer) -> None:
         self._native: _core.PullConsumer = native
@@ -91,6 +113,10 @@ class PullConsumer(_BoundConsumer):
         """The pin this binding holds in its ``pinned_client`` priority group (the
         ``Nats-Pin-Id`` of its deliveries), None while another client holds it."""
         return self._native.pin_id
+
+
+class PullConsumer(PullBinding):
+    """A durable pull consumer, bound by name with no info lookup on the server."""
 
     def fetch(
         self,
@@ -108,17 +134,15 @@ class PullConsumer(_BoundConsumer):
         With ``heartbeat``, the server sends an idle heartbeat each period while the
         request waits, and two silent periods raise ``MissedHeartbeatsError`` (or
         return what was delivered before them) instead of waiting for ``expires``."""
-        return ConsumedBatch(
-            self._native.fetch(
-                max_messages,
-                max_bytes=max_bytes,
-                expires=expires,
-                no_wait=no_wait,
-                heartbeat=heartbeat,
-                include_headers=include_headers,
-                codec=ValueCodec.of(codec),
-            )
+        options = FetchOptions(
+            max_messages=max_messages,
+            max_bytes=max_bytes,
+            expires=expires,
+            no_wait=no_wait,
+            heartbeat=heartbeat,
+            include_headers=include_headers,
         )
+        return ConsumedBatch(self._native.fetch(options, ValueCodec.of(codec)).wait())
 
     def messages(
         self,
@@ -139,12 +163,12 @@ class PullConsumer(_BoundConsumer):
         return Messages(
             self._native.messages(
                 ConsumeOptions.from_kwargs(options, **kwargs), ValueCodec.of(codec)
-            )
+            ).wait()
         )
 
 
-class PushConsumer(_BoundConsumer):
-    """A durable push consumer (see ``Client.push_consumer``)."""
+class PushBinding(BoundConsumer):
+    """A bound durable push consumer."""
 
     def __init__(self, native: _core.PushConsumer) -> None:
         self._native: _core.PushConsumer = native
@@ -153,6 +177,10 @@ class PushConsumer(_BoundConsumer):
     def deliver_subject(self) -> str:
         """The subject the server delivers this consumer's messages to."""
         return self._native.deliver_subject
+
+
+class PushConsumer(PushBinding):
+    """A durable push consumer (see ``Client.push_consumer``)."""
 
     def messages(
         self,
@@ -173,15 +201,13 @@ class PushConsumer(_BoundConsumer):
         next flow-control answer acknowledges everything released, one ack message
         per window; the subscription starts here, before the first ``next()``.
         """
-        return Messages(
-            self._native.messages(
-                batch_rows=batch_rows,
-                batch_wait=batch_wait,
-                include_headers=include_headers,
-                heartbeat=heartbeat,
-                codec=ValueCodec.of(codec),
-            )
+        options = PushOptions(
+            batch_rows=batch_rows,
+            batch_wait=batch_wait,
+            include_headers=include_headers,
+            heartbeat=heartbeat,
         )
+        return Messages(self._native.messages(options, ValueCodec.of(codec)).wait())
 
 
 class Messages:
@@ -195,7 +221,10 @@ class Messages:
         return self
 
     def __next__(self) -> ConsumedBatch:
-        return ConsumedBatch(next(self._native))
+        batch = self._native.next_batch().wait()
+        if batch is None:
+            raise StopIteration
+        return ConsumedBatch(batch)
 
     @property
     def flow_control_answers(self) -> int:
@@ -213,7 +242,7 @@ class Messages:
 
     def close(self) -> None:
         """Stop consuming."""
-        self._native.close()
+        self._native.close().wait()
 
     def __enter__(self) -> Messages:
         return self
@@ -222,14 +251,36 @@ class Messages:
         self.close()
 
 
-class OrderedConsumer:
-    """An open-ended ordered consumer (see ``Client.ordered_consumer``). Nothing to
-    acknowledge: it keeps no state on the server beyond an ephemeral consumer."""
+class OrderedBinding:
+    """An open-ended ordered consumer's stream and settings, which each of its
+    ``messages()`` iterators opens a consumer with."""
 
-    def __init__(self, native_client: _core.Client, stream: str, **config: Any) -> None:
+    def __init__(
+        self,
+        native_client: _core.Client,
+        stream: str,
+        options: FollowOptions,
+        codec: ValueCodec | None,
+    ) -> None:
         self._client = native_client
         self.stream = stream
-        self._config = config
+        self._options = options
+        self._codec = codec
+
+    def _follow(self, **batching: Any) -> _core.Call[_core.ReadBatches]:
+        """The call opening one iterator's consumer, batched as ``batching`` says."""
+        options = dataclasses.replace(self._options, **batching)
+        return self._client.follow(self.stream, options, self._codec)
+
+    @classmethod
+    def _of(cls: type[_Ordered], other: OrderedBinding) -> _Ordered:
+        """The consumer ``other`` describes, as this class (the other facade's twin)."""
+        return cls(other._client, other.stream, other._options, other._codec)
+
+
+class OrderedConsumer(OrderedBinding):
+    """An open-ended ordered consumer (see ``Client.ordered_consumer``). Nothing to
+    acknowledge: it keeps no state on the server beyond an ephemeral consumer."""
 
     def messages(
         self,
@@ -244,23 +295,31 @@ class OrderedConsumer:
         rows and ``max_bytes`` payload bytes. The consumer is created here, before the
         first ``next()`` (so ``deliver="new"`` starts now); closing the iterator
         deletes it."""
-        stream = self._client.follow(
-            self.stream,
+        native = self._follow(
             batch_rows=batch_rows,
             batch_wait=batch_wait,
             max_bytes=max_bytes,
             include_headers=include_headers,
-            **self._config,
-        )
-        return _batches(stream, self.stream, self._config.get("codec"))
+        ).wait()
+        return read_batches(native, self.stream, self._codec)
 
 
-def _batches(
-    stream: _core.ReadBatches, name: str, codec: ValueCodec | None
+def read_batches(
+    native: _core.ReadBatches, stream: str, codec: ValueCodec | None
 ) -> Iterator[pa.RecordBatch]:
+    """The batches of a native read, each read with the GIL released, as pyarrow
+    batches; closing (or dropping) the iterator closes the read, deleting its consumer."""
     try:
-        for batch in stream:
+        while (batch := native.next_batch().wait()) is not None:
             yield pa.record_batch(batch)
     finally:
-        report_malformed(name, codec, stream.malformed)
-        stream.close()
+        report_malformed(stream, codec, native.malformed)
+        if native.resets:
+            # Each resume was told as it happened; this is the read's count.
+            logging.getLogger("jetstream_arrow.read").info(
+                "read of stream %r resumed %d times with a new consumer, each after the "
+                "last message it had read",
+                stream,
+                native.resets,
+            )
+        native.close().wait()

@@ -7,6 +7,9 @@ the read-back found after it, publishes the rest as one pipelined stream of
 batches, and records the position after every ``position_rows`` rows once all of
 them are acknowledged. The window drains once per position; that and one request
 per position are the whole cost (benches: ``ja-publish-exactly-once``).
+``CopiedRows`` does the same for a copy of a stream, its position a source
+sequence. One module because both are writers over one claimed position, with its
+state and claim in common, and move it the same way as their results come back.
 """
 
 from __future__ import annotations
@@ -44,11 +47,15 @@ class Sent:
     contiguous: bool
 
 
-def exactly_once_wanted(client: Any, stream: str, requested: bool | None, what: str) -> bool:
+def exactly_once_wanted(
+    client: Any, stream: str, requested: bool | None, what: str, *, stacklevel: int = 3
+) -> bool:
     """Whether a write into ``stream`` runs exactly once: ``requested`` True needs a
     stream that holds positions (refused, naming how to enable it); None (the
     default) means yes where the stream can, else the window only with one warning;
-    False never."""
+    False never. The warning names the frame ``stacklevel`` (counted as
+    ``warnings.warn`` counts it from here; 3: the caller's caller), the user's code
+    that asked for the write."""
     if requested is False:
         return False
     why = holds_positions(client.stream_info(stream))
@@ -64,7 +71,7 @@ def exactly_once_wanted(client: Any, stream: str, requested: bool | None, what: 
         "exact only within its duplicate window; enable it with "
         f"{enable_command(stream)}",
         ExactlyOnceUnavailableWarning,
-        stacklevel=3,
+        stacklevel=stacklevel,
     )
     return False
 
@@ -74,7 +81,38 @@ class ExactlyOnceUnavailableWarning(UserWarning):
     stream's duplicate window only: the stream cannot hold writers' positions."""
 
 
-class NumberedRows:
+class _PositionedRows:
+    """What an exactly-once write of rows holds: the client, its msg ids' prefix and
+    the rows' publisher options, the writer's identity (``positions``: its ids read
+    back from ``read_back`` on) and the position it claimed."""
+
+    def __init__(
+        self,
+        client: Any,
+        stream: str,
+        writer: str,
+        msg_id_prefix: str,
+        read_back: str,
+        lease: float | None,
+        publish_options: dict[str, Any],
+    ) -> None:
+        self.client = client
+        self.prefix = msg_id_prefix
+        self.publish_options = publish_options
+        self.positions = PositionedWriter(client, stream, writer, id_prefix=read_back, lease=lease)
+        self.position: Position | None = None
+        #: Rows not sent because the stream holds them (before the position, or
+        #: found after it by the read-back).
+        self.skipped = 0
+
+    def claim(self) -> Position:
+        """Claim the writer's identity: its position and what the read-back found
+        stored after it."""
+        self.position = self.positions.claim()
+        return self.position
+
+
+class NumberedRows(_PositionedRows):
     """Publishes a writer's numbered rows exactly once into ``stream``.
 
     ``writer``: the identity; ``msg_id_prefix``: the ids are ``<prefix><n>``, ``n``
@@ -94,26 +132,16 @@ class NumberedRows:
         lease: float | None = None,
         **publish_options: Any,
     ) -> None:
-        self.client = client
-        self.prefix = msg_id_prefix
-        self.start = start
-        self.position_rows = int(
+        rows_per_position = int(
             _core.DEFAULT_POSITION_ROWS if position_rows is None else position_rows
         )
-        if self.position_rows < 1:
+        if rows_per_position < 1:
             raise BadInputError(f"option 'position_rows' must be positive, got {position_rows}")
-        self.publish_options = publish_options
-        self.positions = PositionedWriter(
-            client, stream, writer, id_prefix=msg_id_prefix, lease=lease
+        super().__init__(
+            client, stream, writer, msg_id_prefix, msg_id_prefix, lease, publish_options
         )
-        self.position: Position | None = None
-        #: Rows not sent because the stream holds them (before the position, or
-        #: found after it by the read-back).
-        self.skipped = 0
-
-    def claim(self) -> Position:
-        self.position = self.positions.claim()
-        return self.position
+        self.start = start
+        self.position_rows = rows_per_position
 
     def publish(self, batches: Iterable[pa.RecordBatch]) -> Iterator[Sent]:
         """Publish ``batches`` (the rows from ``start``, in order), yielding each
@@ -216,7 +244,7 @@ def _chain(head: list[pa.RecordBatch], rest: Iterator[pa.RecordBatch]) -> Iterat
     yield from rest
 
 
-class CopiedRows:
+class CopiedRows(_PositionedRows):
     """Publishes a copy of a stream (rows read with their ``stream`` and ``seq``
     columns, in source order) exactly once into ``stream``: the writer's position
     is the next source sequence, and the read-back finds the copies stored after it
@@ -242,18 +270,9 @@ class CopiedRows:
         lease: float | None = None,
         **publish_options: Any,
     ) -> None:
-        self.client = client
-        self.prefix = msg_id_prefix
-        self.source = source
-        self.publish_options = publish_options
         read_back = f"{msg_id_prefix}{source}:" if source is not None else msg_id_prefix
-        self.positions = PositionedWriter(client, stream, writer, id_prefix=read_back, lease=lease)
-        self.position: Position | None = None
-        self.skipped = 0
-
-    def claim(self) -> Position:
-        self.position = self.positions.claim()
-        return self.position
+        super().__init__(client, stream, writer, msg_id_prefix, read_back, lease, publish_options)
+        self.source = source
 
     def stored_source_seqs(self) -> dict[int, int]:
         """How many copies of each source sequence the read-back found after the

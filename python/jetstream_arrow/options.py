@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Any, ClassVar, Literal, TypeVar, cast
 
 from . import _core
-from ._time import to_epoch_ns
 from .exceptions import BadInputError
 
 # The texts of credentials and TLS material are hidden too: a key is a secret, and a
@@ -203,6 +202,10 @@ class PublishOptions(NativeOptions):
     the payloads it decompressed, so a copy (read, then published) stores them plain,
     or compressed again by its own ``compression``; a payload read as stored
     (``decompress=False``) keeps its header and is copied as it is.
+    ``max_bytes_in_flight``: payload bytes sent and not yet acknowledged at most,
+    whatever ``window`` says (default 32 MiB): a publisher holds every payload in
+    flight until its ack, so this bounds its memory with large messages; lower it
+    where many publishers share a process, raise it for a distant server.
     """
 
     what: ClassVar[str] = "publish"
@@ -222,6 +225,7 @@ class PublishOptions(NativeOptions):
     batch_rows: int | None = None
     keep_control_headers: bool | None = None
     compression: Compression | None = None
+    max_bytes_in_flight: int | None = None
 
 
 @dataclass(frozen=True)
@@ -267,26 +271,6 @@ class ReadOptions(NativeOptions):
     as_of_seq: int | None = None
     as_of_time: datetime | str | float | None = None
 
-    # What the native core reads in place of the fields given in Python's forms.
-    @property
-    def subject_filters(self) -> list[str]:
-        """``subjects`` as a list (empty: every subject)."""
-        if self.subjects is None:
-            return []
-        return [self.subjects] if isinstance(self.subjects, str) else list(self.subjects)
-
-    @property
-    def start_time_ns(self) -> int | None:
-        return to_epoch_ns(self.start_time, "start_time")
-
-    @property
-    def end_time_ns(self) -> int | None:
-        return to_epoch_ns(self.end_time, "end_time")
-
-    @property
-    def as_of_time_ns(self) -> int | None:
-        return to_epoch_ns(self.as_of_time, "as_of_time")
-
 
 @dataclass(frozen=True)
 class ConsumeOptions(NativeOptions):
@@ -310,4 +294,69 @@ class ConsumeOptions(NativeOptions):
     heartbeat: float | None = None
     batch_rows: int | None = None
     batch_wait: float | None = None
+    include_headers: bool | None = None
+
+
+@dataclass(frozen=True)
+class FollowOptions(NativeOptions):
+    """An open-ended ordered read (``Client.ordered_consumer``): what it delivers and
+    how it batches. A field left None takes the native core's default; the core checks
+    every value and names the option.
+
+    Every message of ``subjects`` (all when None) from ``start_seq``, ``start_time``,
+    the first, or (``deliver_new``) the next one stored, then each new one. Batches
+    hold up to ``batch_rows`` rows and ``max_bytes`` payload bytes: after the first
+    message, what arrives within ``batch_wait`` seconds. ``heartbeat``: the consumer's
+    idle heartbeat; ``resume_timeout``: how long it keeps recreating its consumer after
+    losing it.
+    """
+
+    what: ClassVar[str] = "follow"
+    subjects: Sequence[str] | str | None = None
+    start_seq: int | None = None
+    start_time: datetime | str | float | None = None
+    deliver_new: bool | None = None
+    include_headers: bool | None = None
+    include_ttl: bool | None = None
+    include_positions: bool | None = None
+    batch_rows: int | None = None
+    batch_wait: float | None = None
+    max_bytes: int | None = None
+    heartbeat: float | None = None
+    resume_timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class PushOptions(NativeOptions):
+    """Consumption of a durable push consumer (``PushConsumer.messages``). A field left
+    None takes the native core's default; the core checks every value.
+
+    Batches hold up to ``batch_rows`` messages: after the first, what arrives within
+    ``batch_wait`` seconds. ``heartbeat``: the consumer's idle heartbeat, when it was
+    bound without an info lookup. ``include_headers`` adds the headers column.
+    """
+
+    what: ClassVar[str] = "push"
+    batch_rows: int | None = None
+    batch_wait: float | None = None
+    include_headers: bool | None = None
+    heartbeat: float | None = None
+
+
+@dataclass(frozen=True)
+class FetchOptions(NativeOptions):
+    """One pull request of a durable pull consumer (``PullConsumer.fetch``). A field
+    left None takes the native core's default; the core checks every value.
+
+    Up to ``max_messages`` (or ``max_bytes``) within ``expires`` seconds; with
+    ``no_wait``, at once with what is there. ``heartbeat``: the request's idle
+    heartbeat. ``include_headers`` adds the headers column.
+    """
+
+    what: ClassVar[str] = "fetch"
+    max_messages: int | None = None
+    max_bytes: int | None = None
+    expires: float | None = None
+    no_wait: bool | None = None
+    heartbeat: float | None = None
     include_headers: bool | None = None

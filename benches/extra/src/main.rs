@@ -33,7 +33,7 @@ use serde_json::{json, Value};
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// The package's bounds (`defaults::FAST_FLOW`, `FAST_OUTSTANDING_ACKS`,
-/// `publish::MAX_BYTES_IN_FLIGHT`, `ATOMIC_BATCH_ROWS`); this crate cannot depend on the
+/// `defaults::MAX_BYTES_IN_FLIGHT`, `ATOMIC_BATCH_ROWS`); this crate cannot depend on the
 /// package's core (another async-nats), so they are restated here.
 const FAST_FLOW: u64 = 500;
 const FAST_OUTSTANDING_ACKS: u64 = 2;

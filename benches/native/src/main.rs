@@ -19,7 +19,7 @@
 //! Each prints one JSON line: `{"op":..,"msgs":..,"bytes":..,"seconds":..}`.
 
 use jetstream_arrow_core::defaults;
-use jetstream_arrow_core::publish::MAX_BYTES_IN_FLIGHT;
+use jetstream_arrow_core::defaults::MAX_BYTES_IN_FLIGHT;
 use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::Arc;

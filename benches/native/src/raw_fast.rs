@@ -16,7 +16,7 @@ use std::io::{ErrorKind, Write};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use jetstream_arrow_core::defaults;
-use jetstream_arrow_core::publish::MAX_BYTES_IN_FLIGHT;
+use jetstream_arrow_core::defaults::MAX_BYTES_IN_FLIGHT;
 use serde_json::{json, Value};
 
 use crate::raw::{Conn, Frame, Stop};

@@ -13,27 +13,35 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._core import DEFAULT_CONNECT_TIMEOUT, DEFAULT_SERVERS
 from ..exceptions import BadInputError
+from ..option_tables import native_option
 from ..options import ConnectOptions
 from .errors import CliError, UsageError
+from .native_flags import add_native_flag
 
 if TYPE_CHECKING:
     from ..client import Client
 
-# flag dest -> (ConnectOptions field, environment variable)
-_FLAGS: dict[str, tuple[str, str | None]] = {
-    "servers": ("servers", "NATS_URL"),
-    "user": ("user", "NATS_USER"),
-    "password": ("password", "NATS_PASSWORD"),
-    "token": ("token", "NATS_TOKEN"),
-    "creds": ("creds", "NATS_CREDS"),
-    "tls_cert": ("tls_cert", "NATS_CERT"),
-    "tls_key": ("tls_key", "NATS_KEY"),
-    "tls_ca": ("tls_ca", "NATS_CA"),
-    "domain": ("domain", None),
-    "api_prefix": ("api_prefix", None),
-}
+# The flags that set a connection option (each the ConnectOptions field of its name),
+# the environment variable each falls back to (the ones the ``nats`` CLI reads), and
+# its metavar.
+_FLAGS: tuple[tuple[tuple[str, ...], str, str | None, str | None], ...] = (
+    (("-s", "--servers"), "servers", "NATS_URL", "URL"),
+    (("--creds",), "creds", "NATS_CREDS", "FILE"),
+    (("--user",), "user", "NATS_USER", None),
+    (("--password",), "password", "NATS_PASSWORD", None),
+    (("--token",), "token", "NATS_TOKEN", None),
+    (("--tls-cert", "--tlscert"), "tls_cert", "NATS_CERT", "FILE"),
+    (("--tls-key", "--tlskey"), "tls_key", "NATS_KEY", "FILE"),
+    (("--tls-ca", "--tlsca"), "tls_ca", "NATS_CA", "FILE"),
+    (("--tls-first",), "tls_first", None, None),
+    (("--domain",), "domain", None, None),
+    (("--api-prefix",), "api_prefix", None, "PREFIX"),
+)
+
+#: A connection option's flag, as errors name it.
+_FLAG_OF = {field: next(f for f in flags if f.startswith("--")) for flags, field, _, _ in _FLAGS}
+_FLAG_OF["connect_timeout"] = "--connect-timeout"
 
 
 def add_connection_args(parser: argparse.ArgumentParser) -> None:
@@ -42,74 +50,28 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
         "Flags override $NATS_* environment variables, which override --context.\n"
         "Prefer --creds, a context or $NATS_PASSWORD to --password on a shared machine.",
     )
-    g.add_argument(
-        "-s",
-        "--servers",
-        metavar="URL",
-        help=f"NATS server URL(s), comma-separated ($NATS_URL; default {DEFAULT_SERVERS})",
-    )
+    for flags, field, env, metavar in _FLAGS:
+        # No default of the flag's own: the environment and the context come next.
+        extra = {"metavar": metavar} if metavar else {}
+        add_native_flag(g, "connect", field, *flags, default=None, env=env, **extra)
     g.add_argument(
         "--context",
         metavar="NAME",
         help="NATS CLI context to read ($NATS_CONTEXT); "
         "~/.config/nats/context/NAME.json, or a path to such a file",
     )
-    g.add_argument(
-        "--creds", metavar="FILE", help="user credentials file (JWT + nkey seed) ($NATS_CREDS)"
-    )
-    g.add_argument("--user", help="user name ($NATS_USER); needs --password")
-    g.add_argument("--password", help="password ($NATS_PASSWORD); needs --user")
-    g.add_argument("--token", help="authentication token ($NATS_TOKEN)")
     g.add_argument("--nkey", metavar="FILE", help="file holding an nkey seed ($NATS_NKEY)")
-    g.add_argument(
-        "--tls-cert",
-        "--tlscert",
-        dest="tls_cert",
-        metavar="FILE",
-        help="client certificate ($NATS_CERT)",
-    )
-    g.add_argument(
-        "--tls-key",
-        "--tlskey",
-        dest="tls_key",
-        metavar="FILE",
-        help="client private key ($NATS_KEY)",
-    )
-    g.add_argument(
-        "--tls-ca",
-        "--tlsca",
-        dest="tls_ca",
-        metavar="FILE",
-        help="CA certificates to verify the server ($NATS_CA)",
-    )
-    g.add_argument(
-        "--tls-first",
-        action="store_true",
-        default=None,
-        help="TLS handshake before the NATS protocol starts",
-    )
-    g.add_argument("--domain", help="JetStream domain (API prefix $JS.<domain>.API)")
-    g.add_argument(
-        "--api-prefix",
-        metavar="PREFIX",
-        help="JetStream API subject prefix, e.g. JS.acc@hub.API (excludes --domain)",
-    )
-    g.add_argument(
-        "--connect-timeout",
-        type=float,
-        default=DEFAULT_CONNECT_TIMEOUT,
-        metavar="SECONDS",
-        help="how long to try to connect (default %(default)g)",
-    )
+    add_native_flag(g, "connect", "connect_timeout", "--connect-timeout")
 
 
 def add_decompress_arg(parser: argparse.ArgumentParser) -> None:
     """``--no-decompress``, for the commands that read a stream (ConnectOptions
     ``decompress``)."""
-    parser.add_argument(
+    add_native_flag(
+        parser,
+        "connect",
+        "decompress",
         "--no-decompress",
-        dest="decompress",
-        action="store_false",
         default=None,
         help="write payloads marked Content-Encoding as stored, compressed (default: "
         "decompress them by that header)",
@@ -144,8 +106,8 @@ def connect_options(args: argparse.Namespace) -> ConnectOptions:
             raise CliError(str(e)) from None
 
     given: dict[str, Any] = {}
-    for dest, (field, env) in _FLAGS.items():
-        value = getattr(args, dest, None)
+    for _, field, env, _ in _FLAGS:
+        value = getattr(args, field, None)
         if value is None and env:
             value = os.environ.get(env) or None
         if value is not None:
@@ -158,8 +120,6 @@ def connect_options(args: argparse.Namespace) -> ConnectOptions:
             raise CliError(
                 f"cannot read the nkey seed file {nkey!r} (--nkey): {e.strerror}"
             ) from None
-    if getattr(args, "tls_first", None):
-        given["tls_first"] = True
     if getattr(args, "decompress", None) is False:
         given["decompress"] = False
     if getattr(args, "connect_timeout", None) is not None:
@@ -175,17 +135,13 @@ def connect_options(args: argparse.Namespace) -> ConnectOptions:
     options.update(given)
     if getattr(args, "domain", None) and getattr(args, "api_prefix", None):
         raise UsageError("--domain and --api-prefix exclude each other: give one")
-    for field, flag in (
-        ("creds", "--creds"),
-        ("tls_cert", "--tls-cert"),
-        ("tls_key", "--tls-key"),
-        ("tls_ca", "--tls-ca"),
-    ):
+    for _, field, _, _ in _FLAGS:
         path = options.get(field)
-        if path is not None and not os.path.isfile(os.path.expanduser(path)):
-            raise CliError(f"{flag}: file {path!r} does not exist")
-        if path is not None:
-            options[field] = os.path.expanduser(path)
+        if path is None or native_option("connect", field)["kind"] != "path":
+            continue
+        if not os.path.isfile(os.path.expanduser(path)):
+            raise CliError(f"{_FLAG_OF[field]}: file {path!r} does not exist")
+        options[field] = os.path.expanduser(path)
     try:
         return ConnectOptions(**options)
     except ValueError as e:
@@ -193,18 +149,6 @@ def connect_options(args: argparse.Namespace) -> ConnectOptions:
         raise UsageError(f"{e} (flags: {', '.join(flags)})" if flags else str(e)) from None
 
 
-#: The flags of the connect options a person may give wrong on the command line.
-_OPTION_FLAGS = {
-    "user": "--user",
-    "password": "--password",
-    "tls_cert": "--tls-cert",
-    "tls_key": "--tls-key",
-    "domain": "--domain",
-    "api_prefix": "--api-prefix",
-    "connect_timeout": "--connect-timeout",
-}
-
-
 def _flags_of(options: tuple[str, ...]) -> list[str]:
     """The flags of connect ``options`` (an error's), in their order."""
-    return [_OPTION_FLAGS[o] for o in options if o in _OPTION_FLAGS]
+    return [_FLAG_OF[o] for o in options if o in _FLAG_OF]

@@ -19,7 +19,6 @@ import pyarrow.csv as pacsv
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from .._core import DEFAULT_READ_BATCH_ROWS
 from .._time import EPOCH, to_datetime
 from .._views import cast_without_views
 from ..codec import ValueCodec
@@ -28,6 +27,7 @@ from . import value_schema
 from .connection import add_connection_args, add_decompress_arg, client_factory
 from .errors import CliError, UsageError
 from .json_rows import json_literals, lines_buffer
+from .native_flags import add_native_flag
 from .progress import Progress, add_output_args, human_count, human_duration, human_rate
 from .sources import FORMATS, guess_format
 
@@ -68,15 +68,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="output file ('-' for standard output, with --format)",
     )
     p.add_argument("--format", choices=FORMATS, help="output format (default: from the extension)")
-    p.add_argument(
-        "--start-seq", type=int, metavar="N", help="first stream sequence (default: the first)"
-    )
-    p.add_argument(
-        "--end-seq",
-        type=int,
-        metavar="N",
-        help="last stream sequence, inclusive (default: the last when the export starts)",
-    )
+    add_native_flag(p, "read", "start_seq", "--start-seq")
+    add_native_flag(p, "read", "end_seq", "--end-seq")
     p.add_argument(
         "--since",
         metavar="TIME",
@@ -91,7 +84,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="FILTER",
         help="only these subjects (wildcards allowed; comma-separated or repeated)",
     )
-    p.add_argument("--include-headers", action="store_true", help="add a headers column")
+    add_native_flag(p, "read", "include_headers", "--include-headers")
     p.add_argument(
         "--data-as",
         choices=DATA_AS,
@@ -108,13 +101,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="CODEC",
         help="parquet: zstd (default), snappy, gzip, none; arrow: zstd or lz4 (not for csv, jsonl)",
     )
-    p.add_argument(
-        "--batch-rows",
-        type=int,
-        default=DEFAULT_READ_BATCH_ROWS,
-        metavar="N",
-        help="rows per read batch (default %(default)s)",
-    )
+    add_native_flag(p, "read", "batch_rows", "--batch-rows")
     add_decompress_arg(p)
     add_connection_args(p)
     add_output_args(p)

@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._core import DEFAULT_ACK_TIMEOUT, DEFAULT_WINDOW, DEFAULT_WRITER_LEASE
+from .._core import DEFAULT_WRITER_LEASE
 from .._read_ahead import ReadAhead
 from ..exactly_once import ExactlyOnceUnavailableWarning, NumberedRows, exactly_once_wanted
 from ..exceptions import (
@@ -38,6 +38,7 @@ from .connection import add_connection_args, client_factory
 from .errors import CliError, UsageError
 from .json_lines import JsonLinesFile, LineFields
 from .messages import MessageBuilder
+from .native_flags import add_native_flag
 from .progress import Progress, add_output_args, human_count, human_duration, human_rate
 from .sources import CSV_TYPES, FORMATS, InputFile, file_identity, guess_format
 from .streams import check_subject_in_stream, describe_duplicate_window
@@ -160,20 +161,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="N",
         help="rows per published batch (default %(default)s)",
     )
-    p.add_argument(
-        "--window",
-        type=int,
-        default=DEFAULT_WINDOW,
-        metavar="N",
-        help="messages in flight awaiting their ack (default %(default)s)",
-    )
-    p.add_argument(
-        "--ack-timeout",
-        type=float,
-        default=DEFAULT_ACK_TIMEOUT,
-        metavar="SECONDS",
-        help="how long to wait for each ack before retrying it (default %(default)g)",
-    )
+    add_native_flag(p, "publish", "window", "--window")
+    add_native_flag(p, "publish", "ack_timeout", "--ack-timeout")
     p.add_argument(
         "--ttl",
         type=_ttl_seconds,
@@ -181,11 +170,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="every row's time to live (Nats-TTL): 90s, 5m, 1h30m, whole seconds, or "
         "'never'; the stream needs allow_msg_ttl (--create-stream sets it)",
     )
-    p.add_argument(
-        "--compression",
-        choices=("zstd", "gzip", "zlib", "s2"),
-        help="compress each payload, marked Content-Encoding (readers decompress by it)",
-    )
+    add_native_flag(p, "publish", "compression", "--compression")
     p.add_argument(
         "--max-rate",
         type=float,
@@ -305,10 +290,6 @@ def run(args: argparse.Namespace) -> int:
     connect = client_factory(args)
     if args.batch_rows < 1:
         raise UsageError("--batch-rows must be at least 1")
-    if args.window < 1:
-        raise UsageError("--window must be at least 1")
-    if not args.ack_timeout > 0:
-        raise UsageError("--ack-timeout must be a positive number of seconds")
     if args.max_rate is not None and args.max_rate <= 0:
         raise UsageError("--max-rate must be a positive number of rows per second")
     if args.data_column and args.data_column in (args.headers_column, args.msg_id_column):

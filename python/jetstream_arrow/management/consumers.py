@@ -17,7 +17,7 @@ from .._core import validate_name
 from .._time import to_ns_duration
 from ..exceptions import BadInputError
 from .streams import ClusterInfo
-from .wire import Seconds, WireObject, check_choice, meta
+from .wire import Seconds, WireObject, check_choice, check_list, meta
 
 DeliverPolicy = Literal[
     "all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject"
@@ -84,21 +84,17 @@ class ConsumerConfig(WireObject):
                 f"options 'durable_name' ({self.durable_name!r}) and 'name' ({self.name!r}) "
                 "differ; give one of them"
             )
-        if isinstance(self.filter_subjects, str):
-            raise BadInputError(
-                "option 'filter_subjects' takes a list; for one subject write "
-                f"filter_subjects=[{self.filter_subjects!r}] or filter_subject="
-                f"{self.filter_subjects!r}"
-            )
+        check_list(
+            "filter_subjects",
+            self.filter_subjects,
+            "subject",
+            f"filter_subject={self.filter_subjects!r}",
+        )
         check_choice("deliver_policy", self.deliver_policy, DeliverPolicy)
         check_choice("ack_policy", self.ack_policy, AckPolicy)
         check_choice("replay_policy", self.replay_policy, ReplayPolicy)
         check_choice("priority_policy", self.priority_policy, PriorityPolicy)
-        if isinstance(self.priority_groups, str):
-            raise BadInputError(
-                "option 'priority_groups' takes a list; for one group write "
-                f"priority_groups=[{self.priority_groups!r}]"
-            )
+        check_list("priority_groups", self.priority_groups, "group")
         if self.deliver_policy == "by_start_sequence" and self.opt_start_seq is None:
             raise BadInputError("deliver_policy 'by_start_sequence' needs 'opt_start_seq'")
         if self.deliver_policy == "by_start_time" and self.opt_start_time is None:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from .._core import validate_name
 from ..exceptions import BadInputError
-from .wire import Seconds, WireObject, check_choice, meta
+from .wire import Seconds, WireObject, check_choice, check_list, meta
 
 Storage = Literal["file", "memory"]
 Retention = Literal["limits", "interest", "workqueue"]
@@ -109,10 +109,7 @@ class StreamConfig(WireObject):
 
     def __post_init__(self) -> None:
         validate_name(self.name, "name")
-        if isinstance(self.subjects, str):
-            raise BadInputError(
-                f"option 'subjects' takes a list of subjects, got the string {self.subjects!r}"
-            )
+        check_list("subjects", self.subjects, "subject")
         check_choice("storage", self.storage, Storage)
         check_choice("retention", self.retention, Retention)
         check_choice("discard", self.discard, Discard)

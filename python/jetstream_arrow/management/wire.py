@@ -87,6 +87,18 @@ def check_choice(option: str, value: object, choices: Any) -> None:
         )
 
 
+def check_list(option: str, value: object, one: str, write_one: str = "") -> None:
+    """Refuse a string given where option ``option`` takes a list, saying how to give
+    the one ``one`` (subject, group) it names: ``option=[value]``, or ``write_one``
+    where there is another way too."""
+    if isinstance(value, str):
+        alternative = f" or {write_one}" if write_one else ""
+        raise BadInputError(
+            f"option {option!r} takes a list, got the string {value!r}; for one {one} "
+            f"write {option}=[{value!r}]{alternative}"
+        )
+
+
 def _plain_to_wire(value: Any, option: str) -> Any:
     if isinstance(value, (list, tuple)):
         return list(value)

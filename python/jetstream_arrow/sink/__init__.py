@@ -9,17 +9,16 @@ from __future__ import annotations
 
 from .delta import DeltaTarget, app_id
 from .parquet import ParquetTarget, dataset_files, read_manifest
-from .run import (
+from .run import run_sink
+from .settings import (
     DEFAULT_COMMIT_ROWS,
     DEFAULT_COMMIT_SECONDS,
     DEFAULT_RESUME_TIMEOUT,
     MAX_COMMIT_ROWS,
     MAX_COMMIT_SECONDS,
-    SinkProgress,
-    SinkReport,
-    Target,
-    run_sink,
 )
+from .sink import SinkProgress, SinkReport
+from .target import Target
 
 __all__ = [
     "DEFAULT_COMMIT_ROWS",

@@ -12,13 +12,14 @@ state of its own.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
 
 from ..exceptions import BadInputError, JetStreamArrowError
-from .rows import check_unique_ignoring_case, merged_schema
+from .rows import check_unique_ignoring_case
+from .target import LakeTarget, TargetCommit
 
 #: The app id of a stream's position in a table's log is this prefix and its name.
 APP_ID_PREFIX = "jetstream-arrow:"
@@ -48,17 +49,19 @@ def _deltalake() -> Any:
     return deltalake
 
 
-class DeltaTarget:
+class DeltaTarget(LakeTarget):
     """A Delta Lake table in the directory ``path``, created by the first commit.
 
     One sink writes a table's rows of a stream at a time: its position is checked
     against the log before each commit, and a sink that finds another one's there
     stops rather than write rows twice."""
 
+    _kind = "table"
+
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
         self._deltalake = _deltalake()
-        self._schema: pa.Schema | None = None
+        self._held_schema: pa.Schema | None = None
         self._partitions: list[str] | None = None
         # The positions this sink last read or wrote, per stream.
         self._expected: dict[str, int] = {}
@@ -87,7 +90,7 @@ class DeltaTarget:
             self._expected = dict.fromkeys(streams, 0)
             self._created = dict.fromkeys(streams)
         else:
-            self._schema = pa.schema(table.schema().to_arrow())
+            self._held_schema = pa.schema(table.schema().to_arrow())
             self._partitions = list(table.metadata().partition_columns)
             self._expected = {s: int(table.transaction_version(app_id(s)) or 0) for s in streams}
             self._created = {s: table.transaction_version(created_app_id(s)) for s in streams}
@@ -99,24 +102,23 @@ class DeltaTarget:
         :meth:`positions` read them."""
         return {s: self._created.get(s) for s in streams}
 
-    def commit(
-        self,
-        rows: pa.Table,
-        positions: Mapping[str, int],
-        partition_by: Sequence[str],
-        created: Mapping[str, int] | None = None,
-    ) -> None:
-        """Append ``rows`` and move each stream's position to ``positions`` in one
-        Delta transaction, with the ``created`` time of each such stream."""
+    def _location(self) -> str:
+        return self.path
+
+    def _partitioning(self) -> list[str] | None:
+        return self._partitions
+
+    def _schema(self) -> pa.Schema | None:
+        return self._held_schema
+
+    def _write(self, commit: TargetCommit) -> None:
+        """One Delta transaction: the rows appended, and an app transaction per stream
+        for its position and its creation time; refused when another sink moved a
+        position past the one this sink last read or wrote."""
         deltalake = self._deltalake
-        if self._partitions is not None and self._partitions != list(partition_by):
-            raise BadInputError(
-                f"option 'partition_by' {list(partition_by)}: table {self.path} is "
-                f"partitioned by {self._partitions}; a table keeps its partitioning"
-            )
         table = self._table()
         if table is not None:
-            for stream in positions:
+            for stream in commit.positions:
                 held = int(table.transaction_version(app_id(stream)) or 0)
                 if held > self._expected.get(stream, 0):
                     raise JetStreamArrowError(
@@ -124,27 +126,26 @@ class DeltaTarget:
                         f"past this sink's {self._expected.get(stream, 0)}: another sink "
                         "writes it; this one stops rather than write rows twice"
                     )
-        schema = merged_schema(self._schema, rows.schema, f"table {self.path}")
-        check_unique_ignoring_case(schema, f"table {self.path}")
+        check_unique_ignoring_case(commit.schema, f"table {self.path}")
         transactions = [
-            deltalake.Transaction(app_id(stream), int(seq)) for stream, seq in positions.items()
+            deltalake.Transaction(app_id(stream), seq) for stream, seq in commit.positions.items()
         ]
         transactions += [
-            deltalake.Transaction(created_app_id(stream), int(ns))
-            for stream, ns in (created or {}).items()
+            deltalake.Transaction(created_app_id(stream), ns)
+            for stream, ns in commit.created.items()
         ]
         try:
             deltalake.write_deltalake(
                 self.path,
-                rows,
+                commit.rows,
                 mode="append",
                 schema_mode="merge",
-                partition_by=list(partition_by) or None,
+                partition_by=commit.partition_by or None,
                 commit_properties=deltalake.CommitProperties(app_transactions=transactions),
             )
         except Exception as e:  # deltalake's errors share no base class of their own
             raise JetStreamArrowError(f"cannot commit to Delta table {self.path}: {e}") from e
-        self._schema = schema
-        self._partitions = list(partition_by)
-        self._expected.update(positions)
-        self._created.update(created or {})
+        self._held_schema = commit.schema
+        self._partitions = commit.partition_by
+        self._expected.update(commit.positions)
+        self._created.update(commit.created)

@@ -30,7 +30,7 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..exceptions import BadInputError, JetStreamArrowError
-from .rows import NULL_PARTITION, check_partition_by, merged_schema
+from .rows import NULL_PARTITION, check_partition_by
+from .target import LakeTarget, TargetCommit
 
 MANIFEST = "_jetstream_arrow_manifest.json"
 MANIFEST_FORMAT = "jetstream-arrow parquet dataset"
@@ -110,8 +111,10 @@ def _partition_value(value: Any) -> str:
     return "".join(f"%{ord(c):02X}" if c in '/\\%=:*?"<>|' or ord(c) < 32 else c for c in text)
 
 
-class ParquetTarget:
+class ParquetTarget(LakeTarget):
     """A partitioned Parquet dataset in the directory ``path`` (made if missing)."""
+
+    _kind = "dataset"
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.root = Path(path)
@@ -169,33 +172,28 @@ class ParquetTarget:
             if _is_partition_directory(relative.parts[:-1], partition_by):
                 path.unlink()
 
-    def commit(
-        self,
-        rows: pa.Table,
-        positions: Mapping[str, int],
-        partition_by: Sequence[str],
-        created: Mapping[str, int] | None = None,
-    ) -> None:
-        """Write ``rows`` as new files, then list them, and the streams' new
-        positions and ``created`` times, in the manifest."""
+    def _location(self) -> str:
+        return str(self.root)
+
+    def _partitioning(self) -> list[str] | None:
+        return None if self._manifest is None else list(self._manifest["partition_by"])
+
+    def _write(self, commit: TargetCommit) -> None:
+        """Write the commit's rows as new files, then list them, and the streams' new
+        positions and creation times, in the manifest."""
         previous = self._manifest
-        if previous is not None and previous["partition_by"] != list(partition_by):
-            raise BadInputError(
-                f"option 'partition_by' {list(partition_by)}: dataset {self.root} is "
-                f"partitioned by {previous['partition_by']}; a dataset keeps its partitioning"
-            )
-        schema = merged_schema(self._schema(), rows.schema, f"dataset {self.root}")
+        rows = commit.rows
         number = len(previous["commits"]) + 1 if previous else 1
-        files = self._write_files(rows, number, list(partition_by)) if rows.num_rows else []
+        files = self._write_files(rows, number, commit.partition_by) if rows.num_rows else []
         held = dict(previous["positions"]) if previous else {}
-        held.update({s: int(seq) for s, seq in positions.items()})
+        held.update(commit.positions)
         held_created = dict(previous.get("created") or {}) if previous else {}
-        held_created.update({s: int(ns) for s, ns in (created or {}).items()})
+        held_created.update(commit.created)
         manifest = {
             "format": MANIFEST_FORMAT,
             "version": MANIFEST_VERSION,
-            "partition_by": list(partition_by),
-            "schema": base64.b64encode(schema.serialize().to_pybytes()).decode("ascii"),
+            "partition_by": commit.partition_by,
+            "schema": base64.b64encode(commit.schema.serialize().to_pybytes()).decode("ascii"),
             "positions": held,
             "created": held_created,
             "commits": [
@@ -204,7 +202,7 @@ class ParquetTarget:
                     "commit": number,
                     "rows": rows.num_rows,
                     "files": files,
-                    "positions": {s: int(seq) for s, seq in positions.items()},
+                    "positions": commit.positions,
                 },
             ],
         }

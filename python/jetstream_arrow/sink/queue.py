@@ -72,7 +72,7 @@ class QueueReader:
         inferred from the first payloads delivered (a read, which samples the stream,
         is refused on a work queue); unchanged when the consumer delivers nothing now.
         Inferred before the pull that decodes with it, so that a pull failing on a
-        field the schema lacks leaves the schema to grow (run.py's ``grow``).
+        field the schema lacks leaves the schema to grow (``ValueSchemas.grow``).
 
         When no payload of the sample decodes (JSON: none is an object) and
         ``set_aside`` (a dead-letter stream takes them), the sample comes back as
@@ -118,7 +118,7 @@ class QueueReader:
                 "such payloads aside"
             )
         # JSON grows when a later message holds a field it lacks (the codec's
-        # on_new_field 'fail', run.py); an Arrow payload carries its own schema.
+        # on_new_field 'fail', value_schema.py); an Arrow payload carries its own schema.
         _log.info(
             "stream %s: value schema inferred from the first %d messages consumer %r delivered: %s",
             self.consumer.stream,

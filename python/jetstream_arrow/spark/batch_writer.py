@@ -22,33 +22,20 @@ from dataclasses import asdict
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from .copy_ids import alike_rows_merged, refuse_merged
 from .exactly_once import ExactlyOnceTask, forget_positions
-from .options import WriteOptions
+from .publishing_writer import PublishingWriter
 from .writing import (
     JetStreamCommitMessage,
-    WriteColumns,
     finished_tasks,
     msg_id_prefix,
     publish_task,
     report_aborted,
-    report_committed,
     task_ids,
 )
 
 
-class JetStreamWriter(DataSourceArrowWriter):
+class JetStreamWriter(PublishingWriter, DataSourceArrowWriter):
     """Publishes each task's Arrow batches; idempotent across task retries."""
-
-    def __init__(
-        self, opts: WriteOptions, columns: WriteColumns, exactly_once: bool = False
-    ) -> None:
-        self.opts = opts
-        self.columns = columns
-        #: Whether each task keeps its position in the stream (option exactlyOnce).
-        self.exactly_once = exactly_once
-        #: Whether the commit found rows the server merged (``alike_rows_merged``).
-        self.merged = False
 
     def __repr__(self) -> str:
         return f"JetStreamWriter(write_id={self.opts.write_id!r})"
@@ -71,11 +58,7 @@ class JetStreamWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         done = finished_tasks(messages, JetStreamCommitMessage)
-        merged = alike_rows_merged(self.columns, done)
-        if merged is not None:
-            self.merged = True
-            refuse_merged(f"write {self.opts.write_id}", merged)
-        report_committed(f"write {self.opts.write_id}", done, len(messages))
+        self._commit(f"write {self.opts.write_id}", done, len(messages))
         if self.exactly_once and not self.opts.write_id_given:
             forget_positions(self.opts, [m.writer for m in done if m.writer])
 

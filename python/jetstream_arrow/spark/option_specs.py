@@ -14,10 +14,17 @@ option probes. Adding an option is adding a field (docs/development.md). It is o
 module because it is one table: split, the parser and the guide would each have to
 put it back together.
 
-Connection options are the fields of :class:`jetstream_arrow.ConnectOptions`, spelled
-in camelCase for Spark (``nkeySeed``, ``tlsCa``, ``apiPrefix`` ...), with its
-defaults. The numeric defaults of reads and writes come from the native core
-(``_core.DEFAULT_*``), where the package keeps every default, so each is written once.
+The native options, the connection's (the fields of
+:class:`jetstream_arrow.ConnectOptions`, in camelCase: ``nkeySeed``, ``tlsCa`` ...),
+a read's and a publisher's, are declared once, in the native core
+(``_core.OPTION_TABLES``): a Spark option that sets one names its field
+(:func:`native`) and takes its kind, bounds, choices, default and meaning from the
+core's table, saying only what Spark says otherwise (its Spark name, default or
+meaning). Spark takes every option of the core's read and publish tables: those the
+classes below do not declare are added under their camelCase names as the core
+declares them (:func:`takes_native_options`), unless listed in ``_READ_NOT_TAKEN`` or
+``_PUBLISH_NOT_TAKEN`` with the reason. A native option added to the core is thus a
+Spark option without an edit here.
 """
 
 from __future__ import annotations
@@ -30,27 +37,18 @@ from datetime import datetime
 from typing import Any
 
 from .._core import (
-    AVRO_FRAMINGS,
-    DEFAULT_ACK_TIMEOUT,
-    DEFAULT_ATOMIC_BATCH_ROWS,
-    DEFAULT_AVRO_FRAMING,
-    DEFAULT_HEARTBEAT,
-    DEFAULT_MAX_RETRIES,
-    DEFAULT_ON_MALFORMED,
-    DEFAULT_PUBLISH_MODE,
-    DEFAULT_READ_MAX_BYTES,
-    DEFAULT_RESUME_TIMEOUT,
-    DEFAULT_RETRY_BACKOFF,
     DEFAULT_SPARK_BATCH_ROWS,
     DEFAULT_SPARK_MAX_MESSAGES_PER_PARTITION,
     DEFAULT_SPARK_MAX_TRIGGER_DELAY,
-    DEFAULT_WINDOW,
     DEFAULT_WRITER_LEASE,
-    MAX_RETRIES,
     MAX_SECONDS,
-    MAX_WINDOW,
-    ON_MALFORMED_MODES,
     VALUE_FORMATS,
+)
+from ..option_tables import (
+    NativeOption,
+    meaning_of,
+    native_option,
+    native_options,
 )
 from ..options import ConnectOptions
 
@@ -106,38 +104,21 @@ DEAD_LETTER_MODE = "deadletter"
 #: the engine later, on an executor, without naming the option.
 INT64_MAX = 2**63 - 1
 
-_CONNECT_MEANING = {
-    "servers": "NATS server URL, or several separated by commas",
-    "user": "user name (with `password`)",
-    "password": "password (secret: never logged)",
-    "token": "authentication token (secret)",
-    "creds": "path of a `.creds` file (JWT + nkey seed)",
-    "creds_content": "the text of a `.creds` file, where executors have no file (secret)",
-    "nkey_seed": "nkey seed for nkey authentication (secret)",
-    "tls_ca": "path of the CA certificate(s) to trust",
-    "tls_cert": "path of the client certificate (with `tlsKey`)",
-    "tls_key": "path of the client key (with `tlsCert`)",
-    "tls_ca_content": "the CA certificate(s) to trust, as PEM text (not shown in plans)",
-    "tls_cert_content": "the client certificate as PEM text (with `tlsKeyContent`)",
-    "tls_key_content": "the client key as PEM text (secret)",
-    "tls_required": "require TLS",
-    "tls_first": "TLS handshake before the NATS INFO (server `handshake_first`)",
-    "name": "connection name shown by the server",
-    "connect_timeout": "seconds to wait for the connection",
-    "request_timeout": "seconds to wait for a JetStream API reply",
-    "max_reconnects": "reconnect attempts before giving up (empty: forever)",
-    "reconnect_delay": "seconds between reconnect attempts",
-    "retry_on_initial_connect": "retry the first connect like a reconnect",
-    "ping_interval": "seconds between client pings",
-    "domain": "JetStream domain (API prefix `$JS.<domain>.API`)",
-    "api_prefix": "JetStream API prefix (excludes `domain`)",
-    "inbox_prefix": "prefix of reply subjects",
-    "max_decompressed_bytes": "bytes a compressed payload (`Content-Encoding`) may decompress to on a read (and a consumer's batch in total); more fails the read naming its seq",
-    "decompress": "reads decompress payloads marked `Content-Encoding` (`zstd`, `gzip`, `zlib`/`deflate`, `s2`); false: payloads as stored, the header kept",
-}
-
 #: What Spark's Kafka connector calls a connection option.
 _CONNECT_KAFKA = {"servers": ("kafka.bootstrap.servers",)}
+
+#: The kinds of the core's options, as the parser reads them from Spark's strings.
+_SPARK_KIND = {
+    "count": "int",
+    "seconds": "float",
+    "number": "float",
+    "bool": "bool",
+    "text": "str",
+    "path": "str",
+    "choice": "str",
+    "texts": "subjects",
+    "time": "time",
+}
 
 
 def _camel(snake: str) -> str:
@@ -145,37 +126,39 @@ def _camel(snake: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
-def _connect_kind(annotation: Any) -> str:
-    args = set(typing.get_args(annotation)) or {annotation}
-    for kind, python_type in (("bool", bool), ("int", int), ("float", float)):
-        if python_type in args:
-            return kind
-    return "str"
-
-
-#: The least a connection option takes, where the core refuses less (it decides; the
-#: bound here lets Spark's parser and the fuzz tests say it too).
-_CONNECT_MINIMUM = {"max_decompressed_bytes": 1}
+def _declared_by_core(core: NativeOption) -> dict[str, Any]:
+    """What a Spark option takes from the core's declaration of its native option."""
+    if core["kind"] not in _SPARK_KIND:
+        raise TypeError(f"no Spark option takes a value of kind {core['kind']!r} ({core['name']})")
+    kind = _SPARK_KIND[core["kind"]]
+    maximum = core["maximum"]
+    if kind == "int":  # what Spark's LongType holds, and Arrow's int64
+        maximum = INT64_MAX if maximum is None else min(maximum, INT64_MAX)
+    return {
+        "kind": kind,
+        "default": core["default"],
+        "minimum": core["minimum"],
+        "maximum": maximum,
+        "choices": tuple(core["choices"]),
+        "meaning": meaning_of(core),
+    }
 
 
 def _connect_specs() -> list[OptionSpec]:
     hints = typing.get_type_hints(ConnectOptions)
     specs = []
     for f in dataclasses.fields(ConnectOptions):
-        kind = _connect_kind(hints[f.name])
+        declared = _declared_by_core(native_option("connect", f.name))
         specs.append(
             OptionSpec(
                 python=f.name,
                 spark=_camel(f.name),
-                kind=kind,
-                default=f.default,
-                meaning=_CONNECT_MEANING.get(f.name, "see `jetstream_arrow.connect`"),
                 scope="connect",
                 secret=not f.repr,
-                minimum=_CONNECT_MINIMUM.get(f.name),
-                maximum=INT64_MAX if kind == "int" else None,
+                # None is a value where the field's type says so (maxReconnects=none).
                 nullable=type(None) in typing.get_args(hints[f.name]),
                 kafka=_CONNECT_KAFKA.get(f.name, ()),
+                **declared,
             )
         )
     return specs
@@ -261,6 +244,63 @@ def specs_of(options: type, scope: str) -> list[OptionSpec]:
     return specs
 
 
+#: Marks a Spark option's default as its native option's, from the core's table.
+_CORE_DEFAULT: Any = object()
+
+
+def native(
+    field: str,
+    table: str,
+    *,
+    default: Any = _CORE_DEFAULT,
+    meaning: str | Mapping[str, str] | None = None,
+    **declared: Any,
+) -> Any:
+    """A Spark option that sets the native option ``field`` of the core's ``table``
+    ("read" or "publish"): its kind, bounds, choices, default and meaning are the
+    core's; ``default``, ``meaning`` and what :func:`option` takes besides (``spark``,
+    ``queries``, ``excludes`` ...) say only where Spark's differ."""
+    core = _declared_by_core(native_option(table, field))
+    if default is not _CORE_DEFAULT:
+        core["default"] = default
+    if meaning is not None:
+        core["meaning"] = meaning
+    return option(native_field=field, **{**core, **declared})
+
+
+def takes_native_options(table: str, not_taken: Mapping[str, str]) -> Any:
+    """A class decorator (under ``@dataclass``): every option of the core's ``table``
+    the class declares no field for (by :func:`native`) becomes one, a Spark option
+    under its camelCase name as the core declares it; ``not_taken`` lists the options
+    Spark does not take, each with the reason."""
+
+    def add(cls: type) -> type:
+        names = [core["name"] for core in native_options(table)]
+        stale = sorted(set(not_taken) - set(names))
+        if stale:
+            raise TypeError(f"{cls.__name__}: the core's {table!r} options have no {stale}")
+        own = vars(cls)
+        annotations = own["__annotations__"]  # a dict: the class body has fields
+        declared = {
+            value.metadata[_DECLARED]["native_field"]
+            for value in own.values()
+            if isinstance(value, dataclasses.Field) and _DECLARED in value.metadata
+        }
+        for name in names:
+            if name in declared or name in not_taken:
+                continue
+            if name in annotations:
+                raise TypeError(
+                    f"{cls.__name__}.{name} is a Spark option of the native option's name "
+                    f"that does not set it: list {name!r} as not taken, saying why"
+                )
+            annotations[name] = "Any"
+            setattr(cls, name, native(name, table))
+        return cls
+
+    return add
+
+
 # Why one kind of query refuses an option of the other, shared by several options.
 _NO_END = "a streaming query has no end: it reads what arrives"
 _WHOLE_RANGE = "a batch read reads its whole range at once"
@@ -317,7 +357,7 @@ def _value_format() -> Any:
         choices=tuple(VALUE_FORMATS),
         meaning={
             "read": "decode each payload into typed columns: `json`, `avro`, `protobuf` or `arrow` (an Arrow IPC stream per message); the message columns and a struct column `value`, or with `.schema(...)` the message columns and value fields it names",
-            "write": "encode the DataFrame's value columns (a struct column `value`, or every column that does not steer the publish: not `subject`, `headers`, `msg_id`, `expected_last_subject_seq` or `expected_last_msg_id`, nor `ttl` when it is a duration column, nor `schedule` and `schedule_target` when both are there, nor, in a copy of a read (`stream` and `seq` columns), the read's own `stream`, `seq`, `timestamp`, `delivered`, `consumer_seq` and `_corrupt_record`) into each payload: `json`, `avro`, `protobuf` or `arrow`; the DataFrame then has no `data` column",
+            "write": "encode the DataFrame's value columns (a struct column `value`, or every column that does not steer the publish: not `subject`, `headers`, `msg_id`, `expected_last_subject_seq` or `expected_last_msg_id`, nor `ttl` when it is a duration column, nor `schedule` and `schedule_target` when both are there, nor, in a copy of a read (`stream` and `seq` columns), the read's own `stream`, `seq`, `timestamp`, `delivered`, `consumer_seq` and `_corrupt_record`) into each payload: `json`, `avro`, `protobuf` or `arrow`; the DataFrame then has no `data` column (see [Publishing with a codec](payloads.md#publishing))",
         },
     )
 
@@ -363,10 +403,11 @@ def _protobuf_message() -> Any:
 
 
 def _avro_framing() -> Any:
+    core = native_option("avro", "avro_framing")
     return option(
         formats=("avro",),
-        default=DEFAULT_AVRO_FRAMING,
-        choices=tuple(AVRO_FRAMINGS),
+        default=core["default"],
+        choices=tuple(core["choices"]),
         meaning={
             "read": "how each Avro payload is framed: `raw` (the datum), `single-object` (Avro's single-object encoding) or `confluent` (a zero byte and a 4-byte schema id)",
             "write": "how each Avro payload is framed: `raw`, `single-object` or `confluent`",
@@ -388,7 +429,25 @@ def _protobuf_descriptor_file() -> Any:
 # -- the options, parsed ------------------------------------------------------------------
 
 
+# The options of the core's read table that Spark does not take, and why.
+_RANGE_IS_SPARKS = (
+    "the source's own option of that name: it splits the range read into partitions, "
+    "giving each its own to read"
+)
+_READ_NOT_TAKEN = {
+    "start_seq": _RANGE_IS_SPARKS,
+    "end_seq": _RANGE_IS_SPARKS,
+    "start_time": _RANGE_IS_SPARKS,
+    "end_time": _RANGE_IS_SPARKS,
+    "subjects": "the source's own option of that name, which also chooses the streams of `streamPattern`",
+    "method": "the source chooses: direct gets for a read through a durable consumer (whose messages are the consumer's), else the core's choice by the range",
+    "payload_views": "Spark takes each batch into its own memory: views of the buffers received would save no copy",
+    "include_positions": "the positions exactly-once writers keep in a stream are their bookkeeping, not its rows: Spark's exactly-once writes read them themselves",
+}
+
+
 @dataclass(frozen=True, kw_only=True)
+@takes_native_options("read", _READ_NOT_TAKEN)
 class ReadOptions:
     """Everything a batch or streaming read needs; picklable, secrets kept out of ``repr``."""
 
@@ -548,34 +607,31 @@ class ReadOptions:
         queries="stream",
         meaning="about this many bytes per micro-batch at most, and always at least one message: as many messages as fit at the stream's mean stored message size; spark.readStream only",
     )
-    last_per_subject: bool = option(
+    last_per_subject: bool = native(
+        "last_per_subject",
+        "read",
         excludes=_NOT_WITH_LATEST,
         not_in_read_fn=_RANGE_BY_ROW,
         only_because=_LATEST_IS_A_TABLE,
-        kind="bool",
-        default=False,
         queries="batch",
-        native_field="last_per_subject",
         meaning="one row per subject: the latest message of each (of `subjects`), as of `asOfSequence` or `asOfTime`, read in one partition without the stream's history; spark.read only",
     )
-    as_of_seq: int | None = option(
+    as_of_seq: int | None = native(
+        "as_of_seq",
+        "read",
         not_in_read_fn=_RANGE_BY_ROW,
         only_because=_LATEST_IS_A_TABLE,
         spark="asOfSequence",
-        kind="int",
-        minimum=1,
-        maximum=INT64_MAX,
         queries="batch",
-        native_field="as_of_seq",
         meaning="with `lastPerSubject` or `kv`: as the stream was at this sequence (the stream needs `allow_direct`)",
     )
-    as_of_time: datetime | None = option(
+    as_of_time: datetime | None = native(
+        "as_of_time",
+        "read",
         rivals={"as_of_seq": ""},
         not_in_read_fn=_RANGE_BY_ROW,
         only_because=_LATEST_IS_A_TABLE,
-        kind="time",
         queries="batch",
-        native_field="as_of_time",
         meaning="with `lastPerSubject` or `kv`: as the stream was at this time (ISO-8601 with zone, or epoch seconds; the stream needs `allow_direct`)",
     )
     kv: str | None = option(
@@ -585,16 +641,12 @@ class ReadOptions:
         queries="batch",
         meaning="read this KV bucket (stream `KV_<bucket>`) as a table of its live keys: `key`, `value`, `revision`, `operation`, `created`; `subjects` are not given, the keys are all read; spark.read only",
     )
-    include_headers: bool = option(
-        kind="bool",
-        default=False,
-        native_field="include_headers",
-        meaning="add the `headers` column (map<string, array<string>>)",
+    include_headers: bool = native(
+        "include_headers", "read", meaning="add the `headers` column (map<string, array<string>>)"
     )
-    include_ttl: bool = option(
-        kind="bool",
-        default=False,
-        native_field="include_ttl",
+    include_ttl: bool = native(
+        "include_ttl",
+        "read",
         meaning="add the `ttl` column (interval): each message's `Nats-TTL` as the server reads it, whole seconds, -1 s for `never`, null for none; a write of the rows keeps each TTL, a write without the column drops them",
     )
     fail_on_data_loss: bool = option(
@@ -602,44 +654,28 @@ class ReadOptions:
         default=True,
         meaning="fail when messages of the requested range were removed (limits, purge) before they were read; `false` reads what is left",
     )
-    batch_rows: int = option(
-        kind="int",
+    batch_rows: int = native(
+        "batch_rows",
+        "read",
         default=DEFAULT_SPARK_BATCH_ROWS,
-        minimum=1,
-        maximum=INT64_MAX,
-        native_field="batch_rows",
         meaning="rows per Arrow batch handed to Spark (at most `maxBytes` of payload too)",
     )
-    max_bytes: int = option(
-        kind="int",
-        default=DEFAULT_READ_MAX_BYTES,
-        minimum=1,
-        maximum=INT64_MAX,
-        native_field="max_bytes",
-        meaning="payload bytes per Arrow batch; it also bounds the bytes asked for per pull or direct-get request, where the server counts each message's subject, headers and payload",
-    )
-    resume_timeout: float = option(
-        kind="float",
-        default=DEFAULT_RESUME_TIMEOUT,
-        minimum=0,
-        maximum=MAX_SECONDS,
-        native_field="resume_timeout",
+    max_bytes: int = native("max_bytes", "read")
+    resume_timeout: float = native(
+        "resume_timeout",
+        "read",
         meaning="seconds a read rides through a server restart or a leader election (its consumer made again, its direct gets and the requests for the stream's state sent again) before it fails with the last error",
     )
-    heartbeat: float = option(
-        maximum=MAX_SECONDS,
-        kind="float",
-        default=DEFAULT_HEARTBEAT,
-        minimum=0.1,
-        native_field="heartbeat",
-        meaning="seconds between the server's idle heartbeats while reading",
-    )
+    # Spark's own bound: a shorter heartbeat, missed twice in a worker's pause (a
+    # garbage collection, a busy executor), would fail a task that was never stuck.
+    heartbeat: float = native("heartbeat", "read", minimum=0.1)
     value_format: str | None = _value_format()
     value_schema: str | None = _value_schema(tuple(VALUE_FORMATS))
     on_malformed: str = option(
         spark="mode",
-        default=DEFAULT_ON_MALFORMED,
-        choices=(*ON_MALFORMED_MODES, DEAD_LETTER_MODE),
+        # Every format's decoder takes the same modes: the JSON codec's say them.
+        default=native_option("json", "on_malformed")["default"],
+        choices=(*native_option("json", "on_malformed")["choices"], DEAD_LETTER_MODE),
         meaning="a payload that does not decode: `failfast` (fail naming stream, sequence and field), `permissive` (a null value and the payload in `_corrupt_record`) or `dropmalformed` (left out) -- Spark's JSON reader's modes -- or `deadletter` (left out, and published to `deadLetterStream` first)",
     )
     dead_letter_stream: str | None = option(
@@ -674,7 +710,25 @@ class ReadOptions:
         return self.streams is not None or self.stream_pattern is not None
 
 
+# The options of the core's publish table that Spark does not take, and why.
+_ONE_CALL = (
+    "it checks the first row of one publish call, and a write is many calls (a task's "
+    "batches); columns `expected_last_subject_seq` and `expected_last_msg_id` check each row"
+)
+_PUBLISH_NOT_TAKEN = {
+    "subject": "the write's own option of that name, beside each row's `subject` column",
+    "on_full": "a task waits for room in its window: rows refused would fail it",
+    "msg_id_prefix": "a write makes its message ids from `writeId` (a streaming write, from its query and micro-batch) and each row's place",
+    "msg_id_start": "a write makes its message ids from `writeId` (a streaming write, from its query and micro-batch) and each row's place",
+    "expected_last_seq": _ONE_CALL,
+    "expected_last_msg_id": _ONE_CALL,
+    "expected_last_subject_seq": _ONE_CALL,
+    "keep_control_headers": "the write decides: a copy of a read drops them, a KV write keeps them (its deletes are headers)",
+}
+
+
 @dataclass(frozen=True, kw_only=True)
+@takes_native_options("publish", _PUBLISH_NOT_TAKEN)
 class WriteOptions:
     """Everything a batch or streaming write needs; picklable, secrets kept out of ``repr``."""
 
@@ -712,60 +766,33 @@ class WriteOptions:
         maximum=MAX_SECONDS,
         meaning=f"with `exactlyOnce`: seconds a task's position claims its identity (default {DEFAULT_WRITER_LEASE:g}; written again every half lease while the task works); a retry or restart of a task killed mid-way watches its position for one lease before it resumes (shorter: faster restarts, but a task whose input stalls longer can be taken over); refused where no position is kept",
     )
-    publish_mode: str = option(
-        default=DEFAULT_PUBLISH_MODE,
-        choices=("acked", "fast", "atomic"),
-        native_field="mode",
+    publish_mode: str = native(
+        "mode",
+        "publish",
         meaning="`fast`: fast-ingest batches into a stream with `allow_batched` (the server acks every N messages: less client and server work per row); a failed batch fails the task instead of being resent, and the task's retry stores what is missing by message id. `atomic`: batches of `atomicBatchRows` rows into a stream with `allow_atomic`, each stored whole or not at all; a refused batch fails the task, and the task's retry finds the batches already stored as duplicates. `acked`: an ack per message, 429/503/timeouts resent within the task",
     )
-    atomic_batch_rows: int = option(
-        kind="int",
-        default=DEFAULT_ATOMIC_BATCH_ROWS,
-        minimum=1,
-        maximum=INT64_MAX,
-        native_field="batch_rows",
+    atomic_batch_rows: int = native(
+        "batch_rows",
+        "publish",
         meaning="with `publishMode` `atomic`: rows per batch, each stored whole or not at all (at most the server's limit, 1,000 unless configured lower); a task's rows are cut into batches in their order",
     )
-    compression: str | None = option(
-        choices=("zstd", "gzip", "zlib", "s2"),
-        native_field="compression",
+    compression: str | None = native(
+        "compression",
+        "publish",
         meaning="compress each payload (after `valueFormat` encoded it) with `zstd`, `gzip`, `zlib` or `s2`, marked `Content-Encoding: <name>` (a payload that would not shrink is sent plain); reads decompress by that header, message by message, with no option. Refused with `kv`: no KV client decompresses a value",
     )
-    window: int = option(
+    window: int = native(
+        "window",
+        "publish",
         spark="ackWindow",
-        kind="int",
-        default=DEFAULT_WINDOW,
-        minimum=1,
-        maximum=MAX_WINDOW,
-        native_field="window",
         meaning="publishes in flight per task before waiting for acks",
     )
-    ack_timeout: float = option(
-        maximum=MAX_SECONDS,
-        kind="float",
-        default=DEFAULT_ACK_TIMEOUT,
-        minimum=0.001,
-        native_field="ack_timeout",
-        meaning="seconds to wait for each ack before retrying",
-    )
-    max_retries: int = option(
-        kind="int",
-        default=DEFAULT_MAX_RETRIES,
-        minimum=0,
-        maximum=MAX_RETRIES,
-        native_field="max_retries",
-        meaning="retries of a publish after 429, 503 or an ack timeout",
-    )
-    retry_backoff: float = option(
-        maximum=MAX_SECONDS,
-        kind="float",
-        default=DEFAULT_RETRY_BACKOFF,
-        minimum=0,
-        native_field="retry_backoff",
-        meaning="seconds before the first retry (doubling)",
-    )
-    expected_stream: str | None = option(
-        native_field="expected_stream",
+    ack_timeout: float = native("ack_timeout", "publish")
+    max_retries: int = native("max_retries", "publish")
+    retry_backoff: float = native("retry_backoff", "publish")
+    expected_stream: str | None = native(
+        "expected_stream",
+        "publish",
         meaning="the stream every message must be stored in (header `Nats-Expected-Stream`); option `stream` on a write means the same",
     )
     value_format: str | None = _value_format()
@@ -776,8 +803,8 @@ class WriteOptions:
         formats=("avro",),
         kind="int",
         nullable=True,
-        minimum=0,
-        maximum=4_294_967_295,
+        minimum=native_option("avro", "avro_schema_id")["minimum"],
+        maximum=native_option("avro", "avro_schema_id")["maximum"],
         meaning="`confluent` framing: the schema id each payload starts with",
     )
     protobuf_message: str | None = _protobuf_message()
@@ -805,8 +832,3 @@ CONNECT_SPECS = _connect_specs()
 def spec_defaults(specs: list[OptionSpec]) -> dict[str, Any]:
     """Each option's default, by Python name (the parsed options' field defaults)."""
     return {spec.python: spec.default for spec in specs}
-
-
-def option_table(scope: str) -> list[OptionSpec]:
-    """The documented options of one scope (connect, read, write), for the README."""
-    return {"connect": CONNECT_SPECS, "read": READ_SPECS, "write": WRITE_SPECS}[scope]

@@ -37,17 +37,14 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from ..exceptions import JetStreamArrowError
-from .copy_ids import alike_rows_merged, refuse_merged
 from .exactly_once import ExactlyOnceTask
-from .options import WriteOptions
+from .publishing_writer import PublishingWriter
 from .writing import (
     JetStreamCommitMessage,
-    WriteColumns,
     finished_tasks,
     msg_id_prefix,
     publish_task,
     report_aborted,
-    report_committed,
 )
 
 #: Local properties Spark sets for the tasks of a streaming micro-batch.
@@ -88,17 +85,9 @@ def micro_batch_ids() -> tuple[str, int, int, int]:
     return query_id, int(batch_id), ctx.partitionId(), ctx.attemptNumber()
 
 
-class JetStreamStreamWriter(DataSourceStreamArrowWriter):
+class JetStreamStreamWriter(PublishingWriter, DataSourceStreamArrowWriter):
     """Publishes each micro-batch's Arrow batches; idempotent across task retries and
     micro-batch re-runs (a query restarted from its checkpoint)."""
-
-    def __init__(
-        self, opts: WriteOptions, columns: WriteColumns, exactly_once: bool = False
-    ) -> None:
-        self.opts = opts
-        self.columns = columns
-        #: Whether each task keeps its position in the stream (option exactlyOnce).
-        self.exactly_once = exactly_once
 
     def __repr__(self) -> str:
         return "JetStreamStreamWriter()"
@@ -128,10 +117,7 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         done = finished_tasks(messages, StreamCommitMessage)
-        merged = alike_rows_merged(self.columns, done)
-        if merged is not None:
-            refuse_merged(self._batch(done, batchId), merged)
-        report_committed(self._batch(done, batchId), done, len(messages))
+        self._commit(self._batch(done, batchId), done, len(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         done = finished_tasks(messages, StreamCommitMessage)

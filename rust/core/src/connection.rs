@@ -12,51 +12,73 @@ use std::time::Duration;
 use async_nats::{Client, ConnectOptions, Event, ServerError};
 use bytes::Bytes;
 
-use crate::codec::compression::Decompression;
+use crate::compression::Decompression;
 use crate::defaults;
 use crate::error::{Error, ErrorKind, Result};
+use crate::limits::MIN_SECONDS;
 use crate::server_urls::{redact_servers, redact_url, url_credentials, UrlCredentials};
 use crate::tls::{TlsMaterial, TlsOptions};
 
-/// Everything needed to reach NATS and its JetStream API. Mirrors the Python
-/// `ConnectOptions`; durations are already `Duration`s here.
-#[derive(Debug, Clone)]
-pub struct ConnectConfig {
-    /// One URL or a comma-separated list.
-    pub servers: String,
-    pub user: Option<String>,
-    pub password: Option<String>,
-    pub token: Option<String>,
-    pub creds: Option<PathBuf>,
-    /// The text of a `.creds` file (secret), where no file can be laid out.
-    pub creds_content: Option<String>,
-    pub nkey_seed: Option<String>,
-    pub tls_ca: Option<PathBuf>,
-    pub tls_cert: Option<PathBuf>,
-    pub tls_key: Option<PathBuf>,
-    /// PEM text in place of the files above (the key is a secret).
-    pub tls_ca_content: Option<String>,
-    pub tls_cert_content: Option<String>,
-    pub tls_key_content: Option<String>,
-    pub tls_required: bool,
-    pub tls_first: bool,
-    pub name: Option<String>,
-    pub connect_timeout: Duration,
-    pub request_timeout: Duration,
-    /// None: reconnect forever.
-    pub max_reconnects: Option<usize>,
-    pub reconnect_delay: Duration,
-    pub retry_on_initial_connect: bool,
-    pub ping_interval: Duration,
-    pub domain: Option<String>,
-    pub api_prefix: Option<String>,
-    pub inbox_prefix: Option<String>,
-    /// The most bytes a compressed payload may decompress to on a read
-    /// ([`crate::codec::compression`]).
-    pub max_decompressed_bytes: usize,
-    /// Reads decompress payloads marked `Content-Encoding` (else hand them out as
-    /// stored, the header kept).
-    pub decompress: bool,
+crate::declare_options! {
+    /// Everything needed to reach NATS and its JetStream API: every field is an option
+    /// callers give by name (Python's `ConnectOptions`); durations are `Duration`s here.
+    #[derive(Debug, Clone)]
+    pub struct ConnectConfig () {
+        /// One URL or a comma-separated list.
+        servers: String = defaults::SERVERS;
+        /// The user of user/password authentication.
+        user: Option<String>;
+        /// The password of user/password authentication (secret).
+        password: Option<String>;
+        /// A token to authenticate with (secret).
+        token: Option<String>;
+        /// A `.creds` file: a user JWT and its NKey seed.
+        creds: Option<PathBuf>;
+        /// The text of a `.creds` file (secret), where no file can be laid out.
+        creds_content: Option<String>;
+        /// An NKey seed to authenticate with (secret).
+        nkey_seed: Option<String>;
+        /// The CA certificates (PEM file) the server's certificate is checked against.
+        tls_ca: Option<PathBuf>;
+        /// The client's certificate (PEM file), with tls_key.
+        tls_cert: Option<PathBuf>;
+        /// The client certificate's key (PEM file).
+        tls_key: Option<PathBuf>;
+        /// tls_ca as PEM text.
+        tls_ca_content: Option<String>;
+        /// tls_cert as PEM text.
+        tls_cert_content: Option<String>;
+        /// tls_key as PEM text (secret).
+        tls_key_content: Option<String>;
+        /// Refuse a server that does not offer TLS.
+        tls_required: bool = false;
+        /// TLS before the server's INFO (servers configured with handshake_first).
+        tls_first: bool = false;
+        /// The connection's name, as the server shows it.
+        name: Option<String> = defaults::CLIENT_NAME;
+        /// How long connecting to a server may take.
+        connect_timeout: Duration = defaults::CONNECT_TIMEOUT, min MIN_SECONDS;
+        /// How long an API request waits for its reply.
+        request_timeout: Duration = defaults::REQUEST_TIMEOUT, min MIN_SECONDS;
+        /// Reconnect attempts at most (None: reconnect forever).
+        max_reconnects: Option<usize> = defaults::MAX_RECONNECTS;
+        /// The pause between reconnect attempts.
+        reconnect_delay: Duration = defaults::RECONNECT_DELAY, min MIN_SECONDS;
+        /// Keep trying when the first connect fails (reconnect rules apply).
+        retry_on_initial_connect: bool = false;
+        /// How often the client pings the server.
+        ping_interval: Duration = defaults::PING_INTERVAL, min MIN_SECONDS;
+        /// The JetStream domain: API prefix `$JS.<domain>.API`.
+        domain: Option<String>;
+        /// The JetStream API prefix (instead of domain).
+        api_prefix: Option<String>;
+        /// The prefix of the client's reply subjects (default `_INBOX`).
+        inbox_prefix: Option<String>;
+        /// The most bytes a compressed payload may decompress to on a read.
+        max_decompressed_bytes: usize = defaults::MAX_DECOMPRESSED_BYTES, min 1;
+        /// Reads decompress payloads marked Content-Encoding (else hand them out as stored).
+        decompress: bool = true;
+    }
 }
 
 /// The JetStream API prefix: `api_prefix`, or `$JS.<domain>.API`, or `$JS.API`.
@@ -137,40 +159,6 @@ impl ConnectConfig {
             ca_content: &self.tls_ca_content,
             cert_content: &self.tls_cert_content,
             key_content: &self.tls_key_content,
-        }
-    }
-}
-
-impl Default for ConnectConfig {
-    fn default() -> Self {
-        Self {
-            servers: defaults::SERVERS.to_string(),
-            user: None,
-            password: None,
-            token: None,
-            creds: None,
-            creds_content: None,
-            nkey_seed: None,
-            tls_ca: None,
-            tls_cert: None,
-            tls_key: None,
-            tls_ca_content: None,
-            tls_cert_content: None,
-            tls_key_content: None,
-            tls_required: false,
-            tls_first: false,
-            name: Some(defaults::CLIENT_NAME.to_string()),
-            connect_timeout: defaults::CONNECT_TIMEOUT,
-            request_timeout: defaults::REQUEST_TIMEOUT,
-            max_reconnects: Some(defaults::MAX_RECONNECTS),
-            reconnect_delay: defaults::RECONNECT_DELAY,
-            retry_on_initial_connect: false,
-            ping_interval: defaults::PING_INTERVAL,
-            domain: None,
-            api_prefix: None,
-            inbox_prefix: None,
-            max_decompressed_bytes: defaults::MAX_DECOMPRESSED_BYTES,
-            decompress: true,
         }
     }
 }

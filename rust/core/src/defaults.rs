@@ -18,7 +18,7 @@ pub const MAX_RECONNECTS: usize = 60;
 pub const RECONNECT_DELAY: Duration = Duration::from_secs(2);
 pub const PING_INTERVAL: Duration = Duration::from_secs(60);
 /// The most bytes one compressed payload may decompress to on any read of the
-/// connection (`Content-Encoding`, [`crate::codec::compression`]): 64 MiB, the
+/// connection (`Content-Encoding`, [`crate::compression`]): 64 MiB, the
 /// largest `max_payload` nats-server accepts, so every value that could be stored
 /// plain can be stored compressed and read back, while a payload that expands past
 /// anything a server could have held plain (a zip bomb) is refused, naming its seq.
@@ -31,6 +31,15 @@ pub const WINDOW: usize = 8192;
 pub const ACK_TIMEOUT: Duration = Duration::from_secs(5);
 pub const MAX_RETRIES: u32 = 5;
 pub const RETRY_BACKOFF: Duration = Duration::from_millis(50);
+/// Payload bytes in flight at most, whatever the window. With large messages the
+/// count alone would hold window × size in memory (8192 × 16 KiB = 128 MiB), while
+/// 32 MiB in flight already keeps a server busy: at 1 GB/s it allows 30 ms from
+/// sending a message to its ack.
+pub const MAX_BYTES_IN_FLIGHT: usize = 32 << 20;
+/// When the window is full: "wait" for acks, or "fail" the call's remaining rows.
+pub const ON_FULL: &str = "wait";
+/// The number generated msg ids (`msg_id_prefix`) start from.
+pub const MSG_ID_START: u64 = 0;
 /// How rows are sent: "acked" (an ack per message), "fast" (fast-ingest batches,
 /// acked every N messages; the stream needs `allow_batched`, nats-server 2.14+) or
 /// "atomic" (batches stored whole or not at all; `allow_atomic`, nats-server 2.12+).
@@ -67,6 +76,9 @@ pub const WRITER_LEASE: Duration = Duration::from_secs(30);
 /// What a payload that does not decode does: "failfast", "permissive" or
 /// "dropmalformed" (Spark's JSON reader's modes).
 pub const ON_MALFORMED: &str = "failfast";
+/// What a JSON payload holding a field its schema lacks does: "ignore" (left out) or
+/// "fail" (an error naming the message and the field).
+pub const ON_NEW_FIELD: &str = "ignore";
 /// Messages sampled from the stream to infer a JSON value schema when none is given.
 pub const VALUE_SAMPLE_ROWS: usize = 1_000;
 /// How each Avro payload is framed: "raw" (the datum alone), "single-object" or
@@ -152,12 +164,17 @@ pub const EXPORTED: &[(&str, Exported)] = &[
     ("ACK_TIMEOUT", Exported::Seconds(ACK_TIMEOUT)),
     ("MAX_RETRIES", Exported::Int(MAX_RETRIES as i64)),
     ("RETRY_BACKOFF", Exported::Seconds(RETRY_BACKOFF)),
+    (
+        "MAX_BYTES_IN_FLIGHT",
+        Exported::Int(MAX_BYTES_IN_FLIGHT as i64),
+    ),
     ("ROWS_PER_RESULT", Exported::Int(ROWS_PER_RESULT as i64)),
     ("PUBLISH_MODE", Exported::Str(PUBLISH_MODE)),
     ("POSITION_ROWS", Exported::Int(POSITION_ROWS as i64)),
     ("WRITER_LEASE", Exported::Seconds(WRITER_LEASE)),
     ("ATOMIC_BATCH_ROWS", Exported::Int(ATOMIC_BATCH_ROWS as i64)),
     ("ON_MALFORMED", Exported::Str(ON_MALFORMED)),
+    ("ON_NEW_FIELD", Exported::Str(ON_NEW_FIELD)),
     ("VALUE_SAMPLE_ROWS", Exported::Int(VALUE_SAMPLE_ROWS as i64)),
     ("AVRO_FRAMING", Exported::Str(AVRO_FRAMING)),
     ("READ_BATCH_ROWS", Exported::Int(READ_BATCH_ROWS as i64)),

@@ -3,7 +3,8 @@
 //! Pure Rust, no Python: the `jetstream-arrow-python` crate wraps it. Modules by
 //! concept:
 //! - [`defaults`] (every default), [`limits`] (the engine's fixed bounds) and
-//!   [`option_values`] (option values as callers give them, checked once);
+//!   [`options`] (every native option declared once: the options structs, their
+//!   tables, and option values as callers give them, checked once);
 //! - [`connection`] (connect options) and [`server_urls`] (credentials in server URLs,
 //!   and redacting them);
 //! - [`api`]: the JetStream vocabulary (subjects, headers, statuses) and API requests;
@@ -19,16 +20,21 @@
 //!
 //! See docs/ARCHITECTURE.md.
 
+// First: its macro is used by the modules below it.
+#[macro_use]
+mod named_choices;
+
 pub mod api;
 pub mod arrow;
 pub mod codec;
+pub mod compression;
 pub mod connection;
 pub mod consume;
 pub mod defaults;
 pub mod error;
 pub mod events;
 pub mod limits;
-pub mod option_values;
+pub mod options;
 pub mod publish;
 pub mod read;
 pub mod retry;

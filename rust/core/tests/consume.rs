@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::{bounded, connect, consumer_info, create_consumer, create_stream, rows, NatsServer};
 use jetstream_arrow_core::api::types::{AckPolicy as WireAckPolicy, ConsumerConfig};
 use jetstream_arrow_core::consume::durable::{AckKind, AckPolicy, ConsumeOptions, DurableConsumer};
-use jetstream_arrow_core::consume::pull::{FetchRequest, PullSettings};
+use jetstream_arrow_core::consume::pull::FetchRequest;
 use jetstream_arrow_core::consume::push::{PushConsumer, PushOptions};
 use jetstream_arrow_core::publish::{PublishOptions, Publisher};
 use jetstream_arrow_core::{Connection, ErrorKind};
@@ -93,16 +93,12 @@ async fn a_durable_pull_consumer_delivers_every_message_and_takes_its_acks() {
         // The rest continuously, through the pull loop.
         let mut messages = consumer
             .messages(ConsumeOptions {
-                pull: PullSettings::new(
-                    64,
-                    None,
-                    Duration::from_secs(5),
-                    Some(Duration::from_secs(1)),
-                ),
+                max_messages: 64,
+                expires: Duration::from_secs(5),
+                heartbeat: Duration::from_secs(1),
                 batch_rows: 40,
                 batch_wait: Duration::from_millis(100),
-                include_headers: false,
-                values: None,
+                ..ConsumeOptions::default()
             })
             .await
             .expect("continuous consumption");

@@ -160,17 +160,12 @@ async fn an_ordered_stream_follows_messages_published_after_it_opened() {
             conn.clone(),
             "O",
             FollowOptions {
-                subjects: Vec::new(),
-                start: jetstream_arrow_core::read::ordered::Start::All,
-                include_headers: false,
-                include_ttl: false,
-                include_positions: false,
                 batch_rows: 1_000,
                 batch_wait: Duration::from_millis(100),
                 max_bytes: 1 << 20,
                 heartbeat: Duration::from_secs(1),
                 resume_timeout: Duration::from_secs(10),
-                values: None,
+                ..FollowOptions::default()
             },
         )
         .await

@@ -1,27 +1,35 @@
-//! asyncio awaitables of the core's futures, through `pyo3-async-runtimes`' generic
-//! bridge over this process's runtime (`runtime.rs`): the future runs as a task on the
-//! runtime's workers, and the asyncio future handed to Python is completed on its
-//! event loop (`call_soon_threadsafe`) with the value, or the package's exception.
-//! No thread waits for it. Cancelling the asyncio future drops the task's future.
+//! The one way a native call that waits reaches Python: a [`Call`], which the caller
+//! either waits for (`wait()`: the GIL released, Ctrl-C interrupting it, `runtime.rs`)
+//! or awaits (`await call`: an asyncio future of the running event loop). Every
+//! method of the glue that waits returns one, so each is written and declared once
+//! for both facades.
+//!
+//! Awaiting goes through `pyo3-async-runtimes`' generic bridge over this process's
+//! runtime (`runtime.rs`): the future runs as a task on the runtime's workers, and the
+//! asyncio future handed to Python is completed on its event loop
+//! (`call_soon_threadsafe`) with the value, or the package's exception. No thread
+//! waits for it. Cancelling the asyncio future drops the task's future.
 //!
 //! A publish is the one call that does not stop by being dropped: it takes a
 //! [`StopSignal`] and, once signalled, stops taking rows, sees the acks of those in
-//! flight and resolves to what became of each row taken (`Publisher.publish_async`).
+//! flight and resolves to what became of each row taken (`Publisher.publish`).
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use arrow_array::RecordBatch;
 use jetstream_arrow_core::{Error, ErrorKind};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
+use pyo3::IntoPyObjectExt;
 use pyo3_async_runtimes::generic::{future_into_py, ContextExt, JoinError, Runtime};
 use pyo3_async_runtimes::TaskLocals;
 
-use crate::errors::GlueResult;
-use crate::runtime::runtime;
+use crate::errors::{GlueError, GlueResult};
+use crate::runtime::{runtime, wait_or_stop, Unfinished};
 
 /// The process's runtime (rebuilt after fork) as `pyo3-async-runtimes` sees it.
 pub struct CoreRuntime;
@@ -86,14 +94,108 @@ impl ContextExt for CoreRuntime {
     }
 }
 
-/// An awaitable of the running event loop that resolves to `future`'s value; an
-/// error raises its class of `jetstream_arrow.exceptions`.
-pub fn awaitable<'py, F, T>(py: Python<'py>, future: F) -> PyResult<Bound<'py, PyAny>>
-where
-    F: Future<Output = GlueResult<T>> + Send + 'static,
-    T: for<'a> IntoPyObject<'a> + Send + 'static,
-{
-    future_into_py::<CoreRuntime, _, T>(py, async move { future.await.map_err(PyErr::from) })
+/// A call's value made a Python object, by whichever side holds the GIL when the
+/// call ends: the waiting thread, or the event loop's completion.
+type ToPython = Box<dyn for<'py> FnOnce(Python<'py>) -> PyResult<Py<PyAny>> + Send>;
+
+/// A call's work, not started until it is waited for or awaited.
+type Work = Pin<Box<dyn Future<Output = GlueResult<ToPython>> + Send>>;
+
+/// A native call that waits: `wait()` blocks for its value (the GIL released, Ctrl-C
+/// interrupting it), `await` makes it an asyncio awaitable of the running loop.
+/// Either starts it, once; an error raises its class of `jetstream_arrow.exceptions`.
+#[pyclass(module = "jetstream_arrow._core", frozen, generic)]
+pub struct Call {
+    work: Mutex<Option<Work>>,
+    /// Set on Ctrl-C instead of aborting the work, which then ends by itself (a
+    /// publish stops taking rows); its value rides on the exception as `result`.
+    stop: Option<Arc<AtomicBool>>,
+}
+
+impl Call {
+    /// The call of `future`, whose value becomes a Python object when it ends.
+    pub fn new<F, T, E>(future: F) -> Self
+    where
+        F: Future<Output = Result<T, E>> + Send + 'static,
+        E: Into<GlueError>,
+        T: for<'py> IntoPyObject<'py> + Send + 'static,
+    {
+        let work = async move {
+            let value = future.await.map_err(Into::into)?;
+            let to_python: ToPython = Box::new(move |py| value.into_py_any(py));
+            Ok(to_python)
+        };
+        Self {
+            work: Mutex::new(Some(Box::pin(work))),
+            stop: None,
+        }
+    }
+
+    /// [`Call::new`], stopped by `stop` on Ctrl-C rather than aborted.
+    pub fn stopped_by<F, T, E>(future: F, stop: Arc<AtomicBool>) -> Self
+    where
+        F: Future<Output = Result<T, E>> + Send + 'static,
+        E: Into<GlueError>,
+        T: for<'py> IntoPyObject<'py> + Send + 'static,
+    {
+        Self {
+            stop: Some(stop),
+            ..Self::new(future)
+        }
+    }
+
+    fn take(&self) -> PyResult<Work> {
+        self.work
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .ok_or_else(|| PyRuntimeError::new_err("this call was already waited for or awaited"))
+    }
+}
+
+/// A call's value on its way to the event loop.
+struct Finished(ToPython);
+
+impl<'py> IntoPyObject<'py> for Finished {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok((self.0)(py)?.into_bound(py))
+    }
+}
+
+#[pymethods]
+impl Call {
+    /// Run the call and wait for its value, the GIL released.
+    fn wait(&self, py: Python<'_>) -> GlueResult<Py<PyAny>> {
+        match wait_or_stop(py, self.take()?, self.stop.clone()) {
+            Ok(done) => {
+                let to_python = done?;
+                Ok(to_python(py)?)
+            }
+            Err(Unfinished { error, output }) => {
+                // Only a stopped call ends by itself with what it did; an aborted one
+                // is gone, whatever it had done.
+                if let (Some(_), Some(Ok(to_python))) = (&self.stop, output) {
+                    error.value(py).setattr("result", to_python(py)?)?;
+                }
+                Err(error.into())
+            }
+        }
+    }
+
+    /// Run the call as a task of the runtime: an asyncio future of the running loop.
+    fn __await__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let work = self.take()?;
+        let future =
+            future_into_py::<CoreRuntime, _, Finished>(
+                py,
+                async move { Ok(Finished(work.await?)) },
+            )?;
+        future.call_method0("__await__")
+    }
 }
 
 /// Rows an asyncio publish takes between two looks at its [`StopSignal`]: input

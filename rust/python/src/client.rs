@@ -10,27 +10,27 @@ use std::sync::{Arc, Mutex};
 use arrow_array::RecordBatch;
 use jetstream_arrow_core::connection::Connection;
 use jetstream_arrow_core::consume::pull::PriorityGroup;
-use jetstream_arrow_core::defaults;
 use jetstream_arrow_core::publish::{PublishOutcome as CoreOutcome, Publisher as CorePublisher};
 use jetstream_arrow_core::read::msg_get;
-use jetstream_arrow_core::read::ordered::Start;
 use jetstream_arrow_core::read::{FollowOptions, OrderedStream as CoreOrderedStream};
 use jetstream_arrow_core::Error;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::PyDict;
 use pyo3_arrow::input::AnyRecordBatch;
 use pyo3_arrow::{PyArray, PyRecordBatch};
 
-use crate::aio::{awaitable, StopSignal, Stoppable};
+use crate::aio::{Call, StopSignal, Stoppable};
 use crate::codec::codec_spec;
 use crate::consumer::PullConsumer;
 use crate::errors::{GlueError, GlueResult};
-use crate::options::{connect_config, publish_options, read_options};
+use crate::options::{connect_config, read_declared};
 use crate::push::PushConsumer;
 use crate::reader::{Batches, ReadBatches};
-use crate::runtime::{wait, wait_or_stop, BlockingIter, Unfinished};
-use jetstream_arrow_core::option_values::{count, opt_count, opt_seconds, seconds};
+use crate::runtime::BlockingIter;
+use jetstream_arrow_core::options::values::{opt_count, opt_seconds};
+use jetstream_arrow_core::publish::PublishOptions;
+use jetstream_arrow_core::read::ReadOptions;
 
 /// A live connection. Not picklable, and usable only in the process that made it.
 #[pyclass(module = "jetstream_arrow._core", frozen)]
@@ -81,29 +81,15 @@ async fn following(
 #[pymethods]
 impl Client {
     #[staticmethod]
-    fn connect(py: Python<'_>, options: &Bound<'_, PyAny>) -> GlueResult<Self> {
+    fn connect(options: &Bound<'_, PyAny>) -> GlueResult<Call> {
         let config = connect_config(options)?;
-        let conn = wait(py, async move { Connection::connect(&config).await })??;
-        Ok(Self {
-            conn: Mutex::new(Some(conn)),
-            pid: std::process::id(),
-        })
-    }
-
-    /// `connect` as an asyncio awaitable.
-    #[staticmethod]
-    fn connect_async<'py>(
-        py: Python<'py>,
-        options: &Bound<'py, PyAny>,
-    ) -> GlueResult<Bound<'py, PyAny>> {
-        let config = connect_config(options)?;
-        Ok(awaitable(py, async move {
+        Ok(Call::new(async move {
             let conn = Connection::connect(&config).await?;
-            Ok(Self {
+            Ok::<_, Error>(Self {
                 conn: Mutex::new(Some(conn)),
                 pid: std::process::id(),
             })
-        })?)
+        }))
     }
 
     #[getter]
@@ -127,47 +113,24 @@ impl Client {
     }
 
     #[pyo3(signature = (subject, body=None, timeout=None, resume_timeout=None))]
-    fn api_request<'py>(
+    fn api_request(
         &self,
-        py: Python<'py>,
         subject: &str,
         body: Option<Vec<u8>>,
         timeout: Option<f64>,
         resume_timeout: Option<f64>,
-    ) -> GlueResult<Bound<'py, PyBytes>> {
+    ) -> GlueResult<Call> {
         let conn = self.connection()?;
         let timeout = opt_seconds(timeout, "timeout")?;
         let within = opt_seconds(resume_timeout, "resume_timeout")?;
         let body = bytes::Bytes::from(body.unwrap_or_default());
         let subject = subject.to_string();
-        let reply = wait(py, async move {
-            conn.api_request_patiently(&subject, body, timeout, within)
-                .await
-        })??;
-        Ok(PyBytes::new(py, &reply))
-    }
-
-    /// `api_request` as an asyncio awaitable.
-    #[pyo3(signature = (subject, body=None, timeout=None, resume_timeout=None))]
-    fn api_request_async<'py>(
-        &self,
-        py: Python<'py>,
-        subject: &str,
-        body: Option<Vec<u8>>,
-        timeout: Option<f64>,
-        resume_timeout: Option<f64>,
-    ) -> GlueResult<Bound<'py, PyAny>> {
-        let conn = self.connection()?;
-        let timeout = opt_seconds(timeout, "timeout")?;
-        let within = opt_seconds(resume_timeout, "resume_timeout")?;
-        let body = bytes::Bytes::from(body.unwrap_or_default());
-        let subject = subject.to_string();
-        Ok(awaitable(py, async move {
+        Ok(Call::new(async move {
             let reply = conn
                 .api_request_patiently(&subject, body, timeout, within)
                 .await?;
-            Ok(reply.to_vec())
-        })?)
+            Ok::<_, Error>(reply.to_vec())
+        }))
     }
 
     /// A publisher sending as `options` (a `jetstream_arrow.PublishOptions`) say,
@@ -175,31 +138,15 @@ impl Client {
     #[pyo3(signature = (options, codec=None))]
     fn publisher(
         &self,
-        py: Python<'_>,
         options: &Bound<'_, PyAny>,
         codec: Option<&Bound<'_, PyAny>>,
-    ) -> GlueResult<Publisher> {
-        let mut options = publish_options(options)?;
+    ) -> GlueResult<Call> {
+        let mut options: PublishOptions = read_declared(options, "publish")?;
         options.values = codec_spec(codec)?;
         let conn = self.connection()?;
-        let inner = wait(py, CorePublisher::new(conn, options))??;
-        Ok(Publisher::new(inner))
-    }
-
-    /// `publisher` as an asyncio awaitable.
-    #[pyo3(signature = (options, codec=None))]
-    fn publisher_async<'py>(
-        &self,
-        py: Python<'py>,
-        options: &Bound<'py, PyAny>,
-        codec: Option<&Bound<'py, PyAny>>,
-    ) -> GlueResult<Bound<'py, PyAny>> {
-        let mut options = publish_options(options)?;
-        options.values = codec_spec(codec)?;
-        let conn = self.connection()?;
-        Ok(awaitable(py, async move {
-            Ok(Publisher::new(CorePublisher::new(conn, options).await?))
-        })?)
+        Ok(Call::new(async move {
+            Ok::<_, Error>(Publisher::new(CorePublisher::new(conn, options).await?))
+        }))
     }
 
     /// A range read of `stream` as `options` (a `jetstream_arrow.ReadOptions`) say,
@@ -207,98 +154,36 @@ impl Client {
     #[pyo3(signature = (stream, options, codec=None))]
     fn read(
         &self,
-        py: Python<'_>,
         stream: &str,
         options: &Bound<'_, PyAny>,
         codec: Option<&Bound<'_, PyAny>>,
-    ) -> GlueResult<ReadBatches> {
-        let mut options = read_options(options)?;
+    ) -> GlueResult<Call> {
+        let mut options: ReadOptions = read_declared(options, "read")?;
         options.values = codec_spec(codec)?;
-        crate::reader::open(py, self.connection()?, stream, options)
+        Ok(Call::new(crate::reader::opening(
+            self.connection()?,
+            stream,
+            options,
+        )))
     }
 
-    /// `read` as an asyncio awaitable of the `ReadBatches`.
+    /// An open-ended ordered consumer of `stream` as `options` (a
+    /// `jetstream_arrow.FollowOptions`) say, payloads decoded by `codec`.
     #[pyo3(signature = (stream, options, codec=None))]
-    fn read_async<'py>(
+    fn follow(
         &self,
-        py: Python<'py>,
         stream: &str,
-        options: &Bound<'py, PyAny>,
-        codec: Option<&Bound<'py, PyAny>>,
-    ) -> GlueResult<Bound<'py, PyAny>> {
-        let mut options = read_options(options)?;
+        options: &Bound<'_, PyAny>,
+        codec: Option<&Bound<'_, PyAny>>,
+    ) -> GlueResult<Call> {
+        let mut options: FollowOptions = read_declared(options, "follow")?;
+        options.start()?;
         options.values = codec_spec(codec)?;
-        let opening = crate::reader::opening(self.connection()?, stream, options);
-        Ok(awaitable(py, async move { Ok(opening.await?) })?)
-    }
-
-    /// An open-ended ordered consumer: `deliver` is "all", "new", or (with
-    /// `start_seq` / `start_time_ns`) where to start. With `asyncio`, an asyncio
-    /// awaitable of it.
-    #[pyo3(signature = (
-        stream, *, subjects=None, start_seq=None, start_time_ns=None, deliver_new=false,
-        include_headers=false, include_ttl=false, include_positions=false,
-        batch_rows=defaults::READ_BATCH_ROWS as i128,
-        batch_wait=defaults::FOLLOW_BATCH_WAIT.as_secs_f64(), max_bytes=defaults::READ_MAX_BYTES as i128,
-        heartbeat=defaults::HEARTBEAT.as_secs_f64(),
-        resume_timeout=defaults::RESUME_TIMEOUT.as_secs_f64(), codec=None, asyncio=false
-    ))]
-    #[allow(clippy::too_many_arguments)]
-    fn follow<'py>(
-        &self,
-        py: Python<'py>,
-        stream: &str,
-        subjects: Option<Vec<String>>,
-        start_seq: Option<i128>,
-        start_time_ns: Option<i64>,
-        deliver_new: bool,
-        include_headers: bool,
-        include_ttl: bool,
-        include_positions: bool,
-        batch_rows: i128,
-        batch_wait: f64,
-        max_bytes: i128,
-        heartbeat: f64,
-        resume_timeout: f64,
-        codec: Option<&Bound<'py, PyAny>>,
-        asyncio: bool,
-    ) -> GlueResult<Bound<'py, PyAny>> {
-        let start_seq = opt_count::<u64>(start_seq, "start_seq")?;
-        let start = match (start_seq, start_time_ns, deliver_new) {
-            (Some(0), _, _) => {
-                return Err(
-                    Error::bad_input("option 'start_seq': stream sequences start at 1").into(),
-                )
-            }
-            (Some(seq), None, false) => Start::Sequence(seq),
-            (None, Some(ns), false) => Start::Time(ns),
-            (None, None, true) => Start::New,
-            (None, None, false) => Start::All,
-            _ => {
-                return Err(Error::bad_input(
-                    "options 'start_seq', 'start_time' and deliver='new' exclude each other",
-                )
-                .into())
-            }
-        };
-        let options = FollowOptions {
-            subjects: subjects.unwrap_or_default(),
-            start,
-            include_headers,
-            include_ttl,
-            include_positions,
-            batch_rows: count(batch_rows, "batch_rows")?,
-            batch_wait: seconds(batch_wait, "batch_wait")?,
-            max_bytes: count(max_bytes, "max_bytes")?,
-            heartbeat: seconds(heartbeat, "heartbeat")?,
-            resume_timeout: seconds(resume_timeout, "resume_timeout")?,
-            values: codec_spec(codec)?,
-        };
-        let opening = following(self.connection()?, stream.to_string(), options);
-        if asyncio {
-            return Ok(awaitable(py, async move { Ok(opening.await?) })?);
-        }
-        Ok(Bound::new(py, wait(py, opening)??)?.into_any())
+        Ok(Call::new(following(
+            self.connection()?,
+            stream.to_string(),
+            options,
+        )))
     }
 
     #[pyo3(signature = (
@@ -343,22 +228,17 @@ impl Client {
     }
 
     /// A durable push consumer (its info looked up unless `deliver_subject` is given).
-    /// With `asyncio`, an asyncio awaitable of it.
     #[pyo3(signature = (
-        stream, name, *, deliver_subject=None, deliver_group=None, ack_policy=None,
-        asyncio=false
+        stream, name, *, deliver_subject=None, deliver_group=None, ack_policy=None
     ))]
-    #[allow(clippy::too_many_arguments)]
-    fn push_consumer<'py>(
+    fn push_consumer(
         &self,
-        py: Python<'py>,
         stream: &str,
         name: &str,
         deliver_subject: Option<String>,
         deliver_group: Option<String>,
         ack_policy: Option<&str>,
-        asyncio: bool,
-    ) -> GlueResult<Bound<'py, PyAny>> {
+    ) -> GlueResult<Call> {
         let binding = PushConsumer::bind(
             self.connection()?,
             stream,
@@ -366,10 +246,7 @@ impl Client {
             deliver_subject.map(|subject| (subject, deliver_group)),
             ack_policy,
         )?;
-        if asyncio {
-            return Ok(awaitable(py, async move { Ok(binding.await?) })?);
-        }
-        Ok(Bound::new(py, wait(py, binding)??)?.into_any())
+        Ok(Call::new(binding))
     }
 
     /// The sequence of the first message stored at or after `time_ns` (nanoseconds
@@ -379,58 +256,35 @@ impl Client {
     #[pyo3(signature = (stream, time_ns, subjects=Vec::new(), resume_timeout=None))]
     fn first_seq_at(
         &self,
-        py: Python<'_>,
         stream: String,
         time_ns: i64,
         subjects: Vec<String>,
         resume_timeout: Option<f64>,
-    ) -> GlueResult<Option<u64>> {
+    ) -> GlueResult<Call> {
         let within = opt_seconds(resume_timeout, "resume_timeout")?
             .unwrap_or(jetstream_arrow_core::defaults::RESUME_TIMEOUT);
         let conn = self.connection()?;
-        Ok(wait(py, async move {
+        Ok(Call::new(async move {
             msg_get::first_seq_at(&conn, &stream, time_ns, &subjects, within).await
-        })??)
+        }))
     }
 
     #[pyo3(signature = (timeout=None))]
-    fn flush(&self, py: Python<'_>, timeout: Option<f64>) -> GlueResult<()> {
+    fn flush(&self, timeout: Option<f64>) -> GlueResult<Call> {
         let conn = self.connection()?;
         let timeout = opt_seconds(timeout, "timeout")?;
-        Ok(wait(py, async move { conn.flush(timeout).await })??)
+        Ok(Call::new(async move { conn.flush(timeout).await }))
     }
 
-    /// `flush` as an asyncio awaitable.
-    #[pyo3(signature = (timeout=None))]
-    fn flush_async<'py>(
-        &self,
-        py: Python<'py>,
-        timeout: Option<f64>,
-    ) -> GlueResult<Bound<'py, PyAny>> {
-        let conn = self.connection()?;
-        let timeout = opt_seconds(timeout, "timeout")?;
-        Ok(awaitable(
-            py,
-            async move { Ok(conn.flush(timeout).await?) },
-        )?)
-    }
-
-    fn close(&self, py: Python<'_>) -> GlueResult<()> {
-        if let Some(conn) = self.take() {
-            wait(py, async move { conn.close().await })?;
-        }
-        Ok(())
-    }
-
-    /// `close` as an asyncio awaitable.
-    fn close_async<'py>(&self, py: Python<'py>) -> GlueResult<Bound<'py, PyAny>> {
+    /// Closed from now on; the call ends once the connection has flushed and closed.
+    fn close(&self) -> Call {
         let taken = self.take();
-        Ok(awaitable(py, async move {
+        Call::new(async move {
             if let Some(conn) = taken {
                 conn.close().await;
             }
-            Ok(())
-        })?)
+            Ok::<_, Error>(())
+        })
     }
 
     fn is_closed(&self) -> bool {
@@ -505,42 +359,26 @@ type BlockingRows = Box<dyn Iterator<Item = Result<RecordBatch, Error>> + Send>;
 
 #[pymethods]
 impl Publisher {
-    /// Ctrl-C stops the publish taking rows (before the input's next batch); the
-    /// rows taken are acknowledged, within the interrupted wait's grace, and their
-    /// outcome rides on the `KeyboardInterrupt` as `result`.
-    #[pyo3(signature = (data, subject=None))]
+    /// Without `stop`, Ctrl-C during `wait()` stops the publish taking rows (before
+    /// the input's next batch); the rows taken are acknowledged, within the
+    /// interrupted wait's grace, and their outcome rides on the `KeyboardInterrupt`
+    /// as `result`. With `stop` (an asyncio publish, whose task may be cancelled at
+    /// any row), the input is taken in slices of at most 1,024 rows, and once `stop`
+    /// is set the call resolves to the outcome of the rows it took, each stored, a
+    /// duplicate or failed.
+    #[pyo3(signature = (data, subject=None, stop=None))]
     fn publish(
         &self,
-        py: Python<'_>,
-        data: AnyRecordBatch,
-        subject: Option<String>,
-    ) -> GlueResult<PublishOutcome> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let call = self.call(data, subject, stop.clone(), Stoppable::between_batches)?;
-        match wait_or_stop(py, call, Some(stop)) {
-            Ok(outcome) => outcome,
-            Err(Unfinished { error, output }) => {
-                if let Some(Ok(outcome)) = output {
-                    error.value(py).setattr("result", Py::new(py, outcome)?)?;
-                }
-                Err(error.into())
-            }
-        }
-    }
-
-    /// `publish` as an asyncio awaitable. Once `stop` is set it takes no more rows and
-    /// resolves to the outcome of those it took, each stored, a duplicate or failed.
-    #[pyo3(signature = (data, subject=None, stop=None))]
-    fn publish_async<'py>(
-        &self,
-        py: Python<'py>,
         data: AnyRecordBatch,
         subject: Option<String>,
         stop: Option<&StopSignal>,
-    ) -> GlueResult<Bound<'py, PyAny>> {
-        let stop = stop.map_or_else(|| Arc::new(AtomicBool::new(false)), StopSignal::flag);
-        let call = self.call(data, subject, stop, Stoppable::new)?;
-        Ok(awaitable(py, call)?)
+    ) -> GlueResult<Call> {
+        let (stop, stop_check): (_, fn(_, _) -> _) = match stop {
+            Some(signal) => (signal.flag(), Stoppable::new),
+            None => (Arc::new(AtomicBool::new(false)), Stoppable::between_batches),
+        };
+        let call = self.call(data, subject, stop.clone(), stop_check)?;
+        Ok(Call::stopped_by(call, stop))
     }
 
     fn close(&self) {

@@ -5,166 +5,142 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_schema::Schema;
-use jetstream_arrow_core::codec::{
-    malformed_reason, ArrowIpc, Avro, AvroFraming, Codec, CodecSpec, Json, OnMalformed, OnNewField,
-    Protobuf, ValueDecoder, ValueEncoder, ValueFormat,
+use jetstream_arrow_core::codec::settings::{
+    ArrowSettings, AvroSettings, FormatSettings, JsonSettings, ProtobufSettings, SharedSettings,
 };
-use jetstream_arrow_core::option_values::opt_count;
+use jetstream_arrow_core::codec::{
+    malformed_reason, CodecSpec, ValueDecoder, ValueEncoder, ValueFormat,
+};
+use jetstream_arrow_core::options::values::count;
+use jetstream_arrow_core::options::{Declared, OptionDecl};
 use jetstream_arrow_core::read::{resolve_value_schema, ReadOptions};
 use jetstream_arrow_core::{Connection, Error, ErrorKind};
 use pyo3::prelude::*;
 use pyo3_arrow::{PyRecordBatch, PySchema};
 
 use crate::errors::GlueResult;
+use crate::options::{check_fields, read_table};
 
-#[derive(FromPyObject)]
-struct CodecArgs {
-    #[pyo3(attribute)]
-    format: String,
-    #[pyo3(attribute)]
-    schema: Option<PySchema>,
-    #[pyo3(attribute)]
-    on_malformed: Option<String>,
-    #[pyo3(attribute)]
-    flatten: Option<bool>,
-    #[pyo3(attribute)]
-    avro_schema: Option<String>,
-    #[pyo3(attribute)]
-    avro_framing: Option<String>,
-    #[pyo3(attribute)]
-    avro_schemas_by_id: Option<HashMap<i128, String>>,
-    #[pyo3(attribute)]
-    avro_schema_id: Option<i128>,
-    #[pyo3(attribute)]
-    protobuf_descriptor: Option<Vec<u8>>,
-    #[pyo3(attribute)]
-    protobuf_message: Option<String>,
-    #[pyo3(attribute)]
-    sample_rows: Option<i128>,
-    #[pyo3(attribute)]
-    on_new_field: Option<String>,
-}
+/// Each format's own settings (see [`SharedSettings`] for what every format takes).
+pub const FORMAT_TABLES: &[(ValueFormat, &[OptionDecl])] = &[
+    (ValueFormat::Json, JsonSettings::TABLE),
+    (ValueFormat::Avro, AvroSettings::TABLE),
+    (ValueFormat::Arrow, ArrowSettings::TABLE),
+    (ValueFormat::Protobuf, ProtobufSettings::TABLE),
+];
 
-/// The spec of `codec` (a `ValueCodec`, or None for payloads as bytes).
+/// The codec's fields that are no option values (an Arrow schema, a map of Avro
+/// schemas), read beside the tables, and the formats that take each.
+const VALUE_FIELDS: &[(&str, &[ValueFormat])] = &[
+    ("schema", &[ValueFormat::Json, ValueFormat::Arrow]),
+    ("avro_schemas_by_id", &[ValueFormat::Avro]),
+];
+
+/// The spec of `codec` (a `ValueCodec`, or None for payloads as bytes): its format's
+/// settings read by their tables, a setting of another format refused.
 pub fn codec_spec(codec: Option<&Bound<'_, PyAny>>) -> GlueResult<Option<CodecSpec>> {
     let Some(codec) = codec.filter(|c| !c.is_none()) else {
         return Ok(None);
     };
-    let a: CodecArgs = codec
+    let format: String = codec
+        .getattr("format")?
         .extract()
-        .map_err(|e| Error::bad_input(format!("value codec: {e}")))?;
-    let format = ValueFormat::parse(&a.format)?;
-    refuse_settings_of_other_formats(&a, format)?;
-    let on_malformed = a
-        .on_malformed
-        .as_deref()
-        .map(OnMalformed::parse)
-        .transpose()?;
-    let flatten = a.flatten.unwrap_or(false);
-    let sample_rows = opt_count(a.sample_rows, "sample_rows")?;
-    let on_new_field = a
-        .on_new_field
-        .as_deref()
-        .map(OnNewField::parse)
-        .transpose()?;
-    let mut spec = CodecSpec::new(format_settings(a, format)?);
-    spec.flatten = flatten;
-    if let Some(mode) = on_malformed {
-        spec.on_malformed = mode;
+        .map_err(|_| Error::bad_input("option 'format' must be a string"))?;
+    let format = ValueFormat::parse(&format)?;
+    let takes = takers();
+    let mut known: Vec<&str> = vec!["format"];
+    known.extend(SharedSettings::TABLE.iter().map(|d| d.name));
+    known.extend(takes.iter().map(|(name, _)| *name));
+    check_fields(codec, &known, "codec")?;
+    refuse_settings_of_other_formats(codec, format, &takes)?;
+    let settings = match format {
+        ValueFormat::Json => FormatSettings::Json(read_table(codec)?),
+        ValueFormat::Arrow => FormatSettings::Arrow(read_table(codec)?),
+        ValueFormat::Avro => FormatSettings::Avro(read_table(codec)?),
+        ValueFormat::Protobuf => FormatSettings::Protobuf(read_table(codec)?),
+    };
+    let schema: Option<PySchema> = codec.getattr("schema")?.extract().map_err(|_| {
+        Error::bad_input("option 'schema' must be an Arrow schema (__arrow_c_schema__), or None")
+    })?;
+    let by_id: Option<HashMap<i128, String>> = codec
+        .getattr("avro_schemas_by_id")?
+        .extract()
+        .map_err(|_| {
+            Error::bad_input(
+                "option 'avro_schemas_by_id' must map whole numbers to Avro schemas, or None",
+            )
+        })?;
+    let mut schemas_by_id = Vec::new();
+    for (id, schema) in by_id.unwrap_or_default() {
+        schemas_by_id.push((count::<u32>(id, "avro_schemas_by_id")?, schema));
     }
-    if let Some(n) = sample_rows {
-        spec.sample_rows = n;
-    }
-    if let Some(on_new_field) = on_new_field {
-        spec.on_new_field = on_new_field;
-    }
-    Ok(Some(spec))
+    Ok(Some(CodecSpec::from_settings(
+        read_table(codec)?,
+        settings,
+        schema.map(PySchema::into_inner),
+        schemas_by_id,
+    )))
 }
 
-/// The settings of `format` that `a` gives.
-fn format_settings(a: CodecArgs, format: ValueFormat) -> GlueResult<Codec> {
-    Ok(match format {
-        ValueFormat::Json => Codec::Json(Json {
-            schema: a.schema.map(PySchema::into_inner),
-        }),
-        ValueFormat::Arrow => Codec::Arrow(ArrowIpc {
-            schema: a.schema.map(PySchema::into_inner),
-        }),
-        ValueFormat::Avro => {
-            let mut avro = Avro {
-                schema: a.avro_schema,
-                schema_id: opt_count(a.avro_schema_id, "avro_schema_id")?,
-                ..Avro::default()
-            };
-            if let Some(framing) = a.avro_framing.as_deref() {
-                avro.framing = AvroFraming::parse(framing)?;
+/// Every setting some format takes, with the formats that take it.
+fn takers() -> Vec<(&'static str, Vec<ValueFormat>)> {
+    let mut takes: Vec<(&str, Vec<ValueFormat>)> = VALUE_FIELDS
+        .iter()
+        .map(|(name, formats)| (*name, formats.to_vec()))
+        .collect();
+    for (format, table) in FORMAT_TABLES {
+        for decl in *table {
+            match takes.iter_mut().find(|(name, _)| *name == decl.name) {
+                Some((_, formats)) => formats.push(*format),
+                None => takes.push((decl.name, vec![*format])),
             }
-            for (id, schema) in a.avro_schemas_by_id.unwrap_or_default() {
-                let id = opt_count::<u32>(Some(id), "avro_schemas_by_id")?.expect("given");
-                avro.schemas_by_id.push((id, schema));
-            }
-            avro.schemas_by_id.sort();
-            Codec::Avro(avro)
         }
-        ValueFormat::Protobuf => Codec::Protobuf(Protobuf {
-            descriptor: a.protobuf_descriptor,
-            message: a.protobuf_message,
-        }),
-    })
+    }
+    takes
 }
 
 /// A setting given for another format than the codec's would be ignored: it is
 /// refused instead, naming it and the format it is for.
-fn refuse_settings_of_other_formats(a: &CodecArgs, format: ValueFormat) -> GlueResult<()> {
-    use ValueFormat::{Arrow, Avro, Json, Protobuf};
-    let given: [(&str, bool, &[ValueFormat]); 9] = [
-        ("schema", a.schema.is_some(), &[Json, Arrow]),
-        // It sizes the sample a schema is inferred from, which only these formats do.
-        ("sample_rows", a.sample_rows.is_some(), &[Json, Arrow]),
-        // The other formats' payloads carry no field their schema lacks.
-        ("on_new_field", a.on_new_field.is_some(), &[Json]),
-        ("avro_schema", a.avro_schema.is_some(), &[Avro]),
-        ("avro_framing", a.avro_framing.is_some(), &[Avro]),
-        (
-            "avro_schemas_by_id",
-            a.avro_schemas_by_id.is_some(),
-            &[Avro],
-        ),
-        ("avro_schema_id", a.avro_schema_id.is_some(), &[Avro]),
-        (
-            "protobuf_descriptor",
-            a.protobuf_descriptor.is_some(),
-            &[Protobuf],
-        ),
-        (
-            "protobuf_message",
-            a.protobuf_message.is_some(),
-            &[Protobuf],
-        ),
-    ];
-    for (name, is_given, formats) in given {
-        if is_given && !formats.contains(&format) {
-            let takes: Vec<&str> = formats.iter().map(|f| f.as_str()).collect();
-            let instead = match format {
-                Avro => "; Avro values have the schema of option 'avro_schema'",
-                Protobuf => {
-                    "; Protobuf values have the schema of their message (options \
-                     'protobuf_descriptor', 'protobuf_message')"
-                }
-                Json | Arrow => "",
-            };
-            return Err(Error::bad_option(
-                name,
-                format!(
-                    "option '{name}' is for format {} and the codec's format is {}{instead}",
-                    takes.join(" or "),
-                    format.as_str()
-                ),
-            )
-            .into());
+fn refuse_settings_of_other_formats(
+    codec: &Bound<'_, PyAny>,
+    format: ValueFormat,
+    takes: &[(&str, Vec<ValueFormat>)],
+) -> GlueResult<()> {
+    for (name, formats) in takes {
+        if formats.contains(&format) || codec.getattr(*name)?.is_none() {
+            continue;
         }
+        let takers: Vec<&str> = formats.iter().map(|f| f.as_str()).collect();
+        let instead = match format {
+            ValueFormat::Avro => "; Avro values have the schema of option 'avro_schema'",
+            ValueFormat::Protobuf => {
+                "; Protobuf values have the schema of their message (options \
+                 'protobuf_descriptor', 'protobuf_message')"
+            }
+            ValueFormat::Json | ValueFormat::Arrow => "",
+        };
+        return Err(Error::bad_option(
+            name,
+            format!(
+                "option '{name}' is for format {} and the codec's format is {}{instead}",
+                takers.join(" or "),
+                format.as_str()
+            ),
+        )
+        .into());
     }
     Ok(())
+}
+
+/// Each format's table as Python sees it: what every format shares, then its own.
+pub fn format_tables() -> Vec<(&'static str, Vec<OptionDecl>)> {
+    FORMAT_TABLES
+        .iter()
+        .map(|(format, table)| {
+            let rows = SharedSettings::TABLE.iter().chain(table.iter()).copied();
+            (format.as_str(), rows.collect())
+        })
+        .collect()
 }
 
 /// The codec spec of a consumer of `stream`: a schema not given is inferred from the

@@ -1,26 +1,25 @@
 //! `PullConsumer`, `ConsumedBatch` and `MessageStream`: durable pull consumers.
 
-use std::future::Future;
 use std::sync::Arc;
 
 use jetstream_arrow_core::connection::Connection;
 use jetstream_arrow_core::consume::durable::{
-    AckKind, AckPolicy, ConsumedBatch as CoreBatch, DurableConsumer, MessageStream as CoreStream,
+    AckKind, AckPolicy, ConsumeOptions, ConsumedBatch as CoreBatch, DurableConsumer, FetchOptions,
+    MessageStream as CoreStream,
 };
-use jetstream_arrow_core::consume::pull::{FetchRequest, PriorityGroup};
+use jetstream_arrow_core::consume::pull::PriorityGroup;
 use jetstream_arrow_core::consume::push::PushStream;
-use jetstream_arrow_core::defaults;
 use jetstream_arrow_core::Error;
-use pyo3::exceptions::PyStopIteration;
 use pyo3::prelude::*;
 use pyo3_arrow::PyRecordBatch;
 
-use crate::aio::awaitable;
+use crate::aio::Call;
 use crate::codec::{codec_spec, resolve_consumer_codec};
 use crate::errors::GlueResult;
-use crate::options::consume_options;
-use crate::runtime::{step, wait, Slot, Steps};
-use jetstream_arrow_core::option_values::{count, opt_count, opt_seconds, seconds};
+use crate::options::read_declared;
+use crate::runtime::{Slot, Steps};
+use jetstream_arrow_core::defaults;
+use jetstream_arrow_core::options::values::{opt_seconds, seconds};
 
 #[pyclass(module = "jetstream_arrow._core", frozen)]
 pub struct PullConsumer {
@@ -60,39 +59,21 @@ impl PullConsumer {
         self.inner.pin_id()
     }
 
-    /// One pull request; with `asyncio`, an asyncio awaitable of its batch.
-    #[pyo3(signature = (
-        max_messages=defaults::FETCH_MAX_MESSAGES as i128, *, max_bytes=None,
-        expires=defaults::FETCH_EXPIRES.as_secs_f64(), no_wait=false, heartbeat=None,
-        include_headers=false, codec=None, asyncio=false
-    ))]
-    #[allow(clippy::too_many_arguments)]
-    fn fetch<'py>(
+    /// One pull request as `options` (a `jetstream_arrow.FetchOptions`) say, payloads
+    /// decoded by `codec`.
+    #[pyo3(signature = (options, codec=None))]
+    fn fetch(
         &self,
-        py: Python<'py>,
-        max_messages: i128,
-        max_bytes: Option<i128>,
-        expires: f64,
-        no_wait: bool,
-        heartbeat: Option<f64>,
-        include_headers: bool,
-        codec: Option<&Bound<'py, PyAny>>,
-        asyncio: bool,
-    ) -> GlueResult<Bound<'py, PyAny>> {
+        options: &Bound<'_, PyAny>,
+        codec: Option<&Bound<'_, PyAny>>,
+    ) -> GlueResult<Call> {
+        let options: FetchOptions = read_declared(options, "fetch")?;
         let values = codec_spec(codec)?;
-        let expires = seconds(expires, "expires")?;
-        let heartbeat = opt_seconds(heartbeat, "heartbeat")?;
-        let request = FetchRequest {
-            max_messages: count(max_messages, "max_messages")?,
-            max_bytes: opt_count(max_bytes, "max_bytes")?,
-            expires,
-            no_wait,
-            heartbeat,
-            priority: None, // the binding's own (DurableConsumer::fetch)
-            pin: Default::default(),
-        };
+        // The binding adds its own priority group (DurableConsumer::fetch).
+        let request = options.request();
+        let include_headers = options.include_headers;
         let consumer = self.inner.clone();
-        let fetching = async move {
+        Ok(Call::new(async move {
             let values =
                 resolve_consumer_codec(consumer.connection(), &consumer.stream, values).await?;
             let batch = consumer
@@ -101,36 +82,25 @@ impl PullConsumer {
             Ok::<_, Error>(ConsumedBatch {
                 inner: Arc::new(batch),
             })
-        };
-        if asyncio {
-            return Ok(awaitable(py, async move { Ok(fetching.await?) })?);
-        }
-        Ok(Bound::new(py, wait(py, fetching)??)?.into_any())
+        }))
     }
 
-    /// Continuous consumption as `options` (a `jetstream_arrow.ConsumeOptions`) say;
-    /// with `asyncio`, an asyncio awaitable of the stream.
-    #[pyo3(signature = (options, codec=None, asyncio=false))]
-    fn messages<'py>(
+    /// Continuous consumption as `options` (a `jetstream_arrow.ConsumeOptions`) say.
+    #[pyo3(signature = (options, codec=None))]
+    fn messages(
         &self,
-        py: Python<'py>,
-        options: &Bound<'py, PyAny>,
-        codec: Option<&Bound<'py, PyAny>>,
-        asyncio: bool,
-    ) -> GlueResult<Bound<'py, PyAny>> {
-        let mut options = consume_options(options)?;
+        options: &Bound<'_, PyAny>,
+        codec: Option<&Bound<'_, PyAny>>,
+    ) -> GlueResult<Call> {
+        let mut options: ConsumeOptions = read_declared(options, "consume")?;
         let values = codec_spec(codec)?;
         let consumer = self.inner.clone();
-        let opening = async move {
+        Ok(Call::new(async move {
             options.values =
                 resolve_consumer_codec(consumer.connection(), &consumer.stream, values).await?;
             let stream = consumer.messages(options).await?;
             Ok::<_, Error>(MessageStream::new(Deliveries::Pull(Box::new(stream))))
-        };
-        if asyncio {
-            return Ok(awaitable(py, async move { Ok(opening.await?) })?);
-        }
-        Ok(Bound::new(py, wait(py, opening)??)?.into_any())
+        }))
     }
 }
 
@@ -145,31 +115,11 @@ impl ConsumedBatch {
         Self { inner }
     }
 
-    /// Send acks of `kind`: waited for, or with `asyncio` an asyncio awaitable.
-    fn send<'py>(
-        &self,
-        py: Python<'py>,
-        rows: Option<Vec<usize>>,
-        kind: AckKind,
-        asyncio: bool,
-    ) -> GlueResult<Bound<'py, PyAny>> {
+    /// The call sending acks of `kind`.
+    fn send(&self, rows: Option<Vec<usize>>, kind: AckKind) -> Call {
         let batch = self.inner.clone();
-        let sending = async move { batch.acknowledge(rows.as_deref(), kind).await };
-        done(py, sending, asyncio)
+        Call::new(async move { batch.acknowledge(rows.as_deref(), kind).await })
     }
-}
-
-/// `future` waited for (None), or with `asyncio` an asyncio awaitable of it.
-fn done<'py>(
-    py: Python<'py>,
-    future: impl Future<Output = Result<(), Error>> + Send + 'static,
-    asyncio: bool,
-) -> GlueResult<Bound<'py, PyAny>> {
-    if asyncio {
-        return Ok(awaitable(py, async move { Ok(future.await?) })?);
-    }
-    wait(py, future)??;
-    Ok(py.None().into_bound(py))
 }
 
 #[pymethods]
@@ -189,63 +139,34 @@ impl ConsumedBatch {
         self.inner.len()
     }
 
-    #[pyo3(signature = (rows=None, *, asyncio=false))]
-    fn ack<'py>(
-        &self,
-        py: Python<'py>,
-        rows: Option<Vec<usize>>,
-        asyncio: bool,
-    ) -> GlueResult<Bound<'py, PyAny>> {
-        self.send(py, rows, AckKind::Ack, asyncio)
+    #[pyo3(signature = (rows=None))]
+    fn ack(&self, rows: Option<Vec<usize>>) -> Call {
+        self.send(rows, AckKind::Ack)
     }
 
-    #[pyo3(signature = (
-        rows=None, timeout=defaults::ACK_SYNC_TIMEOUT.as_secs_f64(), *, asyncio=false
-    ))]
-    fn ack_sync<'py>(
-        &self,
-        py: Python<'py>,
-        rows: Option<Vec<usize>>,
-        timeout: f64,
-        asyncio: bool,
-    ) -> GlueResult<Bound<'py, PyAny>> {
+    #[pyo3(signature = (rows=None, timeout=defaults::ACK_SYNC_TIMEOUT.as_secs_f64()))]
+    fn ack_sync(&self, rows: Option<Vec<usize>>, timeout: f64) -> GlueResult<Call> {
         let timeout = seconds(timeout, "timeout")?;
         let batch = self.inner.clone();
-        let acking = async move { batch.ack_sync(rows.as_deref(), timeout).await };
-        done(py, acking, asyncio)
+        Ok(Call::new(async move {
+            batch.ack_sync(rows.as_deref(), timeout).await
+        }))
     }
 
-    #[pyo3(signature = (rows=None, delay=None, *, asyncio=false))]
-    fn nak<'py>(
-        &self,
-        py: Python<'py>,
-        rows: Option<Vec<usize>>,
-        delay: Option<f64>,
-        asyncio: bool,
-    ) -> GlueResult<Bound<'py, PyAny>> {
+    #[pyo3(signature = (rows=None, delay=None))]
+    fn nak(&self, rows: Option<Vec<usize>>, delay: Option<f64>) -> GlueResult<Call> {
         let delay = opt_seconds(delay, "delay")?;
-        self.send(py, rows, AckKind::Nak { delay }, asyncio)
+        Ok(self.send(rows, AckKind::Nak { delay }))
     }
 
-    #[pyo3(signature = (rows=None, reason=None, *, asyncio=false))]
-    fn term<'py>(
-        &self,
-        py: Python<'py>,
-        rows: Option<Vec<usize>>,
-        reason: Option<String>,
-        asyncio: bool,
-    ) -> GlueResult<Bound<'py, PyAny>> {
-        self.send(py, rows, AckKind::Term { reason }, asyncio)
+    #[pyo3(signature = (rows=None, reason=None))]
+    fn term(&self, rows: Option<Vec<usize>>, reason: Option<String>) -> Call {
+        self.send(rows, AckKind::Term { reason })
     }
 
-    #[pyo3(signature = (rows=None, *, asyncio=false))]
-    fn in_progress<'py>(
-        &self,
-        py: Python<'py>,
-        rows: Option<Vec<usize>>,
-        asyncio: bool,
-    ) -> GlueResult<Bound<'py, PyAny>> {
-        self.send(py, rows, AckKind::InProgress, asyncio)
+    #[pyo3(signature = (rows=None))]
+    fn in_progress(&self, rows: Option<Vec<usize>>) -> Call {
+        self.send(rows, AckKind::InProgress)
     }
 }
 
@@ -277,7 +198,7 @@ impl Steps for Deliveries {
     }
 }
 
-/// Continuous consumption, pull or push; `__next__` yields the next `ConsumedBatch`.
+/// Continuous consumption, pull or push, a `ConsumedBatch` at a time.
 #[pyclass(module = "jetstream_arrow._core", frozen)]
 pub struct MessageStream {
     inner: Slot<Deliveries>,
@@ -293,22 +214,13 @@ impl MessageStream {
 
 #[pymethods]
 impl MessageStream {
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
-    }
-
-    fn __next__(&self, py: Python<'_>) -> GlueResult<ConsumedBatch> {
-        step(py, self.inner.next())?
-            .map(|batch| ConsumedBatch::new(Arc::new(batch)))
-            .ok_or_else(|| PyStopIteration::new_err(()).into())
-    }
-
-    /// The next batch as an asyncio awaitable; None once closed. Cancelled, it ends
-    /// the stream (what it had taken is delivered again after the consumer's ack wait).
-    fn next_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    /// The next batch; None once closed. Interrupted (Ctrl-C, a cancelled asyncio
+    /// task), it ends the stream: what it had taken is delivered again after the
+    /// consumer's ack wait.
+    fn next_batch(&self) -> Call {
         let next = self.inner.next();
-        awaitable(py, async move {
-            Ok(next.await?.map(|batch| ConsumedBatch::new(Arc::new(batch))))
+        Call::new(async move {
+            Ok::<_, Error>(next.await?.map(|batch| ConsumedBatch::new(Arc::new(batch))))
         })
     }
 
@@ -327,16 +239,12 @@ impl MessageStream {
         self.inner.figure(1)
     }
 
-    fn close(&self, py: Python<'_>) -> PyResult<()> {
-        wait(py, self.inner.close())
-    }
-
-    /// `close` as an asyncio awaitable.
-    fn close_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    /// Stop consuming (a running step ends first).
+    fn close(&self) -> Call {
         let closing = self.inner.close();
-        awaitable(py, async move {
+        Call::new(async move {
             closing.await;
-            Ok(())
+            Ok::<_, Error>(())
         })
     }
 }

@@ -5,20 +5,48 @@
 use jetstream_arrow_core::api::subjects;
 use jetstream_arrow_core::api::validate_name as core_validate_name;
 use jetstream_arrow_core::codec;
+use jetstream_arrow_core::consume::durable::{ConsumeOptions, FetchOptions};
+use jetstream_arrow_core::consume::push::PushOptions;
 use jetstream_arrow_core::defaults::{Exported, EXPORTED};
 use jetstream_arrow_core::error::err_codes;
+use jetstream_arrow_core::options::{Declared, OptionDecl};
 use jetstream_arrow_core::publish::input::PublishBatch;
-use jetstream_arrow_core::Error;
+use jetstream_arrow_core::publish::PublishOptions;
+use jetstream_arrow_core::read::{FollowOptions, ReadOptions};
+use jetstream_arrow_core::{ConnectConfig, Error};
 use std::collections::HashMap;
 
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use pyo3_arrow::PyRecordBatch;
 
 use crate::errors::GlueResult;
-use crate::options::{
-    consume_defaults, publish_defaults, read_defaults, CONNECT_FIELDS, CONSUME_FIELDS,
-    PUBLISH_FIELDS, READ_FIELDS,
-};
+use crate::options::table_to_python;
+
+/// Every declared options struct's table, by the name Python knows it by
+/// (`_core.OPTION_TABLES`): the facade's dataclasses, Spark's native options, the
+/// CLI's flags and the documentation's option tables are checked against or made
+/// from these. Each value format's table (the codec's settings) is added after.
+const OPTION_TABLES: &[(&str, &[OptionDecl])] = &[
+    ("connect", ConnectConfig::TABLE),
+    ("publish", PublishOptions::TABLE),
+    ("read", ReadOptions::TABLE),
+    ("consume", ConsumeOptions::TABLE),
+    ("follow", FollowOptions::TABLE),
+    ("push", PushOptions::TABLE),
+    ("fetch", FetchOptions::TABLE),
+];
+
+fn option_tables(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let tables = PyDict::new(py);
+    for (name, table) in OPTION_TABLES {
+        tables.set_item(name, table_to_python(py, table)?)?;
+    }
+    for (format, table) in crate::codec::format_tables() {
+        tables.set_item(format, table_to_python(py, &table)?)?;
+    }
+    Ok(tables)
+}
 
 /// Check a stream or consumer name; raises `BadInputError` naming `option`, also
 /// for a value that is not a string at all.
@@ -113,13 +141,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("VALUE_FORMATS", codec::ValueFormat::NAMES.to_vec())?;
     m.add("ON_MALFORMED_MODES", codec::OnMalformed::NAMES.to_vec())?;
     m.add("AVRO_FRAMINGS", codec::AvroFraming::NAMES.to_vec())?;
-    m.add("CONNECT_FIELDS", CONNECT_FIELDS.to_vec())?;
-    m.add("PUBLISH_FIELDS", PUBLISH_FIELDS.to_vec())?;
-    m.add("PUBLISH_DEFAULTS", publish_defaults(m.py())?)?;
-    m.add("READ_FIELDS", READ_FIELDS.to_vec())?;
-    m.add("READ_DEFAULTS", read_defaults(m.py())?)?;
-    m.add("CONSUME_FIELDS", CONSUME_FIELDS.to_vec())?;
-    m.add("CONSUME_DEFAULTS", consume_defaults(m.py())?)?;
+    m.add("OPTION_TABLES", option_tables(m.py())?)?;
     m.add_function(wrap_pyfunction!(validate_name, m)?)?;
     m.add_function(wrap_pyfunction!(js_api_prefix, m)?)?;
     m.add_function(wrap_pyfunction!(check_publish_input, m)?)?;

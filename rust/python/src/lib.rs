@@ -28,6 +28,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<consumer::MessageStream>()?;
     m.add_class::<reader::ReadBatches>()?;
     m.add_class::<push::PushConsumer>()?;
+    m.add_class::<aio::Call>()?;
     m.add_class::<aio::StopSignal>()?;
     Ok(())
 }

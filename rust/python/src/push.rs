@@ -4,19 +4,17 @@
 use jetstream_arrow_core::connection::Connection;
 use jetstream_arrow_core::consume::durable::AckPolicy;
 use jetstream_arrow_core::consume::push::{PushConsumer as CoreConsumer, PushOptions};
-use jetstream_arrow_core::defaults;
 use pyo3::prelude::*;
 
 use std::future::Future;
 
 use jetstream_arrow_core::Error;
 
-use crate::aio::awaitable;
+use crate::aio::Call;
 use crate::codec::{codec_spec, resolve_consumer_codec};
 use crate::consumer::{Deliveries, MessageStream};
 use crate::errors::GlueResult;
-use crate::runtime::wait;
-use jetstream_arrow_core::option_values::{count, opt_seconds, seconds};
+use crate::options::read_declared;
 
 #[pyclass(module = "jetstream_arrow._core", frozen)]
 pub struct PushConsumer {
@@ -59,42 +57,22 @@ impl PushConsumer {
         self.inner.deliver_subject.clone()
     }
 
-    /// Continuous consumption from the deliver subject; with `asyncio`, an asyncio
-    /// awaitable of the stream.
-    #[pyo3(signature = (
-        *, batch_rows=defaults::CONSUME_BATCH_ROWS as i128,
-        batch_wait=defaults::CONSUME_BATCH_WAIT.as_secs_f64(), include_headers=false,
-        heartbeat=None, codec=None, asyncio=false
-    ))]
-    #[allow(clippy::too_many_arguments)]
-    fn messages<'py>(
+    /// Continuous consumption from the deliver subject as `options` (a
+    /// `jetstream_arrow.PushOptions`) say, payloads decoded by `codec`.
+    #[pyo3(signature = (options, codec=None))]
+    fn messages(
         &self,
-        py: Python<'py>,
-        batch_rows: i128,
-        batch_wait: f64,
-        include_headers: bool,
-        heartbeat: Option<f64>,
-        codec: Option<&Bound<'py, PyAny>>,
-        asyncio: bool,
-    ) -> GlueResult<Bound<'py, PyAny>> {
+        options: &Bound<'_, PyAny>,
+        codec: Option<&Bound<'_, PyAny>>,
+    ) -> GlueResult<Call> {
+        let mut options: PushOptions = read_declared(options, "push")?;
         let values = codec_spec(codec)?;
-        let mut options = PushOptions {
-            batch_rows: count(batch_rows, "batch_rows")?,
-            batch_wait: seconds(batch_wait, "batch_wait")?,
-            include_headers,
-            heartbeat: opt_seconds(heartbeat, "heartbeat")?,
-            values: None,
-        };
         let consumer = self.inner.clone();
-        let opening = async move {
+        Ok(Call::new(async move {
             options.values =
                 resolve_consumer_codec(consumer.connection(), &consumer.stream, values).await?;
             let stream = consumer.messages(options).await?;
             Ok::<_, Error>(MessageStream::new(Deliveries::Push(Box::new(stream))))
-        };
-        if asyncio {
-            return Ok(awaitable(py, async move { Ok(opening.await?) })?);
-        }
-        Ok(Bound::new(py, wait(py, opening)??)?.into_any())
+        }))
     }
 }

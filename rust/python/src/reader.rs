@@ -1,11 +1,11 @@
-//! `Client.read` and `Client.follow` hand Python a native iterator of Arrow batches
-//! (a range, or an open-ended ordered stream), which the facade wraps in
-//! `pa.RecordBatchReader.from_batches` or iterates. Each batch is read with the GIL
-//! released; an error raised by `__next__` is the package's own exception class, and
-//! pyarrow passes it through unchanged (an Arrow C stream would turn it into text).
-//! Closing or dropping the iterator deletes the read's consumer on the server.
-//! `next_async` / `close_async` are the same steps as asyncio awaitables; a step whose
-//! asyncio task is cancelled ends the read (`runtime.rs::Slot`).
+//! `Client.read` and `Client.follow` hand Python a native reader of Arrow batches
+//! (a range, or an open-ended ordered stream), whose steps the facade wraps in
+//! `pa.RecordBatchReader.from_batches` or iterates. Each step is a `Call`: waited for
+//! with the GIL released, or awaited; an error it raises is the package's own
+//! exception class, and pyarrow passes it through unchanged (an Arrow C stream would
+//! turn it into text). Closing or dropping the reader deletes the read's consumer on
+//! the server; a step interrupted (Ctrl-C, a cancelled asyncio task) ends the read
+//! (`runtime.rs::Slot`).
 
 use std::future::Future;
 
@@ -15,13 +15,11 @@ use jetstream_arrow_core::connection::Connection;
 use jetstream_arrow_core::read::last::LastPerSubject;
 use jetstream_arrow_core::read::{OrderedStream, ReadOptions, StreamReader};
 use jetstream_arrow_core::Error;
-use pyo3::exceptions::PyStopIteration;
 use pyo3::prelude::*;
 use pyo3_arrow::{PyRecordBatch, PySchema};
 
-use crate::aio::awaitable;
-use crate::errors::GlueResult;
-use crate::runtime::{step, wait, Slot, Steps};
+use crate::aio::Call;
+use crate::runtime::{Slot, Steps};
 
 /// Where a `ReadBatches`' batches come from.
 pub enum Batches {
@@ -84,22 +82,11 @@ impl ReadBatches {
         PySchema::new(self.schema.clone())
     }
 
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
-    }
-
-    fn __next__(&self, py: Python<'_>) -> GlueResult<PyRecordBatch> {
-        match step(py, self.inner.next())? {
-            Some(batch) => Ok(PyRecordBatch::new(batch)),
-            None => Err(PyStopIteration::new_err(()).into()),
-        }
-    }
-
-    /// The next batch as an asyncio awaitable; None at the end (the read's consumer
-    /// is then deleted). Cancelled, it ends the read: the next call returns None.
-    fn next_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    /// The next batch; None at the end (the read's consumer is then deleted).
+    /// Interrupted, it ends the read: the next step gives None.
+    fn next_batch(&self) -> Call {
         let next = self.inner.next();
-        awaitable(py, async move { Ok(next.await?.map(PyRecordBatch::new)) })
+        Call::new(async move { Ok::<_, Error>(next.await?.map(PyRecordBatch::new)) })
     }
 
     /// How often the read recreated its consumer to get past a failure.
@@ -116,32 +103,17 @@ impl ReadBatches {
     }
 
     /// Stop reading and delete the read's consumer.
-    fn close(&self, py: Python<'_>) -> GlueResult<()> {
-        Ok(wait(py, self.inner.close())?)
-    }
-
-    /// `close` as an asyncio awaitable.
-    fn close_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    fn close(&self) -> Call {
         let closing = self.inner.close();
-        awaitable(py, async move {
+        Call::new(async move {
             closing.await;
-            Ok(())
+            Ok::<_, Error>(())
         })
     }
 }
 
-/// Open a read; errors of the opening (no such stream, bad options, permissions)
-/// raise typed exceptions here, before any batch is read.
-pub fn open(
-    py: Python<'_>,
-    conn: Connection,
-    stream: &str,
-    options: ReadOptions,
-) -> GlueResult<ReadBatches> {
-    Ok(wait(py, opening(conn, stream, options))??)
-}
-
-/// The opening of a read, to run on the runtime.
+/// The opening of a read, to run on the runtime: errors of the opening (no such
+/// stream, bad options, permissions) raise before any batch is read.
 pub fn opening(
     conn: Connection,
     stream: &str,

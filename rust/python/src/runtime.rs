@@ -12,8 +12,6 @@ use jetstream_arrow_core::Error;
 use pyo3::prelude::*;
 use tokio::runtime::Runtime;
 
-use crate::errors::GlueResult;
-
 static RUNTIME: Mutex<Option<(u32, Arc<Runtime>)>> = Mutex::new(None);
 
 /// The runtime of this process.
@@ -48,17 +46,6 @@ const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(50);
 /// How long an interrupted wait lets its task end before it raises.
 const ABORT_GRACE: Duration = Duration::from_secs(10);
 
-/// Run `future` on the runtime's workers (beside the connection's own tasks, so
-/// wakeups stay on those threads) and wait for it with the GIL released. Ctrl-C,
-/// or any Python signal handler that raises, aborts the task and raises.
-pub fn wait<F>(py: Python<'_>, future: F) -> PyResult<F::Output>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    wait_or_stop(py, future, None).map_err(|unfinished| unfinished.error)
-}
-
 /// A wait that did not give its task's output: the signal handler's exception (or
 /// the task's panic), and the output when the interrupted task still ended in time.
 pub struct Unfinished<T> {
@@ -66,9 +53,11 @@ pub struct Unfinished<T> {
     pub output: Option<T>,
 }
 
-/// [`wait`], where a signal first sets `stop` (when given) so that the task ends by
-/// itself, e.g. a publish taking no more rows and seeing the acks of those it took;
-/// without `stop` the task is aborted.
+/// Run `future` on the runtime's workers (beside the connection's own tasks, so
+/// wakeups stay on those threads) and wait for it with the GIL released. Ctrl-C, or
+/// any Python signal handler that raises, interrupts the wait: it first sets `stop`
+/// (when given) so that the task ends by itself, e.g. a publish taking no more rows
+/// and seeing the acks of those it took; without `stop` the task is aborted.
 ///
 /// Either way the raise waits for the task to end (within [`ABORT_GRACE`]; a second
 /// Ctrl-C stops waiting): a task may be inside Python on a runtime thread, pulling
@@ -266,12 +255,4 @@ impl<S: Steps> Slot<S> {
     pub fn figure(&self, index: usize) -> u64 {
         self.figures[index].load(Ordering::Relaxed)
     }
-}
-
-/// Run `step` (a [`Slot`]'s step) with the GIL released; an error raises its class.
-pub fn step<T: Send + 'static>(
-    py: Python<'_>,
-    step: impl Future<Output = Result<Option<T>, Error>> + Send + 'static,
-) -> GlueResult<Option<T>> {
-    Ok(wait(py, step)??)
 }

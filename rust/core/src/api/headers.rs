@@ -88,9 +88,48 @@ pub fn is_control(name: &str) -> bool {
     })
 }
 
+/// Header `name` of `message` as a number: its last value, which is the server's where
+/// it appends its own headers after a message's stored ones (a direct get's reply).
+pub fn last_u64(message: &async_nats::Message, name: &str) -> Option<u64> {
+    message
+        .headers
+        .as_ref()?
+        .get_last(name)?
+        .as_str()
+        .parse()
+        .ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_number_header_is_its_last_value() {
+        // A direct get's reply of a message that stored a header of the server's name:
+        // the server's value comes last.
+        let mut headers = async_nats::HeaderMap::new();
+        headers.append(NUM_PENDING, "7");
+        headers.append(NUM_PENDING, "3");
+        headers.append(SUBJECT, "orders.1");
+        let message = async_nats::Message {
+            subject: "reply".into(),
+            reply: None,
+            payload: bytes::Bytes::new(),
+            headers: Some(headers),
+            status: None,
+            description: None,
+            length: 0,
+        };
+        assert_eq!(last_u64(&message, NUM_PENDING), Some(3));
+        assert_eq!(last_u64(&message, SUBJECT), None, "not a number");
+        assert_eq!(last_u64(&message, SEQUENCE), None, "absent");
+        let bare = async_nats::Message {
+            headers: None,
+            ..message
+        };
+        assert_eq!(last_u64(&bare, NUM_PENDING), None);
+    }
 
     #[test]
     fn control_headers_are_told_from_the_users() {

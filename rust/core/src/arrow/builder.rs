@@ -1,7 +1,8 @@
 //! Building Arrow record batches straight from delivered NATS messages, column by
 //! column, with no intermediate rows; payloads decoded into typed columns when a
-//! codec is given; a payload marked `Content-Encoding` decompressed as it is
-//! appended ([`crate::codec::compression`]). The `data` column is built by
+//! codec is given (by a [`PayloadDecoder`]: the codec's, which names the formats
+//! this module does not); a payload marked `Content-Encoding` decompressed as it is
+//! appended ([`crate::compression`]). The `data` column is built by
 //! [`crate::arrow::payloads`].
 //!
 //! Every read path and consumer appends its messages here, so this is where the
@@ -20,18 +21,41 @@ use arrow_array::builder::{
     TimestampMicrosecondBuilder,
 };
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
-use arrow_schema::{DataType, Field, SchemaRef};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use crate::api::subjects::POSITION_SUBJECT_PREFIX;
 use crate::arrow::metadata::MessageMetadata;
 use crate::arrow::payloads::Payloads;
 use crate::arrow::schema::{message_schema, SchemaOptions, DATA};
 use crate::arrow::ttl::parse_stored;
-use crate::codec::compression::{self, Compression, Decompression, Failure};
-use crate::codec::{OnMalformed, ValueDecoder};
+use crate::compression::{self, Compression, Decompression, Failure};
 use crate::error::Result;
 
 type HeadersBuilder = MapBuilder<StringBuilder, ListBuilder<StringBuilder>>;
+
+/// What the builder asks of the decoder that turns `data` into value columns as a
+/// batch is finished (the codec's `ValueDecoder` is the one). A trait, so that the
+/// messages' columns are built here without naming a payload format, and the codec
+/// builds on the message schema, not the other way round.
+pub trait PayloadDecoder: Send {
+    /// The schema of decoded batches, from the message schema.
+    fn schema(&self, message: &Schema) -> SchemaRef;
+    /// Whether a payload that does not decode is a row the batch keeps or drops
+    /// (`permissive`, `dropmalformed`), rather than an error (`failfast`).
+    fn tolerates_malformed(&self) -> bool;
+    /// Row `row` of the batch being built is malformed whatever its bytes (`why`:
+    /// it does not decompress), as a payload that does not decode is.
+    fn mark_malformed(&mut self, row: usize, why: String);
+    /// Forgets the rows marked malformed: the batch they were of is dropped.
+    fn clear_marked(&mut self);
+    /// Payloads that did not decode, so far.
+    fn malformed(&self) -> u64;
+    /// For each row of the last decoded batch, the index of its message, or None
+    /// when row `i` is message `i`.
+    fn last_origins(&self) -> Option<&[u32]>;
+    /// The batch with its `data` column decoded. `stream` names the stream in errors.
+    fn decode(&mut self, stream: &str, batch: RecordBatch) -> Result<RecordBatch>;
+}
 
 /// Accumulates messages into the columns of the message schema.
 pub struct BatchBuilder {
@@ -48,7 +72,7 @@ pub struct BatchBuilder {
     rows: usize,
     data_bytes: usize,
     /// Decodes `data` into value columns as each batch is finished.
-    values: Option<ValueDecoder>,
+    values: Option<Box<dyn PayloadDecoder>>,
     /// Whether and how far compressed payloads are decompressed.
     decompression: Decompression,
     /// Whether writers' position messages become rows (else they are left out).
@@ -132,12 +156,12 @@ impl BatchBuilder {
     }
 
     /// Batches with their payloads decoded by `values`.
-    pub fn with_values(mut self, values: Option<ValueDecoder>) -> Self {
+    pub fn with_values<D: PayloadDecoder + 'static>(mut self, values: Option<D>) -> Self {
         if values.is_some() && !self.data.views() {
             self.schema = self.schema_with_views();
             self.data = Payloads::new(true);
         }
-        self.values = values;
+        self.values = values.map(|v| Box::new(v) as Box<dyn PayloadDecoder>);
         self
     }
 
@@ -165,12 +189,14 @@ impl BatchBuilder {
     /// from, when row `i` is not message `i` (malformed messages dropped, or Arrow
     /// payloads of several rows).
     pub fn last_origins(&self) -> Option<&[u32]> {
-        self.values.as_ref().and_then(ValueDecoder::last_origins)
+        self.values
+            .as_deref()
+            .and_then(PayloadDecoder::last_origins)
     }
 
     /// Payloads that did not decode, so far.
     pub fn malformed(&self) -> u64 {
-        self.values.as_ref().map_or(0, ValueDecoder::malformed)
+        self.values.as_deref().map_or(0, PayloadDecoder::malformed)
     }
 
     pub fn len(&self) -> usize {
@@ -224,7 +250,7 @@ impl BatchBuilder {
                     ));
                 }
                 Err(Failure::Corrupt(why)) => match &mut self.values {
-                    Some(values) if values.on_malformed() != OnMalformed::FailFast => {
+                    Some(values) if values.tolerates_malformed() => {
                         // Its reason is the error mode `failfast` gives.
                         let failfast = compression::corrupt(&self.stream, meta.stream_seq, c, &why);
                         values.mark_malformed(self.rows, failfast.message().to_string());

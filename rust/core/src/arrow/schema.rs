@@ -44,6 +44,22 @@ pub fn is_read(schema: &Schema) -> bool {
     matches!((stream, seq), (Some(s), Some(q)) if text(s.data_type()) && q.data_type().is_integer())
 }
 
+/// Whether a column is publish input's TTL (`Nats-TTL`): named `ttl`, of a duration
+/// type; a `ttl` column of text or numbers is a value's.
+pub fn is_ttl_column(name: &str, data_type: &DataType) -> bool {
+    name == TTL && matches!(data_type, DataType::Duration(_))
+}
+
+/// Whether publish input of `schema` schedules its rows: both columns are there.
+pub fn is_schedule_input(schema: &Schema) -> bool {
+    schema.index_of(SCHEDULE).is_ok() && schema.index_of(SCHEDULE_TARGET).is_ok()
+}
+
+/// Whether `name` is a column that steers a schedule in publish input of `schema`.
+pub fn is_schedule_column(name: &str, schema: &Schema) -> bool {
+    (name == SCHEDULE || name == SCHEDULE_TARGET) && is_schedule_input(schema)
+}
+
 /// `timestamp[us, tz=UTC]`: what Spark's TimestampType maps to.
 pub fn timestamp_type() -> DataType {
     DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))

@@ -19,6 +19,7 @@ use arrow_schema::{DataType, Field, FieldRef, Fields, Schema, SchemaRef};
 use super::{
     CodecSpec, OnMalformed, ValueFormat, CORRUPT_REASON, CORRUPT_RECORD, MESSAGE_COLUMNS, VALUE,
 };
+use crate::arrow::builder::PayloadDecoder;
 use crate::arrow::schema::{DATA, SEQ};
 use crate::error::{Error, ErrorKind, NewFieldAt, Result};
 
@@ -79,6 +80,37 @@ pub fn malformed_reason(stream: &str, seq: i64, format: ValueFormat, why: &str) 
 
 /// The `(_corrupt_record, _corrupt_reason)` columns of a decoded batch.
 type Corrupt = (BinaryArray, StringArray);
+
+/// The builder decodes each batch it finishes with this decoder.
+impl PayloadDecoder for ValueDecoder {
+    fn schema(&self, message: &Schema) -> SchemaRef {
+        ValueDecoder::schema(self, message)
+    }
+
+    fn tolerates_malformed(&self) -> bool {
+        self.on_malformed() != OnMalformed::FailFast
+    }
+
+    fn mark_malformed(&mut self, row: usize, why: String) {
+        ValueDecoder::mark_malformed(self, row, why)
+    }
+
+    fn clear_marked(&mut self) {
+        ValueDecoder::clear_marked(self)
+    }
+
+    fn malformed(&self) -> u64 {
+        ValueDecoder::malformed(self)
+    }
+
+    fn last_origins(&self) -> Option<&[u32]> {
+        ValueDecoder::last_origins(self)
+    }
+
+    fn decode(&mut self, stream: &str, batch: RecordBatch) -> Result<RecordBatch> {
+        ValueDecoder::decode(self, stream, batch)
+    }
+}
 
 impl std::fmt::Debug for ValueDecoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

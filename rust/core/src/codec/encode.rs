@@ -7,10 +7,8 @@ use arrow_array::{Array, BinaryArray, RecordBatch, StructArray};
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 
 use super::{CodecSpec, ValueFormat, PUBLISH_COLUMNS, READ_COLUMNS, VALUE};
-use crate::arrow::schema::{is_read, DATA};
+use crate::arrow::schema::{is_read, is_schedule_column, is_ttl_column, DATA};
 use crate::error::{Error, Result};
-use crate::publish::schedule::is_schedule_column;
-use crate::publish::ttl::is_ttl_column;
 
 /// One format's encoding of a struct's rows, one payload each.
 pub(super) trait RowsEncoder: Send {

@@ -50,7 +50,7 @@ pub const CORRUPT_REASON: &str = "_corrupt_reason";
 
 /// Columns of publish input that steer a message (where it goes, its id, its
 /// checks): never a value's, whatever else the table holds. So is a `ttl` column of
-/// durations ([`crate::publish::ttl::is_ttl_column`]).
+/// durations ([`crate::arrow::schema::is_ttl_column`]).
 pub const PUBLISH_COLUMNS: &[&str] = &[
     SUBJECT,
     HEADERS,
@@ -90,35 +90,7 @@ pub const MESSAGE_COLUMNS: &[&str] = &[
     CORRUPT_REASON,
 ];
 
-/// An option's closed set of names: `parse` (any case, with aliases), `as_str` and
-/// `NAMES`, the one place each name is spelled.
-macro_rules! named_choices {
-    ($ty:ident, $option:literal, { $($variant:ident => $name:literal $(| $alias:literal)*),+ $(,)? }) => {
-        impl $ty {
-            pub const NAMES: &'static [&'static str] = &[$($name),+];
-
-            pub fn parse(name: &str) -> Result<Self> {
-                match name.to_ascii_lowercase().as_str() {
-                    $($name $(| $alias)* => Ok(Self::$variant),)+
-                    _ => Err(Error::bad_input(format!(
-                        "option '{}' ({name:?}) must be one of {}",
-                        $option,
-                        Self::NAMES.join(", ")
-                    ))),
-                }
-            }
-
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    $(Self::$variant => $name,)+
-                }
-            }
-        }
-    };
-}
-
-// After the macro, which it uses.
-pub mod compression;
+pub mod settings;
 
 /// How payloads are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -292,7 +264,7 @@ impl CodecSpec {
             on_malformed: OnMalformed::parse(crate::defaults::ON_MALFORMED).expect("a known mode"),
             flatten: false,
             sample_rows: crate::defaults::VALUE_SAMPLE_ROWS,
-            on_new_field: OnNewField::Ignore,
+            on_new_field: OnNewField::parse(crate::defaults::ON_NEW_FIELD).expect("a known mode"),
         }
     }
 

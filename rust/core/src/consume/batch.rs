@@ -7,6 +7,7 @@
 //! binding's [`AckLedger`]), and each ack form reads that same state.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -68,6 +69,25 @@ impl AckKind {
             }
             AckKind::Term { reason: None } => Bytes::from_static(b"+TERM"),
             AckKind::Term { reason: Some(r) } => Bytes::from(format!("+TERM {r}")),
+        }
+    }
+}
+
+/// What collects a consumer's batches, one a call: a durable consumer's message
+/// stream, a push consumer.
+pub(crate) trait CollectBatch: Send {
+    /// The next batch of what was delivered, writers' positions only or not.
+    fn collect_batch(&mut self) -> impl Future<Output = Result<ConsumedBatch>> + Send;
+}
+
+/// The first batch `consumer` collects that has something to hand out: a batch of
+/// writers' positions only ([`ConsumedBatch::only_positions`]) is not handed out, and
+/// the wait goes on. What a consumer's `next_batch` hands out.
+pub(crate) async fn first_with_rows(consumer: &mut impl CollectBatch) -> Result<ConsumedBatch> {
+    loop {
+        let batch = consumer.collect_batch().await?;
+        if !batch.only_positions() {
+            return Ok(batch);
         }
     }
 }

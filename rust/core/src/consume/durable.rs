@@ -12,9 +12,11 @@ use crate::arrow::builder::BatchBuilder;
 use crate::arrow::schema::SchemaOptions;
 use crate::codec::{CodecSpec, ValueDecoder};
 use crate::connection::Connection;
+use crate::consume::batch::{first_with_rows, CollectBatch};
 use crate::consume::pull::{fetch_once, FetchRequest, Pin, PriorityGroup, PullLoop, PullSettings};
 use crate::defaults;
 use crate::error::{Error, Result};
+use crate::limits::MAX_BUFFERED_MESSAGES;
 
 /// A durable pull consumer, by name.
 #[derive(Clone)]
@@ -32,31 +34,86 @@ pub struct DurableConsumer {
     ledger: Arc<AckLedger>,
 }
 
-/// Options of continuous consumption (nats.go's `Messages()` options).
-#[derive(Debug, Clone)]
-pub struct ConsumeOptions {
-    pub pull: PullSettings,
-    pub batch_rows: usize,
-    /// After the first message of a batch, how long to wait for more.
-    pub batch_wait: Duration,
-    pub include_headers: bool,
-    /// Payloads decoded into typed columns, the schema resolved (none: `data` as bytes).
-    pub values: Option<CodecSpec>,
+crate::declare_options! {
+    /// Options of continuous consumption (nats.go's `Messages()` options). Every field
+    /// but `values` is an option callers give by name (Python's `ConsumeOptions`).
+    #[derive(Debug, Clone)]
+    pub struct ConsumeOptions (none_is_default) {
+        /// Messages kept requested at most.
+        max_messages: usize = defaults::CONSUME_MAX_MESSAGES, min 1, max MAX_BUFFERED_MESSAGES;
+        /// Payload bytes kept requested at most (default: no bound).
+        max_bytes: Option<usize>;
+        /// A new pull is sent when the messages requested fall to this (default: half).
+        threshold_messages: Option<usize>;
+        /// A new pull is sent when the bytes requested fall to this (default: half).
+        threshold_bytes: Option<usize>;
+        /// How long each pull request lasts.
+        expires: Duration = defaults::CONSUME_EXPIRES;
+        /// Each pull request's idle heartbeat; two missed ones fail.
+        heartbeat: Duration = defaults::HEARTBEAT;
+        /// Rows per batch, at most.
+        batch_rows: usize = defaults::CONSUME_BATCH_ROWS, min 1;
+        /// After the first message of a batch, how long to wait for more.
+        batch_wait: Duration = defaults::CONSUME_BATCH_WAIT;
+        /// A headers column.
+        include_headers: bool = false;
+    }
+    extra {
+        /// Payloads decoded into typed columns, the schema resolved (none: `data` as bytes).
+        values: Option<CodecSpec> = None;
+    }
 }
 
-impl Default for ConsumeOptions {
-    fn default() -> Self {
-        Self {
-            pull: PullSettings::new(
-                defaults::CONSUME_MAX_MESSAGES,
-                None,
-                defaults::CONSUME_EXPIRES,
-                Some(defaults::HEARTBEAT),
-            ),
-            batch_rows: defaults::CONSUME_BATCH_ROWS,
-            batch_wait: defaults::CONSUME_BATCH_WAIT,
-            include_headers: false,
-            values: None,
+impl ConsumeOptions {
+    /// The pull loop's settings: thresholds default to half the buffer, as in nats.go.
+    pub fn pull_settings(&self) -> PullSettings {
+        let mut pull = PullSettings::new(
+            self.max_messages,
+            self.max_bytes,
+            self.expires,
+            Some(self.heartbeat),
+        );
+        if let Some(t) = self.threshold_messages {
+            pull.threshold_messages = t;
+        }
+        if let Some(t) = self.threshold_bytes {
+            pull.threshold_bytes = Some(t);
+        }
+        pull
+    }
+}
+
+crate::declare_options! {
+    /// One pull request of a durable consumer (nats.go's `Fetch` options): every field
+    /// is an option callers give by name (Python's `FetchOptions`).
+    #[derive(Debug, Clone)]
+    pub struct FetchOptions (none_is_default) {
+        /// Messages the request asks for, at most.
+        max_messages: usize = defaults::FETCH_MAX_MESSAGES, min 1;
+        /// Payload bytes the request asks for, at most (default: no bound).
+        max_bytes: Option<usize>;
+        /// How long the request lasts.
+        expires: Duration = defaults::FETCH_EXPIRES;
+        /// End at once when nothing is there.
+        no_wait: bool = false;
+        /// The request's idle heartbeat (default: none).
+        heartbeat: Option<Duration>;
+        /// A headers column.
+        include_headers: bool = false;
+    }
+}
+
+impl FetchOptions {
+    /// The pull request these options make (the binding adds its priority group).
+    pub fn request(&self) -> FetchRequest {
+        FetchRequest {
+            max_messages: self.max_messages,
+            max_bytes: self.max_bytes,
+            expires: self.expires,
+            no_wait: self.no_wait,
+            heartbeat: self.heartbeat,
+            priority: None,
+            pin: Pin::default(),
         }
     }
 }
@@ -146,7 +203,7 @@ impl DurableConsumer {
             self.conn.clone(),
             &self.stream,
             &self.name,
-            options.pull.clone(),
+            options.pull_settings(),
         )
         .await?
         .with_priority(self.priority.clone(), self.pin.clone())?;
@@ -182,14 +239,11 @@ impl MessageStream {
     /// (acknowledged, or held while that could acknowledge a row not yet
     /// acknowledged: [`AckLedger`]; no rows) are not handed out: the wait goes on.
     pub async fn next_batch(&mut self) -> Result<ConsumedBatch> {
-        loop {
-            let batch = self.collect_batch().await?;
-            if !batch.only_positions() {
-                return Ok(batch);
-            }
-        }
+        first_with_rows(self).await
     }
+}
 
+impl CollectBatch for MessageStream {
     async fn collect_batch(&mut self) -> Result<ConsumedBatch> {
         let mut delivered = Vec::new();
         let first = loop {

@@ -19,7 +19,7 @@ use futures::{FutureExt, StreamExt};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::api::headers::{CONSUMER_STALLED, LAST_CONSUMER};
+use crate::api::headers::{self, CONSUMER_STALLED, LAST_CONSUMER};
 use crate::api::subjects;
 use crate::api::types::{AckPolicy as WireAckPolicy, ConsumerInfo};
 use crate::api::{validate_name, Status};
@@ -29,6 +29,7 @@ use crate::arrow::metadata::Delivered;
 use crate::arrow::schema::SchemaOptions;
 use crate::codec::{CodecSpec, ValueDecoder};
 use crate::connection::Connection;
+use crate::consume::batch::{first_with_rows, CollectBatch};
 use crate::consume::durable::{AckLedger, AckPolicy, ConsumedBatch};
 use crate::consume::flow_control::FlowControl;
 use crate::consume::resync::{Resync, Verdict};
@@ -50,17 +51,24 @@ pub struct PushConsumer {
     ledger: Arc<AckLedger>,
 }
 
-/// Options of push consumption.
-#[derive(Debug, Clone)]
-pub struct PushOptions {
-    pub batch_rows: usize,
-    /// After the first message of a batch, how long to wait for more.
-    pub batch_wait: Duration,
-    pub include_headers: bool,
-    /// The consumer's idle heartbeat when it was not looked up (no info request).
-    pub heartbeat: Option<Duration>,
-    /// Payloads decoded into typed columns, the schema resolved (none: `data` as bytes).
-    pub values: Option<CodecSpec>,
+crate::declare_options! {
+    /// Options of push consumption. Every field but `values` is an option callers give
+    /// by name (Python's `PushOptions`).
+    #[derive(Debug, Clone)]
+    pub struct PushOptions (none_is_default) {
+        /// Rows per batch, at most.
+        batch_rows: usize = defaults::CONSUME_BATCH_ROWS, min 1;
+        /// After the first message of a batch, how long to wait for more.
+        batch_wait: Duration = defaults::CONSUME_BATCH_WAIT;
+        /// A headers column.
+        include_headers: bool = false;
+        /// The consumer's idle heartbeat when it was not looked up (no info request).
+        heartbeat: Option<Duration>;
+    }
+    extra {
+        /// Payloads decoded into typed columns, the schema resolved (none: `data` as bytes).
+        values: Option<CodecSpec> = None;
+    }
 }
 
 impl PushConsumer {
@@ -193,10 +201,6 @@ impl Drop for PushStream {
     }
 }
 
-fn header_u64(message: &async_nats::Message, name: &str) -> Option<u64> {
-    message.headers.as_ref()?.get(name)?.as_str().parse().ok()
-}
-
 /// Read the deliver subject until it fails or the stream is dropped.
 async fn read_deliveries(
     mut sub: Subscriber,
@@ -252,9 +256,11 @@ async fn read_deliveries(
         match Status::of(&message) {
             None => {}
             Some(status @ (Status::FlowControlRequest | Status::IdleHeartbeat)) => {
-                if let (Status::IdleHeartbeat, Some(resync), Some(last)) =
-                    (status, resync.as_mut(), header_u64(&message, LAST_CONSUMER))
-                {
+                if let (Status::IdleHeartbeat, Some(resync), Some(last)) = (
+                    status,
+                    resync.as_mut(),
+                    headers::last_u64(&message, LAST_CONSUMER),
+                ) {
                     if resync.sequence.on_heartbeat(last) == Verdict::Gap {
                         let why = format!("an idle heartbeat names delivery {last}, not received");
                         if let Err(e) = resync.reset(&flow, &why).await {
@@ -400,14 +406,11 @@ impl PushStream {
     /// positions (acknowledged or released, or held while that could acknowledge a
     /// row handed out before: no rows) are not handed out: the wait goes on.
     pub async fn next_batch(&mut self) -> Result<ConsumedBatch> {
-        loop {
-            let batch = self.collect_batch().await?;
-            if !batch.only_positions() {
-                return Ok(batch);
-            }
-        }
+        first_with_rows(self).await
     }
+}
 
+impl CollectBatch for PushStream {
     async fn collect_batch(&mut self) -> Result<ConsumedBatch> {
         let (delivered, epoch) = loop {
             let Some((first, epoch)) = self.next(None).await? else {

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use super::acks::{PublishRun, RetryQueue};
 use super::rows::{refuse_all, refuse_rest, RowSource};
 use super::window::{Congestion, Window};
-use super::{send, PublishOutcome, Publisher};
+use super::{send, OnFull, PublishOutcome, Publisher};
 use crate::error::{Error, Result};
 
 impl Publisher {
@@ -29,7 +29,7 @@ impl Publisher {
             options: &self.options,
             conn: &self.conn,
             probe_last_id: &self.probe_last_id,
-            in_flight: Window::default(),
+            in_flight: Window::new(self.options.max_bytes_in_flight),
             congestion: Congestion::new(self.options.window),
             retries: RetryQueue::default(),
             // With expected-last-* checks, the first row goes alone; the rest follows
@@ -108,7 +108,10 @@ impl Publisher {
                 run.in_flight
                     .push(token, index, 0, message, None, self.options.ack_timeout);
             }
-            if self.options.fail_when_full && run.in_flight.len() >= window && stop.is_none() {
+            if self.options.on_full == OnFull::Fail
+                && run.in_flight.len() >= window
+                && stop.is_none()
+            {
                 refuse_rest(source, run.outcome, window)?;
             }
             let input_done = source.exhausted || stop.is_some();

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 
 use bytes::Bytes;
 
-use crate::codec::compression::Compression;
+use crate::compression::Compression;
 use crate::error::{Error, Result};
 
 /// A batch of fewer payload bytes is compressed at once, on the sending task: a

@@ -5,7 +5,7 @@
 //! batch state ([`fast_batch::reply`]). The first message waits for the server's
 //! first reply, which says whether the stream takes fast batches and how often acks
 //! will come; after that up to [`defaults::FAST_OUTSTANDING_ACKS`] acks' worth of
-//! messages (and at most `window` messages, [`MAX_BYTES_IN_FLIGHT`] bytes) are in
+//! messages (and at most `window` messages, `max_bytes_in_flight` bytes) are in
 //! flight. The gap mode is `fail`: any lost message ends the batch, so an ack for
 //! batch sequence N means rows 1..=N of the batch are stored, and a batch that ends
 //! early reports exactly the rows after its last ack. A batch ends with an
@@ -29,7 +29,7 @@ use tokio::time::Instant;
 
 use super::outcome::PublishOutcome;
 use super::rows::{refuse_all, RowSource};
-use super::{send_with_reply, Publisher, MAX_BYTES_IN_FLIGHT};
+use super::{send_with_reply, Publisher};
 use crate::api::subjects::fast_batch;
 use crate::api::types::FastBatchReply;
 use crate::api::Status;
@@ -69,6 +69,8 @@ struct Batch {
     /// Payload sizes of the messages after `acked`, in order.
     sizes: VecDeque<usize>,
     bytes_in_flight: usize,
+    /// Payload bytes in flight at most (the publisher's `max_bytes_in_flight`).
+    max_bytes_in_flight: usize,
     /// The subject of the last message, where pings and the end go.
     subject: Subject,
     first_reply: bool,
@@ -84,14 +86,14 @@ struct Batch {
 
 /// The messages per flow ack to ask the server for: at most
 /// [`defaults::FAST_FLOW`], and few enough that [`defaults::FAST_OUTSTANDING_ACKS`]
-/// acks' worth fits the window and [`MAX_BYTES_IN_FLIGHT`] (messages sized like
+/// acks' worth fits the window and `max_bytes` in flight (messages sized like
 /// `first_size`). The server acks only when a group is complete: a group larger than
 /// what may be in flight would never be acked, and each batch would wait out its ack
 /// timeout.
-fn requested_flow(window: usize, first_size: usize) -> u16 {
+fn requested_flow(window: usize, max_bytes: usize, first_size: usize) -> u16 {
     let outstanding = defaults::FAST_OUTSTANDING_ACKS as usize;
     let by_window = window / outstanding;
-    let by_bytes = (MAX_BYTES_IN_FLIGHT / (outstanding * first_size.max(1))).saturating_sub(1);
+    let by_bytes = (max_bytes / (outstanding * first_size.max(1))).saturating_sub(1);
     let flow = usize::from(defaults::FAST_FLOW)
         .min(by_window)
         .min(by_bytes);
@@ -107,7 +109,7 @@ impl Batch {
         let in_flight = self.sent - self.acked;
         in_flight < self.flow * defaults::FAST_OUTSTANDING_ACKS
             && in_flight < window as u64
-            && self.bytes_in_flight < MAX_BYTES_IN_FLIGHT
+            && self.bytes_in_flight < self.max_bytes_in_flight
     }
 
     fn satisfied(&self, want: Want) -> bool {
@@ -388,7 +390,12 @@ impl Publisher {
         let inbox = self.conn.client.new_inbox();
         let replies = self.conn.client.subscribe(format!("{inbox}.>")).await?;
         let now = Instant::now();
-        let flow = requested_flow(self.options.window, message.payload.len());
+        let max_bytes_in_flight = self.options.max_bytes_in_flight;
+        let flow = requested_flow(
+            self.options.window,
+            max_bytes_in_flight,
+            message.payload.len(),
+        );
         Ok(Batch {
             reply_prefix: fast_batch::reply_prefix(&inbox, flow),
             inbox,
@@ -400,6 +407,7 @@ impl Publisher {
             requested_flow: flow,
             sizes: VecDeque::new(),
             bytes_in_flight: 0,
+            max_bytes_in_flight,
             subject: message.subject.clone(),
             first_reply: false,
             last_reply: now,
@@ -554,16 +562,22 @@ mod tests {
 
     #[test]
     fn the_requested_flow_fits_the_window_and_the_bytes_in_flight() {
-        assert_eq!(requested_flow(defaults::WINDOW, 128), defaults::FAST_FLOW);
-        assert_eq!(requested_flow(16, 128), 8);
-        assert_eq!(requested_flow(1, 128), 1);
-        let big = MAX_BYTES_IN_FLIGHT / 8;
+        let max_bytes = defaults::MAX_BYTES_IN_FLIGHT;
+        assert_eq!(
+            requested_flow(defaults::WINDOW, max_bytes, 128),
+            defaults::FAST_FLOW
+        );
+        assert_eq!(requested_flow(16, max_bytes, 128), 8);
+        assert_eq!(requested_flow(1, max_bytes, 128), 1);
+        let big = max_bytes / 8;
         assert!(
-            usize::from(requested_flow(defaults::WINDOW, big))
+            usize::from(requested_flow(defaults::WINDOW, max_bytes, big))
                 * big
                 * (defaults::FAST_OUTSTANDING_ACKS as usize)
-                < MAX_BYTES_IN_FLIGHT
+                < max_bytes
         );
+        // A smaller bound asks for smaller groups.
+        assert_eq!(requested_flow(defaults::WINDOW, 1_000, 100), 4);
     }
 
     #[test]

@@ -1,6 +1,11 @@
 //! Reading publish input: an Arrow record batch in the message schema becomes NATS
 //! messages, validated row by row with errors that name the column and the row.
 //!
+//! A row's message is its subject and payload, then each control of the batch in
+//! turn ([`Control`]: a column such as `headers`, `msg_id`, `expected_*`, `ttl`,
+//! `increment`, `schedule`, or an option such as `expected_stream`, `compression`)
+//! adding its headers; `message` iterates them.
+//!
 //! One module because every column kind (subject, data, headers, msg id) is read by
 //! the same row accessor with the same error wording; split, they would repeat it.
 
@@ -16,6 +21,7 @@ use async_nats::{HeaderMap, Subject};
 use bytes::Bytes;
 
 use super::ahead::CompressedAhead;
+use super::copy_identity::{copy_identity, CopyRepeats};
 use super::counter::{IncrementColumn, NATS_INCR};
 use super::schedule::{ScheduleColumns, NATS_SCHEDULE, NATS_SCHEDULE_TARGET};
 use super::ttl::TtlColumn;
@@ -24,7 +30,7 @@ use crate::arrow::schema::{
     is_read, DATA, EXPECTED_LAST_MSG_ID, EXPECTED_LAST_SUBJECT_SEQ, HEADERS, INCREMENT, MSG_ID,
     SCHEDULE, SCHEDULE_TARGET, SEQ, STREAM, SUBJECT, TTL,
 };
-use crate::codec::compression::{self, Compression};
+use crate::compression::{self, Compression};
 use crate::error::{Error, Result};
 
 /// One message ready to send.
@@ -116,7 +122,7 @@ pub struct MessageDefaults {
     /// whose control headers would steer the stream it goes to.
     pub keep_control_headers: Option<bool>,
     /// Each payload compressed, after the codec encoded it, and marked
-    /// `Content-Encoding` ([`crate::codec::compression`]).
+    /// `Content-Encoding` ([`crate::compression`]).
     pub compression: Option<Compression>,
 }
 
@@ -400,77 +406,6 @@ fn to_data(array: &ArrayRef) -> Result<DataColumn> {
     }
 }
 
-/// The identity of a copied row: `<stream>:<seq>:<digest>`, the digest the first 8
-/// bytes (hex) of SHA-256 over its subject, payload and headers (names sorted; the
-/// msg id a copy replaces left out). The source message names it across runs and
-/// retries; the digest tells apart rows made of one message that differ (an explode,
-/// a fan-out by header) and a message that took a recreated stream's old sequence.
-pub fn copy_identity(
-    stream: &str,
-    seq: i64,
-    subject: &str,
-    payload: &[u8],
-    headers: Option<&HeaderMap>,
-) -> String {
-    use sha2::{Digest, Sha256};
-    let mut hasher = Sha256::new();
-    hasher.update(subject.as_bytes());
-    hasher.update([0]);
-    hasher.update(payload);
-    if let Some(headers) = headers {
-        let mut entries: Vec<_> = headers
-            .iter()
-            .map(|(name, values)| (AsRef::<str>::as_ref(name), values))
-            .filter(|(name, _)| !name.eq_ignore_ascii_case(header_names::MSG_ID))
-            .collect();
-        entries.sort_by_key(|(name, _)| *name);
-        for (name, values) in entries {
-            for value in values {
-                // Lengths first, so no two header blocks hash alike.
-                hasher.update((name.len() as u64).to_le_bytes());
-                hasher.update(name.as_bytes());
-                hasher.update((value.as_str().len() as u64).to_le_bytes());
-                hasher.update(value.as_str().as_bytes());
-            }
-        }
-    }
-    let digest = hasher.finalize();
-    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-    format!("{stream}:{seq}:{hex}")
-}
-
-/// Rows of a copy alike in everything (one source message, subject, payload and
-/// headers: an explode of repeated values) are told apart by their order: the n-th
-/// repeat among the consecutive rows of one source message is `<identity>:<n>`. The
-/// count restarts at each new source message, so a retried task, which sends the
-/// same rows in the same order, gives each the same id again; it continues across
-/// the calls of one publisher, whose rows are one input.
-#[derive(Debug, Default)]
-pub struct CopyRepeats {
-    source: Option<(String, i64)>,
-    seen: std::collections::HashMap<String, u32>,
-}
-
-impl CopyRepeats {
-    fn id(&mut self, stream: &str, seq: i64, identity: String) -> String {
-        if self
-            .source
-            .as_ref()
-            .is_none_or(|(s, q)| *q != seq || s != stream)
-        {
-            self.source = Some((stream.to_string(), seq));
-            self.seen.clear();
-        }
-        let repeats = self.seen.entry(identity.clone()).or_insert(0);
-        let id = match *repeats {
-            0 => identity,
-            n => format!("{identity}:{n}"),
-        };
-        *repeats += 1;
-        id
-    }
-}
-
 /// The `stream` and `seq` columns of a batch that is a read: where each row was
 /// read from.
 struct SourceColumns {
@@ -489,27 +424,276 @@ impl SourceColumns {
 pub struct PublishBatch {
     subject: SubjectColumn,
     data: DataColumn,
-    headers: Option<HeadersColumn>,
-    msg_id: Option<StringArray>,
-    /// Per-row checks: the stream's last sequence on the row's subject, and the
-    /// stream's last msg id, that the row must find to be stored.
-    expected_last_subject_seq: Option<PrimitiveArray<Int64Type>>,
-    expected_last_msg_id: Option<StringArray>,
-    /// Each row's own time to live.
-    ttl: Option<TtlColumn>,
-    /// A table of counter increments: each row's (see [`super::counter`]).
-    increment: Option<IncrementColumn>,
-    /// When each row fires, and to which subject (see [`super::schedule`]).
-    schedule: Option<ScheduleColumns>,
-    /// The batch came from a read (it has the read's `stream` and `seq` columns): its
-    /// control headers steered the stream it was read from, and each row's source
-    /// message is its identity.
-    source: Option<SourceColumns>,
+    /// What steers each row's message beside its subject and payload, in the order
+    /// each adds its part (the first a row fails is the error it reports).
+    controls: Vec<Control>,
     rows: usize,
     max_subject: usize,
     /// Each row's payload compressed ahead ([`Self::precompress`]): None for a row
     /// sent plain (empty, or it would not shrink).
     packed: Option<CompressedAhead>,
+}
+
+/// A row's message as its controls build it ([`PublishBatch::message`]): subject and
+/// payload first, then the headers each control adds.
+impl OutgoingMessage {
+    /// The headers, made when the first control adds one: a row with none sends
+    /// none, and costs no map.
+    fn headers_mut(&mut self) -> &mut HeaderMap {
+        self.headers.get_or_insert_with(HeaderMap::new)
+    }
+
+    /// Adds the header a column of the table stands for (`ttl`, `increment`,
+    /// `schedule`), refusing the row when its `headers` column already has it: which
+    /// of the two the user meant is theirs to say, not ours to guess.
+    fn insert_column_header(
+        &mut self,
+        name: &str,
+        value: HeaderValue,
+        column: &str,
+        global_row: u64,
+    ) -> Result<()> {
+        let headers = self.headers_mut();
+        if headers.get(name).is_some() {
+            return Err(Error::bad_input(format!(
+                "row {global_row}: column '{column}' and the row's headers both give {name}; \
+                 give one"
+            )));
+        }
+        headers.insert(name, value);
+        Ok(())
+    }
+
+    /// The message, if it fits the server's `max_payload` with subject and headers.
+    fn within(self, global_row: u64, max_payload: usize) -> Result<Self> {
+        let headers = self.headers.as_ref().map_or(0, header_size);
+        let size = self.payload.len() + self.subject.len() + headers;
+        if size > max_payload {
+            return Err(Error::bad_input(format!(
+                "row {global_row}: the message is {size} bytes with subject and headers, over \
+                 the server's max_payload of {max_payload} bytes"
+            )));
+        }
+        Ok(self)
+    }
+}
+
+/// Which row a control reads, and what of the call it needs.
+struct RowCall<'a> {
+    row: usize,
+    /// The row's number in the whole input of the call (named in errors).
+    global_row: u64,
+    /// What a generated msg id ends with.
+    id_number: u64,
+    defaults: &'a MessageDefaults,
+    repeats: &'a mut CopyRepeats,
+    packed: Option<&'a CompressedAhead>,
+}
+
+/// One control of a row's message beside its subject and payload: a column of the
+/// input (`headers`, `msg_id`, `expected_*`, `ttl`, `increment`, `schedule`), or an
+/// option every row follows (`expected_stream`, `compression`). A batch holds only
+/// the column controls its input has; each adds its part of a row's message in
+/// [`Control::apply`].
+enum Control {
+    /// The `headers` column; in a copy, without its control headers unless asked.
+    Headers { column: HeadersColumn, copy: bool },
+    /// The `Nats-Msg-Id`.
+    MsgId(MsgIds),
+    /// The stream's last sequence on the row's subject, that the row must find to be
+    /// stored.
+    ExpectedLastSubjectSeq(PrimitiveArray<Int64Type>),
+    /// The stream's last msg id, that the row must find to be stored.
+    ExpectedLastMsgId(StringArray),
+    /// Each row's own time to live.
+    Ttl(TtlColumn),
+    /// A table of counter increments: each row's (see [`super::counter`]).
+    Increment(IncrementColumn),
+    /// When each row fires, and to which subject (see [`super::schedule`]).
+    Schedule(ScheduleColumns),
+    /// Option `expected_stream`.
+    ExpectedStream,
+    /// Option `compression`: last, as it compresses the payload the others saw.
+    Compression,
+}
+
+impl Control {
+    fn apply(&self, at: &mut RowCall<'_>, message: &mut OutgoingMessage) -> Result<()> {
+        let (row, global_row) = (at.row, at.global_row);
+        match self {
+            Self::Headers { column, copy } => {
+                let mut map = HeaderMap::new();
+                let keep_control = at.defaults.keep_control_headers.unwrap_or(!copy);
+                // A read leaves `Content-Encoding` out of the headers of the payloads
+                // it decompressed: a header still there marks a payload as stored,
+                // which a copy stores as it is.
+                column.append_row(row, global_row, keep_control, &mut map)?;
+                if !map.is_empty() {
+                    message.headers = Some(map);
+                }
+            }
+            Self::MsgId(ids) => ids.apply(at, message)?,
+            Self::ExpectedLastSubjectSeq(seqs) if seqs.is_valid(row) => {
+                let Ok(seq) = u64::try_from(seqs.value(row)) else {
+                    return Err(Error::bad_input(format!(
+                        "column '{EXPECTED_LAST_SUBJECT_SEQ}', row {global_row}: a stream \
+                         sequence cannot be negative, got {}",
+                        seqs.value(row)
+                    )));
+                };
+                message.has_expectation = true;
+                message.headers_mut().insert(
+                    async_nats::header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
+                    HeaderValue::from(seq),
+                );
+            }
+            Self::ExpectedLastMsgId(ids) if ids.is_valid(row) => {
+                message.has_expectation = true;
+                let id = header_value(ids.value(row), EXPECTED_LAST_MSG_ID, global_row)?;
+                message
+                    .headers_mut()
+                    .insert(async_nats::header::NATS_EXPECTED_LAST_MESSAGE_ID, id);
+            }
+            Self::Ttl(ttl) => {
+                if let Some(ttl) = ttl.header(row, global_row)? {
+                    let name = async_nats::header::NATS_MESSAGE_TTL;
+                    message.insert_column_header(name.as_ref(), ttl, TTL, global_row)?;
+                }
+            }
+            Self::Increment(increment) => {
+                let incr = increment.header(row, global_row)?;
+                message.insert_column_header(NATS_INCR, incr, INCREMENT, global_row)?;
+            }
+            Self::Schedule(schedule) => {
+                if let Some((when, target)) = schedule.headers(row, global_row)? {
+                    message.insert_column_header(NATS_SCHEDULE, when, SCHEDULE, global_row)?;
+                    let (name, column) = (NATS_SCHEDULE_TARGET, SCHEDULE_TARGET);
+                    message.insert_column_header(name, target, column, global_row)?;
+                }
+            }
+            Self::ExpectedStream => {
+                if let Some(stream) = &at.defaults.expected_stream {
+                    // Checked for line breaks by `PublishOptions::validate`.
+                    let stream = header_value(stream, "expected_stream", global_row)?;
+                    message
+                        .headers_mut()
+                        .insert(async_nats::header::NATS_EXPECTED_STREAM, stream);
+                }
+            }
+            Self::Compression => {
+                if let Some(compression) = at.defaults.compression {
+                    compress(compression, at, message)?;
+                }
+            }
+            // A null expectation: no check for the row.
+            Self::ExpectedLastSubjectSeq(_) | Self::ExpectedLastMsgId(_) => {}
+        }
+        Ok(())
+    }
+}
+
+/// Where a row's `Nats-Msg-Id` comes from: the `msg_id` column (an empty or null
+/// value: none of its own), else `<msg_id_prefix><row number>`, or in a copy the
+/// identity of the message it was read from.
+struct MsgIds {
+    column: Option<StringArray>,
+    /// The batch came from a read (it has the read's `stream` and `seq` columns):
+    /// each row's source message is its identity.
+    source: Option<SourceColumns>,
+}
+
+impl MsgIds {
+    fn apply(&self, at: &mut RowCall<'_>, message: &mut OutgoingMessage) -> Result<()> {
+        let (row, global_row) = (at.row, at.global_row);
+        let msg_id = match self
+            .column
+            .as_ref()
+            .filter(|ids| ids.is_valid(row) && !ids.value(row).is_empty())
+        {
+            Some(ids) => Some(header_value(ids.value(row), MSG_ID, global_row)?),
+            // The prefix has no line break (`PublishOptions::validate`).
+            None => match (&at.defaults.msg_id_prefix, &self.source) {
+                (None, None) => None,
+                (Some(p), None) => {
+                    let id = format!("{p}{}", at.id_number);
+                    Some(header_value(&id, MSG_ID, global_row)?)
+                }
+                // A copy is always under its source message's identity, with no
+                // prefix given too: the `Nats-Msg-Id` its headers carry is no
+                // identity of it, since the source's duplicate window already judged
+                // it (two events published under one id further apart than that
+                // window are two messages there, which that id would make one here).
+                (p, Some(source)) => {
+                    let p = p.as_deref().unwrap_or("");
+                    let (stream, seq) = source.identity(row).ok_or_else(|| {
+                        Error::bad_input(format!(
+                            "row {global_row}: its 'stream' or 'seq' is null, and a table with \
+                             the read's 'stream' and 'seq' columns is published as a copy, each \
+                             message under its source's identity; fill them, or drop the \
+                             columns to number rows by position"
+                        ))
+                    })?;
+                    let (subject, payload) = (&message.subject, &message.payload);
+                    let identity =
+                        copy_identity(stream, seq, subject, payload, message.headers.as_ref());
+                    let id = format!("{p}{}", at.repeats.id(stream, seq, identity));
+                    Some(header_value(&id, MSG_ID, global_row)?)
+                }
+            },
+        };
+        // An id that came in the headers column (a message read from another
+        // stream) is the row's msg id as much as one from the msg_id column: the
+        // server deduplicates by it, so resending after an ack timeout is safe.
+        message.has_msg_id = msg_id.is_some()
+            || message
+                .headers
+                .as_ref()
+                .is_some_and(|h| h.get(header_names::MSG_ID).is_some());
+        if let Some(id) = msg_id {
+            message
+                .headers_mut()
+                .insert(async_nats::header::NATS_MESSAGE_ID, id);
+        }
+        Ok(())
+    }
+}
+
+/// The row's payload compressed and marked `Content-Encoding`. An empty payload
+/// stays empty (a KV delete); one that does not shrink is sent plain: a reader goes
+/// by each message's header.
+fn compress(
+    compression: Compression,
+    at: &RowCall<'_>,
+    message: &mut OutgoingMessage,
+) -> Result<()> {
+    // Any spelling: a payload marked encoded for any reader is not wrapped in
+    // another encoding that a reader would undo first.
+    if let Some((name, _)) = message.headers.as_ref().and_then(|h| {
+        h.iter()
+            .find(|(name, _)| AsRef::<str>::as_ref(*name).eq_ignore_ascii_case(compression::HEADER))
+    }) {
+        return Err(Error::bad_input(format!(
+            "row {}: its headers say {} already, and option 'compression' would compress it \
+             again; drop the header or the option",
+            at.global_row,
+            AsRef::<str>::as_ref(name)
+        )));
+    }
+    let packed = match at.packed {
+        Some(packed) => packed.row(at.row)?,
+        None if message.payload.is_empty() => None,
+        None => {
+            let packed = compression.compress(&message.payload)?;
+            (packed.len() < message.payload.len()).then(|| Bytes::from(packed))
+        }
+    };
+    if let Some(packed) = packed {
+        message.payload = packed;
+        message
+            .headers_mut()
+            .insert(compression::HEADER, compression.as_str());
+    }
+    Ok(())
 }
 
 /// A subject over `max` bytes (see [`max_subject_len`]), as the reason of an error.
@@ -593,17 +777,31 @@ impl PublishBatch {
                 })
             })
             .transpose()?;
+        let column_controls = [
+            headers.map(|column| Control::Headers {
+                column,
+                copy: source.is_some(),
+            }),
+            Some(Control::MsgId(MsgIds {
+                column: msg_id,
+                source,
+            })),
+            expected_last_subject_seq.map(Control::ExpectedLastSubjectSeq),
+            expected_last_msg_id.map(Control::ExpectedLastMsgId),
+            ttl.map(Control::Ttl),
+            increment.map(Control::Increment),
+            schedule.map(Control::Schedule),
+        ];
+        let options = [Control::ExpectedStream, Control::Compression];
+        let controls = column_controls
+            .into_iter()
+            .flatten()
+            .chain(options)
+            .collect();
         Ok(Self {
             subject,
             data,
-            headers,
-            msg_id,
-            expected_last_subject_seq,
-            expected_last_msg_id,
-            ttl,
-            increment,
-            schedule,
-            source,
+            controls,
             rows: batch.num_rows(),
             max_subject,
             packed: None,
@@ -624,23 +822,33 @@ impl PublishBatch {
         self.rows
     }
 
+    fn has_control(&self, which: impl Fn(&Control) -> bool) -> bool {
+        self.controls.iter().any(which)
+    }
+
     /// Whether the input has a column of per-row expectations.
     pub fn has_expectation_columns(&self) -> bool {
-        self.expected_last_subject_seq.is_some() || self.expected_last_msg_id.is_some()
+        self.has_control(|c| {
+            matches!(
+                c,
+                Control::ExpectedLastSubjectSeq(_) | Control::ExpectedLastMsgId(_)
+            )
+        })
     }
 
     /// Whether the input is a table of counter increments.
     pub fn is_increments(&self) -> bool {
-        self.increment.is_some()
+        self.has_control(|c| matches!(c, Control::Increment(_)))
     }
 
     /// Whether the input has the `expected_last_msg_id` column.
     pub fn has_expected_last_msg_id_column(&self) -> bool {
-        self.expected_last_msg_id.is_some()
+        self.has_control(|c| matches!(c, Control::ExpectedLastMsgId(_)))
     }
 
-    /// The message of row `row`. `global_row` is the row's number in the whole input
-    /// of the call (named in errors); `id_number` is what a generated msg id ends with.
+    /// The message of row `row`: its subject and payload, then what each control
+    /// adds. `global_row` is the row's number in the whole input of the call (named
+    /// in errors); `id_number` is what a generated msg id ends with.
     pub fn message(
         &self,
         row: usize,
@@ -650,217 +858,50 @@ impl PublishBatch {
         max_payload: usize,
         repeats: &mut CopyRepeats,
     ) -> Result<OutgoingMessage> {
-        let subject = match &self.subject {
-            SubjectColumn::Constant(s) => s.clone(),
-            SubjectColumn::Column(col) => {
-                if col.is_null(row) {
-                    return Err(Error::bad_input(format!(
-                        "column 'subject', row {global_row}: the subject is null"
-                    )));
-                }
-                let s = col.value(row);
-                validate_subject(s)
-                    .map_err(str::to_string)
-                    .and_then(|()| subject_too_long(s, self.max_subject).map_or(Ok(()), Err))
-                    .map_err(|why| {
-                        let shown = shown_subject(s);
-                        Error::bad_input(format!(
-                            "column 'subject', row {global_row} ({shown}): {why}"
-                        ))
-                    })?;
-                Subject::from(s)
-            }
+        let mut message = OutgoingMessage {
+            subject: self.row_subject(row, global_row)?,
+            payload: self.data.payload(row),
+            headers: None,
+            has_msg_id: false,
+            has_expectation: false,
         };
-        let payload = self.data.payload(row);
+        let mut at = RowCall {
+            row,
+            global_row,
+            id_number,
+            defaults,
+            repeats,
+            packed: self.packed.as_ref(),
+        };
+        for control in &self.controls {
+            control.apply(&mut at, &mut message)?;
+        }
+        message.within(global_row, max_payload)
+    }
 
-        let mut headers: Option<HeaderMap> = None;
-        if let Some(h) = &self.headers {
-            let mut map = HeaderMap::new();
-            let keep_control = defaults
-                .keep_control_headers
-                .unwrap_or(self.source.is_none());
-            // A read leaves `Content-Encoding` out of the headers of the payloads it
-            // decompressed: a header still there marks a payload as stored, which a
-            // copy stores as it is.
-            h.append_row(row, global_row, keep_control, &mut map)?;
-            if !map.is_empty() {
-                headers = Some(map);
-            }
-        }
-        let msg_id = match self
-            .msg_id
-            .as_ref()
-            .filter(|ids| ids.is_valid(row) && !ids.value(row).is_empty())
-        {
-            Some(ids) => Some(header_value(ids.value(row), MSG_ID, global_row)?),
-            // The prefix has no line break (`PublishOptions::validate`).
-            None => match (&defaults.msg_id_prefix, &self.source) {
-                (None, None) => None,
-                (Some(p), None) => Some(header_value(
-                    &format!("{p}{id_number}"),
-                    MSG_ID,
-                    global_row,
-                )?),
-                // A copy is always under its source message's identity, with no
-                // prefix given too: the `Nats-Msg-Id` its headers carry is no
-                // identity of it, since the source's duplicate window already judged
-                // it (two events published under one id further apart than that
-                // window are two messages there, which that id would make one here).
-                (p, Some(source)) => {
-                    let p = p.as_deref().unwrap_or("");
-                    let (stream, seq) = source.identity(row).ok_or_else(|| {
-                        Error::bad_input(format!(
-                            "row {global_row}: its 'stream' or 'seq' is null, and a table with \
-                             the read's 'stream' and 'seq' columns is published as a copy, each \
-                             message under its source's identity; fill them, or drop the \
-                             columns to number rows by position"
-                        ))
-                    })?;
-                    let identity = copy_identity(stream, seq, &subject, &payload, headers.as_ref());
-                    let id = format!("{p}{}", repeats.id(stream, seq, identity));
-                    Some(header_value(&id, MSG_ID, global_row)?)
-                }
-            },
+    /// The subject of `row`, checked as the server would.
+    fn row_subject(&self, row: usize, global_row: u64) -> Result<Subject> {
+        let col = match &self.subject {
+            SubjectColumn::Constant(s) => return Ok(s.clone()),
+            SubjectColumn::Column(col) => col,
         };
-        // An id that came in the headers column (a message read from another
-        // stream) is the row's msg id as much as one from the msg_id column: the
-        // server deduplicates by it, so resending after an ack timeout is safe.
-        let has_msg_id = msg_id.is_some()
-            || headers
-                .as_ref()
-                .is_some_and(|h| h.get(header_names::MSG_ID).is_some());
-        if let Some(id) = msg_id {
-            headers
-                .get_or_insert_with(HeaderMap::new)
-                .insert(async_nats::header::NATS_MESSAGE_ID, id);
-        }
-        let mut has_expectation = false;
-        if let Some(seq) = self
-            .expected_last_subject_seq
-            .as_ref()
-            .filter(|seqs| seqs.is_valid(row))
-        {
-            let Ok(seq) = u64::try_from(seq.value(row)) else {
-                return Err(Error::bad_input(format!(
-                    "column '{EXPECTED_LAST_SUBJECT_SEQ}', row {global_row}: a stream sequence \
-                     cannot be negative, got {}",
-                    seq.value(row)
-                )));
-            };
-            has_expectation = true;
-            headers.get_or_insert_with(HeaderMap::new).insert(
-                async_nats::header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
-                HeaderValue::from(seq),
-            );
-        }
-        if let Some(ids) = self
-            .expected_last_msg_id
-            .as_ref()
-            .filter(|ids| ids.is_valid(row))
-        {
-            has_expectation = true;
-            let id = header_value(ids.value(row), EXPECTED_LAST_MSG_ID, global_row)?;
-            headers
-                .get_or_insert_with(HeaderMap::new)
-                .insert(async_nats::header::NATS_EXPECTED_LAST_MESSAGE_ID, id);
-        }
-        if let Some(ttl) = self.ttl.as_ref().map(|t| t.header(row, global_row)) {
-            if let Some(ttl) = ttl? {
-                let ttl_header = async_nats::header::NATS_MESSAGE_TTL;
-                insert_column_header(&mut headers, ttl_header.as_ref(), ttl, TTL, global_row)?;
-            }
-        }
-        if let Some(increment) = &self.increment {
-            let incr = increment.header(row, global_row)?;
-            insert_column_header(&mut headers, NATS_INCR, incr, INCREMENT, global_row)?;
-        }
-        if let Some(schedule) = &self.schedule {
-            if let Some((when, target)) = schedule.headers(row, global_row)? {
-                insert_column_header(&mut headers, NATS_SCHEDULE, when, SCHEDULE, global_row)?;
-                let target_column = SCHEDULE_TARGET;
-                insert_column_header(
-                    &mut headers,
-                    NATS_SCHEDULE_TARGET,
-                    target,
-                    target_column,
-                    global_row,
-                )?;
-            }
-        }
-        if let Some(stream) = &defaults.expected_stream {
-            // Checked for line breaks by `PublishOptions::validate`.
-            let stream = header_value(stream, "expected_stream", global_row)?;
-            headers
-                .get_or_insert_with(HeaderMap::new)
-                .insert(async_nats::header::NATS_EXPECTED_STREAM, stream);
-        }
-        let mut payload = payload;
-        if let Some(compression) = defaults.compression {
-            // Any spelling: a payload marked encoded for any reader is not wrapped
-            // in another encoding that a reader would undo first.
-            if let Some((name, _)) = headers.as_ref().and_then(|h| {
-                h.iter().find(|(name, _)| {
-                    AsRef::<str>::as_ref(*name).eq_ignore_ascii_case(compression::HEADER)
-                })
-            }) {
-                return Err(Error::bad_input(format!(
-                    "row {global_row}: its headers say {} already, and option \
-                     'compression' would compress it again; drop the header or the option",
-                    AsRef::<str>::as_ref(name)
-                )));
-            }
-            // An empty payload stays empty (a KV delete); one that does not shrink
-            // is sent plain: a reader goes by each message's header.
-            let packed = match &self.packed {
-                Some(packed) => packed.row(row)?,
-                None if payload.is_empty() => None,
-                None => {
-                    let packed = compression.compress(&payload)?;
-                    (packed.len() < payload.len()).then(|| Bytes::from(packed))
-                }
-            };
-            if let Some(packed) = packed {
-                payload = packed;
-                headers
-                    .get_or_insert_with(HeaderMap::new)
-                    .insert(compression::HEADER, compression.as_str());
-            }
-        }
-        let size = payload.len() + subject.len() + headers.as_ref().map_or(0, header_size);
-        if size > max_payload {
+        if col.is_null(row) {
             return Err(Error::bad_input(format!(
-                "row {global_row}: the message is {size} bytes with subject and headers, over the \
-                 server's max_payload of {max_payload} bytes"
+                "column 'subject', row {global_row}: the subject is null"
             )));
         }
-        Ok(OutgoingMessage {
-            subject,
-            headers,
-            payload,
-            has_msg_id,
-            has_expectation,
-        })
+        let s = col.value(row);
+        validate_subject(s)
+            .map_err(str::to_string)
+            .and_then(|()| subject_too_long(s, self.max_subject).map_or(Ok(()), Err))
+            .map_err(|why| {
+                let shown = shown_subject(s);
+                Error::bad_input(format!(
+                    "column 'subject', row {global_row} ({shown}): {why}"
+                ))
+            })?;
+        Ok(Subject::from(s))
     }
-}
-
-/// Adds the header a column of the table stands for (`ttl`, `increment`, `schedule`)
-/// to a row's headers, refusing the row when its `headers` column already has it:
-/// which of the two the user meant is theirs to say, not ours to guess.
-fn insert_column_header(
-    headers: &mut Option<HeaderMap>,
-    name: &str,
-    value: HeaderValue,
-    column: &str,
-    global_row: u64,
-) -> Result<(), Error> {
-    let headers = headers.get_or_insert_with(HeaderMap::new);
-    if headers.get(name).is_some() {
-        return Err(Error::bad_input(format!(
-            "row {global_row}: column '{column}' and the row's headers both give {name}; give one"
-        )));
-    }
-    headers.insert(name, value);
-    Ok(())
 }
 
 /// The encoded size of a header block (`NATS/1.0\r\n` + `k: v\r\n`... + `\r\n`).
@@ -1026,17 +1067,6 @@ mod tests {
         // Two rows of one source message (an explode) differ by what they carry.
         let second = message(1).unwrap().headers.unwrap();
         assert_ne!(second.get("Nats-Msg-Id").unwrap().to_string(), id);
-        // Rows alike in everything, one after another, are numbered by their order;
-        // the count restarts at the next source message.
-        let mut repeats = CopyRepeats::default();
-        let ids: Vec<String> = [("SRC", 7), ("SRC", 7), ("SRC", 7), ("SRC", 8), ("SRC", 7)]
-            .iter()
-            .map(|(s, q)| repeats.id(s, *q, format!("{s}:{q}:d")))
-            .collect();
-        assert_eq!(
-            ids,
-            ["SRC:7:d", "SRC:7:d:1", "SRC:7:d:2", "SRC:8:d", "SRC:7:d"]
-        );
         // A row of a copy without its source is refused, not numbered into another's id.
         let err = message(2).unwrap_err();
         assert!(

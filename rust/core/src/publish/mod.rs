@@ -20,6 +20,7 @@ mod acked;
 mod acks;
 mod ahead;
 mod atomic;
+pub mod copy_identity;
 pub mod counter;
 mod fast;
 pub mod input;
@@ -39,10 +40,11 @@ use std::time::Duration;
 use crate::codec::ValueEncoder;
 use crate::connection::Connection;
 use crate::error::{Error, ErrorKind, Result};
-use crate::publish::input::{max_subject_len, CopyRepeats, OutgoingMessage, PublishBatch};
+use crate::publish::copy_identity::CopyRepeats;
+use crate::publish::input::{max_subject_len, MessageDefaults, OutgoingMessage, PublishBatch};
 
 use options::MAX_ACK_TIMEOUT;
-pub use options::{OnFull, PublishMode, PublishOptions, MAX_BYTES_IN_FLIGHT, MAX_WINDOW};
+pub use options::{OnFull, PublishMode, PublishOptions, MAX_WINDOW};
 pub use outcome::PublishOutcome;
 use rows::RowSource;
 
@@ -50,6 +52,8 @@ use rows::RowSource;
 pub struct Publisher {
     conn: Connection,
     options: PublishOptions,
+    /// What the options say of every message, taken out once.
+    message_defaults: MessageDefaults,
     inbox_prefix: String,
     acks: Subscriber,
     next_token: u64,
@@ -82,6 +86,7 @@ impl Publisher {
         let max_subject = max_subject_len(inbox_prefix.len() + 64, max_payload);
         Ok(Self {
             conn,
+            message_defaults: options.message_defaults(),
             options,
             inbox_prefix,
             acks,
@@ -109,7 +114,7 @@ impl Publisher {
         I: Iterator<Item = Result<RecordBatch>>,
     {
         let mut outcome = PublishOutcome::default();
-        let subject = subject.or_else(|| self.options.defaults.subject.clone());
+        let subject = subject.or_else(|| self.options.subject.clone());
         // Value columns become payloads batch by batch, as the rows are taken.
         let mut encoder = match self.options.values.as_ref().map(ValueEncoder::new) {
             Some(Ok(encoder)) => Some(encoder),
@@ -146,7 +151,7 @@ impl Publisher {
             current: None,
             subject,
             max_subject: self.max_subject,
-            compression: self.options.defaults.compression,
+            compression: self.options.compression,
             taken: 0,
             exhausted: false,
         };
@@ -197,7 +202,7 @@ impl Publisher {
             row,
             index as u64,
             id_base + index as u64,
-            &self.options.defaults,
+            &self.message_defaults,
             max_payload,
             // Only this publisher's own task takes rows: never contended.
             &mut self

@@ -3,49 +3,65 @@
 use std::time::Duration;
 
 use crate::codec::CodecSpec;
+use crate::compression::Compression;
 use crate::defaults;
 use crate::error::{Error, Result};
+use crate::limits::MIN_SECONDS;
+use crate::options::Choice;
 use crate::publish::input::{MessageDefaults, PublishBatch};
 
 /// The largest window: acks must fit the client's subscription buffer (64 Ki).
 pub const MAX_WINDOW: usize = 65_536;
 
-/// Payload bytes in flight at most, whatever the window. With large messages the
-/// count alone would hold window × size in memory (8192 × 16 KiB = 128 MiB), while
-/// 32 MiB in flight already keeps a server busy: at 1 GB/s it allows 30 ms from
-/// sending a message to its ack.
-pub const MAX_BYTES_IN_FLIGHT: usize = 32 << 20;
-
 /// The longest ack timeout honoured: a deadline is an instant, and one too far ahead
 /// overflows it. Thirty years is "never" for a publish, and what tokio itself uses.
 pub(super) const MAX_ACK_TIMEOUT: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
 
-/// How a publisher sends.
-#[derive(Debug, Clone)]
-pub struct PublishOptions {
-    /// Unacknowledged messages in flight at most.
-    pub window: usize,
-    /// When the window is full: refuse the remaining rows instead of waiting.
-    pub fail_when_full: bool,
-    pub ack_timeout: Duration,
-    /// Retries of a message after backpressure or an ack timeout.
-    pub max_retries: u32,
-    /// The first retry waits this long; each further one twice as long (at most 2 s).
-    pub retry_backoff: Duration,
-    pub defaults: MessageDefaults,
-    /// The number generated msg ids start from.
-    pub msg_id_start: u64,
-    pub expected_last_seq: Option<u64>,
-    pub expected_last_msg_id: Option<String>,
-    pub expected_last_subject_seq: Option<u64>,
-    /// Per-message acks, fast-ingest batches ([`super::fast`]) or atomic batches
-    /// ([`super::atomic`]).
-    pub mode: PublishMode,
-    /// Atomic mode: rows per batch, each batch stored whole or not at all.
-    pub batch_rows: usize,
-    /// The input's value columns encoded into each row's payload (none: the input
-    /// has a `data` column).
-    pub values: Option<CodecSpec>,
+crate::declare_options! {
+    /// How a publisher sends. Every field but `values` is an option callers give by
+    /// name (Python's `PublishOptions`).
+    #[derive(Debug, Clone)]
+    pub struct PublishOptions (none_is_default) {
+        /// Every row goes to this subject (else each row's `subject` column).
+        subject: Option<String>;
+        /// Unacknowledged messages in flight at most.
+        window: usize = defaults::WINDOW, min 1, max MAX_WINDOW;
+        /// When the window is full: wait for acks, or refuse the call's remaining rows.
+        on_full: OnFull = defaults::ON_FULL;
+        /// How long a message waits for its ack before it is retried or failed.
+        ack_timeout: Duration = defaults::ACK_TIMEOUT, min MIN_SECONDS;
+        /// Retries of a message after backpressure or an ack timeout.
+        max_retries: u32 = defaults::MAX_RETRIES;
+        /// The first retry waits this long; each further one twice as long (at most 2 s).
+        retry_backoff: Duration = defaults::RETRY_BACKOFF;
+        /// Rows without a msg id get `<prefix><n>`, so a re-run is deduplicated.
+        msg_id_prefix: Option<String>;
+        /// The number generated msg ids start from.
+        msg_id_start: u64 = defaults::MSG_ID_START;
+        /// Every message expects to be stored by this stream.
+        expected_stream: Option<String>;
+        /// The first row of a call expects the stream's last sequence to be this.
+        expected_last_seq: Option<u64>;
+        /// The first row of a call expects the stream's last msg id to be this.
+        expected_last_msg_id: Option<String>;
+        /// The first row of a call expects its subject's last sequence to be this.
+        expected_last_subject_seq: Option<u64>;
+        /// An ack per message, fast-ingest batches, or atomic batches.
+        mode: PublishMode = defaults::PUBLISH_MODE;
+        /// Atomic mode: rows per batch, each batch stored whole or not at all.
+        batch_rows: usize = defaults::ATOMIC_BATCH_ROWS, min 1;
+        /// Whether a headers column's control headers are published (None: not in a copy).
+        keep_control_headers: Option<bool>;
+        /// Each payload compressed with this algorithm and marked Content-Encoding.
+        compression: Option<Compression>;
+        /// Payload bytes awaiting acks at most, whatever the window: bounds a publisher's memory.
+        max_bytes_in_flight: usize = defaults::MAX_BYTES_IN_FLIGHT, min 1;
+    }
+    extra {
+        /// The input's value columns encoded into each row's payload (none: the input
+        /// has a `data` column).
+        values: Option<CodecSpec> = None;
+    }
 }
 
 /// How messages are acknowledged.
@@ -71,8 +87,10 @@ pub enum OnFull {
     Fail,
 }
 
-impl OnFull {
-    pub fn parse(value: &str) -> Result<Self> {
+impl Choice for OnFull {
+    const NAMES: &'static [&'static str] = &["wait", "fail"];
+
+    fn parse(value: &str) -> Result<Self> {
         match value {
             "wait" => Ok(Self::Wait),
             "fail" => Ok(Self::Fail),
@@ -82,6 +100,8 @@ impl OnFull {
         }
     }
 }
+
+crate::choice_option!(OnFull, PublishMode);
 
 impl PublishMode {
     pub fn as_str(self) -> &'static str {
@@ -93,6 +113,14 @@ impl PublishMode {
     }
 
     pub fn parse(value: &str) -> Result<Self> {
+        <Self as Choice>::parse(value)
+    }
+}
+
+impl Choice for PublishMode {
+    const NAMES: &'static [&'static str] = &["acked", "fast", "atomic"];
+
+    fn parse(value: &str) -> Result<Self> {
         match value {
             "acked" => Ok(Self::Acked),
             "fast" => Ok(Self::Fast),
@@ -100,26 +128,6 @@ impl PublishMode {
             other => Err(Error::bad_input(format!(
                 "option 'mode' must be 'acked', 'fast' or 'atomic', got {other:?}"
             ))),
-        }
-    }
-}
-
-impl Default for PublishOptions {
-    fn default() -> Self {
-        Self {
-            window: defaults::WINDOW,
-            fail_when_full: false,
-            ack_timeout: defaults::ACK_TIMEOUT,
-            max_retries: defaults::MAX_RETRIES,
-            retry_backoff: defaults::RETRY_BACKOFF,
-            defaults: MessageDefaults::default(),
-            msg_id_start: 0,
-            expected_last_seq: None,
-            expected_last_msg_id: None,
-            expected_last_subject_seq: None,
-            mode: PublishMode::parse(defaults::PUBLISH_MODE).expect("the default mode is valid"),
-            batch_rows: defaults::ATOMIC_BATCH_ROWS,
-            values: None,
         }
     }
 }
@@ -135,7 +143,7 @@ impl PublishOptions {
         if self.ack_timeout.is_zero() {
             return Err(Error::bad_input("option 'ack_timeout' must be positive"));
         }
-        if self.mode != PublishMode::Acked && self.fail_when_full {
+        if self.mode != PublishMode::Acked && self.on_full == OnFull::Fail {
             // A batch cannot drop rows from its middle: any gap ends it.
             return Err(Error::bad_input(
                 "option on_full='fail' works with mode='acked' only",
@@ -154,8 +162,8 @@ impl PublishOptions {
         }
         // These become header values, which cannot hold a line break.
         for (option, value) in [
-            ("msg_id_prefix", &self.defaults.msg_id_prefix),
-            ("expected_stream", &self.defaults.expected_stream),
+            ("msg_id_prefix", &self.msg_id_prefix),
+            ("expected_stream", &self.expected_stream),
             ("expected_last_msg_id", &self.expected_last_msg_id),
         ] {
             if value.as_ref().is_some_and(|v| v.contains(['\r', '\n'])) {
@@ -190,9 +198,7 @@ impl PublishOptions {
                 self.mode.as_str()
             )));
         }
-        if input.is_increments()
-            && (self.defaults.expected_stream.is_some() || self.has_expectations())
-        {
+        if input.is_increments() && (self.expected_stream.is_some() || self.has_expectations()) {
             // nats-server refuses every Nats-Incr with an expectation header (10171).
             return Err(Error::bad_input(
                 "column 'increment' (counter increments) takes no expected_stream or \
@@ -207,6 +213,17 @@ impl PublishOptions {
             ));
         }
         Ok(())
+    }
+
+    /// What shapes every message of a publish.
+    pub(crate) fn message_defaults(&self) -> MessageDefaults {
+        MessageDefaults {
+            subject: self.subject.clone(),
+            msg_id_prefix: self.msg_id_prefix.clone(),
+            expected_stream: self.expected_stream.clone(),
+            keep_control_headers: self.keep_control_headers,
+            compression: self.compression,
+        }
     }
 
     pub(crate) fn has_expectations(&self) -> bool {

@@ -4,7 +4,7 @@
 use arrow_array::RecordBatch;
 
 use super::outcome::PublishOutcome;
-use crate::codec::compression::Compression;
+use crate::compression::Compression;
 use crate::error::Result;
 use crate::publish::input::PublishBatch;
 

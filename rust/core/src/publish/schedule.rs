@@ -11,13 +11,14 @@
 //! column is `@at` its instant. The server keeps one schedule per subject: a
 //! later schedule on the schedule's subject replaces it.
 //!
-//! The columns are a schedule only together ([`is_schedule_input`]): a `schedule`
-//! column without `schedule_target` is the table's own (a value's field, say).
+//! The columns are a schedule only together
+//! ([`crate::arrow::schema::is_schedule_input`]): a `schedule` column without
+//! `schedule_target` is the table's own (a value's field, say).
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::TimestampNanosecondType;
 use arrow_array::{Array, ArrayRef, PrimitiveArray, StringArray};
-use arrow_schema::{DataType, Schema, TimeUnit};
+use arrow_schema::{DataType, TimeUnit};
 use async_nats::header::HeaderValue;
 
 use crate::arrow::schema::{SCHEDULE, SCHEDULE_TARGET};
@@ -26,16 +27,6 @@ use crate::error::{Error, Result};
 /// The headers a schedule travels in.
 pub const NATS_SCHEDULE: &str = "Nats-Schedule";
 pub const NATS_SCHEDULE_TARGET: &str = "Nats-Schedule-Target";
-
-/// Whether publish input of `schema` schedules its rows: both columns are there.
-pub fn is_schedule_input(schema: &Schema) -> bool {
-    schema.index_of(SCHEDULE).is_ok() && schema.index_of(SCHEDULE_TARGET).is_ok()
-}
-
-/// Whether `name` is a column that steers a schedule in publish input of `schema`.
-pub fn is_schedule_column(name: &str, schema: &Schema) -> bool {
-    (name == SCHEDULE || name == SCHEDULE_TARGET) && is_schedule_input(schema)
-}
 
 enum When {
     /// Text the server reads as a schedule, sent as given.

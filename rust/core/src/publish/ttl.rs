@@ -4,9 +4,9 @@
 //!
 //! The server keeps a TTL in whole seconds, at least one: a duration column is sent
 //! as its seconds, refused where it is not a whole number of them. Only a duration
-//! column is a TTL ([`is_ttl_column`]): a `ttl` column of text or numbers is one of
-//! the table's own columns (a value's field, say), which would otherwise be taken
-//! out of the payload and expire the message. -1 s is `never` (the server's own
+//! column is a TTL ([`crate::arrow::schema::is_ttl_column`]): a `ttl` column of text
+//! or numbers is one of the table's own columns (a value's field, say), which would
+//! otherwise be taken out of the payload and expire the message. -1 s is `never` (the server's own
 //! number for it, and what a read's `ttl` column gives for it), so a copy keeps it;
 //! other text goes in the `headers` column as `Nats-TTL`.
 
@@ -20,11 +20,6 @@ use crate::arrow::schema::TTL;
 use crate::arrow::ttl::NEVER_SECONDS;
 use crate::error::{Error, Result};
 
-/// Whether a column is publish input's TTL: named `ttl`, of a duration type.
-pub fn is_ttl_column(name: &str, data_type: &DataType) -> bool {
-    name == TTL && matches!(data_type, DataType::Duration(_))
-}
-
 /// The `ttl` column of a batch of publish input: durations, as counts of
 /// `per_second`ths of a second.
 pub(super) struct TtlColumn {
@@ -33,7 +28,7 @@ pub(super) struct TtlColumn {
 }
 
 impl TtlColumn {
-    /// The column, if `array` is one (see [`is_ttl_column`]).
+    /// The column, if `array` is one (see [`crate::arrow::schema::is_ttl_column`]).
     pub(super) fn new(array: &ArrayRef) -> Result<Option<Self>> {
         let DataType::Duration(unit) = array.data_type() else {
             return Ok(None);

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::MAX_BYTES_IN_FLIGHT;
 use crate::publish::input::OutgoingMessage;
 
 pub(super) struct InFlight {
@@ -22,24 +21,36 @@ pub(super) struct InFlight {
 /// Messages awaiting their ack, in send order. Tokens are consecutive, so the slot
 /// of token `t` is `t - base`: no hashing per message, and since the ack timeout is
 /// constant the oldest deadline is always at the front.
-#[derive(Default)]
 pub(super) struct Window {
     base: u64,
     slots: VecDeque<Option<InFlight>>,
     len: usize,
     /// Payload bytes of the messages in flight.
     bytes: usize,
+    /// Payload bytes in flight at most (the publisher's `max_bytes_in_flight`).
+    max_bytes: usize,
 }
 
 impl Window {
+    /// An empty window, full once `max_bytes` payload bytes are in flight.
+    pub(super) fn new(max_bytes: usize) -> Self {
+        Self {
+            base: 0,
+            slots: VecDeque::new(),
+            len: 0,
+            bytes: 0,
+            max_bytes,
+        }
+    }
+
     pub(super) fn len(&self) -> usize {
         self.len
     }
 
     /// Whether another message may be sent: fewer than `window` messages and fewer
-    /// than [`MAX_BYTES_IN_FLIGHT`] payload bytes in flight.
+    /// than `max_bytes_in_flight` payload bytes in flight.
     pub(super) fn has_room(&self, window: usize) -> bool {
-        self.len < window && self.bytes < MAX_BYTES_IN_FLIGHT
+        self.len < window && self.bytes < self.max_bytes
     }
 
     /// Whether a new row may be sent: room in the window also for the messages
@@ -50,7 +61,7 @@ impl Window {
         waiting: usize,
         waiting_bytes: usize,
     ) -> bool {
-        self.len + waiting < window && self.bytes + waiting_bytes < MAX_BYTES_IN_FLIGHT
+        self.len + waiting < window && self.bytes + waiting_bytes < self.max_bytes
     }
 
     pub(super) fn is_empty(&self) -> bool {
@@ -229,12 +240,13 @@ mod tests {
 
     #[test]
     fn window_is_bounded_by_count_and_by_payload_bytes() {
-        let mut w = Window::default();
+        let max_bytes = crate::defaults::MAX_BYTES_IN_FLIGHT;
+        let mut w = Window::new(max_bytes);
         push(&mut w, 7, 0, 10);
         push(&mut w, 8, 1, 10);
         assert!(w.has_room(3));
         assert!(!w.has_room(2), "two messages fill a window of two");
-        let big = MAX_BYTES_IN_FLIGHT - 20;
+        let big = max_bytes - 20;
         push(&mut w, 9, 2, big);
         assert!(!w.has_room(100), "the payload bound is reached");
         assert_eq!(w.take(9).map(|e| e.row), Some(2));

@@ -31,7 +31,9 @@ use futures::StreamExt;
 use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
 
-use crate::api::headers::{LAST_SEQUENCE, NUM_PENDING, SEQUENCE, STREAM, SUBJECT, TIME_STAMP};
+use crate::api::headers::{
+    last_u64, LAST_SEQUENCE, NUM_PENDING, SEQUENCE, STREAM, SUBJECT, TIME_STAMP,
+};
 use crate::api::{subjects, Status};
 use crate::arrow::metadata::Delivered;
 use crate::arrow::metadata::MessageMetadata;
@@ -127,45 +129,23 @@ impl DirectRange {
             if !self.requests.in_flight {
                 self.send_request().await?;
             }
-            let Some(message) = self.requests.next_reply().await? else {
-                continue; // unanswered: sent again
-            };
-            match Status::of(&message) {
-                None => {}
-                Some(Status::EndOfBatch) => {
+            let delivered = match self.requests.next().await? {
+                DirectReply::Message(delivered) => delivered,
+                DirectReply::EndOfBatch(end) => {
                     // The batch is over: ask for the rest, unless nothing is left.
-                    self.requests.in_flight = false;
-                    if header_u64(&message, NUM_PENDING) == Some(0) {
+                    if last_u64(&end, NUM_PENDING) == Some(0) {
                         self.end_unless_trailing().await?;
                     }
                     continue;
                 }
-                Some(Status::RequestEnded(_)) => {
-                    // 404: no message at or after the cursor.
-                    self.requests.in_flight = false;
+                DirectReply::NoResults => {
+                    // No message at or after the cursor.
                     self.end_unless_trailing().await?;
                     continue;
                 }
-                Some(status @ (Status::NoResponders | Status::TooManyRequests)) => {
-                    self.requests.pushed_back(&status).await?;
-                    continue;
-                }
-                Some(other) => {
-                    return Err(
-                        other.unexpected(&format!("direct read of stream {:?}", self.stream))
-                    )
-                }
-            }
-            if !answered_by(&message, &self.stream) {
-                // A `mirror_direct` mirror: its copy may start later, keep less or
-                // trail, so its gaps cannot be told from deletions. Ask again (the
-                // rest of this batch is dropped as a reply to an older request).
-                self.requests
-                    .unanswered("only mirrors of it answered its direct gets".into())?;
-                continue;
-            }
-            self.requests.answered();
-            let delivered = into_delivered(message, &self.stream)?;
+                DirectReply::SendAgain => continue,
+                DirectReply::Other(status) => return Err(self.requests.unexpected(&status)),
+            };
             let seq = delivered.meta.stream_seq;
             if seq > self.end_seq {
                 self.done = true;
@@ -246,6 +226,23 @@ impl DirectRange {
     }
 }
 
+/// A reply to a read's latest direct get, as the read acts on it.
+pub(crate) enum DirectReply {
+    /// A message of the stream, answered by the stream itself.
+    Message(Delivered),
+    /// `204 EOB`: the request's batch is over; the reply, for its headers
+    /// (`Nats-Num-Pending`: results left).
+    EndOfBatch(Message),
+    /// `404 No Results`: nothing at or after the request's cursor.
+    NoResults,
+    /// Nothing to act on: the request is to be sent again (no reply in time, the
+    /// responders pushed back, or only mirrors answered).
+    SendAgain,
+    /// Another status, the read's own to handle or to report
+    /// ([`DirectRequests::unexpected`]).
+    Other(Status),
+}
+
 /// The requests of one direct read and their replies. Each request goes out with the
 /// reply subject `<inbox>.<request number>`, so the late replies of an earlier
 /// request (one sent again after a timeout) are told apart and dropped.
@@ -255,6 +252,7 @@ impl DirectRange {
 /// them, pausing where the responders need time; a reply starts that budget anew.
 pub(crate) struct DirectRequests {
     conn: Connection,
+    stream: String,
     /// `<prefix>.DIRECT.GET.<stream>`.
     pub subject: String,
     inbox: String,
@@ -271,6 +269,7 @@ impl DirectRequests {
     pub fn new(conn: &Connection, stream: &str, what: String, resume_timeout: Duration) -> Self {
         Self {
             conn: conn.clone(),
+            stream: stream.to_string(),
             subject: conn.api_subject(&subjects::direct_get(stream)),
             inbox: conn.client.new_inbox(),
             sub: None,
@@ -354,9 +353,49 @@ impl DirectRequests {
         Ok(())
     }
 
+    /// The next reply to the latest request (the read sends one whenever none is
+    /// [`Self::in_flight`]). After an end of batch or no results no request is in
+    /// flight; whatever leaves the request unanswered counts against
+    /// `resume_timeout`, and a message of the stream starts that budget anew.
+    pub async fn next(&mut self) -> Result<DirectReply> {
+        let Some(message) = self.next_reply().await? else {
+            return Ok(DirectReply::SendAgain);
+        };
+        match Status::of(&message) {
+            None => {}
+            Some(Status::EndOfBatch) => {
+                self.in_flight = false;
+                return Ok(DirectReply::EndOfBatch(message));
+            }
+            Some(Status::RequestEnded(_)) => {
+                self.in_flight = false;
+                return Ok(DirectReply::NoResults);
+            }
+            Some(status @ (Status::NoResponders | Status::TooManyRequests)) => {
+                self.pushed_back(&status).await?;
+                return Ok(DirectReply::SendAgain);
+            }
+            Some(other) => return Ok(DirectReply::Other(other)),
+        }
+        if !answered_by(&message, &self.stream) {
+            // A `mirror_direct` mirror: its copy may start later, keep less or trail,
+            // so its gaps cannot be told from deletions. Ask again (the rest of this
+            // batch is dropped as a reply to an older request).
+            self.unanswered("only mirrors of it answered its direct gets".into())?;
+            return Ok(DirectReply::SendAgain);
+        }
+        self.answered();
+        into_delivered(message, &self.stream).map(DirectReply::Message)
+    }
+
+    /// The error of a status the read cannot go on after.
+    pub fn unexpected(&self, status: &Status) -> Error {
+        status.unexpected(&self.what)
+    }
+
     /// The next reply to the latest request; None when none came within the request
     /// timeout, and the request is to be sent again ([`Self::unanswered`]).
-    pub async fn next_reply(&mut self) -> Result<Option<Message>> {
+    async fn next_reply(&mut self) -> Result<Option<Message>> {
         let ours = format!(".{}", self.request);
         loop {
             let sub = self.sub.as_mut().expect("subscribed by send");
@@ -392,7 +431,7 @@ impl DirectRequests {
 
 /// Whether a direct get reply comes from `stream` itself (its leader or a replica),
 /// not from a mirror answering for it.
-pub(crate) fn answered_by(message: &Message, stream: &str) -> bool {
+fn answered_by(message: &Message, stream: &str) -> bool {
     message
         .headers
         .as_ref()
@@ -400,19 +439,9 @@ pub(crate) fn answered_by(message: &Message, stream: &str) -> bool {
         .is_none_or(|name| name.as_str() == stream)
 }
 
-pub(crate) fn header_u64(message: &Message, name: &str) -> Option<u64> {
-    message
-        .headers
-        .as_ref()?
-        .get_last(name)?
-        .as_str()
-        .parse()
-        .ok()
-}
-
 /// A direct get reply as a delivery: the stored subject and headers back in place,
 /// the sequence and time stamp as metadata.
-pub(crate) fn into_delivered(mut message: Message, stream: &str) -> Result<Delivered> {
+fn into_delivered(mut message: Message, stream: &str) -> Result<Delivered> {
     let malformed = |what: &str| {
         Error::new(
             ErrorKind::Api,

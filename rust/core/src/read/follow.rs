@@ -9,31 +9,67 @@ use arrow_schema::SchemaRef;
 use crate::api::validate_name;
 use crate::arrow::builder::BatchBuilder;
 use crate::arrow::metadata::Delivered;
-use crate::arrow::schema::{message_schema, SchemaOptions};
-use crate::codec::{CodecSpec, ValueDecoder};
+use crate::arrow::schema::SchemaOptions;
+use crate::codec::CodecSpec;
 use crate::connection::Connection;
+use crate::defaults;
 use crate::error::{Error, Result};
 use crate::read::ordered::{OrderedPull, Start};
-use crate::read::{resolve_value_schema, ReadOptions};
+use crate::read::value_schema::value_decoder;
+use crate::read::ReadOptions;
 
-/// What to follow with an open-ended ordered consumer.
-#[derive(Debug, Clone)]
-pub struct FollowOptions {
-    pub subjects: Vec<String>,
-    pub start: Start,
-    pub include_headers: bool,
-    /// A `ttl` column: each message's `Nats-TTL` as the server reads it.
-    pub include_ttl: bool,
-    /// Exactly-once writers' position messages as rows too (by default left out).
-    pub include_positions: bool,
-    pub batch_rows: usize,
-    /// After the first message of a batch, how long to wait for more.
-    pub batch_wait: Duration,
-    pub max_bytes: usize,
-    pub heartbeat: Duration,
-    pub resume_timeout: Duration,
-    /// Payloads decoded into typed columns (none: `data` as bytes).
-    pub values: Option<CodecSpec>,
+crate::declare_options! {
+    /// What to follow with an open-ended ordered consumer. Every field but `values` is
+    /// an option callers give by name (Python's `FollowOptions`).
+    #[derive(Debug, Clone)]
+    pub struct FollowOptions (none_is_default) {
+        /// Only messages of these subject filters (default: every subject).
+        subjects: Vec<String>;
+        /// The first sequence to deliver (default: the first message).
+        start_seq: Option<u64>;
+        /// The first message stored at or after this time (instead of start_seq).
+        start_time: Option<i64>;
+        /// Only messages stored after the consumer is made (instead of a start).
+        deliver_new: bool = false;
+        /// A headers column.
+        include_headers: bool = false;
+        /// A `ttl` column: each message's `Nats-TTL` as the server reads it.
+        include_ttl: bool = false;
+        /// Exactly-once writers' position messages as rows too (by default left out).
+        include_positions: bool = false;
+        /// Rows per batch, at most.
+        batch_rows: usize = defaults::READ_BATCH_ROWS, min 1;
+        /// After the first message of a batch, how long to wait for more.
+        batch_wait: Duration = defaults::FOLLOW_BATCH_WAIT;
+        /// Payload bytes per batch and per pull request, at most.
+        max_bytes: usize = defaults::READ_MAX_BYTES, min 1;
+        /// The consumer's idle heartbeat; two missed ones fail.
+        heartbeat: Duration = defaults::HEARTBEAT;
+        /// How long to keep recreating the consumer after losing it.
+        resume_timeout: Duration = defaults::RESUME_TIMEOUT;
+    }
+    extra {
+        /// Payloads decoded into typed columns (none: `data` as bytes).
+        values: Option<CodecSpec> = None;
+    }
+}
+
+impl FollowOptions {
+    /// Where the consumer starts: the start options exclude each other.
+    pub fn start(&self) -> Result<Start> {
+        match (self.start_seq, self.start_time, self.deliver_new) {
+            (Some(0), _, _) => Err(Error::bad_input(
+                "option 'start_seq': stream sequences start at 1",
+            )),
+            (Some(seq), None, false) => Ok(Start::Sequence(seq)),
+            (None, Some(ns), false) => Ok(Start::Time(ns)),
+            (None, None, true) => Ok(Start::New),
+            (None, None, false) => Ok(Start::All),
+            _ => Err(Error::bad_input(
+                "options 'start_seq', 'start_time' and deliver='new' exclude each other",
+            )),
+        }
+    }
 }
 
 /// An open-ended ordered consumer (nats.go's `OrderedConsumer`): every message from
@@ -53,7 +89,13 @@ impl OrderedStream {
         if options.batch_rows == 0 {
             return Err(Error::bad_input("option 'batch_rows' must be at least 1"));
         }
+        let start = options.start()?;
+        // The read from `start` on, as a range read takes it: its pulls, and what its
+        // values' sample reads.
         let read = ReadOptions {
+            subjects: options.subjects.clone(),
+            include_positions: options.include_positions,
+            values: options.values.clone(),
             batch_rows: options.batch_rows,
             max_bytes: options.max_bytes,
             heartbeat: options.heartbeat,
@@ -65,28 +107,13 @@ impl OrderedStream {
             consumer_columns: false,
             payload_views: false,
         };
-        let values = match &options.values {
-            Some(spec) => {
-                let sample = ReadOptions {
-                    subjects: options.subjects.clone(),
-                    // The sample sees the rows the read will decode.
-                    include_positions: options.include_positions,
-                    ..ReadOptions::default()
-                };
-                let spec = resolve_value_schema(&conn, stream, spec, sample).await?;
-                Some(
-                    ValueDecoder::new(&spec, options.batch_rows)?
-                        .beside(&message_schema(schema_options))?,
-                )
-            }
-            None => None,
-        };
+        let values = value_decoder(&conn, stream, &read, schema_options).await?;
         let decompression = conn.decompression;
         let (ordered, _) = OrderedPull::open(
             conn,
             stream,
             options.subjects,
-            options.start,
+            start,
             read.pull_settings(),
             options.resume_timeout,
         )

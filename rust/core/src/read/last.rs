@@ -37,7 +37,7 @@ use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use serde::{Deserialize, Serialize};
 
-use crate::api::headers::NUM_PENDING;
+use crate::api::headers::{last_u64, NUM_PENDING};
 use crate::api::types::StreamInfoWithAlternates;
 use crate::api::{subjects, validate_name, Status};
 use crate::arrow::builder::BatchBuilder;
@@ -48,7 +48,7 @@ use crate::consume::pull::PullSettings;
 use crate::defaults;
 use crate::error::{Error, ErrorKind, Result};
 use crate::limits::MAX_BUFFERED_MESSAGES;
-use crate::read::direct::{answered_by, header_u64, into_delivered, DirectRequests};
+use crate::read::direct::{DirectReply, DirectRequests};
 use crate::read::msg_get::rfc3339;
 use crate::read::ordered::{OrderedPull, Start};
 use crate::read::ReadMethod;
@@ -326,51 +326,31 @@ impl LastPerSubject {
             if !self.requests.in_flight {
                 self.send_request().await?;
             }
-            let Some(message) = self.requests.next_reply().await? else {
-                continue; // unanswered: sent again
-            };
-            match Status::of(&message) {
-                None => {}
-                Some(Status::EndOfBatch) => {
-                    self.requests.in_flight = false;
+            let delivered = match self.requests.next().await? {
+                DirectReply::Message(delivered) => delivered,
+                DirectReply::EndOfBatch(end) => {
                     if self.up_to_seq.is_none() {
-                        self.up_to_seq = header_u64(&message, UP_TO_SEQUENCE);
+                        self.up_to_seq = last_u64(&end, UP_TO_SEQUENCE);
                     }
-                    if header_u64(&message, NUM_PENDING) == Some(0) {
+                    if last_u64(&end, NUM_PENDING) == Some(0) {
                         self.current = None;
                     }
                     continue;
                 }
-                Some(Status::RequestEnded(_)) => {
-                    // 404 No Results: no subject of the group has a message in range.
-                    self.requests.in_flight = false;
+                DirectReply::NoResults => {
+                    // No subject of the group has a message in range.
                     self.current = None;
                     continue;
                 }
-                Some(Status::Refused { code: 413, .. }) if self.expandable => {
+                DirectReply::Other(Status::Refused { code: 413, .. }) if self.expandable => {
                     self.requests.in_flight = false;
                     let filters = self.current.take().unwrap_or_default();
                     self.expand(&filters).await?;
                     continue;
                 }
-                Some(status @ (Status::NoResponders | Status::TooManyRequests)) => {
-                    self.requests.pushed_back(&status).await?;
-                    continue;
-                }
-                Some(other) => {
-                    return Err(other.unexpected(&format!(
-                        "reading the latest messages of stream {:?}",
-                        self.stream
-                    )))
-                }
-            }
-            if !answered_by(&message, &self.stream) {
-                self.requests
-                    .unanswered("only mirrors of it answered its direct gets".into())?;
-                continue;
-            }
-            self.requests.answered();
-            let delivered = into_delivered(message, &self.stream)?;
+                DirectReply::SendAgain => continue,
+                DirectReply::Other(status) => return Err(self.requests.unexpected(&status)),
+            };
             self.next_seq = Some(delivered.meta.stream_seq + 1);
             return Ok(Some(delivered));
         }

@@ -10,41 +10,55 @@ use crate::consume::pull::PullSettings;
 use crate::defaults;
 use crate::error::{Error, Result};
 use crate::limits::MAX_BUFFERED_MESSAGES;
+use crate::options::Choice;
 use crate::read::last::{AsOf, LastOptions};
 use crate::read::ordered::Start;
 
-/// What to read. Sequences are inclusive; times are nanoseconds since the epoch.
-#[derive(Debug, Clone)]
-pub struct ReadOptions {
-    pub start_seq: Option<u64>,
-    /// Default: the stream's last sequence when the read starts.
-    pub end_seq: Option<u64>,
-    pub subjects: Vec<String>,
-    pub start_time_ns: Option<i64>,
-    pub end_time_ns: Option<i64>,
-    pub include_headers: bool,
-    /// `data` as `binary_view` over the received payloads, not copied.
-    pub payload_views: bool,
-    /// A `ttl` column: each message's `Nats-TTL` as the server reads it.
-    pub include_ttl: bool,
-    /// Exactly-once writers' position messages as rows too (by default they are
-    /// left out: [`crate::arrow::builder::is_position`]).
-    pub include_positions: bool,
-    pub batch_rows: usize,
-    /// Payload bytes per output batch and per pull request, at most.
-    pub max_bytes: usize,
-    pub heartbeat: Duration,
-    /// How long to keep trying to recreate the read's consumer after losing it
-    /// (direct reads: to get an answer).
-    pub resume_timeout: Duration,
-    pub method: ReadMethod,
-    /// Payloads decoded into typed columns (none: `data` as bytes).
-    pub values: Option<CodecSpec>,
-    /// The latest message of each subject instead of a range ([`last`]), as of
-    /// `as_of_seq` or `as_of_time_ns` if given.
-    pub last_per_subject: bool,
-    pub as_of_seq: Option<u64>,
-    pub as_of_time_ns: Option<i64>,
+crate::declare_options! {
+    /// What to read. Sequences are inclusive; times are nanoseconds since the epoch.
+    /// Every field but `values` is an option callers give by name (Python's
+    /// `ReadOptions`).
+    #[derive(Debug, Clone)]
+    pub struct ReadOptions (none_is_default) {
+        /// The first sequence to read (default: the first message).
+        start_seq: Option<u64>;
+        /// The last sequence to read (default: the stream's last when the read opens).
+        end_seq: Option<u64>;
+        /// Only messages of these subject filters (default: every subject).
+        subjects: Vec<String>;
+        /// The first message stored at or after this time (instead of start_seq).
+        start_time: Option<i64>;
+        /// No message stored after this time.
+        end_time: Option<i64>;
+        /// A headers column.
+        include_headers: bool = false;
+        /// `data` as `binary_view` over the received payloads, not copied.
+        payload_views: bool = false;
+        /// A `ttl` column: each message's `Nats-TTL` as the server reads it.
+        include_ttl: bool = false;
+        /// Exactly-once writers' position messages as rows too (by default left out).
+        include_positions: bool = false;
+        /// Rows per output batch, at most.
+        batch_rows: usize = defaults::READ_BATCH_ROWS, min 1;
+        /// Payload bytes per output batch and per pull request, at most.
+        max_bytes: usize = defaults::READ_MAX_BYTES, min 1;
+        /// The read consumer's idle heartbeat; two missed ones fail.
+        heartbeat: Duration = defaults::HEARTBEAT;
+        /// How long to keep recreating the read's consumer after losing it.
+        resume_timeout: Duration = defaults::RESUME_TIMEOUT;
+        /// How a range is read: by direct gets where they are current, a consumer, or direct gets.
+        method: ReadMethod = defaults::READ_METHOD;
+        /// The latest message of each subject instead of a range.
+        last_per_subject: bool = false;
+        /// A latest-per-subject read as of this sequence.
+        as_of_seq: Option<u64>;
+        /// A latest-per-subject read as of this time.
+        as_of_time: Option<i64>;
+    }
+    extra {
+        /// Payloads decoded into typed columns (none: `data` as bytes).
+        values: Option<CodecSpec> = None;
+    }
 }
 
 /// How a range is read.
@@ -59,8 +73,18 @@ pub enum ReadMethod {
     Direct,
 }
 
+crate::choice_option!(ReadMethod);
+
 impl ReadMethod {
     pub fn parse(name: &str) -> Result<Self> {
+        <Self as Choice>::parse(name)
+    }
+}
+
+impl Choice for ReadMethod {
+    const NAMES: &'static [&'static str] = &["auto", "consumer", "direct"];
+
+    fn parse(name: &str) -> Result<Self> {
         match name {
             "auto" => Ok(Self::Auto),
             "consumer" => Ok(Self::Consumer),
@@ -68,31 +92,6 @@ impl ReadMethod {
             other => Err(Error::bad_input(format!(
                 "option 'method' must be 'auto', 'consumer' or 'direct', got {other:?}"
             ))),
-        }
-    }
-}
-
-impl Default for ReadOptions {
-    fn default() -> Self {
-        Self {
-            start_seq: None,
-            end_seq: None,
-            subjects: Vec::new(),
-            start_time_ns: None,
-            end_time_ns: None,
-            include_headers: false,
-            payload_views: false,
-            include_ttl: false,
-            include_positions: false,
-            batch_rows: defaults::READ_BATCH_ROWS,
-            max_bytes: defaults::READ_MAX_BYTES,
-            heartbeat: defaults::HEARTBEAT,
-            resume_timeout: defaults::RESUME_TIMEOUT,
-            method: ReadMethod::parse(defaults::READ_METHOD).expect("a known method"),
-            values: None,
-            last_per_subject: false,
-            as_of_seq: None,
-            as_of_time_ns: None,
         }
     }
 }
@@ -110,7 +109,7 @@ impl ReadOptions {
                 "option 'start_seq': stream sequences start at 1",
             ));
         }
-        if self.start_seq.is_some() && self.start_time_ns.is_some() {
+        if self.start_seq.is_some() && self.start_time.is_some() {
             return Err(Error::bad_input(
                 "options 'start_seq' and 'start_time' exclude each other",
             ));
@@ -137,7 +136,7 @@ impl ReadOptions {
         if !self.last_per_subject {
             for (given, option) in [
                 (self.as_of_seq.is_some(), "as_of_seq"),
-                (self.as_of_time_ns.is_some(), "as_of_time"),
+                (self.as_of_time.is_some(), "as_of_time"),
             ] {
                 if given {
                     return Err(Error::bad_input(format!(
@@ -151,8 +150,8 @@ impl ReadOptions {
         for (given, option) in [
             (self.start_seq.is_some(), "start_seq"),
             (self.end_seq.is_some(), "end_seq"),
-            (self.start_time_ns.is_some(), "start_time"),
-            (self.end_time_ns.is_some(), "end_time"),
+            (self.start_time.is_some(), "start_time"),
+            (self.end_time.is_some(), "end_time"),
             (self.values.is_some(), "codec"),
         ] {
             if given {
@@ -162,7 +161,7 @@ impl ReadOptions {
                 )));
             }
         }
-        let as_of = match (self.as_of_seq, self.as_of_time_ns) {
+        let as_of = match (self.as_of_seq, self.as_of_time) {
             (Some(_), Some(_)) => {
                 return Err(Error::bad_input(
                     "options 'as_of_seq' and 'as_of_time' exclude each other",
@@ -188,7 +187,7 @@ impl ReadOptions {
     }
 
     pub(super) fn start(&self) -> Start {
-        match (self.start_seq, self.start_time_ns) {
+        match (self.start_seq, self.start_time) {
             (Some(seq), _) => Start::Sequence(seq),
             (None, Some(ns)) => Start::Time(ns),
             (None, None) => Start::All,

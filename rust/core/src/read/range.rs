@@ -9,15 +9,15 @@ use crate::api::types::{StreamAlternate, StreamInfo, StreamInfoWithAlternates};
 use crate::api::{subjects, validate_name};
 use crate::arrow::builder::BatchBuilder;
 use crate::arrow::metadata::Delivered;
-use crate::arrow::schema::{message_schema, SchemaOptions};
-use crate::codec::ValueDecoder;
+use crate::arrow::schema::SchemaOptions;
 use crate::connection::Connection;
 use crate::defaults;
 use crate::error::{Error, Result};
 use crate::read::completeness::{incomplete, Holding, Progress};
 use crate::read::direct::{DirectRange, DirectStart};
 use crate::read::ordered::{OrderedPull, Start};
-use crate::read::{refuse_unmatched_filters, resolve_value_schema, ReadMethod, ReadOptions};
+use crate::read::value_schema::value_decoder;
+use crate::read::{refuse_unmatched_filters, ReadMethod, ReadOptions};
 
 /// Whether only `info`'s stream leader answers its direct gets. Replicas and mirrors
 /// with `mirror_direct` answer them too, from what they have applied so far; a direct
@@ -89,9 +89,9 @@ impl StreamReader {
             .unwrap_or(1)
             .max(info.state.first_sequence);
         let owed_last = end_seq.min(info.state.last_sequence);
-        let by_time = options.start_time_ns.is_some() || options.end_time_ns.is_some();
+        let by_time = options.start_time.is_some() || options.end_time.is_some();
         let progress = Progress {
-            start: options.start_time_ns.is_none().then_some(start),
+            start: options.start_time.is_none().then_some(start),
             last: owed_last,
             next: None,
             received: 0,
@@ -101,26 +101,7 @@ impl StreamReader {
                 && !by_time
                 && Holding::from(&info).holds_every_sequence(start, owed_last),
         };
-        let values = match &options.values {
-            Some(spec) => {
-                let sample = ReadOptions {
-                    start_seq: options.start_seq,
-                    end_seq: options.end_seq,
-                    subjects: options.subjects.clone(),
-                    start_time_ns: options.start_time_ns,
-                    end_time_ns: options.end_time_ns,
-                    // The sample sees the rows the read will decode.
-                    include_positions: options.include_positions,
-                    ..ReadOptions::default()
-                };
-                let spec = resolve_value_schema(&conn, stream, spec, sample).await?;
-                Some(
-                    ValueDecoder::new(&spec, options.batch_rows)?
-                        .beside(&message_schema(schema_options))?,
-                )
-            }
-            None => None,
-        };
+        let values = value_decoder(&conn, stream, &options, schema_options).await?;
         let decompression = conn.decompression;
         let mut reader = Self {
             conn,
@@ -132,7 +113,7 @@ impl StreamReader {
                 .with_decompression(decompression)
                 .with_positions(options.include_positions),
             end_seq,
-            end_time_ns: options.end_time_ns,
+            end_time_ns: options.end_time,
             batch_rows: options.batch_rows,
             max_bytes: options.max_bytes,
             carry: None,
@@ -167,7 +148,7 @@ impl StreamReader {
             chosen => chosen,
         };
         let ordered_start = options.start();
-        let direct_start = match options.start_time_ns {
+        let direct_start = match options.start_time {
             Some(ns) => DirectStart::Time(ns),
             None => DirectStart::Sequence(start),
         };

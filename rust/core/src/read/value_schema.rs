@@ -3,12 +3,40 @@
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, MapArray};
 
-use crate::arrow::schema::{DATA, HEADERS};
-use crate::codec::compression::{self, Compression};
-use crate::codec::CodecSpec;
+use crate::arrow::schema::{message_schema, SchemaOptions, DATA, HEADERS};
+use crate::codec::{CodecSpec, ValueDecoder};
+use crate::compression::{self, Compression};
 use crate::connection::Connection;
 use crate::error::Result;
 use crate::read::{ReadOptions, StreamReader};
+
+/// The decoder of `read`'s payloads into its `values` columns (None without them),
+/// beside the message columns of `schema_options`, for batches of up to its
+/// `batch_rows` rows. The value schema is as given or inferred
+/// ([`resolve_value_schema`]) from a sample of the rows the read will decode: its
+/// range, subjects and positions.
+pub async fn value_decoder(
+    conn: &Connection,
+    stream: &str,
+    read: &ReadOptions,
+    schema_options: SchemaOptions,
+) -> Result<Option<ValueDecoder>> {
+    let Some(spec) = &read.values else {
+        return Ok(None);
+    };
+    let sample = ReadOptions {
+        start_seq: read.start_seq,
+        end_seq: read.end_seq,
+        subjects: read.subjects.clone(),
+        start_time: read.start_time,
+        end_time: read.end_time,
+        include_positions: read.include_positions,
+        ..ReadOptions::default()
+    };
+    let spec = resolve_value_schema(conn, stream, spec, sample).await?;
+    let decoder = ValueDecoder::new(&spec, read.batch_rows)?;
+    Ok(Some(decoder.beside(&message_schema(schema_options))?))
+}
 
 /// `spec` with its value schema: as given, or inferred from the first
 /// `spec.sample_rows` messages that `sample` (a range, subjects) reads.
