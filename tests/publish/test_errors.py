@@ -318,9 +318,11 @@ def test_ack_timeout_without_msg_id_is_reported_not_retried(nats_server: NatsSer
         # the rows go out while the server is paused, well past the ack timeout: on a
         # loaded machine they may be sent a second after the pause began, and must
         # still see no ack in time.
-        with client.publisher(ack_timeout=0.5, raise_on_error=False) as publisher:
-            with paused_server(nats_server, 4.0):
-                result = publisher.publish(table)
+        with (
+            client.publisher(ack_timeout=0.5, raise_on_error=False) as publisher,
+            paused_server(nats_server, 4.0),
+        ):
+            result = publisher.publish(table)
         assert result.failed == 5
         for error in result.acks.column("error").to_pylist():
             assert "ack_timeout" in error and "msg id" in error, error
