@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any, ClassVar, Literal, TypeVar, cast
 
 from . import _core
+from ._time import to_epoch_ns
 from .exceptions import BadInputError
 
 # The texts of credentials and TLS material are hidden too: a key is a secret, and a
@@ -270,6 +271,26 @@ class ReadOptions(NativeOptions):
     last_per_subject: bool | None = None
     as_of_seq: int | None = None
     as_of_time: datetime | str | float | None = None
+
+    # The fields given in Python's forms, normalised as the core reads them.
+    @property
+    def subject_filters(self) -> list[str]:
+        """``subjects`` as a list (empty: every subject)."""
+        if self.subjects is None:
+            return []
+        return [self.subjects] if isinstance(self.subjects, str) else list(self.subjects)
+
+    @property
+    def start_time_ns(self) -> int | None:
+        return to_epoch_ns(self.start_time, "start_time")
+
+    @property
+    def end_time_ns(self) -> int | None:
+        return to_epoch_ns(self.end_time, "end_time")
+
+    @property
+    def as_of_time_ns(self) -> int | None:
+        return to_epoch_ns(self.as_of_time, "as_of_time")
 
 
 @dataclass(frozen=True)

@@ -616,9 +616,12 @@ class ReadOptions:
         queries="batch",
         meaning="one row per subject: the latest message of each (of `subjects`), as of `asOfSequence` or `asOfTime`, read in one partition without the stream's history; spark.read only",
     )
+    # Spark's own bounds, refused where the options are parsed, naming Spark's option:
+    # stream sequences start at 1.
     as_of_seq: int | None = native(
         "as_of_seq",
         "read",
+        minimum=1,
         not_in_read_fn=_RANGE_BY_ROW,
         only_because=_LATEST_IS_A_TABLE,
         spark="asOfSequence",
@@ -787,7 +790,8 @@ class WriteOptions:
         spark="ackWindow",
         meaning="publishes in flight per task before waiting for acks",
     )
-    ack_timeout: float = native("ack_timeout", "publish")
+    # Spark's own bound: an ack timeout under a millisecond would resend every message.
+    ack_timeout: float = native("ack_timeout", "publish", minimum=0.001)
     max_retries: int = native("max_retries", "publish")
     retry_backoff: float = native("retry_backoff", "publish")
     expected_stream: str | None = native(

@@ -7,7 +7,7 @@
 use jetstream_arrow_core::options::{Declared, Kind, OptionDecl, OptionValue};
 use jetstream_arrow_core::{ConnectConfig, Error};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyString, PyTuple};
 
 use crate::errors::GlueResult;
 
@@ -39,6 +39,11 @@ fn option_value(value: &Bound<'_, PyAny>, decl: &OptionDecl) -> GlueResult<Optio
     }
     let converted = match decl.kind {
         // A bool is an int to Python: True would be read as 1.
+        // Integers of other types (numpy's) by their `__index__`, as Python's own
+        // `range` takes them.
+        Kind::Count if !value.is_instance_of::<PyInt>() && !value.is_instance_of::<PyBool>() => {
+            value.extract::<i128>().ok().map(OptionValue::Int)
+        }
         Kind::Count if value.is_instance_of::<PyInt>() && !value.is_instance_of::<PyBool>() => {
             match value.extract::<i128>() {
                 Ok(n) => Some(OptionValue::Int(n)),
@@ -54,16 +59,14 @@ fn option_value(value: &Bound<'_, PyAny>, decl: &OptionDecl) -> GlueResult<Optio
                 }
             }
         }
+        // Any real number (numpy's too, by `__float__`), but not a bool or a string.
         Kind::Seconds | Kind::Number
-            if (value.is_instance_of::<PyInt>() || value.is_instance_of::<PyFloat>())
-                && !value.is_instance_of::<PyBool>() =>
+            if !value.is_instance_of::<PyBool>() && !value.is_instance_of::<PyString>() =>
         {
             value.extract::<f64>().ok().map(OptionValue::Float)
         }
-        Kind::Bool => value
-            .cast::<PyBool>()
-            .ok()
-            .map(|b| OptionValue::Bool(b.is_true())),
+        // True or False, or numpy's `bool_`, which pyo3 reads as one.
+        Kind::Bool => value.extract::<bool>().ok().map(OptionValue::Bool),
         Kind::Text | Kind::Choice => value.extract::<String>().ok().map(OptionValue::Text),
         // One string is a list of one.
         Kind::Texts if value.is_instance_of::<PyString>() => {

@@ -90,15 +90,20 @@ macro_rules! declare_options {
                 value: $crate::options::OptionValue,
             ) -> $crate::error::Result<()> {
                 let decl = <Self as $crate::options::Declared>::decl(name)?;
-                // None for an option that is not an `Option`: its default, where
-                // None means that, else refused by the type as any wrong kind.
-                let value = if value == $crate::options::OptionValue::None && decl.nullable {
-                    (decl.default)()
-                } else {
-                    value
-                };
                 match name {
                     $( stringify!($field) => {
+                        // None for an option that is not an `Option`: its default, where
+                        // None means that, else refused by the type as any wrong kind.
+                        // None for an `Option` is None itself, whatever its default
+                        // (`max_reconnects=None`: reconnect forever).
+                        let value = if value == $crate::options::OptionValue::None
+                            && decl.nullable
+                            && !<$ty as $crate::options::OptionType>::OPTIONAL
+                        {
+                            (decl.default)()
+                        } else {
+                            value
+                        };
                         self.$field =
                             <$ty as $crate::options::OptionType>::from_option(value, decl)?;
                     } )*

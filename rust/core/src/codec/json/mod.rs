@@ -77,7 +77,7 @@ fn not_an_object(payload: &[u8]) -> Option<String> {
     }
     let value = match serde_json::from_slice::<serde::de::IgnoredAny>(payload) {
         Ok(_) => payload.iter().find(|b| !b.is_ascii_whitespace()),
-        Err(e) => return Some(format!("it is not JSON: {e}")),
+        Err(e) => return Some(several_values(payload).unwrap_or(format!("it is not JSON: {e}"))),
     };
     let kind = match value {
         Some(b'{') => return None,
@@ -88,6 +88,19 @@ fn not_an_object(payload: &[u8]) -> Option<String> {
         _ => "a number",
     };
     Some(format!("it is JSON but not an object: it is {kind}"))
+}
+
+/// A payload of several whole JSON values one after the other (lines of NDJSON sent
+/// as one message), said as such rather than as the syntax error a single value
+/// finds after the first; None for a payload that is not that.
+fn several_values(payload: &[u8]) -> Option<String> {
+    let mut count = 0;
+    for value in serde_json::Deserializer::from_slice(payload).into_iter::<serde::de::IgnoredAny>()
+    {
+        value.ok()?;
+        count += 1;
+    }
+    (count > 1).then(|| format!("the payload holds {count} JSON values, not one"))
 }
 
 struct JsonRows {
